@@ -1,0 +1,230 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Algorithm names a rate-limiting algorithm. The string values are stable:
+// they appear in flags, configuration and (abbreviated) in storage keys.
+type Algorithm string
+
+// The algorithms sluice implements. Each behaves identically in the memory
+// store and in the Redis store (see ALGORITHMS.md for the exact arithmetic).
+const (
+	// GCRA is the generic cell rate algorithm with redis-cell's CL.THROTTLE
+	// semantics: Burst requests may pass at once, then one every Period/Rate.
+	// Burst equals redis-cell's max_burst + 1. It is the zero value.
+	GCRA Algorithm = "gcra"
+	// TokenBucket holds Burst tokens, refilled continuously at Rate per
+	// Period; it starts full. Refill arithmetic is exact (no rounding of
+	// Period/Rate).
+	TokenBucket Algorithm = "token_bucket"
+	// FixedWindow admits at most Rate per window of Period, windows aligned
+	// to the Unix epoch. Up to 2×Rate may pass across a window boundary.
+	FixedWindow Algorithm = "fixed_window"
+	// SlidingWindow approximates a sliding window with two counters: the
+	// previous window's count weighted by how much of it still overlaps the
+	// trailing Period, plus the current window's count. O(1) memory.
+	SlidingWindow Algorithm = "sliding_window"
+	// SlidingLog admits at most Rate in any trailing Period, exactly, by
+	// keeping one timestamp per admitted unit. Memory is O(Rate) per key.
+	SlidingLog Algorithm = "sliding_log"
+	// LeakyBucket shapes traffic like nginx limit_req without nodelay:
+	// requests leave at Rate per Period; up to Burst more wait in the queue,
+	// and Result.Delay says how long to hold each; beyond that they are denied.
+	LeakyBucket Algorithm = "leaky_bucket"
+)
+
+// Algorithms lists every algorithm, in a stable order.
+var Algorithms = []Algorithm{GCRA, TokenBucket, FixedWindow, SlidingWindow, SlidingLog, LeakyBucket}
+
+// InfDuration is the RetryAfter of a request whose cost exceeds what the
+// limit can ever admit at once: it will never pass.
+const InfDuration = time.Duration(math.MaxInt64)
+
+// Bounds on limit sizes. Every quantity the algorithms compute is an integer
+// number of microseconds (or microsecond-scaled tokens) that must stay exact
+// in a Lua number (a float64), so products are kept below 2^53.
+const (
+	// MaxSlidingLogRate is the largest Rate a SlidingLog limit accepts: it
+	// stores one entry per admitted unit.
+	MaxSlidingLogRate = 100_000
+	maxExact          = 1 << 53
+)
+
+// Limit describes one rate limit. The zero value is not valid: Rate and
+// Period are required. Limits are plain values, safe to copy and compare.
+type Limit struct {
+	Algorithm Algorithm     // zero value means GCRA
+	Rate      int64         // events admitted per Period
+	Period    time.Duration // a whole number of microseconds, at least 1µs
+	// Burst is the capacity: how many may pass at once (TokenBucket, GCRA)
+	// or wait in the queue (LeakyBucket). 0 selects the default, Rate.
+	// FixedWindow, SlidingWindow and SlidingLog take no Burst.
+	Burst int64
+	// Penalty, when positive, locks the key for this long after a denial
+	// by this limit: requests during the lock are denied without being
+	// charged, and they do not extend it.
+	Penalty time.Duration
+}
+
+// PerSecond returns a GCRA limit of rate events per second with Burst rate.
+func PerSecond(rate int64) Limit {
+	return Limit{Algorithm: GCRA, Rate: rate, Period: time.Second, Burst: rate}
+}
+
+// PerMinute returns a GCRA limit of rate events per minute with Burst rate.
+func PerMinute(rate int64) Limit {
+	return Limit{Algorithm: GCRA, Rate: rate, Period: time.Minute, Burst: rate}
+}
+
+// PerHour returns a GCRA limit of rate events per hour with Burst rate.
+func PerHour(rate int64) Limit {
+	return Limit{Algorithm: GCRA, Rate: rate, Period: time.Hour, Burst: rate}
+}
+
+// ErrInvalidLimit is wrapped by every error Validate returns.
+var ErrInvalidLimit = errors.New("sluice: invalid limit")
+
+// Validate reports whether l can be enforced exactly. It rejects a Rate or
+// Period that is not positive, a negative Burst or Penalty, an unknown
+// Algorithm, a Period that is not a whole number of microseconds, a Burst on
+// an algorithm that has none, and sizes whose arithmetic would overflow.
+func (l Limit) Validate() error {
+	_, err := l.normalize()
+	return err
+}
+
+func invalid(l Limit, format string, args ...any) error {
+	return fmt.Errorf("%w %s: %s", ErrInvalidLimit, l.String(), fmt.Sprintf(format, args...))
+}
+
+// String renders l compactly, for messages and logs: "gcra 30/1m0s burst 16".
+func (l Limit) String() string {
+	alg := l.Algorithm
+	if alg == "" {
+		alg = GCRA
+	}
+	s := string(alg) + " " + strconv.FormatInt(l.Rate, 10) + "/" + l.Period.String()
+	if l.Burst != 0 {
+		s += " burst " + strconv.FormatInt(l.Burst, 10)
+	}
+	if l.Penalty != 0 {
+		s += " penalty " + l.Penalty.String()
+	}
+	return s
+}
+
+// Spec is a validated Limit in the integer units the algorithms compute
+// with: every duration in microseconds, defaults applied. Store
+// implementations work on Specs; users rarely need them.
+type Spec struct {
+	Algorithm Algorithm
+	Rate      int64 // R: events per Period
+	Period    int64 // P, µs
+	Burst     int64 // B after defaults (0 for the window algorithms)
+	Penalty   int64 // µs, rounded up
+	Interval  int64 // T = ceil(P/R) µs: the emission interval of GCRA and LeakyBucket (0 otherwise)
+}
+
+// Spec validates l and returns it in integer microseconds.
+func (l Limit) Spec() (Spec, error) { return l.normalize() }
+
+func (l Limit) normalize() (Spec, error) {
+	s := Spec{Algorithm: l.Algorithm, Rate: l.Rate, Burst: l.Burst}
+	if s.Algorithm == "" {
+		s.Algorithm = GCRA
+	}
+	switch s.Algorithm {
+	case GCRA, TokenBucket, FixedWindow, SlidingWindow, SlidingLog, LeakyBucket:
+	default:
+		return Spec{}, invalid(l, "unknown algorithm %q (want one of gcra, token_bucket, fixed_window, sliding_window, sliding_log, leaky_bucket)", string(l.Algorithm))
+	}
+	if l.Rate <= 0 {
+		return Spec{}, invalid(l, "rate must be positive")
+	}
+	if l.Period <= 0 {
+		return Spec{}, invalid(l, "period must be positive")
+	}
+	if l.Period%time.Microsecond != 0 {
+		return Spec{}, invalid(l, "period must be a whole number of microseconds")
+	}
+	if l.Burst < 0 {
+		return Spec{}, invalid(l, "burst must not be negative")
+	}
+	if l.Penalty < 0 {
+		return Spec{}, invalid(l, "penalty must not be negative")
+	}
+	s.Period = int64(l.Period / time.Microsecond)
+	s.Penalty = int64((l.Penalty + time.Microsecond - 1) / time.Microsecond)
+	if s.Period >= maxExact || s.Penalty >= maxExact {
+		return Spec{}, invalid(l, "period and penalty must be below 2^53 microseconds")
+	}
+	switch s.Algorithm {
+	case FixedWindow, SlidingWindow, SlidingLog:
+		if l.Burst != 0 {
+			return Spec{}, invalid(l, "%s takes no burst; leave Burst 0", string(s.Algorithm))
+		}
+	default:
+		if s.Burst == 0 {
+			s.Burst = s.Rate
+		}
+	}
+	switch s.Algorithm {
+	case GCRA, LeakyBucket:
+		if s.Rate > s.Period {
+			return Spec{}, invalid(l, "more than one event per microsecond cannot be timed; lower the rate or lengthen the period")
+		}
+		s.Interval = (s.Period + s.Rate - 1) / s.Rate
+		// The tolerance (Burst+1)·T and every TAT offset must stay exact.
+		if s.Burst >= maxExact/s.Interval-1 {
+			return Spec{}, invalid(l, "burst × period/rate is too large")
+		}
+	case TokenBucket:
+		// Tokens are kept scaled by P: capacity B·P and refill R·elapsed.
+		if s.Burst > maxExact/s.Period || s.Rate > maxExact/s.Period {
+			return Spec{}, invalid(l, "burst × period and rate × period must be below 2^53 µs")
+		}
+	case SlidingWindow:
+		// The weighted estimate compares sums of counts × P (up to 3·R·P).
+		if s.Rate > maxExact/(4*s.Period) {
+			return Spec{}, invalid(l, "rate × period must be below 2^51 µs")
+		}
+	case SlidingLog:
+		if s.Rate > MaxSlidingLogRate {
+			return Spec{}, invalid(l, "sliding_log keeps one entry per event: rate must be at most %d", MaxSlidingLogRate)
+		}
+	case FixedWindow:
+		if s.Rate >= maxExact {
+			return Spec{}, invalid(l, "rate must be below 2^53")
+		}
+	}
+	return s, nil
+}
+
+// ID returns a short, injective identity of s, used to keep the state of
+// different limits apart in a store: two limits share state on a key exactly
+// when every field that shapes their arithmetic is equal. Example: "g30/60000000b16p0".
+func (s Spec) ID() string {
+	var c string
+	switch s.Algorithm {
+	case GCRA:
+		c = "g"
+	case TokenBucket:
+		c = "t"
+	case FixedWindow:
+		c = "f"
+	case SlidingWindow:
+		c = "w"
+	case SlidingLog:
+		c = "l"
+	case LeakyBucket:
+		c = "k"
+	}
+	return c + strconv.FormatInt(s.Rate, 10) + "/" + strconv.FormatInt(s.Period, 10) +
+		"b" + strconv.FormatInt(s.Burst, 10) + "p" + strconv.FormatInt(s.Penalty, 10)
+}
