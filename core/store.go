@@ -41,3 +41,50 @@ var (
 	ErrNegativeCost = errors.New("sluice: negative cost")
 	ErrNoLimits     = errors.New("sluice: no limits")
 )
+
+// Combine returns the overall Result of a Take over several limits from each
+// limit's own Result, in the order the limits were given: the binding
+// limit's figures (see Result), Delay the largest of all, and PerLimit set to
+// perLimit when it holds more than one Result. Store implementations use it;
+// perLimit must not be empty.
+func Combine(perLimit []Result) Result {
+	if len(perLimit) == 1 {
+		r := perLimit[0]
+		r.Binding, r.PerLimit = 0, nil
+		return r
+	}
+	allowed := true
+	for i := range perLimit {
+		if !perLimit[i].Allowed {
+			allowed = false
+			break
+		}
+	}
+	binding := -1
+	var delay time.Duration
+	for i := range perLimit {
+		r := &perLimit[i]
+		if r.Delay > delay {
+			delay = r.Delay
+		}
+		switch {
+		case allowed:
+			if binding < 0 || r.Remaining < perLimit[binding].Remaining {
+				binding = i
+			}
+		case !r.Allowed:
+			if binding < 0 || r.RetryAfter > perLimit[binding].RetryAfter {
+				binding = i
+			}
+		}
+	}
+	out := perLimit[binding]
+	out.Binding = binding
+	out.PerLimit = perLimit
+	if allowed {
+		out.Delay = delay
+	} else {
+		out.Delay = 0
+	}
+	return out
+}
