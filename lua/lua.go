@@ -1,0 +1,30 @@
+package lua
+
+import _ "embed" // for the scripts
+
+// Take is the source of the take script: see the package documentation for
+// its KEYS, ARGV and reply.
+//
+//go:embed take.lua
+var Take string
+
+// The shape of the take script's arguments and reply.
+const (
+	KeysPerLimit    = 2  // state key, lock key
+	ArgsPerLimit    = 6  // code, R, P, B, T, L
+	RepliesPerLimit = 6  // allowed, limit, remaining, retry, reset, delay
+	RetryNever      = -1 // the retry figure of a cost that can never pass
+	// MaxCost is the largest cost the script takes; every limit's capacity
+	// is below it, so a larger cost is sent as MaxCost with the same outcome.
+	MaxCost = 1 << 53
+)
+
+// Algorithm codes, the first argument of each limit.
+const (
+	CodeGCRA          = "g"
+	CodeLeakyBucket   = "k"
+	CodeTokenBucket   = "t"
+	CodeFixedWindow   = "f"
+	CodeSlidingWindow = "w"
+	CodeSlidingLog    = "l"
+)

@@ -1,0 +1,316 @@
+-- sluice take: charge n units against any number of limits of one key,
+-- atomically, with the arithmetic of ALGORITHMS.md. Runs on Redis >= 7.0
+-- (Lua 5.1) and on miniredis (gopher-lua).
+--
+-- KEYS, per limit i = 1..m:
+--   KEYS[2i-1]  state key            (string; a sorted set for sliding_log)
+--   KEYS[2i]    penalty lock key     (state key .. ":x"; read only when L > 0)
+-- ARGV:
+--   ARGV[1]     n, the cost (0 peeks; the caller clamps it to 2^53)
+--   ARGV[6i-4]  algorithm: g gcra, k leaky_bucket, t token_bucket,
+--               f fixed_window, w sliding_window, l sliding_log
+--   ARGV[6i-3]  R, rate per period
+--   ARGV[6i-2]  P, period in microseconds
+--   ARGV[6i-1]  B, burst after defaults (0 for the window algorithms)
+--   ARGV[6i]    T, interval ceil(P/R) in microseconds (gcra, leaky_bucket)
+--   ARGV[6i+1]  L, penalty in microseconds (0: none)
+-- Reply, per limit i, six integers from index 6i-5:
+--   allowed (0/1), limit, remaining, retry us (-1: never), reset us, delay us
+--
+-- Every quantity is an integer below 2^53, so doubles hold it exactly.
+-- Divisions use fmod, which is exact, and numbers reach Redis through
+-- string.format('%.0f') (tostring would write 1.8e+15).
+
+local call, tonumber, format, fmod = redis.call, tonumber, string.format, math.fmod
+local INF = -1
+
+if #KEYS % 2 ~= 0 or #ARGV ~= 1 + 3 * #KEYS then
+  return redis.error_reply('ERR sluice: want 2 keys and 6 arguments per limit')
+end
+
+local function str(x) return format('%.0f', x) end
+
+-- floor(a/b) and ceil(a/b) for integers a >= 0, b > 0: a - fmod(a, b) is
+-- an exact multiple of b, so the division is exact too.
+local function fdiv(a, b) return (a - fmod(a, b)) / b end
+local function cdiv(a, b)
+  local r = fmod(a, b)
+  if r == 0 then return a / b end
+  return (a - r) / b + 1
+end
+
+-- PX argument for a lifetime of ttl us: ceil(ttl/1000) ms, at least 1.
+local function px(ttl)
+  if ttl <= 1000 then return '1' end
+  return str(cdiv(ttl, 1000))
+end
+
+-- A number read back from Redis. Arithmetic coercion accepts every form a
+-- score may take ("1.7e+15" on some servers), where gopher-lua's tonumber
+-- does not.
+local function num(s) return s + 0 end
+
+local t = call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local n = tonumber(ARGV[1])
+local m = #KEYS / 2
+
+-- Parse the limits; read every string key (states and locks) in one MGET.
+local lims, reads = {}, {}
+for i = 1, m do
+  local j = 6 * i - 4
+  local l = {
+    a = ARGV[j], R = tonumber(ARGV[j + 1]), P = tonumber(ARGV[j + 2]),
+    B = tonumber(ARGV[j + 3]), T = tonumber(ARGV[j + 4]), L = tonumber(ARGV[j + 5]),
+    key = KEYS[2 * i - 1], lock = KEYS[2 * i],
+  }
+  if l.a ~= 'l' then
+    reads[#reads + 1] = l.key
+    l.si = #reads
+  end
+  if l.L > 0 then
+    reads[#reads + 1] = l.lock
+    l.li = #reads
+  end
+  lims[i] = l
+end
+local vals = {}
+for first = 1, #reads, 1000 do -- Lua 5.1's unpack stops near 8000 values
+  local last = first + 999
+  if last > #reads then last = #reads end
+  local got = call('MGET', unpack(reads, first, last))
+  for k = 1, #got do vals[first + k - 1] = got[k] end
+end
+
+-- Decode each state. A value that does not parse counts as absent.
+for i = 1, m do
+  local l = lims[i]
+  if l.li and vals[l.li] then l.lockUntil = tonumber(vals[l.li]) end
+  if l.a == 'l' then
+    -- newest entry: its score is the newest stamp, its member the sequence
+    local last = call('ZRANGE', l.key, -1, -1, 'WITHSCORES')
+    l.c, l.seq = 0, -1
+    if last[1] then
+      l.seq = tonumber(last[1], 16) or -1
+      l.newest = num(last[2])
+      if l.newest > now - l.P then
+        l.c = call('ZCOUNT', l.key, '(' .. str(now - l.P), '+inf')
+      end
+    end
+  else
+    local v = vals[l.si]
+    if v then
+      local a, b, c = string.match(v, '^(%d+):?(%d*):?(%d*)$')
+      l.s1, l.s2, l.s3 = tonumber(a), tonumber(b), tonumber(c)
+    end
+  end
+end
+
+-- Each evaluation returns allowed, limit, remaining, retry, reset, delay
+-- and what to write when the call is charged (nil: nothing).
+
+local function tat(l, cost, leaky)
+  local lim, tol = l.B, l.B * l.T
+  if leaky then lim, tol = l.B + 1, (l.B + 1) * l.T end
+  local base = now
+  if l.s1 and not l.s2 and l.s1 > now then base = l.s1 end
+  local used, ok, retry, delay, w = base - now, 0, 0, 0, nil
+  if cost > lim then
+    retry = INF
+  else
+    local newTat = base + cost * l.T
+    if newTat - now > tol then
+      retry = newTat - now - tol
+    else
+      ok, used = 1, newTat - now
+      if leaky and cost > 0 then delay = newTat - l.T - now end
+      w = { str(newTat), px(newTat - now) }
+    end
+  end
+  local rem = 0
+  if tol - used > 0 then rem = fdiv(tol - used, l.T) end
+  return ok, lim, rem, retry, used, delay, w
+end
+
+local function token(l, cost)
+  local R, P, B = l.R, l.P, l.B
+  local cap = B * P
+  local tok, ts = l.s1, l.s2
+  if not (tok and ts and not l.s3) or tok > cap then tok, ts = cap, now end
+  local need = cap - tok
+  if need > 0 then
+    local elapsed = now - ts
+    if elapsed < 0 then elapsed = 0 end
+    if elapsed >= cdiv(need, R) then tok = cap else tok = tok + R * elapsed end
+  end
+  local ok, retry, w = 0, 0, nil
+  if cost > B then
+    retry = INF
+  elseif tok >= cost * P then
+    ok, tok = 1, tok - cost * P
+    w = { str(tok) .. ':' .. str(now), px(cdiv(cap - tok, R)) }
+  else
+    retry = cdiv(cost * P - tok, R)
+  end
+  return ok, B, fdiv(tok, P), retry, cdiv(cap - tok, R), 0, w
+end
+
+local function fixed(l, cost)
+  local R, P = l.R, l.P
+  local win = fdiv(now, P)
+  local left = (win + 1) * P - now
+  local c = 0
+  if l.s1 == win and l.s2 and not l.s3 then c = l.s2 end
+  local ok, retry, w = 0, 0, nil
+  if cost > R then
+    retry = INF
+  elseif c + cost <= R then
+    ok, c = 1, c + cost
+    w = { str(win) .. ':' .. str(c), px(left) }
+  else
+    retry = left
+  end
+  local reset = 0
+  if c > 0 then reset = left end
+  return ok, R, R - c, retry, reset, 0, w
+end
+
+local function sliding(l, cost)
+  local R, P = l.R, l.P
+  local win = fdiv(now, P)
+  local e = now - win * P
+  local c, p = 0, 0
+  if l.s2 and l.s3 then
+    if l.s1 == win then c, p = l.s2, l.s3 elseif l.s1 == win - 1 then p = l.s2 end
+  end
+  local pw = p * (P - e)
+  local ok, retry, w = 0, 0, nil
+  if cost > R then
+    retry = INF
+  elseif pw + (c + cost) * P <= R * P then
+    ok, c = 1, c + cost
+    w = { str(win) .. ':' .. str(c) .. ':' .. str(p), px(2 * P - e) }
+  else
+    retry = nil
+    if R - c - cost >= 0 and p > 0 then
+      local e1 = P - fdiv((R - c - cost) * P, p)
+      if e1 < P then retry = e1 - e end
+    end
+    if not retry then
+      local e2 = 0
+      if c > 0 then
+        e2 = P - fdiv((R - cost) * P, c)
+        if e2 < 0 then e2 = 0 end
+      end
+      retry = (P - e) + e2
+    end
+  end
+  local rem = R * P - pw - c * P
+  if rem > 0 then rem = fdiv(rem, P) else rem = 0 end
+  local reset = 0
+  if c > 0 then reset = 2 * P - e elseif p > 0 then reset = P - e end
+  return ok, R, rem, retry, reset, 0, w
+end
+
+local function log(l, cost)
+  local R, P = l.R, l.P
+  local c, newest = l.c, l.newest
+  local ok, retry, w = 0, 0, nil
+  if cost > R then
+    retry = INF
+  elseif c + cost <= R then
+    ok, c = 1, c + cost
+    if cost > 0 then
+      if not newest or newest < now then newest = now end
+      w = newest
+    end
+  else
+    -- the (c+cost-R)-th oldest live entry must leave first
+    local e = call('ZRANGEBYSCORE', l.key, '(' .. str(now - P), '+inf',
+      'WITHSCORES', 'LIMIT', str(c + cost - R - 1), 1)
+    retry = num(e[2]) + P - now
+  end
+  local reset = 0
+  if c > 0 then reset = newest + P - now end
+  return ok, R, R - c, retry, reset, 0, w
+end
+
+local function eval(l, cost)
+  local a = l.a
+  if a == 'g' then return tat(l, cost, false) end
+  if a == 'k' then return tat(l, cost, true) end
+  if a == 't' then return token(l, cost) end
+  if a == 'f' then return fixed(l, cost) end
+  if a == 'w' then return sliding(l, cost) end
+  if a == 'l' then return log(l, cost) end
+  error('sluice: unknown algorithm ' .. tostring(a))
+end
+
+-- Evaluate every limit against the state before the call.
+local out, all = {}, true
+for i = 1, m do
+  local l = lims[i]
+  local k = 6 * i - 5
+  if l.lockUntil and now < l.lockUntil then
+    -- locked: denied, nothing charged, the lock is not extended
+    local _, lim, _, _, reset = eval(l, 0)
+    local left = l.lockUntil - now
+    if reset < left then reset = left end
+    out[k], out[k + 1], out[k + 2], out[k + 3], out[k + 4], out[k + 5] = 0, lim, 0, left, reset, 0
+    l.locked = true
+    all = false
+  else
+    local ok, lim, rem, retry, reset, delay, w = eval(l, n)
+    if ok == 0 then
+      all = false
+      if l.L > 0 then
+        if retry ~= INF and retry < l.L then retry = l.L end
+        if reset < l.L then reset = l.L end
+      end
+    end
+    out[k], out[k + 1], out[k + 2], out[k + 3], out[k + 4], out[k + 5] = ok, lim, rem, retry, reset, delay
+    l.w = w
+  end
+end
+
+if n > 0 then
+  if all then
+    for i = 1, m do
+      local l = lims[i]
+      local w = l.w
+      if l.a == 'l' then
+        local ts = str(w)
+        if l.newest then call('ZREMRANGEBYSCORE', l.key, '-inf', str(now - l.P)) end
+        local seq, left = l.seq, n
+        while left > 0 do -- at most 500 members per ZADD (unpack's limit)
+          local batch = 500
+          if left < batch then batch = left end
+          local args = {}
+          for b = 1, batch do
+            seq = seq + 1
+            args[2 * b - 1] = ts
+            args[2 * b] = format('%016x', seq)
+          end
+          call('ZADD', l.key, unpack(args))
+          left = left - batch
+        end
+        call('PEXPIRE', l.key, px(w + l.P - now))
+      else
+        call('SET', l.key, w[1], 'PX', w[2])
+      end
+    end
+  else
+    for i = 1, m do
+      local l = lims[i]
+      local k = 6 * i - 5
+      if out[k] == 1 then
+        -- allowed but not charged: report what a peek sees
+        out[k], out[k + 1], out[k + 2], out[k + 3], out[k + 4], out[k + 5] = eval(l, 0)
+      elseif l.L > 0 and not l.locked then
+        call('SET', l.lock, str(now + l.L), 'PX', px(l.L))
+      end
+    end
+  end
+end
+
+return out
