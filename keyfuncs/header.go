@@ -1,0 +1,101 @@
+package keyfuncs
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// DefaultHeaderMaxLength is the longest header value Header accepts as a key
+// unless WithMaxLength says otherwise.
+const DefaultHeaderMaxLength = 512
+
+// HeaderOption configures Header.
+type HeaderOption func(*headerConfig)
+
+type headerConfig struct {
+	maxLength int
+}
+
+// WithMaxLength sets the longest value, in bytes, that Header accepts as a
+// key (n > 0); a longer value is an error. The default is
+// DefaultHeaderMaxLength. The bound keeps storage keys small whatever a
+// client sends.
+func WithMaxLength(n int) HeaderOption {
+	return func(c *headerConfig) { c.maxLength = n }
+}
+
+// Header returns a KeyFunc that keys requests by the value of the header
+// name, for instance an API key in "X-API-Key". The value is used verbatim
+// (net/http has already trimmed surrounding whitespace); it is the client's
+// own claim, unverified, so use Header only for values checked elsewhere or
+// where a client choosing its key does no harm.
+//
+// A missing or empty header is an error wrapping core.ErrNoKey. A header
+// sent on several lines (ambiguous) or longer than the maximum length is
+// another error. Header returns an error for an invalid header name or
+// maximum length. The returned KeyFunc is safe for concurrent use.
+func Header(name string, opts ...HeaderOption) (core.KeyFunc, error) {
+	cfg := headerConfig{maxLength: DefaultHeaderMaxLength}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&cfg)
+		}
+	}
+	if !validHeaderName(name) {
+		return nil, fmt.Errorf("keyfuncs: invalid header name %q", name)
+	}
+	if cfg.maxLength <= 0 {
+		return nil, fmt.Errorf("keyfuncs: header max length %d, want > 0", cfg.maxLength)
+	}
+	name = http.CanonicalHeaderKey(name)
+	maxLength := cfg.maxLength
+	return func(r *http.Request) (string, error) {
+		if r == nil {
+			return "", errNilRequest
+		}
+		values := r.Header.Values(name)
+		switch {
+		case len(values) == 0 || len(values) == 1 && values[0] == "":
+			return "", fmt.Errorf("keyfuncs: no %s header: %w", name, core.ErrNoKey)
+		case len(values) > 1:
+			return "", fmt.Errorf("keyfuncs: %s: %d header lines, want one", name, len(values))
+		case len(values[0]) > maxLength:
+			return "", fmt.Errorf("keyfuncs: %s: value of %d bytes exceeds the maximum of %d", name, len(values[0]), maxLength)
+		}
+		return values[0], nil
+	}, nil
+}
+
+// errNoPattern is wrapped by Route's error for a request without a pattern.
+var errNoPattern = errors.New("keyfuncs: request has no route pattern (r.Pattern is empty)")
+
+// Route returns a KeyFunc that keys requests by their route template, the
+// pattern that matched them, so that every URL of one route shares a limit:
+// "/users/1" and "/users/2" both key as "GET /users/{id}". The pattern is
+// kept whole, method and host included, as registered.
+//
+// The template is read from r.Pattern, which http.ServeMux (Go 1.22+) sets
+// before calling the handler. Other routers must set it before the KeyFunc
+// runs; sluice's adapters do: ginlimit copies gin's c.FullPath() and
+// echolimit copies echo's c.Path() into r.Pattern. Route never falls back to
+// the raw URL path, which would give each URL its own limit: an empty
+// r.Pattern (no route matched, or a router that does not set it) is an error
+// wrapping core.ErrNoKey.
+//
+// The returned KeyFunc is safe for concurrent use.
+func Route() core.KeyFunc {
+	return routeKey
+}
+
+func routeKey(r *http.Request) (string, error) {
+	if r == nil {
+		return "", errNilRequest
+	}
+	if r.Pattern == "" {
+		return "", fmt.Errorf("%w: %w", errNoPattern, core.ErrNoKey)
+	}
+	return r.Pattern, nil
+}

@@ -1,0 +1,469 @@
+package keyfuncs
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// Default grouping of client addresses, see WithIPv6Prefix and WithIPv4Prefix.
+const (
+	DefaultIPv6PrefixBits = 64
+	DefaultIPv4PrefixBits = 32
+)
+
+// IPOption configures IP.
+type IPOption func(*ipConfig)
+
+// proxySource says which header a trusted proxy writes the client address to.
+type proxySource int
+
+const (
+	sourceXForwardedFor proxySource = iota // the default
+	sourceForwarded
+	sourceClientIPHeader
+)
+
+type ipConfig struct {
+	cidrs      []string
+	prefixes   []netip.Prefix
+	sources    []proxySource // every source option given, in order
+	headerName string
+	ipv6Bits   int
+	ipv4Bits   int
+}
+
+// WithTrustedProxies declares the proxies in front of the server, as CIDR
+// prefixes ("10.0.0.0/8", "2001:db8::/32") or single addresses
+// ("192.0.2.10", "::1"). Only when the peer of a request (its RemoteAddr) lies
+// inside one of them does IP read a forwarding header, and only trusted hops
+// are skipped when walking it. IPv4-mapped IPv6 prefixes
+// ("::ffff:10.0.0.0/104") are converted to IPv4 ones. "::/0" covers IPv6
+// only; IPv4 needs "0.0.0.0/0". Invalid text makes IP return an error.
+// The option may be given several times; the lists add up.
+func WithTrustedProxies(cidrs ...string) IPOption {
+	cidrs = append([]string(nil), cidrs...)
+	return func(c *ipConfig) { c.cidrs = append(c.cidrs, cidrs...) }
+}
+
+// WithTrustedPrefixes is WithTrustedProxies for already parsed prefixes.
+// Invalid (zero) prefixes make IP return an error.
+func WithTrustedPrefixes(prefixes ...netip.Prefix) IPOption {
+	prefixes = append([]netip.Prefix(nil), prefixes...)
+	return func(c *ipConfig) { c.prefixes = append(c.prefixes, prefixes...) }
+}
+
+// WithXForwardedFor makes IP read the client address from X-Forwarded-For
+// when the peer is a trusted proxy. It is the default; the option exists to
+// say so explicitly. At most one of WithXForwardedFor, WithForwarded and
+// WithClientIPHeader may be given.
+func WithXForwardedFor() IPOption {
+	return func(c *ipConfig) { c.sources = append(c.sources, sourceXForwardedFor) }
+}
+
+// WithForwarded makes IP read the client address from the RFC 7239
+// Forwarded header (its for= parameters) instead of X-Forwarded-For when the
+// peer is a trusted proxy. X-Forwarded-For is then ignored.
+func WithForwarded() IPOption {
+	return func(c *ipConfig) { c.sources = append(c.sources, sourceForwarded) }
+}
+
+// WithClientIPHeader makes IP read the client address from a header that a
+// trusted proxy sets to a single address, such as nginx's "X-Real-IP" or
+// Cloudflare's "CF-Connecting-IP", instead of X-Forwarded-For. The proxy must
+// overwrite the header: IP takes its value as the client when the peer is
+// trusted, whatever the address, and rejects a request carrying the header
+// more than once or with a list of addresses.
+func WithClientIPHeader(name string) IPOption {
+	return func(c *ipConfig) {
+		c.sources = append(c.sources, sourceClientIPHeader)
+		c.headerName = name
+	}
+}
+
+// WithIPv6Prefix groups IPv6 clients by their first bits bits (0 < bits ≤
+// 128): one end user usually holds a whole /64 and can rotate addresses
+// inside it at will. The default is DefaultIPv6PrefixBits (64); 128 keys
+// every address on its own, 48 groups a typical site allocation. It never
+// applies to IPv4 or IPv4-mapped addresses.
+func WithIPv6Prefix(bits int) IPOption {
+	return func(c *ipConfig) { c.ipv6Bits = bits }
+}
+
+// WithIPv4Prefix groups IPv4 clients by their first bits bits (0 < bits ≤
+// 32). The default is DefaultIPv4PrefixBits (32): each address on its own.
+func WithIPv4Prefix(bits int) IPOption {
+	return func(c *ipConfig) { c.ipv4Bits = bits }
+}
+
+// ipKeyer holds the validated configuration of one IP key function. It is
+// never modified after IP returns, so its key method is safe for concurrent
+// use.
+type ipKeyer struct {
+	trusted    []netip.Prefix
+	source     proxySource
+	headerName string // canonical form, for sourceClientIPHeader
+	ipv6Bits   int
+	ipv4Bits   int
+}
+
+// IP returns a KeyFunc that keys requests by client IP address.
+//
+// By default the client is the peer of the connection, r.RemoteAddr, and
+// every forwarding header is ignored: a client cannot choose its own key.
+// Behind proxies, declare them with WithTrustedProxies. When the peer is a
+// trusted proxy, IP reads the header that proxy writes (X-Forwarded-For by
+// default, or see WithForwarded and WithClientIPHeader) from the RIGHT: each
+// proxy appends the address it received the request from, so the right-most
+// entries are the ones the trusted proxies vouch for, and everything to the
+// left of the first untrusted address was written by the client. IP skips
+// trusted addresses and takes the first untrusted one as the client; when
+// every hop is trusted (a request from inside the trusted network), the
+// left-most one; when the header is absent, the peer. Several header lines
+// are merged in order, as one list. Read only one header kind: a proxy that
+// writes X-Forwarded-For passes a client's forged Forwarded header through
+// untouched, and the other way round, so accepting both would let clients
+// pick their key.
+//
+// Every address is normalised before it is compared or keyed: IPv4-mapped
+// IPv6 addresses (::ffff:192.0.2.1) become IPv4, zones (fe80::1%eth0) are
+// dropped, ports and brackets ("[2001:db8::1]:443", "192.0.2.1:80") are
+// accepted and dropped.
+//
+// The key is the canonical text of the client address, masked to its group
+// (see WithIPv6Prefix and WithIPv4Prefix): "203.0.113.7" for IPv4,
+// "2001:db8:1:2::/64" for IPv6 under the default /64 grouping; with a full
+// length prefix (/32, /128) the bare address, otherwise the prefix.
+//
+// Errors: an empty RemoteAddr, or a trusted proxy reporting a hidden client
+// ("unknown", an RFC 7239 obfuscated identifier, a Forwarded element without
+// for=) is an error wrapping core.ErrNoKey. A malformed address where an
+// address is needed is another error; client-written entries left of the
+// client address are never parsed.
+//
+// IP returns an error for invalid options: an unparsable CIDR, a prefix
+// length out of range, several forwarding-header options, or a forwarding
+// header option without any trusted proxy. The returned KeyFunc is safe for
+// concurrent use.
+func IP(opts ...IPOption) (core.KeyFunc, error) {
+	cfg := ipConfig{ipv6Bits: DefaultIPv6PrefixBits, ipv4Bits: DefaultIPv4PrefixBits}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&cfg)
+		}
+	}
+	k := &ipKeyer{ipv6Bits: cfg.ipv6Bits, ipv4Bits: cfg.ipv4Bits}
+	if cfg.ipv6Bits <= 0 || cfg.ipv6Bits > 128 {
+		return nil, fmt.Errorf("keyfuncs: IPv6 prefix length %d out of range (1..128)", cfg.ipv6Bits)
+	}
+	if cfg.ipv4Bits <= 0 || cfg.ipv4Bits > 32 {
+		return nil, fmt.Errorf("keyfuncs: IPv4 prefix length %d out of range (1..32)", cfg.ipv4Bits)
+	}
+	for _, s := range cfg.cidrs {
+		p, err := parseTrusted(s)
+		if err != nil {
+			return nil, err
+		}
+		k.trusted = append(k.trusted, p)
+	}
+	for _, p := range cfg.prefixes {
+		if !p.IsValid() {
+			return nil, errors.New("keyfuncs: invalid trusted prefix (zero netip.Prefix)")
+		}
+		k.trusted = append(k.trusted, normalizePrefix(p))
+	}
+	switch len(cfg.sources) {
+	case 0:
+		k.source = sourceXForwardedFor
+	case 1:
+		k.source = cfg.sources[0]
+		if len(k.trusted) == 0 {
+			return nil, errors.New("keyfuncs: a forwarding header option has no effect without WithTrustedProxies")
+		}
+	default:
+		return nil, errors.New("keyfuncs: give at most one of WithXForwardedFor, WithForwarded, WithClientIPHeader")
+	}
+	if k.source == sourceClientIPHeader {
+		if !validHeaderName(cfg.headerName) {
+			return nil, fmt.Errorf("keyfuncs: invalid header name %q", cfg.headerName)
+		}
+		k.headerName = http.CanonicalHeaderKey(cfg.headerName)
+	}
+	return k.key, nil
+}
+
+// parseTrusted parses a trusted CIDR or single address.
+func parseTrusted(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("keyfuncs: invalid trusted proxy CIDR %q: %w", s, err)
+		}
+		return normalizePrefix(p), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("keyfuncs: invalid trusted proxy address %q: %w", s, err)
+	}
+	a = a.WithZone("").Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// normalizePrefix masks p and turns an IPv4-mapped IPv6 prefix of at least
+// 96 bits into the equivalent IPv4 prefix, since addresses are unmapped
+// before they are compared.
+func normalizePrefix(p netip.Prefix) netip.Prefix {
+	a := p.Addr()
+	if a.Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p.Masked()
+}
+
+func (k *ipKeyer) isTrusted(a netip.Addr) bool {
+	for _, p := range k.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func (k *ipKeyer) key(r *http.Request) (string, error) {
+	if r == nil {
+		return "", errNilRequest
+	}
+	a, err := k.clientAddr(r)
+	if err != nil {
+		return "", err
+	}
+	return k.keyOf(a), nil
+}
+
+// keyOf returns the key of the normalised address a.
+func (k *ipKeyer) keyOf(a netip.Addr) string {
+	bits := k.ipv6Bits
+	if a.Is4() {
+		bits = k.ipv4Bits
+	}
+	if bits >= a.BitLen() {
+		return a.String()
+	}
+	p, err := a.Prefix(bits)
+	if err != nil { // unreachable: bits is validated and a has no zone
+		return a.String()
+	}
+	return p.String()
+}
+
+// clientAddr finds the normalised client address of r.
+func (k *ipKeyer) clientAddr(r *http.Request) (netip.Addr, error) {
+	if r.RemoteAddr == "" {
+		return netip.Addr{}, fmt.Errorf("keyfuncs: empty RemoteAddr: %w", core.ErrNoKey)
+	}
+	peer, err := parseNode(r.RemoteAddr, false)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("keyfuncs: RemoteAddr: %w", err)
+	}
+	if !k.isTrusted(peer) {
+		return peer, nil
+	}
+	switch k.source {
+	case sourceForwarded:
+		return k.walkForwarded(r.Header.Values("Forwarded"), peer)
+	case sourceClientIPHeader:
+		return k.readClientIPHeader(r.Header.Values(k.headerName), peer)
+	default:
+		return k.walkXForwardedFor(r.Header.Values("X-Forwarded-For"), peer)
+	}
+}
+
+// walkXForwardedFor walks the merged X-Forwarded-For lines from the right.
+// It slices from the end instead of splitting, so a long client-written
+// prefix costs nothing and is never parsed.
+func (k *ipKeyer) walkXForwardedFor(lines []string, peer netip.Addr) (netip.Addr, error) {
+	leftmost := peer
+	for li := len(lines) - 1; li >= 0; li-- {
+		rest := lines[li]
+		for rest != "" {
+			entry := rest
+			if i := strings.LastIndexByte(rest, ','); i >= 0 {
+				entry, rest = rest[i+1:], rest[:i]
+			} else {
+				rest = ""
+			}
+			entry = trimOWS(entry)
+			if entry == "" {
+				continue // empty list elements are ignored (RFC 9110 §5.6.1)
+			}
+			if strings.EqualFold(entry, "unknown") {
+				return netip.Addr{}, fmt.Errorf("keyfuncs: X-Forwarded-For: client address hidden (%q): %w", entry, core.ErrNoKey)
+			}
+			a, err := parseNode(entry, false)
+			if err != nil {
+				return netip.Addr{}, fmt.Errorf("keyfuncs: X-Forwarded-For: %w", err)
+			}
+			if !k.isTrusted(a) {
+				return a, nil
+			}
+			leftmost = a
+		}
+	}
+	return leftmost, nil
+}
+
+// walkForwarded walks the for= values of the merged Forwarded lines from the
+// right. Lines are parsed one at a time from the last, so a malformed line
+// written entirely by the client left of the client address is never read.
+func (k *ipKeyer) walkForwarded(lines []string, peer netip.Addr) (netip.Addr, error) {
+	leftmost := peer
+	for li := len(lines) - 1; li >= 0; li-- {
+		elems, err := parseForwarded(lines[li])
+		if err != nil {
+			return netip.Addr{}, fmt.Errorf("keyfuncs: Forwarded: %w", err)
+		}
+		for ei := len(elems) - 1; ei >= 0; ei-- {
+			e := elems[ei]
+			if !e.hasFor {
+				return netip.Addr{}, fmt.Errorf("keyfuncs: Forwarded: element without for=: %w", core.ErrNoKey)
+			}
+			if strings.EqualFold(e.forValue, "unknown") || strings.HasPrefix(e.forValue, "_") {
+				return netip.Addr{}, fmt.Errorf("keyfuncs: Forwarded: client address hidden (%s): %w", quoteShort(e.forValue), core.ErrNoKey)
+			}
+			a, err := parseNode(e.forValue, true)
+			if err != nil {
+				return netip.Addr{}, fmt.Errorf("keyfuncs: Forwarded: %w", err)
+			}
+			if !k.isTrusted(a) {
+				return a, nil
+			}
+			leftmost = a
+		}
+	}
+	return leftmost, nil
+}
+
+// readClientIPHeader reads a single-address header set by a trusted proxy.
+func (k *ipKeyer) readClientIPHeader(values []string, peer netip.Addr) (netip.Addr, error) {
+	switch len(values) {
+	case 0:
+		return peer, nil
+	case 1:
+	default:
+		return netip.Addr{}, fmt.Errorf("keyfuncs: %s: %d header lines, want one", k.headerName, len(values))
+	}
+	v := trimOWS(values[0])
+	if v == "" {
+		return peer, nil
+	}
+	if strings.IndexByte(v, ',') >= 0 {
+		return netip.Addr{}, fmt.Errorf("keyfuncs: %s: a list of addresses (%s), want one", k.headerName, quoteShort(v))
+	}
+	a, err := parseNode(v, false)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("keyfuncs: %s: %w", k.headerName, err)
+	}
+	return a, nil
+}
+
+// errBadAddress is wrapped by every address-syntax error.
+var errBadAddress = errors.New("invalid address")
+
+// parseNode parses an address as it appears in RemoteAddr, X-Forwarded-For
+// or a Forwarded for= value: "192.0.2.1", "192.0.2.1:80", "2001:db8::1",
+// "[2001:db8::1]", "[2001:db8::1]:443", with an optional IPv6 zone. When
+// obfuscatedPort is set, an RFC 7239 obfuscated port ("_abc") is accepted.
+// The result is unmapped and has no zone.
+func parseNode(s string, obfuscatedPort bool) (netip.Addr, error) {
+	var (
+		a   netip.Addr
+		err error
+	)
+	switch {
+	case s == "":
+		return netip.Addr{}, fmt.Errorf("%w: empty", errBadAddress)
+	case s[0] == '[':
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return netip.Addr{}, fmt.Errorf("%w %s: missing ']'", errBadAddress, quoteShort(s))
+		}
+		if rest := s[end+1:]; rest != "" && (rest[0] != ':' || !validPort(rest[1:], obfuscatedPort)) {
+			return netip.Addr{}, fmt.Errorf("%w %s: bad port", errBadAddress, quoteShort(s))
+		}
+		a, err = netip.ParseAddr(s[1:end])
+	default:
+		a, err = netip.ParseAddr(s)
+		if err != nil {
+			// IPv4 with a port: exactly one colon.
+			if i := strings.IndexByte(s, ':'); i >= 0 && strings.IndexByte(s[i+1:], ':') < 0 {
+				if !validPort(s[i+1:], obfuscatedPort) {
+					return netip.Addr{}, fmt.Errorf("%w %s: bad port", errBadAddress, quoteShort(s))
+				}
+				a, err = netip.ParseAddr(s[:i])
+				if err == nil && !a.Is4() {
+					return netip.Addr{}, fmt.Errorf("%w %s: IPv6 with a port needs brackets", errBadAddress, quoteShort(s))
+				}
+			}
+		}
+	}
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%w %s", errBadAddress, quoteShort(s))
+	}
+	return a.WithZone("").Unmap(), nil
+}
+
+// validPort reports whether s is a decimal port (0..65535) or, when
+// obfuscated is set, an RFC 7239 obfport: "_" followed by ALPHA, DIGIT,
+// ".", "_" or "-".
+func validPort(s string, obfuscated bool) bool {
+	if s == "" {
+		return false
+	}
+	if s[0] == '_' {
+		if !obfuscated || len(s) < 2 {
+			return false
+		}
+		for i := 1; i < len(s); i++ {
+			c := s[i]
+			if !(isAlnum(c) || c == '.' || c == '_' || c == '-') {
+				return false
+			}
+		}
+		return true
+	}
+	if len(s) > 5 {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n <= 65535
+}
+
+func isAlnum(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// trimOWS trims optional whitespace (SP, HTAB) from both ends of s.
+func trimOWS(s string) string {
+	return strings.Trim(s, " \t")
+}
+
+// quoteShort quotes s for an error message, cut to a bounded length: the
+// text comes from the client.
+func quoteShort(s string) string {
+	const maxLen = 64
+	if len(s) > maxLen {
+		return fmt.Sprintf("%q…", s[:maxLen])
+	}
+	return fmt.Sprintf("%q", s)
+}
