@@ -1,0 +1,21 @@
+// Command bench measures sluice against other Go rate limiters, side by side,
+// on one redis-server it starts and owns.
+//
+// Usage:
+//
+//	cd bench && go run . [-d 2s] [-c 1,16,64,256] [-keys 1000] [-impls all] [-paths allow,deny]
+//
+// Every implementation runs on the same server, with the same keys and the
+// same concurrency, on two paths: allow (the limit is never reached) and
+// deny (every key is exhausted before the measurement starts). Each case runs
+// for a fixed time after a short warm-up and prints decisions per second,
+// p50/p99 latency of one decision, Redis CPU per decision and Redis commands
+// per decision (both from INFO, deltas over the measured interval), and the
+// bench process's own CPU per decision. Ratios of sluice to every peer are
+// computed from the same run, and the last line printed is a one-line
+// summary of the ratios that issue 4's targets name.
+//
+// The module is separate from the library so that the library never depends
+// on the peers it is compared with. go test -bench . in this directory runs
+// the in-memory comparisons (serial and parallel, with allocations).
+package main

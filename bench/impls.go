@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"time"
+
+	"github.com/go-chi/httprate"
+	httprateredis "github.com/go-chi/httprate-redis"
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/sethvargo/go-limiter/memorystore"
+	"github.com/throttled/throttled/v2"
+	goredisstore "github.com/throttled/throttled/v2/store/goredisstore.v9"
+	"github.com/ulule/limiter/v3"
+	ulmemory "github.com/ulule/limiter/v3/drivers/store/memory"
+	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
+	"golang.org/x/time/rate"
+)
+
+// quota is the limit every implementation enforces in one case: rate events
+// per period, with a burst (where the algorithm has one) of rate.
+type quota struct {
+	rate   int64
+	period time.Duration
+}
+
+var (
+	// allowQuota is never reached: 1,000,000 per minute and key, while a
+	// whole run makes a few million decisions over 1000 keys.
+	allowQuota = quota{rate: 1_000_000, period: time.Minute}
+	// denyQuota is exhausted by the prefill and cannot recover during a case.
+	denyQuota = quota{rate: 10, period: time.Hour}
+)
+
+// decideFunc makes one decision for key (or, for a batch implementation,
+// batch decisions) and reports whether it was allowed.
+type decideFunc func(ctx context.Context, key string) (allowed bool, err error)
+
+// impl is one contender. build returns a factory of per-goroutine deciders
+// (most share everything; httprate needs a request and a writer of its own)
+// and a cleanup.
+type impl struct {
+	name    string
+	group   string // "redis" or "memory": ratios only compare within a group
+	sluice  bool
+	peer    bool // a peer library (baselines are neither sluice nor peer)
+	batch   int  // decisions per call (pipeline baseline: 16)
+	noDeny  bool // baselines: no deny path
+	build   func(rdb *redis.Client, q quota) (newWorker func() decideFunc, cleanup func(), err error)
+	timeAll bool // time every call (remote); otherwise 1 call in sampleEvery
+}
+
+func shared(f decideFunc) func() decideFunc { return func() decideFunc { return f } }
+
+func nop() {}
+
+func peerImpls() []impl {
+	return []impl{
+		{name: "redis_rate", group: "redis", peer: true, timeAll: true,
+			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
+				l := redis_rate.NewLimiter(rdb)
+				lim := redis_rate.Limit{Rate: int(q.rate), Burst: int(q.rate), Period: q.period}
+				return shared(func(ctx context.Context, key string) (bool, error) {
+					res, err := l.Allow(ctx, key, lim)
+					if err != nil {
+						return false, err
+					}
+					return res.Allowed > 0, nil
+				}), nop, nil
+			}},
+		{name: "ulule-redis", group: "redis", peer: true, timeAll: true,
+			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
+				st, err := ulredis.NewStoreWithOptions(rdb, limiter.StoreOptions{Prefix: "ulule"})
+				if err != nil {
+					return nil, nil, err
+				}
+				return ululeDecide(limiter.New(st, limiter.Rate{Period: q.period, Limit: q.rate})), nop, nil
+			}},
+		{name: "throttled", group: "redis", peer: true, timeAll: true,
+			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
+				st, err := goredisstore.NewCtx(rdb, "throttled:")
+				if err != nil {
+					return nil, nil, err
+				}
+				rl, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{
+					MaxRate:  throttled.PerDuration(int(q.rate), q.period),
+					MaxBurst: int(q.rate) - 1, // throttled admits MaxBurst+1 at once
+				})
+				if err != nil {
+					return nil, nil, err
+				}
+				return shared(func(ctx context.Context, key string) (bool, error) {
+					limited, _, err := rl.RateLimitCtx(ctx, key, 1)
+					return !limited, err
+				}), nop, nil
+			}},
+		{name: "httprate-redis", group: "redis", peer: true, timeAll: true,
+			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
+				rl := httprate.NewRateLimiter(int(q.rate), q.period,
+					httprateredis.WithRedisLimitCounter(&httprateredis.Config{
+						Client: rdb, PrefixKey: "httprate", WindowLength: q.period,
+						// No silent switch to a local counter when Redis is slow:
+						// the figures must be Redis's.
+						FallbackDisabled: true,
+					}))
+				return httprateWorker(rl), nop, nil
+			}},
+		{name: "evalsha", group: "redis", timeAll: true, noDeny: true,
+			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
+				sha, err := rdb.ScriptLoad(context.Background(), "return 1").Result()
+				if err != nil {
+					return nil, nil, err
+				}
+				return shared(func(ctx context.Context, key string) (bool, error) {
+					err := rdb.EvalSha(ctx, sha, []string{key}).Err()
+					return err == nil, err
+				}), nop, nil
+			}},
+		{name: "evalsha-pipe16", group: "redis", timeAll: true, noDeny: true, batch: 16,
+			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
+				sha, err := rdb.ScriptLoad(context.Background(), "return 1").Result()
+				if err != nil {
+					return nil, nil, err
+				}
+				return func() decideFunc {
+					cmds := make([]*redis.Cmd, 16)
+					return func(ctx context.Context, key string) (bool, error) {
+						p := rdb.Pipeline()
+						for i := range cmds {
+							cmds[i] = p.EvalSha(ctx, sha, []string{key})
+						}
+						_, err := p.Exec(ctx)
+						return err == nil, err
+					}
+				}, nop, nil
+			}},
+		{name: "ulule-memory", group: "memory", peer: true,
+			build: func(_ *redis.Client, q quota) (func() decideFunc, func(), error) {
+				st := ulmemory.NewStore()
+				return ululeDecide(limiter.New(st, limiter.Rate{Period: q.period, Limit: q.rate})), nop, nil
+			}},
+		{name: "x/time/rate", group: "memory", peer: true,
+			build: func(_ *redis.Client, q quota) (func() decideFunc, func(), error) {
+				m := newXRateMap(q)
+				return shared(func(_ context.Context, key string) (bool, error) {
+					return m.allow(key), nil
+				}), nop, nil
+			}},
+		{name: "go-limiter", group: "memory", peer: true,
+			build: func(_ *redis.Client, q quota) (func() decideFunc, func(), error) {
+				st, err := memorystore.New(&memorystore.Config{Tokens: uint64(q.rate), Interval: q.period})
+				if err != nil {
+					return nil, nil, err
+				}
+				return shared(func(ctx context.Context, key string) (bool, error) {
+					_, _, _, ok, err := st.Take(ctx, key)
+					return ok, err
+				}), func() { st.Close(context.Background()) }, nil
+			}},
+	}
+}
+
+func ululeDecide(l *limiter.Limiter) func() decideFunc {
+	return shared(func(ctx context.Context, key string) (bool, error) {
+		c, err := l.Get(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		return !c.Reached, nil
+	})
+}
+
+// httprateWorker drives httprate the way its middleware does (OnLimit sets
+// the response headers too), with a request and writer per goroutine.
+func httprateWorker(rl *httprate.RateLimiter) func() decideFunc {
+	return func() decideFunc {
+		w := &headerWriter{h: make(http.Header, 8)}
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		return func(ctx context.Context, key string) (bool, error) {
+			w.code = 0
+			limited := rl.OnLimit(w, r, key)
+			if w.code != 0 {
+				return false, fmt.Errorf("httprate: status %d", w.code)
+			}
+			return !limited, nil
+		}
+	}
+}
+
+// headerWriter is a ResponseWriter that keeps headers and the status only.
+type headerWriter struct {
+	h    http.Header
+	code int
+}
+
+func (w *headerWriter) Header() http.Header         { return w.h }
+func (w *headerWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *headerWriter) WriteHeader(code int)        { w.code = code }
+
+// xRateMap is the usual way to use x/time/rate per key: one Limiter per key
+// in a sync.Map, created on first use.
+type xRateMap struct {
+	m     sync.Map
+	limit rate.Limit
+	burst int
+}
+
+func newXRateMap(q quota) *xRateMap {
+	return &xRateMap{limit: rate.Limit(float64(q.rate) / q.period.Seconds()), burst: int(q.rate)}
+}
+
+func (x *xRateMap) allow(key string) bool {
+	v, ok := x.m.Load(key)
+	if !ok {
+		v, _ = x.m.LoadOrStore(key, rate.NewLimiter(x.limit, x.burst))
+	}
+	return v.(*rate.Limiter).Allow()
+}

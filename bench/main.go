@@ -1,0 +1,332 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func main() { os.Exit(run()) }
+
+func run() (code int) {
+	dur := flag.Duration("d", 2*time.Second, "measured time per case")
+	warmup := flag.Duration("warmup", 300*time.Millisecond, "unmeasured warm-up per case, at the case's concurrency")
+	concList := flag.String("c", "1,16,64,256", "comma-separated concurrency levels (goroutines)")
+	nkeys := flag.Int("keys", 1000, "number of distinct keys")
+	implList := flag.String("impls", "all", `comma-separated contenders, by name or name prefix ("sluice", "redis_rate", "sluice-redis/gcra"); "all" for every one`)
+	pathList := flag.String("paths", "allow,deny", "comma-separated paths: allow (limit never reached), deny (every key exhausted first)")
+	redisBin := flag.String("redis-server", "redis-server", "redis-server binary to start")
+	poolSize := flag.Int("pool", 0, "go-redis PoolSize for every contender (0: go-redis default, 10 per GOMAXPROCS)")
+	memBench := flag.Bool("membench", true, "also run the in-memory ns/op and allocs/op comparison (testing.Benchmark, about 1 s each)")
+	list := flag.Bool("list", false, "list the contenders and exit")
+	flag.Parse()
+
+	all := contenders()
+	if *list {
+		for _, im := range all {
+			fmt.Printf("%-28s %s\n", im.name, im.group)
+		}
+		return 0
+	}
+	concs, err := parseInts(*concList)
+	if err != nil || *nkeys <= 0 || *dur <= 0 {
+		fmt.Fprintln(os.Stderr, "bench: bad flags: -c wants positive integers, -keys and -d must be positive", err)
+		return 2
+	}
+	paths := splitList(*pathList)
+	for _, p := range paths {
+		if p != "allow" && p != "deny" {
+			fmt.Fprintf(os.Stderr, "bench: unknown path %q (want allow, deny)\n", p)
+			return 2
+		}
+	}
+	selected := selectImpls(all, splitList(*implList))
+	if len(selected) == 0 {
+		fmt.Fprintf(os.Stderr, "bench: -impls %q matches no contender (see -list)\n", *implList)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	srv, err := startRedis(*redisBin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer srv.kill()
+	defer func() {
+		if r := recover(); r != nil {
+			srv.kill()
+			panic(r)
+		}
+	}()
+	go func() { <-ctx.Done(); srv.kill() }() // a signal stops the server at once
+
+	admin := redis.NewClient(&redis.Options{Addr: srv.addr, DisableIdentity: true})
+	defer admin.Close()
+
+	printMachine(srv, *dur, *warmup, *nkeys, *poolSize)
+	cfg := runConfig{dur: *dur, warmup: *warmup, keys: makeKeys(*nkeys), poolSize: *poolSize}
+	var results []*caseResult
+	for _, path := range paths {
+		for _, conc := range concs {
+			fmt.Printf("\n== %s path, concurrency %d ==\n", path, conc)
+			printHeader()
+			for _, im := range selected {
+				if path == "deny" && im.noDeny {
+					continue
+				}
+				res, err := runCase(ctx, admin, srv.addr, im, path, conc, cfg)
+				if ctx.Err() != nil {
+					fmt.Fprintln(os.Stderr, "bench: interrupted")
+					return 130
+				}
+				if err != nil {
+					fmt.Printf("%-26s ERROR %v\n", im.name, err)
+					continue
+				}
+				printRow(res)
+				results = append(results, res)
+			}
+		}
+	}
+	srv.kill()
+
+	var mem []memResult
+	if *memBench {
+		mem = runMemBench(selected)
+	}
+	printRatios(results, paths, concs)
+	fmt.Printf("load average at end: %s\n", loadAvg())
+	fmt.Println(summary(results, mem))
+	return 0
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty list")
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func selectImpls(all []impl, names []string) []*impl {
+	var out []*impl
+	for i := range all {
+		im := &all[i]
+		for _, n := range names {
+			if n == "all" || im.name == n || strings.HasPrefix(im.name, n) {
+				out = append(out, im)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func printMachine(srv *redisServer, dur, warmup time.Duration, nkeys, pool int) {
+	fmt.Printf("sluice bench: %s, GOMAXPROCS %d, NumCPU %d, CPU %q\n", runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), cpuModel())
+	fmt.Printf("redis-server %s on %s (--save \"\" --appendonly no), started by this run\n", srv.version, srv.addr)
+	fmt.Printf("load average at start: %s\n", loadAvg())
+	poolDesc := "go-redis default"
+	if pool > 0 {
+		poolDesc = strconv.Itoa(pool)
+	}
+	fmt.Printf("%v measured + %v warm-up per case, %d keys, pool %s; allow quota %d/%v, deny quota %d/%v\n",
+		dur, warmup, nkeys, poolDesc, allowQuota.rate, allowQuota.period, denyQuota.rate, denyQuota.period)
+	fmt.Println("columns: dec/s = decisions per second; p50/p99 = latency of one call (pipe16: of 16 decisions; in-memory: 1 call in 64 timed);")
+	fmt.Println("  redisCPU = redis-server user+sys CPU per decision (INFO cpu); cmds = Redis commands per decision, scripts' inner calls included (INFO commandstats);")
+	fmt.Println("  goCPU = this process's CPU per decision; ok% = share allowed; top = most frequent Redis commands per decision")
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func printHeader() {
+	fmt.Printf("%-26s %11s %9s %9s %9s %7s %8s %6s %5s  %s\n",
+		"contender", "dec/s", "p50", "p99", "redisCPU", "cmds", "goCPU", "ok%", "errs", "top")
+}
+
+func printRow(r *caseResult) {
+	redisCPU, cmds, top := "-", "-", ""
+	if r.im.group == "redis" && r.decisions > 0 {
+		redisCPU = fmt.Sprintf("%.2fµs", r.redisCPU*1e6/float64(r.decisions))
+		cmds = fmt.Sprintf("%.3f", float64(r.totalCalls())/float64(r.decisions))
+		top = topCommands(r, 3)
+	}
+	goCPU, ok := "-", "-"
+	if r.decisions > 0 {
+		goCPU = fmt.Sprintf("%.2fµs", float64(r.goCPU.Nanoseconds())/1e3/float64(r.decisions))
+		ok = fmt.Sprintf("%.1f", 100*float64(r.allowed)/float64(r.decisions))
+	}
+	fmt.Printf("%-26s %11.0f %9s %9s %9s %7s %8s %6s %5d  %s\n",
+		r.im.name, r.rate(), fmtDur(r.p50), fmtDur(r.p99), redisCPU, cmds, goCPU, ok, r.errors, top)
+	if r.firstErr != nil {
+		fmt.Printf("%-26s first error: %v\n", "", r.firstErr)
+	}
+}
+
+func topCommands(r *caseResult, n int) string {
+	type kv struct {
+		name  string
+		calls int64
+	}
+	var list []kv
+	for k, v := range r.calls {
+		if !benchOverhead[k] {
+			list = append(list, kv{k, v})
+		}
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].calls != list[j].calls {
+			return list[i].calls > list[j].calls
+		}
+		return list[i].name < list[j].name
+	})
+	var parts []string
+	for i := 0; i < len(list) && i < n; i++ {
+		parts = append(parts, fmt.Sprintf("%s %.2f", list[i].name, float64(list[i].calls)/float64(r.decisions)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "-"
+	case d < time.Microsecond:
+		return fmt.Sprintf("%dns", d.Nanoseconds())
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.1fµs", float64(d.Nanoseconds())/1e3)
+	default:
+		return fmt.Sprintf("%.2fms", float64(d.Nanoseconds())/1e6)
+	}
+}
+
+// find returns the result of the named contender in one case, or nil.
+func find(results []*caseResult, name, path string, conc int) *caseResult {
+	for _, r := range results {
+		if r.im.name == name && r.path == path && r.conc == conc {
+			return r
+		}
+	}
+	return nil
+}
+
+// printRatios prints, per path and concurrency, sluice's decisions/s divided
+// by each other contender's in the same group (Redis or memory).
+func printRatios(results []*caseResult, paths []string, concs []int) {
+	fmt.Println("\n== ratios: sluice decisions/s ÷ other contender's, same path and concurrency, same run ==")
+	for _, path := range paths {
+		for _, conc := range concs {
+			for _, group := range []string{"redis", "memory"} {
+				var rows, cols []*caseResult
+				for _, r := range results {
+					if r.path != path || r.conc != conc || r.im.group != group {
+						continue
+					}
+					if r.im.sluice {
+						rows = append(rows, r)
+					} else {
+						cols = append(cols, r)
+					}
+				}
+				if len(rows) == 0 || len(cols) == 0 {
+					continue
+				}
+				fmt.Printf("\n%s c=%d (%s)\n%-26s", path, conc, group, "")
+				for _, c := range cols {
+					fmt.Printf(" %14s", c.im.name)
+				}
+				fmt.Println()
+				for _, r := range rows {
+					fmt.Printf("%-26s", r.im.name)
+					for _, c := range cols {
+						fmt.Printf(" %14s", ratio(r.rate(), c.rate()))
+					}
+					fmt.Println()
+				}
+			}
+		}
+	}
+	fmt.Println()
+}
+
+func ratio(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}
+
+// sluiceNames lists the sluice contenders of a group that ran on the path.
+func sluiceNames(results []*caseResult, group, path string, conc int) []*caseResult {
+	var out []*caseResult
+	for _, r := range results {
+		if r.im.sluice && r.im.group == group && r.path == path && r.conc == conc {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// peersOf lists the peer-library results of a group on the path.
+func peersOf(results []*caseResult, group, path string, conc int) []*caseResult {
+	var out []*caseResult
+	for _, r := range results {
+		if r.im.peer && r.im.group == group && r.path == path && r.conc == conc {
+			out = append(out, r)
+		}
+	}
+	return out
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisServer is a redis-server child process listening on a free loopback
+// port, with persistence off. kill is safe to call more than once and from
+// any goroutine.
+type redisServer struct {
+	addr    string
+	cmd     *exec.Cmd
+	dir     string
+	version string
+
+	once sync.Once
+	done chan struct{}
+}
+
+// freePort asks the kernel for an unused loopback port. It refuses 6379 so
+// that the system Redis can never be picked by accident.
+func freePort() (int, error) {
+	for range 10 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("find a free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if port != 6379 {
+			return port, nil
+		}
+	}
+	return 0, errors.New("find a free port: only 6379 was offered")
+}
+
+func startRedis(binary string) (*redisServer, error) {
+	path, err := exec.LookPath(binary)
+	if err != nil {
+		return nil, fmt.Errorf("redis-server not found (install it, or pass -redis-server): %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "sluice-bench-redis-")
+	if err != nil {
+		return nil, fmt.Errorf("temp dir for redis-server: %w", err)
+	}
+	s := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, done: make(chan struct{})}
+	s.cmd = exec.Command(path,
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir,
+		"--daemonize", "no", "--loglevel", "warning", "--logfile", "")
+	s.cmd.SysProcAttr = childAttrs() // dies with this process (Linux)
+	s.cmd.Stdout = os.Stderr
+	s.cmd.Stderr = os.Stderr
+	if err := s.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	go func() { s.cmd.Wait(); close(s.done) }()
+
+	c := redis.NewClient(&redis.Options{Addr: s.addr, DisableIdentity: true, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-s.done:
+			s.kill()
+			return nil, fmt.Errorf("redis-server on %s exited at start: %w", s.addr, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			return nil, fmt.Errorf("redis-server on %s not ready after 10s: %w", s.addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	info, err := c.Info(context.Background(), "server").Result()
+	if err == nil {
+		s.version = infoFields(info)["redis_version"]
+	}
+	return s, nil
+}
+
+// kill stops the server with SIGKILL, waits for it and removes its directory.
+func (s *redisServer) kill() {
+	s.once.Do(func() {
+		if s.cmd.Process != nil {
+			s.cmd.Process.Kill()
+			select {
+			case <-s.done:
+			case <-time.After(5 * time.Second):
+			}
+		}
+		os.RemoveAll(s.dir)
+	})
+}
+
+// infoFields parses the "name:value" lines of an INFO reply.
+func infoFields(info string) map[string]string {
+	m := make(map[string]string)
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// redisStats is a snapshot of the counters a case reports per decision.
+type redisStats struct {
+	cpu   float64          // used_cpu_sys + used_cpu_user, seconds
+	calls map[string]int64 // commandstats calls by command (lower case)
+}
+
+// snapshot reads INFO cpu and INFO commandstats.
+func snapshot(ctx context.Context, c *redis.Client) (redisStats, error) {
+	info, err := c.Info(ctx, "cpu", "commandstats").Result()
+	if err != nil {
+		return redisStats{}, fmt.Errorf("INFO: %w", err)
+	}
+	f := infoFields(info)
+	sys, err1 := strconv.ParseFloat(f["used_cpu_sys"], 64)
+	user, err2 := strconv.ParseFloat(f["used_cpu_user"], 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return redisStats{}, fmt.Errorf("INFO cpu: %w", err)
+	}
+	st := redisStats{cpu: sys + user, calls: make(map[string]int64)}
+	for k, v := range f {
+		name, ok := strings.CutPrefix(k, "cmdstat_")
+		if !ok {
+			continue
+		}
+		// calls=12,usec=34,usec_per_call=2.83,rejected_calls=0,failed_calls=0
+		for _, kv := range strings.Split(v, ",") {
+			if n, ok := strings.CutPrefix(kv, "calls="); ok {
+				calls, err := strconv.ParseInt(n, 10, 64)
+				if err != nil {
+					return redisStats{}, fmt.Errorf("INFO commandstats %s: %w", k, err)
+				}
+				st.calls[name] = calls
+			}
+		}
+	}
+	return st, nil
+}
+
+// benchOverhead lists the commands the harness itself sends while measuring.
+var benchOverhead = map[string]bool{"info": true, "config|resetstat": true, "config": true}
