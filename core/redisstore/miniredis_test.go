@@ -1,0 +1,611 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// t0 is a whole multiple of every window the tests use (10 s, 1 min).
+var t0 = time.Unix(1_700_000_040, 0).UTC()
+
+// mini is a Store on a miniredis whose clock only moves when told.
+type mini struct {
+	tb     testing.TB
+	m      *miniredis.Miniredis
+	client *redis.Client
+	store  *Store
+	now    time.Time
+}
+
+func newMini(tb testing.TB, opts ...Option) *mini {
+	tb.Helper()
+	m := miniredis.RunT(tb)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	tb.Cleanup(func() { _ = client.Close() })
+	s, err := New(client, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	x := &mini{tb: tb, m: m, client: client, store: s, now: t0}
+	m.SetTime(t0)
+	return x
+}
+
+// advance moves Redis' clock (TIME) and its TTLs together.
+func (x *mini) advance(d time.Duration) {
+	x.now = x.now.Add(d)
+	x.m.SetTime(x.now)
+	x.m.FastForward(d)
+}
+
+func (x *mini) take(key string, n int64, limits ...core.Limit) core.Result {
+	x.tb.Helper()
+	r, err := x.store.Take(context.Background(), key, n, limits...)
+	if err != nil {
+		x.tb.Fatalf("Take(%q, %d, %v): %v", key, n, limits, err)
+	}
+	return r
+}
+
+// ttlsAll checks that every key in Redis has a positive TTL.
+func (x *mini) ttlsAll() {
+	x.tb.Helper()
+	for _, k := range x.m.Keys() {
+		if ttl := x.m.TTL(k); ttl <= 0 {
+			x.tb.Errorf("key %q has TTL %v, want > 0", k, ttl)
+		}
+	}
+}
+
+// want is the expected figures of a Result (Binding and PerLimit aside).
+type want struct {
+	allowed          bool
+	limit, remaining int64
+	retry, reset     time.Duration
+	delay            time.Duration
+}
+
+func check(tb testing.TB, what string, got core.Result, w want) {
+	tb.Helper()
+	g := want{got.Allowed, got.Limit, got.Remaining, got.RetryAfter, got.ResetAfter, got.Delay}
+	if g != w {
+		tb.Errorf("%s:\n got allowed=%v limit=%d remaining=%d retry=%v reset=%v delay=%v\nwant allowed=%v limit=%d remaining=%d retry=%v reset=%v delay=%v",
+			what, g.allowed, g.limit, g.remaining, g.retry, g.reset, g.delay,
+			w.allowed, w.limit, w.remaining, w.retry, w.reset, w.delay)
+	}
+}
+
+const inf = core.InfDuration
+
+func TestMiniGCRA(t *testing.T) {
+	x := newMini(t)
+	// The ALGORITHMS.md example: CL.THROTTLE k 15 30 60.
+	l := core.Limit{Algorithm: core.GCRA, Rate: 30, Period: time.Minute, Burst: 16}
+	check(t, "first", x.take("k", 1, l), want{true, 16, 15, 0, 2 * time.Second, 0})
+	for i := 2; i <= 16; i++ {
+		check(t, fmt.Sprint("take ", i), x.take("k", 1, l), want{true, 16, int64(16 - i), 0, time.Duration(2*i) * time.Second, 0})
+	}
+	check(t, "17th", x.take("k", 1, l), want{false, 16, 0, 2 * time.Second, 32 * time.Second, 0})
+	check(t, "n > burst", x.take("k", 17, l), want{false, 16, 0, inf, 32 * time.Second, 0})
+	x.advance(3 * time.Second)
+	check(t, "peek after 3s", x.take("k", 0, l), want{true, 16, 1, 0, 29 * time.Second, 0})
+	check(t, "after 3s", x.take("k", 1, l), want{true, 16, 0, 0, 31 * time.Second, 0})
+	x.ttlsAll()
+
+	one := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: 2 * time.Second, Burst: 1}
+	check(t, "1/2s first", x.take("o", 1, one), want{true, 1, 0, 0, 2 * time.Second, 0})
+	check(t, "1/2s second", x.take("o", 1, one), want{false, 1, 0, 2 * time.Second, 2 * time.Second, 0})
+	x.advance(1500 * time.Millisecond)
+	check(t, "1/2s after 1.5s", x.take("o", 1, one), want{false, 1, 0, 500 * time.Millisecond, 500 * time.Millisecond, 0})
+	x.advance(500 * time.Millisecond)
+	check(t, "1/2s after 2s", x.take("o", 1, one), want{true, 1, 0, 0, 2 * time.Second, 0})
+	x.ttlsAll()
+}
+
+func TestMiniLeakyBucket(t *testing.T) {
+	x := newMini(t)
+	l := core.Limit{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Second, Burst: 2}
+	check(t, "1st", x.take("k", 1, l), want{true, 3, 2, 0, time.Second, 0})
+	check(t, "2nd", x.take("k", 1, l), want{true, 3, 1, 0, 2 * time.Second, time.Second})
+	check(t, "peek", x.take("k", 0, l), want{true, 3, 1, 0, 2 * time.Second, 0})
+	check(t, "3rd", x.take("k", 1, l), want{true, 3, 0, 0, 3 * time.Second, 2 * time.Second})
+	check(t, "4th", x.take("k", 1, l), want{false, 3, 0, time.Second, 3 * time.Second, 0})
+	check(t, "n > burst+1", x.take("k", 4, l), want{false, 3, 0, inf, 3 * time.Second, 0})
+	x.advance(2500 * time.Millisecond)
+	check(t, "after 2.5s", x.take("k", 2, l), want{true, 3, 0, 0, 2500 * time.Millisecond, 1500 * time.Millisecond})
+	x.ttlsAll()
+}
+
+func TestMiniTokenBucket(t *testing.T) {
+	x := newMini(t)
+	l := core.Limit{Algorithm: core.TokenBucket, Rate: 10, Period: time.Second, Burst: 5}
+	check(t, "take 3", x.take("k", 3, l), want{true, 5, 2, 0, 300 * time.Millisecond, 0})
+	check(t, "take 3 again", x.take("k", 3, l), want{false, 5, 2, 100 * time.Millisecond, 300 * time.Millisecond, 0})
+	check(t, "take 6", x.take("k", 6, l), want{false, 5, 2, inf, 300 * time.Millisecond, 0})
+	x.advance(100 * time.Millisecond)
+	check(t, "after 100ms", x.take("k", 3, l), want{true, 5, 0, 0, 500 * time.Millisecond, 0})
+	x.advance(33 * time.Millisecond)
+	// 0.33 tokens refilled: not one yet; the token arrives 67 ms later.
+	check(t, "after 133ms", x.take("k", 1, l), want{false, 5, 0, 67 * time.Millisecond, 467 * time.Millisecond, 0})
+	x.advance(time.Hour)
+	check(t, "full again", x.take("k", 0, l), want{true, 5, 5, 0, 0, 0})
+	x.ttlsAll()
+	if keys := x.m.Keys(); len(keys) != 0 {
+		t.Errorf("keys %v outlived their TTL", keys)
+	}
+}
+
+func TestMiniFixedWindow(t *testing.T) {
+	x := newMini(t)
+	l := core.Limit{Algorithm: core.FixedWindow, Rate: 3, Period: 10 * time.Second}
+	check(t, "peek fresh", x.take("k", 0, l), want{true, 3, 3, 0, 0, 0})
+	x.advance(4 * time.Second)
+	for i := int64(1); i <= 3; i++ {
+		check(t, fmt.Sprint("take ", i), x.take("k", 1, l), want{true, 3, 3 - i, 0, 6 * time.Second, 0})
+	}
+	check(t, "4th", x.take("k", 1, l), want{false, 3, 0, 6 * time.Second, 6 * time.Second, 0})
+	check(t, "n > rate", x.take("k", 4, l), want{false, 3, 0, inf, 6 * time.Second, 0})
+	x.advance(6 * time.Second)
+	check(t, "next window", x.take("k", 2, l), want{true, 3, 1, 0, 10 * time.Second, 0})
+	x.ttlsAll()
+}
+
+func TestMiniSlidingWindow(t *testing.T) {
+	x := newMini(t)
+	l := core.Limit{Algorithm: core.SlidingWindow, Rate: 10, Period: 10 * time.Second}
+	check(t, "fill", x.take("k", 10, l), want{true, 10, 0, 0, 20 * time.Second, 0})
+	x.advance(15 * time.Second) // next window, e = 5 s: p = 10 weighs 5
+	check(t, "peek", x.take("k", 0, l), want{true, 10, 5, 0, 5 * time.Second, 0})
+	// 50 + 60 > 100: e1 = 10 - 4·10/10 = 6 s, retry 1 s.
+	check(t, "take 6", x.take("k", 6, l), want{false, 10, 5, time.Second, 5 * time.Second, 0})
+	check(t, "take 5", x.take("k", 5, l), want{true, 10, 0, 0, 15 * time.Second, 0})
+	// c = 5, p = 10, e = 5: R-c-n < 0, so the next window: e2 = 10 - 4·10/5 = 2 s.
+	check(t, "take 6 again", x.take("k", 6, l), want{false, 10, 0, 7 * time.Second, 15 * time.Second, 0})
+	check(t, "n > rate", x.take("k", 11, l), want{false, 10, 0, inf, 15 * time.Second, 0})
+	x.advance(7 * time.Second) // e = 2, p = 5: 5·8 + 6·10 = 100
+	check(t, "take 6 after 7s", x.take("k", 6, l), want{true, 10, 0, 0, 18 * time.Second, 0})
+	x.advance(20 * time.Second) // two windows on: all forgotten
+	check(t, "idle", x.take("k", 0, l), want{true, 10, 10, 0, 0, 0})
+	x.ttlsAll()
+}
+
+func TestMiniSlidingLog(t *testing.T) {
+	x := newMini(t)
+	l := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: 10 * time.Second}
+	check(t, "1", x.take("k", 1, l), want{true, 3, 2, 0, 10 * time.Second, 0})
+	x.advance(time.Second)
+	check(t, "2", x.take("k", 1, l), want{true, 3, 1, 0, 10 * time.Second, 0})
+	x.advance(time.Second)
+	check(t, "3", x.take("k", 1, l), want{true, 3, 0, 0, 10 * time.Second, 0})
+	x.advance(time.Second)
+	check(t, "4 denied", x.take("k", 1, l), want{false, 3, 0, 7 * time.Second, 9 * time.Second, 0})
+	check(t, "2 denied", x.take("k", 2, l), want{false, 3, 0, 8 * time.Second, 9 * time.Second, 0})
+	check(t, "n > rate", x.take("k", 4, l), want{false, 3, 0, inf, 9 * time.Second, 0})
+	if c, _ := x.client.ZCard(context.Background(), x.keyOf("k", l)).Result(); c != 3 {
+		t.Errorf("log holds %d entries after denials, want 3 (a denial must not be logged)", c)
+	}
+	x.advance(7 * time.Second) // the first entry is exactly P old: gone
+	check(t, "after 10s", x.take("k", 1, l), want{true, 3, 0, 0, 10 * time.Second, 0})
+	if c, _ := x.client.ZCard(context.Background(), x.keyOf("k", l)).Result(); c != 3 {
+		t.Errorf("log holds %d entries, want 3 (expired entries removed on write)", c)
+	}
+	x.ttlsAll()
+}
+
+// Units taken in one microsecond, in one call or in several, are distinct
+// members of the log (the seeds' ZSET used the timestamp as member).
+func TestMiniSlidingLogSameMicrosecond(t *testing.T) {
+	x := newMini(t)
+	l := core.Limit{Algorithm: core.SlidingLog, Rate: 1000, Period: time.Minute}
+	x.take("k", 3, l)
+	x.take("k", 1, l)
+	r := x.take("k", 2, l)
+	if r.Remaining != 994 {
+		t.Errorf("remaining %d, want 994", r.Remaining)
+	}
+	got, err := x.client.ZRangeWithScores(context.Background(), x.keyOf("k", l), 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 6 {
+		t.Fatalf("log has %d members, want 6: %v", len(got), got)
+	}
+	stamp := float64(t0.UnixMicro())
+	for i, z := range got {
+		if want := fmt.Sprintf("%016x", i); z.Member != want || z.Score != stamp {
+			t.Errorf("member %d = %v@%.0f, want %s@%.0f", i, z.Member, z.Score, want, stamp)
+		}
+	}
+	// A large batch crosses the script's ZADD chunking.
+	big := core.Limit{Algorithm: core.SlidingLog, Rate: 1500, Period: time.Minute}
+	check(t, "1200 at once", x.take("b", 1200, big), want{true, 1500, 300, 0, time.Minute, 0})
+	check(t, "301 more", x.take("b", 301, big), want{false, 1500, 300, time.Minute, time.Minute, 0})
+	if c, _ := x.client.ZCard(context.Background(), x.keyOf("b", big)).Result(); c != 1200 {
+		t.Errorf("log holds %d entries, want 1200", c)
+	}
+}
+
+func TestMiniPenalty(t *testing.T) {
+	x := newMini(t)
+	l := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: 2 * time.Second, Burst: 1, Penalty: 10 * time.Second}
+	check(t, "first", x.take("k", 1, l), want{true, 1, 0, 0, 2 * time.Second, 0})
+	if x.m.Exists(x.keyOf("k", l) + ":x") {
+		t.Error("lock set by an allowed request")
+	}
+	check(t, "denied", x.take("k", 1, l), want{false, 1, 0, 10 * time.Second, 10 * time.Second, 0})
+	if ttl := x.m.TTL(x.keyOf("k", l) + ":x"); ttl != 10*time.Second {
+		t.Errorf("lock TTL %v, want 10s", ttl)
+	}
+	x.advance(3 * time.Second)
+	check(t, "locked", x.take("k", 1, l), want{false, 1, 0, 7 * time.Second, 7 * time.Second, 0})
+	check(t, "locked peek", x.take("k", 0, l), want{false, 1, 0, 7 * time.Second, 7 * time.Second, 0})
+	if ttl := x.m.TTL(x.keyOf("k", l) + ":x"); ttl != 7*time.Second {
+		t.Errorf("lock TTL %v after locked requests, want 7s (not extended)", ttl)
+	}
+	x.advance(7 * time.Second)
+	check(t, "unlocked", x.take("k", 1, l), want{true, 1, 0, 0, 2 * time.Second, 0})
+	x.ttlsAll()
+
+	// A cost that can never pass still sets the lock; retry stays INF.
+	check(t, "n > burst", x.take("k", 2, l), want{false, 1, 0, inf, 10 * time.Second, 0})
+	check(t, "locked after INF", x.take("k", 1, l), want{false, 1, 0, 10 * time.Second, 10 * time.Second, 0})
+}
+
+func TestMiniMultiLimitNoCharge(t *testing.T) {
+	x := newMini(t)
+	ctx := context.Background()
+	burst := core.Limit{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 10}
+	log := core.Limit{Algorithm: core.SlidingLog, Rate: 5, Period: time.Minute}
+	hourly := core.Limit{Algorithm: core.FixedWindow, Rate: 1, Period: time.Minute, Penalty: 30 * time.Second}
+	limits := []core.Limit{burst, log, hourly}
+
+	r := x.take("k", 1, limits...)
+	check(t, "first", r, want{true, 1, 0, 0, time.Minute, 0}) // the fixed window binds: remaining 0
+	if r.Binding != 2 || len(r.PerLimit) != 3 {
+		t.Fatalf("binding %d, %d per-limit results; want 2, 3", r.Binding, len(r.PerLimit))
+	}
+	check(t, "first gcra", r.PerLimit[0], want{true, 10, 9, 0, 100 * time.Millisecond, 0})
+	check(t, "first log", r.PerLimit[1], want{true, 5, 4, 0, time.Minute, 0})
+
+	x.advance(50 * time.Millisecond)
+	r = x.take("k", 1, limits...)
+	check(t, "second", r, want{false, 1, 0, 59950 * time.Millisecond, 59950 * time.Millisecond, 0})
+	if r.Binding != 2 {
+		t.Errorf("binding %d, want 2", r.Binding)
+	}
+	// The limits that allowed report a peek: nothing was charged.
+	check(t, "second gcra", r.PerLimit[0], want{true, 10, 9, 0, 50 * time.Millisecond, 0})
+	check(t, "second log", r.PerLimit[1], want{true, 5, 4, 0, 59950 * time.Millisecond, 0})
+	if c, _ := x.client.ZCard(ctx, x.keyOf("k", log)).Result(); c != 1 {
+		t.Errorf("log holds %d entries after a denied call, want 1", c)
+	}
+	if v, _ := x.m.Get(x.keyOf("k", burst)); v != fmt.Sprint(t0.UnixMicro()+100_000) {
+		t.Errorf("gcra state %q changed by a denied call, want the first call's tat", v)
+	}
+	if v, _ := x.m.Get(x.keyOf("k", hourly)); v != fmt.Sprintf("%d:1", t0.Unix()/60) {
+		t.Errorf("fixed window state %q changed by a denied call", v)
+	}
+	lock := x.keyOf("k", hourly) + ":x"
+	if v, _ := x.m.Get(lock); v != fmt.Sprint(t0.UnixMicro()+50_000+30_000_000) {
+		t.Errorf("penalty lock %q = %q, want now + 30 s", lock, v)
+	}
+	if got := len(x.m.Keys()); got != 4 {
+		t.Errorf("%d keys after a denied call, want 4 (3 states + 1 lock): %v", got, x.m.Keys())
+	}
+
+	// No limit locks but the one with a penalty: the others stay usable.
+	check(t, "gcra alone", x.take("k", 1, burst), want{true, 10, 8, 0, 200*time.Millisecond - 50*time.Millisecond, 0})
+	x.ttlsAll()
+}
+
+func TestMiniHugeCost(t *testing.T) {
+	x := newMini(t)
+	for _, l := range allAlgorithms() {
+		for _, n := range []int64{math.MaxInt64, 1<<53 + 1, 1 << 53} {
+			r := x.take("k", n, l)
+			if r.Allowed || r.RetryAfter != inf {
+				t.Errorf("%v n=%d: allowed=%v retry=%v, want denied with InfDuration", l, n, r.Allowed, r.RetryAfter)
+			}
+			if r.Remaining != r.Limit {
+				t.Errorf("%v n=%d: remaining %d of %d, want untouched", l, n, r.Remaining, r.Limit)
+			}
+		}
+	}
+	if keys := x.m.Keys(); len(keys) != 0 {
+		t.Errorf("denied huge costs wrote %v", keys)
+	}
+	r := x.take("k", math.MaxInt64, allAlgorithms()...)
+	if r.Allowed || r.RetryAfter != inf || len(r.PerLimit) != len(allAlgorithms()) {
+		t.Errorf("multi-limit huge cost: %+v", r)
+	}
+}
+
+func allAlgorithms() []core.Limit {
+	return []core.Limit{
+		{Algorithm: core.GCRA, Rate: 5, Period: time.Second},
+		{Algorithm: core.LeakyBucket, Rate: 5, Period: time.Second, Burst: 2},
+		{Algorithm: core.TokenBucket, Rate: 5, Period: time.Second, Burst: 7},
+		{Algorithm: core.FixedWindow, Rate: 5, Period: time.Second},
+		{Algorithm: core.SlidingWindow, Rate: 5, Period: time.Second},
+		{Algorithm: core.SlidingLog, Rate: 5, Period: time.Second},
+	}
+}
+
+// Every key written has a TTL, in every path, and the database empties
+// itself once they lapse.
+func TestMiniTTLEverywhere(t *testing.T) {
+	x := newMini(t)
+	limits := allAlgorithms()
+	for i := range limits {
+		limits[i].Penalty = 3 * time.Second
+	}
+	steps := []time.Duration{0, time.Microsecond, 999 * time.Microsecond, time.Millisecond, 150 * time.Millisecond, 400 * time.Millisecond}
+	for round := 0; round < 4; round++ {
+		for _, d := range steps {
+			x.advance(d)
+			for _, l := range limits {
+				x.take("solo", 1, l)
+				x.take("solo", 3, l)
+				x.ttlsAll()
+			}
+			x.take("multi", 1, limits...)
+			x.take("multi", 2, limits...)
+			x.ttlsAll()
+		}
+	}
+	if len(x.m.Keys()) == 0 {
+		t.Fatal("nothing written")
+	}
+	x.advance(3*time.Second + time.Millisecond) // longest TTL: penalty 3 s, windows 2 s
+	if keys := x.m.Keys(); len(keys) != 0 {
+		t.Errorf("keys left after every TTL lapsed: %v", keys)
+	}
+}
+
+// The script reads Redis' clock, not the client's: miniredis says it is
+// 2001, and the fixed window's reset follows that clock.
+func TestMiniUsesRedisTime(t *testing.T) {
+	x := newMini(t)
+	x.now = time.Date(2001, 1, 1, 0, 0, 4, 0, time.UTC)
+	x.m.SetTime(x.now)
+	l := core.Limit{Algorithm: core.FixedWindow, Rate: 3, Period: 10 * time.Second}
+	check(t, "2001", x.take("k", 1, l), want{true, 3, 2, 0, 6 * time.Second, 0})
+	v, _ := x.m.Get(x.keyOf("k", l))
+	if want := fmt.Sprintf("%d:1", x.now.UnixMicro()/10_000_000); v != want {
+		t.Errorf("state %q, want %q (window index of Redis' clock)", v, want)
+	}
+}
+
+// Numbers are written as plain integers, never in exponent form.
+func TestMiniStateEncoding(t *testing.T) {
+	x := newMini(t)
+	us := t0.UnixMicro()
+	cases := []struct {
+		l    core.Limit
+		n    int64
+		want string
+	}{
+		{core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Hour}, 1, fmt.Sprint(us + 3_600_000_000)},
+		{core.Limit{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Hour}, 1, fmt.Sprint(us + 3_600_000_000)},
+		{core.Limit{Algorithm: core.TokenBucket, Rate: 1, Period: time.Hour, Burst: 1000}, 1, fmt.Sprintf("%d:%d", 999*3_600_000_000, us)},
+		{core.Limit{Algorithm: core.FixedWindow, Rate: 9, Period: time.Microsecond}, 1, fmt.Sprintf("%d:1", us)},
+		{core.Limit{Algorithm: core.SlidingWindow, Rate: 9, Period: time.Second}, 2, fmt.Sprintf("%d:2:0", us/1_000_000)},
+	}
+	for _, c := range cases {
+		x.take("k", c.n, c.l)
+		if v, _ := x.m.Get(x.keyOf("k", c.l)); v != c.want {
+			t.Errorf("%v: state %q, want %q", c.l, v, c.want)
+		}
+	}
+}
+
+func TestMiniScriptFlush(t *testing.T) {
+	x := newMini(t)
+	ctx := context.Background()
+	l := core.Limit{Algorithm: core.GCRA, Rate: 2, Period: time.Second}
+	check(t, "before", x.take("k", 1, l), want{true, 2, 1, 0, 500 * time.Millisecond, 0})
+	if err := x.client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := takeScript.Exists(ctx, x.client).Result(); len(ok) != 1 || ok[0] {
+		t.Fatalf("script still loaded after SCRIPT FLUSH: %v", ok)
+	}
+	check(t, "after flush", x.take("k", 1, l), want{true, 2, 0, 0, time.Second, 0})
+	if ok, _ := takeScript.Exists(ctx, x.client).Result(); len(ok) != 1 || !ok[0] {
+		t.Errorf("script not loaded again: %v", ok)
+	}
+}
+
+func TestMiniInputErrors(t *testing.T) {
+	x := newMini(t)
+	ctx := context.Background()
+	l := core.PerSecond(1)
+	cases := []struct {
+		name   string
+		key    string
+		n      int64
+		limits []core.Limit
+		want   error
+	}{
+		{"empty key", "", 1, []core.Limit{l}, core.ErrEmptyKey},
+		{"negative cost", "k", -1, []core.Limit{l}, core.ErrNegativeCost},
+		{"no limits", "k", 1, nil, core.ErrNoLimits},
+		{"zero limit", "k", 1, []core.Limit{{}}, core.ErrInvalidLimit},
+		{"bad second limit", "k", 1, []core.Limit{l, {Algorithm: "nope", Rate: 1, Period: time.Second}}, core.ErrInvalidLimit},
+		{"burst on window", "k", 1, []core.Limit{{Algorithm: core.FixedWindow, Rate: 1, Period: time.Second, Burst: 2}}, core.ErrInvalidLimit},
+	}
+	for _, c := range cases {
+		_, err := x.store.Take(ctx, c.key, c.n, c.limits...)
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: error %v, want %v", c.name, err, c.want)
+		}
+	}
+	if keys := x.m.Keys(); len(keys) != 0 {
+		t.Errorf("bad input wrote %v", keys)
+	}
+	// Redis failures are wrapped errors, never panics.
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := x.store.Take(canceled, "k", 1, l); !errors.Is(err, context.Canceled) {
+		t.Errorf("Take with a canceled context: %v, want context.Canceled", err)
+	}
+	x.m.Close()
+	if _, err := x.store.Take(ctx, "k", 1, l); err == nil || !strings.HasPrefix(err.Error(), "redisstore: ") {
+		t.Errorf("Take on a closed server: %v, want a redisstore error", err)
+	}
+}
+
+func TestNewOptions(t *testing.T) {
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer client.Close()
+	if _, err := New(nil); err == nil {
+		t.Error("New(nil) succeeded")
+	}
+	for _, p := range []string{"", "a{b", "a}b", strings.Repeat("p", MaxPrefixLen+1), "a\nb", "a\x00"} {
+		if _, err := New(client, WithPrefix(p)); !errors.Is(err, ErrInvalidPrefix) {
+			t.Errorf("WithPrefix(%q): %v, want ErrInvalidPrefix", p, err)
+		}
+	}
+	s, err := New(client, WithPrefix(strings.Repeat("p", MaxPrefixLen)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Take(context.Background(), "k", 1, core.PerSecond(1)); err != nil {
+		t.Fatal(err)
+	}
+	if keys := m.Keys(); len(keys) != 1 || !strings.HasPrefix(keys[0], strings.Repeat("p", MaxPrefixLen)+"{=k}:") {
+		t.Errorf("keys %v, want one under the custom prefix", keys)
+	}
+}
+
+func (x *mini) keyOf(key string, l core.Limit) string {
+	x.tb.Helper()
+	spec, err := l.Spec()
+	if err != nil {
+		x.tb.Fatal(err)
+	}
+	return x.store.prefix + "{" + hashTag(key) + "}:" + spec.ID()
+}
+
+func TestMiniKeyLayout(t *testing.T) {
+	x := newMini(t)
+	l := core.Limit{Algorithm: core.GCRA, Rate: 30, Period: time.Minute, Burst: 16, Penalty: time.Second}
+	long := strings.Repeat("x", 64*1024)
+	cases := []struct{ key, want string }{
+		{"user:42", "sluice:{=user:42}:g30/60000000b16p1000000"},
+		{"203.0.113.9", "sluice:{=203.0.113.9}:g30/60000000b16p1000000"},
+		{"a@b.c/d-e_f", "sluice:{=a@b.c/d-e_f}:g30/60000000b16p1000000"},
+		{strings.Repeat("k", 64), "sluice:{=" + strings.Repeat("k", 64) + "}:g30/60000000b16p1000000"},
+	}
+	for _, c := range cases {
+		if got := x.keyOf(c.key, l); got != c.want {
+			t.Errorf("key for %q = %q, want %q", c.key, got, c.want)
+		}
+	}
+	hashed := []string{strings.Repeat("k", 65), "a{b}", "}", "{", "a b", "line\nbreak", "nul\x00", "é", long, "=user:42", "#00"}
+	seen := map[string]string{}
+	for _, k := range append(hashed, "user:42", "user:43") {
+		x.take(k, 1, l)
+		x.take(k, 1, core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Hour, Burst: 1, Penalty: time.Hour})
+		x.take(k, 1, core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Hour, Burst: 1, Penalty: time.Hour}) // sets the lock
+		rk := x.keyOf(k, l)
+		if prev, dup := seen[rk]; dup {
+			t.Errorf("keys %q and %q share Redis key %q", prev, k, rk)
+		}
+		seen[rk] = k
+		tag := rk[strings.IndexByte(rk, '{')+1 : strings.IndexByte(rk, '}')]
+		if strings.Count(rk, "{") != 1 || strings.Count(rk, "}") != 1 {
+			t.Errorf("key for %q has extra braces: %q", k, rk)
+		}
+		if len(rk) > 200 {
+			t.Errorf("key for a %d-byte user key is %d bytes", len(k), len(rk))
+		}
+		if plainKey(k) {
+			if tag != "="+k {
+				t.Errorf("tag for plain %q = %q", k, tag)
+			}
+		} else if len(tag) != 33 || tag[0] != '#' || strings.Trim(tag[1:], "0123456789abcdef") != "" {
+			t.Errorf("tag for %q = %q, want # and 32 hex digits", k, tag)
+		}
+	}
+	// Every Redis key is one the layout predicts, each lock next to its state.
+	var keys []string
+	for _, k := range x.m.Keys() {
+		base := strings.TrimSuffix(k, ":x")
+		if _, ok := seen[strings.Replace(base, ":g1/3600000000b1p3600000000", ":g30/60000000b16p1000000", 1)]; !ok {
+			t.Errorf("unexpected key %q", k)
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if want := len(seen) * 3; len(keys) != want {
+		t.Errorf("%d keys, want %d", len(keys), want)
+	}
+	// All keys of one user share a Cluster hash slot; the tag is what the
+	// slot is computed from.
+	for _, k := range keys {
+		if strings.Contains(k, "\n") || strings.Contains(k, "\x00") {
+			t.Errorf("user bytes leaked into key %q", k)
+		}
+	}
+}
+
+// Exactly Rate requests pass however many goroutines race for them.
+func TestMiniConcurrentExact(t *testing.T) {
+	x := newMini(t)
+	for _, l := range []core.Limit{
+		{Algorithm: core.FixedWindow, Rate: 37, Period: time.Minute},
+		{Algorithm: core.SlidingLog, Rate: 37, Period: time.Minute},
+		{Algorithm: core.GCRA, Rate: 37, Period: time.Minute},
+		{Algorithm: core.TokenBucket, Rate: 37, Period: time.Minute},
+	} {
+		var allowed atomic.Int64
+		var wg sync.WaitGroup
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 10; i++ {
+					r, err := x.store.Take(context.Background(), "race", 1, l)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if r.Allowed {
+						allowed.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if got := allowed.Load(); got != 37 {
+			t.Errorf("%v: %d of 80 allowed, want exactly 37", l, got)
+		}
+	}
+}
+
+func TestPrepareCacheBounded(t *testing.T) {
+	x := newMini(t)
+	for i := 1; i <= maxCachedLimits+50; i++ {
+		x.take("k", 0, core.Limit{Algorithm: core.FixedWindow, Rate: int64(i), Period: time.Second})
+	}
+	n := 0
+	x.store.cache.Range(func(any, any) bool { n++; return true })
+	if n != maxCachedLimits || int(x.store.cached.Load()) != maxCachedLimits {
+		t.Errorf("cache holds %d (count %d), want %d", n, x.store.cached.Load(), maxCachedLimits)
+	}
+}

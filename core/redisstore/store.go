@@ -1,0 +1,290 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/lua"
+)
+
+// DefaultPrefix starts every key the Store writes unless WithPrefix says
+// otherwise.
+const DefaultPrefix = "sluice:"
+
+// MaxPrefixLen is the longest prefix WithPrefix accepts, in bytes.
+const MaxPrefixLen = 64
+
+// maxPlainKey is the longest user key that goes into a Redis key as is;
+// longer keys, and keys with other bytes, are hashed.
+const maxPlainKey = 64
+
+// maxCachedLimits bounds the per-Store cache of prepared limits, so that
+// callers building limits on the fly cannot grow it without end.
+const maxCachedLimits = 1024
+
+var takeScript = redis.NewScript(lua.Take)
+
+// ErrInvalidPrefix is wrapped by the error New returns for a bad WithPrefix.
+var ErrInvalidPrefix = errors.New("redisstore: invalid key prefix")
+
+// Store is a core.Store that keeps rate-limit state in Redis, a Redis
+// Cluster or any other redis.UniversalClient. Each Take is one EVALSHA of
+// a Lua script (see package lua) that reads Redis' clock, decides every
+// limit and writes the states with their TTLs, so concurrent Takes from
+// any number of processes are decided atomically and agree on time.
+//
+// A Store holds no state of its own besides a small cache of prepared
+// limits; it is safe for concurrent use. Create it with New; the zero
+// value is not usable.
+type Store struct {
+	client redis.UniversalClient
+	prefix string
+
+	cache  sync.Map // core.Limit -> *prepared
+	cached atomic.Int32
+}
+
+// Option configures a Store.
+type Option func(*settings)
+
+type settings struct {
+	prefix string
+}
+
+// WithPrefix sets the string every key starts with; the default is
+// DefaultPrefix, "sluice:". Use it to keep several applications apart in
+// one Redis. It must be 1 to MaxPrefixLen bytes without braces (they would
+// choose the Cluster slot) or control characters; New reports a bad one.
+func WithPrefix(prefix string) Option {
+	return func(s *settings) { s.prefix = prefix }
+}
+
+// New returns a Store that keeps its state in client, which may be a
+// *redis.Client, a *redis.ClusterClient, a *redis.Ring or a failover
+// client. Redis 7.0 or later is required. New does not contact Redis: the
+// script is loaded on first use, and again whenever Redis has lost it
+// (restart, failover, SCRIPT FLUSH, a new Cluster node).
+//
+// Retries: go-redis retries a command that timed out or lost its connection
+// (MaxRetries, 3 by default). For a Take that means the script may run
+// twice and charge the request twice, since the first run may have
+// completed on the server. A context deadline shorter than the client's
+// ReadTimeout stops these retries (go-redis does not retry once the
+// context is done); otherwise set MaxRetries: -1 in the client options to
+// rule double charges out, or accept that a request whose reply was lost
+// may count more than once. Either way the error is the caller's to handle:
+// the Store never retries by itself.
+func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil redis client")
+	}
+	s := settings{prefix: DefaultPrefix}
+	for _, o := range opts {
+		if o != nil {
+			o(&s)
+		}
+	}
+	if err := checkPrefix(s.prefix); err != nil {
+		return nil, err
+	}
+	return &Store{client: client, prefix: s.prefix}, nil
+}
+
+func checkPrefix(p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("%w: empty", ErrInvalidPrefix)
+	case len(p) > MaxPrefixLen:
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidPrefix, len(p), MaxPrefixLen)
+	}
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '{' || c == '}':
+			return fmt.Errorf("%w %q: braces would choose the Redis Cluster slot", ErrInvalidPrefix, p)
+		case c < 0x20 || c == 0x7f:
+			return fmt.Errorf("%w %q: control character at byte %d", ErrInvalidPrefix, p, i)
+		}
+	}
+	return nil
+}
+
+// prepared is a validated limit in the form the script takes.
+type prepared struct {
+	state string // ":" + Spec.ID(), appended to the tagged key
+	lock  string // state + ":x"
+	args  [lua.ArgsPerLimit]any
+}
+
+func (s *Store) prepare(l core.Limit) (*prepared, error) {
+	if p, ok := s.cache.Load(l); ok {
+		return p.(*prepared), nil
+	}
+	spec, err := l.Spec()
+	if err != nil {
+		return nil, err
+	}
+	var code string
+	switch spec.Algorithm {
+	case core.GCRA:
+		code = lua.CodeGCRA
+	case core.LeakyBucket:
+		code = lua.CodeLeakyBucket
+	case core.TokenBucket:
+		code = lua.CodeTokenBucket
+	case core.FixedWindow:
+		code = lua.CodeFixedWindow
+	case core.SlidingWindow:
+		code = lua.CodeSlidingWindow
+	case core.SlidingLog:
+		code = lua.CodeSlidingLog
+	default:
+		return nil, fmt.Errorf("%w %s: algorithm %q has no Redis script", core.ErrInvalidLimit, l, string(spec.Algorithm))
+	}
+	state := ":" + spec.ID()
+	p := &prepared{
+		state: state,
+		lock:  state + ":x",
+		args: [lua.ArgsPerLimit]any{
+			code,
+			strconv.FormatInt(spec.Rate, 10),
+			strconv.FormatInt(spec.Period, 10),
+			strconv.FormatInt(spec.Burst, 10),
+			strconv.FormatInt(spec.Interval, 10),
+			strconv.FormatInt(spec.Penalty, 10),
+		},
+	}
+	if s.cached.Load() < maxCachedLimits {
+		if _, loaded := s.cache.LoadOrStore(l, p); !loaded {
+			s.cached.Add(1)
+		}
+	}
+	return p, nil
+}
+
+// Take charges n (n == 0 peeks) against every limit for key, atomically:
+// either every limit allows and all are charged, or none is charged and
+// only the penalty locks of the limits that denied are set. All limits
+// are decided at one instant of Redis' clock. The Result is core.Combine's
+// of the limits' own Results, which are in the order given.
+//
+// key may be any non-empty string: a key of 1 to 64 bytes of
+// [A-Za-z0-9._:@/-] appears in the Redis key as is, any other is replaced
+// by a hash of it, so keys can neither collide nor grow Redis keys without
+// bound. Every Redis key of one Take shares one Cluster hash tag.
+//
+// Take returns an error wrapping core.ErrEmptyKey, core.ErrNegativeCost,
+// core.ErrNoLimits or core.ErrInvalidLimit for bad input, and the Redis
+// client's error, wrapped, when Redis fails; it then charges nothing that
+// it knows of (see New about client retries).
+func (s *Store) Take(ctx context.Context, key string, n int64, limits ...core.Limit) (core.Result, error) {
+	if key == "" {
+		return core.Result{}, fmt.Errorf("redisstore: take: %w", core.ErrEmptyKey)
+	}
+	if n < 0 {
+		return core.Result{}, fmt.Errorf("redisstore: take %d: %w", n, core.ErrNegativeCost)
+	}
+	if len(limits) == 0 {
+		return core.Result{}, fmt.Errorf("redisstore: take: %w", core.ErrNoLimits)
+	}
+	base := s.prefix + "{" + hashTag(key) + "}"
+	keys := make([]string, 0, lua.KeysPerLimit*len(limits))
+	args := make([]any, 1, 1+lua.ArgsPerLimit*len(limits))
+	args[0] = costArg(n)
+	for i, l := range limits {
+		p, err := s.prepare(l)
+		if err != nil {
+			return core.Result{}, fmt.Errorf("redisstore: take: limit %d: %w", i, err)
+		}
+		keys = append(keys, base+p.state, base+p.lock)
+		args = append(args, p.args[:]...)
+	}
+	reply, err := takeScript.Run(ctx, s.client, keys, args...).Int64Slice()
+	if err != nil {
+		return core.Result{}, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
+	}
+	if len(reply) != lua.RepliesPerLimit*len(limits) {
+		return core.Result{}, fmt.Errorf("redisstore: take: script replied %d integers for %d limit(s), want %d",
+			len(reply), len(limits), lua.RepliesPerLimit*len(limits))
+	}
+	per := make([]core.Result, len(limits))
+	for i := range per {
+		v := reply[lua.RepliesPerLimit*i:]
+		per[i] = core.Result{
+			Allowed:    v[0] == 1,
+			Limit:      v[1],
+			Remaining:  v[2],
+			RetryAfter: retryDuration(v[3]),
+			ResetAfter: micros(v[4]),
+			Delay:      micros(v[5]),
+		}
+	}
+	return core.Combine(per), nil
+}
+
+// costArg renders n for the script. Every limit's capacity is below
+// lua.MaxCost, so a larger n is sent as lua.MaxCost: it is denied with
+// RetryAfter core.InfDuration all the same, and no arithmetic overflows.
+func costArg(n int64) string {
+	if n > lua.MaxCost {
+		n = lua.MaxCost
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func retryDuration(us int64) time.Duration {
+	if us == lua.RetryNever {
+		return core.InfDuration
+	}
+	return micros(us)
+}
+
+// micros converts the script's microseconds, which are below 2^53, to a
+// Duration; out-of-range figures saturate rather than wrap.
+func micros(us int64) time.Duration {
+	const maxMicros = int64(core.InfDuration / time.Microsecond)
+	switch {
+	case us <= 0:
+		return 0
+	case us > maxMicros:
+		return core.InfDuration
+	}
+	return time.Duration(us) * time.Microsecond
+}
+
+// hashTag returns the part of the Redis keys between braces for key: "="
+// and the key itself when it is short and plain, "#" and 32 hex digits of
+// its SHA-256 otherwise. The two forms cannot meet ("=" versus "#"), plain
+// keys map to themselves, and neither form contains a brace.
+func hashTag(key string) string {
+	if plainKey(key) {
+		return "=" + key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "#" + hex.EncodeToString(sum[:16])
+}
+
+func plainKey(key string) bool {
+	if len(key) == 0 || len(key) > maxPlainKey {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '.' || c == '_' || c == ':' || c == '@' || c == '/' || c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
