@@ -378,7 +378,7 @@ var errBadAddress = errors.New("invalid address")
 // or a Forwarded for= value: "192.0.2.1", "192.0.2.1:80", "2001:db8::1",
 // "[2001:db8::1]", "[2001:db8::1]:443", with an optional IPv6 zone. When
 // obfuscatedPort is set, an RFC 7239 obfuscated port ("_abc") is accepted.
-// The result is unmapped and has no zone.
+// The result is unmapped and has no zone (it is dropped once checked).
 func parseNode(s string, obfuscatedPort bool) (netip.Addr, error) {
 	var (
 		a   netip.Addr
@@ -411,10 +411,23 @@ func parseNode(s string, obfuscatedPort bool) (netip.Addr, error) {
 			}
 		}
 	}
-	if err != nil {
+	if err != nil || !validZone(a.Zone()) {
 		return netip.Addr{}, fmt.Errorf("%w %s", errBadAddress, quoteShort(s))
 	}
 	return a.WithZone("").Unmap(), nil
+}
+
+// validZone reports whether zone looks like an interface name or index
+// (ALPHA, DIGIT, ".", "_", "-"). netip accepts any text after "%"; a zone
+// holding ":" or "]" is a mangled address, not a zone.
+func validZone(zone string) bool {
+	for i := 0; i < len(zone); i++ {
+		c := zone[i]
+		if !(isAlnum(c) || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // validPort reports whether s is a decimal port (0..65535) or, when

@@ -1,0 +1,427 @@
+package keyfuncs_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/keyfuncs"
+)
+
+// hdr is one header line; repeated names become several lines, in order.
+type hdr struct{ name, value string }
+
+func newRequest(remoteAddr string, headers ...hdr) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.RemoteAddr = remoteAddr
+	for _, h := range headers {
+		r.Header.Add(h.name, h.value)
+	}
+	return r
+}
+
+// outcome classifies a KeyFunc result for table tests.
+type outcome int
+
+const (
+	ok      outcome = iota // key as given
+	noKey                  // error wrapping core.ErrNoKey
+	badData                // error not wrapping core.ErrNoKey
+)
+
+func checkKey(t *testing.T, fn core.KeyFunc, r *http.Request, want outcome, wantKey string) {
+	t.Helper()
+	got, err := fn(r)
+	switch want {
+	case ok:
+		if err != nil {
+			t.Fatalf("key: unexpected error %v", err)
+		}
+		if got != wantKey {
+			t.Fatalf("key = %q, want %q", got, wantKey)
+		}
+	case noKey:
+		if err == nil {
+			t.Fatalf("key = %q, want an error wrapping ErrNoKey", got)
+		}
+		if !errors.Is(err, core.ErrNoKey) {
+			t.Fatalf("error %v does not wrap ErrNoKey", err)
+		}
+	case badData:
+		if err == nil {
+			t.Fatalf("key = %q, want an error", got)
+		}
+		if errors.Is(err, core.ErrNoKey) {
+			t.Fatalf("error %v wraps ErrNoKey; want a data error", err)
+		}
+	}
+	if err != nil && got != "" {
+		t.Fatalf("key %q returned together with error %v", got, err)
+	}
+}
+
+func mustIP(t testing.TB, opts ...keyfuncs.IPOption) core.KeyFunc {
+	t.Helper()
+	fn, err := keyfuncs.IP(opts...)
+	if err != nil {
+		t.Fatalf("IP: %v", err)
+	}
+	return fn
+}
+
+func TestIPWithoutTrustedProxies(t *testing.T) {
+	fn := mustIP(t)
+	spoofs := []hdr{
+		{"X-Forwarded-For", "198.51.100.66"},
+		{"X-Forwarded-For", "198.51.100.67, 198.51.100.68"},
+		{"Forwarded", "for=198.51.100.69"},
+		{"X-Real-IP", "198.51.100.70"},
+		{"True-Client-IP", "198.51.100.71"},
+		{"CF-Connecting-IP", "198.51.100.72"},
+	}
+	tests := []struct {
+		name   string
+		remote string
+		want   outcome
+		key    string
+	}{
+		{"ipv4 with port", "203.0.113.7:1234", ok, "203.0.113.7"},
+		{"ipv4 without port", "203.0.113.7", ok, "203.0.113.7"},
+		{"ipv6 grouped by /64", "[2001:db8:1:2:3:4:5:6]:443", ok, "2001:db8:1:2::/64"},
+		{"ipv6 without port", "2001:db8:1:2:3:4:5:6", ok, "2001:db8:1:2::/64"},
+		{"ipv6 brackets without port", "[2001:db8:1:2::9]", ok, "2001:db8:1:2::/64"},
+		{"ipv4-mapped is ipv4, never /64", "[::ffff:203.0.113.7]:80", ok, "203.0.113.7"},
+		{"zone dropped", "[fe80::1%eth0]:80", ok, "fe80::/64"},
+		{"zone dropped without port", "fe80::1%eth0", ok, "fe80::/64"},
+		{"loopback v6", "[::1]:80", ok, "::/64"},
+		{"empty RemoteAddr", "", noKey, ""},
+		{"hostname", "localhost:80", badData, ""},
+		{"garbage", "not an address", badData, ""},
+		{"port out of range", "203.0.113.7:65536", badData, ""},
+		{"port not numeric", "203.0.113.7:http", badData, ""},
+		{"empty port", "203.0.113.7:", badData, ""},
+		{"unclosed bracket", "[2001:db8::1:80", badData, ""},
+		{"junk after bracket", "[2001:db8::1]x80", badData, ""},
+		{"ipv4 zone", "203.0.113.7%eth0:80", badData, ""},
+		{"unix socket", "@", badData, ""},
+		{"obfuscated port not allowed here", "203.0.113.7:_x", badData, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkKey(t, fn, newRequest(tt.remote), tt.want, tt.key)
+			// Forwarding headers never change anything without trusted proxies.
+			checkKey(t, fn, newRequest(tt.remote, spoofs...), tt.want, tt.key)
+		})
+	}
+}
+
+func TestIPXForwardedFor(t *testing.T) {
+	trusted := []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8", "fd00::/8")}
+	xff := func(v string) hdr { return hdr{"X-Forwarded-For", v} }
+	tests := []struct {
+		name    string
+		remote  string
+		headers []hdr
+		want    outcome
+		key     string
+	}{
+		{"untrusted peer: XFF ignored", "198.51.100.1:1", []hdr{xff("203.0.113.7")}, ok, "198.51.100.1"},
+		{"untrusted peer inside public space next to trusted", "11.0.0.1:1", []hdr{xff("203.0.113.7")}, ok, "11.0.0.1"},
+		{"trusted peer, one hop", "10.0.0.1:1", []hdr{xff("203.0.113.7")}, ok, "203.0.113.7"},
+		{"client-forged left entries ignored", "10.0.0.1:1", []hdr{xff("6.6.6.6, 7.7.7.7, 203.0.113.7")}, ok, "203.0.113.7"},
+		{"trusted hops skipped", "10.0.0.1:1", []hdr{xff("6.6.6.6, 203.0.113.7, 10.0.0.9, 10.3.3.3")}, ok, "203.0.113.7"},
+		{"several lines merged in order", "10.0.0.1:1", []hdr{xff("6.6.6.6"), xff("203.0.113.7, 10.0.0.2")}, ok, "203.0.113.7"},
+		{"walk crosses lines", "10.0.0.1:1", []hdr{xff("6.6.6.6, 203.0.113.7"), xff("10.0.0.2"), xff("10.0.0.3")}, ok, "203.0.113.7"},
+		{"last line holds the client", "10.0.0.1:1", []hdr{xff("203.0.113.8"), xff("203.0.113.7")}, ok, "203.0.113.7"},
+		{"every hop trusted: left-most", "10.0.0.1:1", []hdr{xff("10.1.1.1, 10.2.2.2")}, ok, "10.1.1.1"},
+		{"trusted peer, no header: the peer", "10.0.0.1:1", nil, ok, "10.0.0.1"},
+		{"trusted peer, empty header: the peer", "10.0.0.1:1", []hdr{xff("")}, ok, "10.0.0.1"},
+		{"empty list elements skipped", "10.0.0.1:1", []hdr{xff(" , 203.0.113.7 ,, ")}, ok, "203.0.113.7"},
+		{"tabs are whitespace", "10.0.0.1:1", []hdr{xff("6.6.6.6,\t203.0.113.7\t")}, ok, "203.0.113.7"},
+		{"mapped peer in trusted IPv4 CIDR", "[::ffff:10.0.0.1]:1", []hdr{xff("203.0.113.7")}, ok, "203.0.113.7"},
+		{"mapped trusted hop skipped", "10.0.0.1:1", []hdr{xff("203.0.113.7, ::ffff:10.9.9.9")}, ok, "203.0.113.7"},
+		{"mapped client keyed as IPv4", "10.0.0.1:1", []hdr{xff("::ffff:203.0.113.7")}, ok, "203.0.113.7"},
+		{"mapped untrusted peer not trusted", "[::ffff:198.51.100.1]:1", []hdr{xff("203.0.113.7")}, ok, "198.51.100.1"},
+		{"IPv6 trusted peer", "[fd00::1]:1", []hdr{xff("203.0.113.7")}, ok, "203.0.113.7"},
+		{"IPv6 trusted peer with zone", "[fd00::1%eth0]:1", []hdr{xff("2001:db8:1:2::77")}, ok, "2001:db8:1:2::/64"},
+		{"zoned trusted hop skipped", "10.0.0.1:1", []hdr{xff("203.0.113.7, fd00::5%eth1")}, ok, "203.0.113.7"},
+		{"IPv6 client grouped", "10.0.0.1:1", []hdr{xff("2001:db8:aa:bb:1:2:3:4")}, ok, "2001:db8:aa:bb::/64"},
+		{"entry with port", "10.0.0.1:1", []hdr{xff("203.0.113.7:5555")}, ok, "203.0.113.7"},
+		{"bracketed IPv6 entry with port", "10.0.0.1:1", []hdr{xff("[2001:db8::1]:443")}, ok, "2001:db8::/64"},
+		{"garbage left of the client never parsed", "10.0.0.1:1", []hdr{xff("<script>, ;;, 203.0.113.7")}, ok, "203.0.113.7"},
+		{"garbage at the client position", "10.0.0.1:1", []hdr{xff("evil.example")}, badData, ""},
+		{"garbage behind a trusted hop", "10.0.0.1:1", []hdr{xff("203.0.113.7, 10.0.0.300")}, badData, ""},
+		{"IPv6 entry with port without brackets", "10.0.0.1:1", []hdr{xff("2001:db8::1%x:80")}, badData, ""},
+		{"unknown client", "10.0.0.1:1", []hdr{xff("unknown")}, noKey, ""},
+		{"Forwarded ignored in XFF mode", "10.0.0.1:1", []hdr{{"Forwarded", "for=6.6.6.6"}}, ok, "10.0.0.1"},
+		{"X-Real-IP ignored in XFF mode", "10.0.0.1:1", []hdr{{"X-Real-IP", "6.6.6.6"}, xff("203.0.113.7")}, ok, "203.0.113.7"},
+	}
+	for _, mode := range []struct {
+		name string
+		opts []keyfuncs.IPOption
+	}{
+		{"default", trusted},
+		{"explicit", append(append([]keyfuncs.IPOption(nil), trusted...), keyfuncs.WithXForwardedFor())},
+		{"prefixes", []keyfuncs.IPOption{keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8"))}},
+	} {
+		fn := mustIP(t, mode.opts...)
+		for _, tt := range tests {
+			t.Run(mode.name+"/"+tt.name, func(t *testing.T) {
+				checkKey(t, fn, newRequest(tt.remote, tt.headers...), tt.want, tt.key)
+			})
+		}
+	}
+}
+
+func TestIPForwarded(t *testing.T) {
+	fn := mustIP(t, keyfuncs.WithTrustedProxies("10.0.0.0/8", "2001:db8:ffff::/48"), keyfuncs.WithForwarded())
+	fwd := func(v string) hdr { return hdr{"Forwarded", v} }
+	tests := []struct {
+		name    string
+		remote  string
+		headers []hdr
+		want    outcome
+		key     string
+	}{
+		{"untrusted peer: ignored", "198.51.100.1:1", []hdr{fwd("for=203.0.113.7")}, ok, "198.51.100.1"},
+		{"token value", "10.0.0.1:1", []hdr{fwd("for=203.0.113.7")}, ok, "203.0.113.7"},
+		{"quoted value", "10.0.0.1:1", []hdr{fwd(`for="203.0.113.7"`)}, ok, "203.0.113.7"},
+		{"quoted IPv4 with port", "10.0.0.1:1", []hdr{fwd(`for="203.0.113.7:8080"`)}, ok, "203.0.113.7"},
+		{"quoted IPv6 in brackets with port", "10.0.0.1:1", []hdr{fwd(`for="[2001:db8:cafe::17]:4711"`)}, ok, "2001:db8:cafe::/64"},
+		{"obfuscated port", "10.0.0.1:1", []hdr{fwd(`for="[2001:db8:cafe::17]:_p1"`)}, ok, "2001:db8:cafe::/64"},
+		{"parameter names case-insensitive", "10.0.0.1:1", []hdr{fwd("For=203.0.113.7;PROTO=https")}, ok, "203.0.113.7"},
+		{"other parameters", "10.0.0.1:1", []hdr{fwd(`proto=https;for=203.0.113.7;by="[2001:db8:ffff::1]";host=example.com`)}, ok, "203.0.113.7"},
+		{"spaces around separators", "10.0.0.1:1", []hdr{fwd(" for=6.6.6.6 ,  for=203.0.113.7 ; proto=http ")}, ok, "203.0.113.7"},
+		{"walk from the right", "10.0.0.1:1", []hdr{fwd("for=6.6.6.6, for=203.0.113.7;proto=https, for=10.0.0.2")}, ok, "203.0.113.7"},
+		{"trusted IPv6 hop skipped", "10.0.0.1:1", []hdr{fwd(`for=203.0.113.7, for="[2001:db8:ffff::9]"`)}, ok, "203.0.113.7"},
+		{"mapped trusted hop skipped", "10.0.0.1:1", []hdr{fwd(`for=203.0.113.7, for="[::ffff:10.1.1.1]"`)}, ok, "203.0.113.7"},
+		{"zoned entry", "10.0.0.1:1", []hdr{fwd(`for="[fe80::1%25eth0]:80"`)}, ok, "fe80::/64"},
+		{"several lines", "10.0.0.1:1", []hdr{fwd("for=6.6.6.6"), fwd("for=203.0.113.7"), fwd("for=10.0.0.5")}, ok, "203.0.113.7"},
+		{"every hop trusted: left-most", "10.0.0.1:1", []hdr{fwd("for=10.1.1.1, for=10.2.2.2")}, ok, "10.1.1.1"},
+		{"no header: the peer", "10.0.0.1:1", nil, ok, "10.0.0.1"},
+		{"empty elements", "10.0.0.1:1", []hdr{fwd(",, for=203.0.113.7 ,")}, ok, "203.0.113.7"},
+		{"escaped quoted string", "10.0.0.1:1", []hdr{fwd(`for="203.0.113.\7"`)}, ok, "203.0.113.7"},
+		{"malformed line left of client never parsed", "10.0.0.1:1", []hdr{fwd(`for="evil`), fwd("for=203.0.113.7")}, ok, "203.0.113.7"},
+		{"XFF ignored in Forwarded mode", "10.0.0.1:1", []hdr{{"X-Forwarded-For", "6.6.6.6"}}, ok, "10.0.0.1"},
+		{"unknown", "10.0.0.1:1", []hdr{fwd("for=unknown")}, noKey, ""},
+		{"unknown quoted, any case", "10.0.0.1:1", []hdr{fwd(`for="UNKNOWN"`)}, noKey, ""},
+		{"obfuscated identifier stops the walk", "10.0.0.1:1", []hdr{fwd("for=203.0.113.7, for=_hidden, for=10.0.0.2")}, noKey, ""},
+		{"element without for", "10.0.0.1:1", []hdr{fwd("for=203.0.113.7, proto=https")}, noKey, ""},
+		{"element of only separators", "10.0.0.1:1", []hdr{fwd("for=203.0.113.7, ;;")}, noKey, ""},
+		{"unterminated quote swallowing a comma", "10.0.0.1:1", []hdr{fwd(`for="6.6.6.6, for=203.0.113.7`)}, badData, ""},
+		{"repeated parameter", "10.0.0.1:1", []hdr{fwd("for=203.0.113.7;for=6.6.6.6")}, badData, ""},
+		{"missing value", "10.0.0.1:1", []hdr{fwd("for=;proto=http")}, badData, ""},
+		{"missing equals", "10.0.0.1:1", []hdr{fwd("for")}, badData, ""},
+		{"unquoted colon", "10.0.0.1:1", []hdr{fwd("for=203.0.113.7:80")}, badData, ""},
+		{"unquoted IPv6", "10.0.0.1:1", []hdr{fwd("for=[2001:db8::1]")}, badData, ""},
+		{"stray characters", "10.0.0.1:1", []hdr{fwd("for=203.0.113.7 x")}, badData, ""},
+		{"empty quoted value", "10.0.0.1:1", []hdr{fwd(`for=""`)}, badData, ""},
+		{"hostname", "10.0.0.1:1", []hdr{fwd("for=example.com")}, badData, ""},
+		{"garbage behind a trusted hop", "10.0.0.1:1", []hdr{fwd(`for="1.2.3", for=10.0.0.3`)}, badData, ""},
+		{"control byte in quoted string", "10.0.0.1:1", []hdr{fwd("for=\"203.0.113.7\x01\"")}, badData, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkKey(t, fn, newRequest(tt.remote, tt.headers...), tt.want, tt.key)
+		})
+	}
+}
+
+func TestIPClientIPHeader(t *testing.T) {
+	fn := mustIP(t, keyfuncs.WithTrustedProxies("173.245.48.0/20"), keyfuncs.WithClientIPHeader("cf-connecting-ip"))
+	cf := func(v string) hdr { return hdr{"CF-Connecting-IP", v} }
+	tests := []struct {
+		name    string
+		remote  string
+		headers []hdr
+		want    outcome
+		key     string
+	}{
+		{"trusted peer", "173.245.48.5:1", []hdr{cf("203.0.113.7")}, ok, "203.0.113.7"},
+		{"trusted peer, IPv6 client grouped", "173.245.48.5:1", []hdr{cf("2001:db8:1:2::3")}, ok, "2001:db8:1:2::/64"},
+		{"trusted peer, mapped client", "173.245.48.5:1", []hdr{cf("::ffff:203.0.113.7")}, ok, "203.0.113.7"},
+		{"value taken even if it is a trusted address", "173.245.48.5:1", []hdr{cf("173.245.48.9")}, ok, "173.245.48.9"},
+		{"untrusted peer: spoof ignored", "198.51.100.1:1", []hdr{cf("203.0.113.7")}, ok, "198.51.100.1"},
+		{"trusted peer, no header: the peer", "173.245.48.5:1", nil, ok, "173.245.48.5"},
+		{"trusted peer, empty header: the peer", "173.245.48.5:1", []hdr{cf("")}, ok, "173.245.48.5"},
+		{"XFF ignored in this mode", "173.245.48.5:1", []hdr{{"X-Forwarded-For", "6.6.6.6"}}, ok, "173.245.48.5"},
+		{"X-Real-IP ignored in this mode", "173.245.48.5:1", []hdr{{"X-Real-IP", "6.6.6.6"}, cf("203.0.113.7")}, ok, "203.0.113.7"},
+		{"two lines are ambiguous", "173.245.48.5:1", []hdr{cf("6.6.6.6"), cf("203.0.113.7")}, badData, ""},
+		{"a list is not one address", "173.245.48.5:1", []hdr{cf("6.6.6.6, 203.0.113.7")}, badData, ""},
+		{"garbage", "173.245.48.5:1", []hdr{cf("a.b.c.d")}, badData, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkKey(t, fn, newRequest(tt.remote, tt.headers...), tt.want, tt.key)
+		})
+	}
+}
+
+func TestIPPrefixGrouping(t *testing.T) {
+	tests := []struct {
+		name   string
+		opts   []keyfuncs.IPOption
+		remote string
+		key    string
+	}{
+		{"default /64", nil, "[2001:db8:1:2:ffff::1]:1", "2001:db8:1:2::/64"},
+		{"/48", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(48)}, "[2001:db8:1:2::1]:1", "2001:db8:1::/48"},
+		{"/56", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(56)}, "[2001:db8:1:2ff::1]:1", "2001:db8:1:200::/56"},
+		{"/128 is the address", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(128)}, "[2001:db8:1:2::1]:1", "2001:db8:1:2::1"},
+		{"IPv6 option never masks IPv4", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(8)}, "203.0.113.7:1", "203.0.113.7"},
+		{"IPv6 option never masks mapped IPv4", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(8)}, "[::ffff:203.0.113.7]:1", "203.0.113.7"},
+		{"IPv4 /24", []keyfuncs.IPOption{keyfuncs.WithIPv4Prefix(24)}, "203.0.113.7:1", "203.0.113.0/24"},
+		{"IPv4 /24 for mapped", []keyfuncs.IPOption{keyfuncs.WithIPv4Prefix(24)}, "[::ffff:203.0.113.7]:1", "203.0.113.0/24"},
+		{"IPv4 option never masks IPv6", []keyfuncs.IPOption{keyfuncs.WithIPv4Prefix(8), keyfuncs.WithIPv6Prefix(128)}, "[2001:db8::1]:1", "2001:db8::1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkKey(t, mustIP(t, tt.opts...), newRequest(tt.remote), ok, tt.key)
+		})
+	}
+
+	// Rotating inside one /64 keeps the key; another /64 changes it.
+	fn := mustIP(t)
+	a, _ := fn(newRequest("[2001:db8:1:2::1]:1"))
+	b, _ := fn(newRequest("[2001:db8:1:2:dead:beef:0:7]:1"))
+	c, _ := fn(newRequest("[2001:db8:1:3::1]:1"))
+	if a != b || a == c || a == "" {
+		t.Fatalf("/64 grouping: %q %q %q", a, b, c)
+	}
+	// Distinct IPv4 clients stay apart (no IPv4 address falls into a shared group).
+	x, _ := fn(newRequest("203.0.113.7:1"))
+	y, _ := fn(newRequest("203.0.113.8:1"))
+	if x == y {
+		t.Fatalf("two IPv4 clients share key %q", x)
+	}
+}
+
+func TestIPTrustedProxyForms(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    []keyfuncs.IPOption
+		peer    string
+		trusted bool
+	}{
+		{"single IPv4 address", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("192.0.2.10")}, "192.0.2.10:1", true},
+		{"single IPv4 address, neighbour", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("192.0.2.10")}, "192.0.2.11:1", false},
+		{"single IPv6 address", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::1")}, "[::1]:1", true},
+		{"mapped prefix becomes IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::ffff:10.0.0.0/104")}, "10.200.0.1:1", true},
+		{"mapped single address", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::ffff:192.0.2.10")}, "192.0.2.10:1", true},
+		{"unmasked CIDR", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.1.2.3/8")}, "10.9.9.9:1", true},
+		{"surrounding spaces", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(" 10.0.0.0/8 ")}, "10.9.9.9:1", true},
+		{"link-local with zone", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("fe80::/10")}, "[fe80::1%eth0]:1", true},
+		{"::/0 does not cover IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/0")}, "10.0.0.1:1", false},
+		{"::/0 does not cover mapped IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/0")}, "[::ffff:10.0.0.1]:1", false},
+		{"lists add up", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithTrustedProxies("192.0.2.0/24")}, "192.0.2.1:1", true},
+		{"netip prefix, mapped", []keyfuncs.IPOption{keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("::ffff:10.0.0.0/104"))}, "10.0.0.1:1", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fn := mustIP(t, tt.opts...)
+			got, err := fn(newRequest(tt.peer, hdr{"X-Forwarded-For", "203.0.113.7"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got == "203.0.113.7") != tt.trusted {
+				t.Fatalf("key %q: peer trusted = %v, want %v", got, got == "203.0.113.7", tt.trusted)
+			}
+		})
+	}
+}
+
+func TestIPConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		opts []keyfuncs.IPOption
+	}{
+		{"bad CIDR", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/33")}},
+		{"not an address", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("proxy.internal")}},
+		{"empty string", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("")}},
+		{"CIDR with zone", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("fe80::%eth0/64")}},
+		{"zero prefix", []keyfuncs.IPOption{keyfuncs.WithTrustedPrefixes(netip.Prefix{})}},
+		{"IPv6 prefix 0", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(0)}},
+		{"IPv6 prefix 129", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(129)}},
+		{"IPv6 prefix negative", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(-64)}},
+		{"IPv4 prefix 0", []keyfuncs.IPOption{keyfuncs.WithIPv4Prefix(0)}},
+		{"IPv4 prefix 33", []keyfuncs.IPOption{keyfuncs.WithIPv4Prefix(33)}},
+		{"Forwarded without trusted proxies", []keyfuncs.IPOption{keyfuncs.WithForwarded()}},
+		{"header without trusted proxies", []keyfuncs.IPOption{keyfuncs.WithClientIPHeader("X-Real-IP")}},
+		{"XFF without trusted proxies", []keyfuncs.IPOption{keyfuncs.WithXForwardedFor()}},
+		{"empty trusted list and a header", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(), keyfuncs.WithForwarded()}},
+		{"two header kinds", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwarded(), keyfuncs.WithXForwardedFor()}},
+		{"two client headers", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithClientIPHeader("X-Real-IP"), keyfuncs.WithClientIPHeader("CF-Connecting-IP")}},
+		{"empty header name", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithClientIPHeader("")}},
+		{"invalid header name", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithClientIPHeader("X Real IP")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fn, err := keyfuncs.IP(tt.opts...)
+			if err == nil {
+				t.Fatal("IP accepted invalid options")
+			}
+			if fn != nil {
+				t.Fatal("IP returned a KeyFunc with an error")
+			}
+			if !strings.HasPrefix(err.Error(), "keyfuncs: ") {
+				t.Fatalf("error %q lacks the package prefix", err)
+			}
+		})
+	}
+	// Valid edge values and a nil option are accepted.
+	for _, opts := range [][]keyfuncs.IPOption{
+		{keyfuncs.WithIPv6Prefix(1), keyfuncs.WithIPv4Prefix(1)},
+		{keyfuncs.WithIPv6Prefix(128), keyfuncs.WithIPv4Prefix(32)},
+		{nil},
+		{keyfuncs.WithTrustedProxies()},
+	} {
+		if _, err := keyfuncs.IP(opts...); err != nil {
+			t.Errorf("IP(%d options): %v", len(opts), err)
+		}
+	}
+}
+
+func TestIPNilRequest(t *testing.T) {
+	if _, err := mustIP(t)(nil); err == nil {
+		t.Fatal("nil request accepted")
+	}
+}
+
+// A long client-written prefix is never parsed: the walk stops at the
+// client, so it neither fails nor costs a parse per entry.
+func TestIPLongForgedPrefix(t *testing.T) {
+	fn := mustIP(t, keyfuncs.WithTrustedProxies("10.0.0.0/8"))
+	forged := strings.Repeat("garbage, ", 100_000)
+	checkKey(t, fn, newRequest("10.0.0.1:1", hdr{"X-Forwarded-For", forged + "203.0.113.7, 10.0.0.2"}), ok, "203.0.113.7")
+	r := newRequest("10.0.0.1:1", hdr{"X-Forwarded-For", forged + "203.0.113.7"})
+	allocs := testing.AllocsPerRun(20, func() {
+		_, _ = fn(r)
+	})
+	if allocs > 5 {
+		t.Fatalf("%v allocations per call: the forged prefix is being processed", allocs)
+	}
+}
+
+func TestIPConcurrent(t *testing.T) {
+	fn := mustIP(t, keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwarded())
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				k, err := fn(newRequest("10.0.0.1:1", hdr{"Forwarded", `for="[2001:db8::1]:80", for=10.0.0.2`}))
+				if err != nil || k != "2001:db8::/64" {
+					t.Errorf("key %q, %v", k, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
