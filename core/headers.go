@@ -1,0 +1,272 @@
+package core
+
+import (
+	"math/big"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// HeaderStyle selects the rate-limit headers a Limiter sets on responses.
+// Whatever the style, a refused request over the limit gets Retry-After.
+type HeaderStyle uint8
+
+const (
+	// HeadersLegacy sets the de-facto headers, from the binding limit
+	// (see Result):
+	//
+	//	X-RateLimit-Limit: 10          the limit's capacity (Result.Limit)
+	//	X-RateLimit-Remaining: 7       what may still pass now
+	//	X-RateLimit-Reset: 1767225600  Unix epoch seconds when the key is
+	//	                               back to its full allowance (rounded up)
+	//
+	// It is the default.
+	HeadersLegacy HeaderStyle = iota
+	// HeadersIETF sets the fields of draft-ietf-httpapi-ratelimit-headers
+	// (draft 08 and later), one list member per limit:
+	//
+	//	RateLimit-Policy: "api";q=10;w=1
+	//	RateLimit: "api";r=7;t=1
+	//
+	// q is the limit's capacity (as X-RateLimit-Limit) and w the seconds
+	// in which the limit's rate refills q (the Period when Burst is the
+	// default), rounded up; r is what remains and t the delta seconds until
+	// the limit is back to its full allowance, rounded up. Policies are
+	// named after the Limiter (WithName, "default" without one), with
+	// "-0", "-1", ... appended when it holds several limits.
+	HeadersIETF
+	// HeadersBoth sets both kinds.
+	HeadersBoth
+	// HeadersNone sets no rate-limit headers; refusals still carry
+	// Retry-After.
+	HeadersNone
+)
+
+func (s HeaderStyle) String() string {
+	switch s {
+	case HeadersLegacy:
+		return "legacy"
+	case HeadersIETF:
+		return "ietf"
+	case HeadersBoth:
+		return "both"
+	case HeadersNone:
+		return "none"
+	}
+	return "HeaderStyle(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Header names, in canonical form (http.Header keys). Clients match names
+// case-insensitively.
+const (
+	HeaderLimit           = "X-Ratelimit-Limit"
+	HeaderRemaining       = "X-Ratelimit-Remaining"
+	HeaderReset           = "X-Ratelimit-Reset"
+	HeaderRetryAfter      = "Retry-After"
+	HeaderRateLimit       = "Ratelimit"
+	HeaderRateLimitPolicy = "Ratelimit-Policy"
+)
+
+// headerPlan is what a Limiter precomputes for its headers.
+type headerPlan struct {
+	legacy, ietf bool
+	// names holds each limit's policy name as an sf-string, quotes
+	// included, ready to append.
+	names []string
+	// policy is the RateLimit-Policy value, shared by every response.
+	// Its capacity equals its length, so that Header.Add copies it.
+	policy []string
+}
+
+func newHeaderPlan(style HeaderStyle, name string, specs []Spec) headerPlan {
+	p := headerPlan{
+		legacy: style == HeadersLegacy || style == HeadersBoth,
+		ietf:   style == HeadersIETF || style == HeadersBoth,
+	}
+	if !p.ietf {
+		return p
+	}
+	if name == "" {
+		name = "default"
+	}
+	var policy []byte
+	for i, s := range specs {
+		n := name
+		if len(specs) > 1 {
+			n += "-" + strconv.Itoa(i)
+		}
+		quoted := string(appendSFString(nil, n))
+		p.names = append(p.names, quoted)
+		if i > 0 {
+			policy = append(policy, ", "...)
+		}
+		q, w := quota(s)
+		policy = append(policy, quoted...)
+		policy = append(policy, ";q="...)
+		policy = strconv.AppendInt(policy, q, 10)
+		policy = append(policy, ";w="...)
+		policy = strconv.AppendInt(policy, w, 10)
+	}
+	p.policy = []string{string(policy)}
+	return p
+}
+
+// quota returns a limit's IETF quota q (its capacity, the figure stores
+// report as Result.Limit) and window w: the whole seconds, rounded up, in
+// which the limit's rate admits q (q·Period/Rate; the Period itself when q
+// is the Rate), at least 1.
+func quota(s Spec) (q, w int64) {
+	switch s.Algorithm {
+	case GCRA, TokenBucket:
+		q = s.Burst
+	case LeakyBucket:
+		q = s.Burst + 1
+	default:
+		q = s.Rate
+	}
+	// ceil(q·P / (R·1e6)) exactly: q·P can exceed 64 bits.
+	num := new(big.Int).Mul(big.NewInt(q), big.NewInt(s.Period))
+	den := new(big.Int).Mul(big.NewInt(s.Rate), big.NewInt(int64(time.Second/time.Microsecond)))
+	num.Add(num, den).Sub(num, big.NewInt(1)).Quo(num, den)
+	w = num.Int64()
+	if !num.IsInt64() {
+		w = 1<<63 - 1
+	}
+	return q, max(w, 1)
+}
+
+// appendSFString appends s as a Structured Field String (RFC 8941): in
+// double quotes, with '"' and '\' escaped. s holds printable ASCII only
+// (WithName checks it).
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, s[i])
+	}
+	return append(b, '"')
+}
+
+// ceilSeconds returns d in whole seconds, rounded up (0 for d ≤ 0).
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// RetryAfterSeconds returns the Retry-After value for a denial that may
+// pass again after d: whole seconds rounded up, at least 1. It returns 0
+// for InfDuration, a request that can never pass (its cost exceeds what
+// the limit admits at once); the Limiter then sends no Retry-After, since
+// no wait would help.
+func RetryAfterSeconds(d time.Duration) int64 {
+	if d == InfDuration {
+		return 0
+	}
+	return max(ceilSeconds(d), 1)
+}
+
+// SetHeaders sets the rate-limit headers the Limiter's HeaderStyle calls
+// for on h, and Retry-After when the request is refused over a limit. It
+// sets nothing when no store decided (see Decision.Result). Existing
+// values of these headers are replaced, so with nested limiters the
+// innermost one's figures are sent.
+//
+// X-RateLimit-Reset is the Decision's time by the Limiter's clock plus
+// Result.ResetAfter, in Unix seconds rounded up; Retry-After and the IETF t
+// are delta seconds rounded up. In shadow mode nothing is refused, so no
+// Retry-After is sent.
+func (d Decision) SetHeaders(h http.Header) {
+	if d.Result.Limit == 0 || d.l == nil {
+		return
+	}
+	p := &d.l.headers
+	res := &d.Result
+	retry := int64(0)
+	if d.Action == Refuse && !res.Allowed {
+		retry = RetryAfterSeconds(res.RetryAfter)
+	}
+	if !p.legacy && !p.ietf && retry == 0 {
+		return
+	}
+
+	// All values are formatted into one buffer, turned into one string and
+	// sliced, and the header slices share one backing array: two
+	// allocations whatever the style.
+	var buf [128]byte
+	b := buf[:0]
+	var ends [5]int // where each value ends in b
+	n := 0
+	if p.legacy {
+		b = strconv.AppendInt(b, res.Limit, 10)
+		ends[n], n = len(b), n+1
+		b = strconv.AppendInt(b, max(res.Remaining, 0), 10)
+		ends[n], n = len(b), n+1
+		b = strconv.AppendInt(b, resetEpoch(d.now, res.ResetAfter), 10)
+		ends[n], n = len(b), n+1
+	}
+	if retry > 0 {
+		b = strconv.AppendInt(b, retry, 10)
+		ends[n], n = len(b), n+1
+	}
+	if p.ietf {
+		if len(res.PerLimit) != len(p.names) {
+			// One limit (or a store that reported no PerLimit).
+			b = appendRateLimitItem(b, p.names[min(max(res.Binding, 0), len(p.names)-1)], res)
+		} else {
+			for i := range res.PerLimit {
+				if i > 0 {
+					b = append(b, ", "...)
+				}
+				b = appendRateLimitItem(b, p.names[i], &res.PerLimit[i])
+			}
+		}
+		ends[n], n = len(b), n+1
+	}
+	s := string(b)
+	vals := make([]string, n)
+	for i, start := 0, 0; i < n; i++ {
+		vals[i], start = s[start:ends[i]], ends[i]
+	}
+	i := 0
+	if p.legacy {
+		h[HeaderLimit] = vals[0:1:1]
+		h[HeaderRemaining] = vals[1:2:2]
+		h[HeaderReset] = vals[2:3:3]
+		i = 3
+	}
+	if retry > 0 {
+		h[HeaderRetryAfter] = vals[i : i+1 : i+1]
+		i++
+	}
+	if p.ietf {
+		h[HeaderRateLimit] = vals[i : i+1 : i+1]
+		h[HeaderRateLimitPolicy] = p.policy[:1:1]
+	}
+}
+
+func appendRateLimitItem(b []byte, name string, r *Result) []byte {
+	b = append(b, name...)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, max(r.Remaining, 0), 10)
+	b = append(b, ";t="...)
+	return strconv.AppendInt(b, ceilSeconds(r.ResetAfter), 10)
+}
+
+// resetEpoch returns now + after in Unix seconds, rounded up.
+func resetEpoch(now time.Time, after time.Duration) int64 {
+	sec := now.Unix() + int64(after/time.Second)
+	ns := int64(now.Nanosecond()) + int64(after%time.Second)
+	sec += ns / int64(time.Second)
+	if ns%int64(time.Second) > 0 {
+		sec++
+	}
+	return sec
+}

@@ -1,0 +1,363 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRetryAfterSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int64
+	}{
+		{0, 1},
+		{time.Microsecond, 1},
+		{999 * time.Millisecond, 1},
+		{time.Second, 1},
+		{time.Second + time.Microsecond, 2},
+		{59*time.Second + 1, 60},
+		{time.Hour, 3600},
+		{InfDuration - 1, int64((InfDuration-1)/time.Second) + 1},
+		{InfDuration, 0},
+	} {
+		if got := RetryAfterSeconds(tc.d); got != tc.want {
+			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tc.d, got, tc.want)
+		}
+	}
+}
+
+func TestResetEpoch(t *testing.T) {
+	base := time.Unix(1_700_000_000, 250_000_000)
+	for _, tc := range []struct {
+		now   time.Time
+		after time.Duration
+		want  int64
+	}{
+		{base, 0, 1_700_000_001},                        // now itself, rounded up
+		{time.Unix(1_700_000_000, 0), 0, 1_700_000_000}, // already whole
+		{time.Unix(1_700_000_000, 0), time.Nanosecond, 1_700_000_001},
+		{base, 750 * time.Millisecond, 1_700_000_001}, // exactly whole
+		{base, 750*time.Millisecond + time.Microsecond, 1_700_000_002},
+		{base, 1500 * time.Millisecond, 1_700_000_002},
+		{base, time.Hour, 1_700_003_601},
+	} {
+		if got := resetEpoch(tc.now, tc.after); got != tc.want {
+			t.Errorf("resetEpoch(%v, %v) = %d, want %d", tc.now.UnixNano(), tc.after, got, tc.want)
+		}
+	}
+}
+
+func TestQuota(t *testing.T) {
+	for _, tc := range []struct {
+		l    Limit
+		q, w int64
+	}{
+		{PerSecond(10), 10, 1},
+		{PerMinute(100), 100, 60},
+		{Limit{Algorithm: GCRA, Rate: 30, Period: time.Minute, Burst: 16}, 16, 32},      // 16 × 2s
+		{Limit{Algorithm: TokenBucket, Rate: 3, Period: time.Second, Burst: 10}, 10, 4}, // 10/3 s → 4
+		{Limit{Algorithm: LeakyBucket, Rate: 2, Period: time.Second, Burst: 4}, 5, 3},   // queue 4 + 1 in service
+		{Limit{Algorithm: FixedWindow, Rate: 100, Period: time.Hour}, 100, 3600},
+		{Limit{Algorithm: SlidingWindow, Rate: 5, Period: 1500 * time.Millisecond}, 5, 2},
+		{Limit{Algorithm: SlidingLog, Rate: 10, Period: 100 * time.Millisecond}, 10, 1},
+		{Limit{Algorithm: GCRA, Rate: 3, Period: time.Second}, 3, 1}, // exact, not 3·ceil(P/3)
+	} {
+		s, err := tc.l.Spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q, w := quota(s); q != tc.q || w != tc.w {
+			t.Errorf("quota(%v) = q %d w %d, want q %d w %d", tc.l, q, w, tc.q, tc.w)
+		}
+	}
+}
+
+// headersFor runs one decision through a Limiter whose store answers res,
+// at the given clock, and returns the headers it sets.
+func headersFor(t *testing.T, limits []Limit, res Result, now time.Time, opts ...Option) (Decision, http.Header) {
+	t.Helper()
+	st := &scriptStore{take: func(context.Context, string, int64) (Result, error) { return res, nil }}
+	opts = append(opts, WithClock(func() time.Time { return now }))
+	l := mustNew(t, st, limits, opts...)
+	d := l.Decide(request("k"))
+	h := http.Header{}
+	d.SetHeaders(h)
+	return d, h
+}
+
+func TestLegacyHeadersExact(t *testing.T) {
+	now := time.Unix(1_700_000_000, 250_000_000)
+	res := Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 1500 * time.Millisecond}
+	_, h := headersFor(t, perSecond10, res, now)
+	want := http.Header{
+		"X-Ratelimit-Limit":     {"10"},
+		"X-Ratelimit-Remaining": {"7"},
+		"X-Ratelimit-Reset":     {"1700000002"}, // 1_700_000_001.75 rounded up
+	}
+	if fmt.Sprint(h) != fmt.Sprint(want) {
+		t.Fatalf("headers %v, want %v", h, want)
+	}
+	// The names clients use, through Header.Get.
+	if h.Get("X-RateLimit-Remaining") != "7" {
+		t.Error("X-RateLimit-Remaining not found by Header.Get")
+	}
+
+	res = Result{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: 100 * time.Millisecond, ResetAfter: 900 * time.Millisecond}
+	d, h := headersFor(t, perSecond10, res, now)
+	if d.Action != Refuse {
+		t.Fatalf("action %v", d.Action)
+	}
+	want = http.Header{
+		"X-Ratelimit-Limit":     {"10"},
+		"X-Ratelimit-Remaining": {"0"},
+		"X-Ratelimit-Reset":     {"1700000002"}, // 1_700_000_001.15 rounded up
+		"Retry-After":           {"1"},          // 0.1 s rounded up
+	}
+	if fmt.Sprint(h) != fmt.Sprint(want) {
+		t.Fatalf("denial headers %v, want %v", h, want)
+	}
+
+	// A cost that can never pass: no Retry-After.
+	res = Result{Allowed: false, Limit: 10, Remaining: 4, RetryAfter: InfDuration, ResetAfter: 600 * time.Millisecond}
+	_, h = headersFor(t, perSecond10, res, now)
+	if _, ok := h[HeaderRetryAfter]; ok || h.Get(HeaderRemaining) != "4" {
+		t.Fatalf("never-passing denial headers %v: want Remaining 4 and no Retry-After", h)
+	}
+}
+
+func TestHeadersReplaceAndDoNotAlias(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	res := Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: time.Second}
+	d, _ := headersFor(t, perSecond10, res, now, WithHeaders(HeadersBoth))
+	h := http.Header{"X-Ratelimit-Limit": {"999"}}
+	d.SetHeaders(h)
+	if v := h.Values(HeaderLimit); len(v) != 1 || v[0] != "10" {
+		t.Fatalf("X-RateLimit-Limit %v, want replaced by [10]", v)
+	}
+	// Adding to one header must not change another's value, nor the next
+	// response's policy.
+	h.Add(HeaderRemaining, "x")
+	h.Add(HeaderRateLimitPolicy, "extra")
+	if h.Get(HeaderReset) != "1700000001" || len(h.Values(HeaderReset)) != 1 {
+		t.Fatalf("Reset changed by an Add to Remaining: %v", h.Values(HeaderReset))
+	}
+	h2 := http.Header{}
+	d.SetHeaders(h2)
+	if v := h2.Values(HeaderRateLimitPolicy); len(v) != 1 || v[0] != `"default";q=10;w=1` {
+		t.Fatalf("policy of the next response %v", v)
+	}
+}
+
+func TestHeaderStyles(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	denied := Result{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: 2500 * time.Millisecond, ResetAfter: 3 * time.Second}
+	for _, tc := range []struct {
+		style HeaderStyle
+		want  []string
+	}{
+		{HeadersLegacy, []string{"Retry-After", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"}},
+		{HeadersIETF, []string{"Ratelimit", "Ratelimit-Policy", "Retry-After"}},
+		{HeadersBoth, []string{"Ratelimit", "Ratelimit-Policy", "Retry-After", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"}},
+		{HeadersNone, []string{"Retry-After"}},
+	} {
+		_, h := headersFor(t, perSecond10, denied, now, WithHeaders(tc.style))
+		var got []string
+		for k := range h {
+			got = append(got, k)
+		}
+		if fmt.Sprint(sorted(got)) != fmt.Sprint(tc.want) {
+			t.Errorf("%v: headers %v, want %v", tc.style, sorted(got), tc.want)
+		}
+		if h.Get(HeaderRetryAfter) != "3" {
+			t.Errorf("%v: Retry-After %q, want 3", tc.style, h.Get(HeaderRetryAfter))
+		}
+	}
+	// HeadersNone on an allowed request: nothing at all.
+	_, h := headersFor(t, perSecond10, Result{Allowed: true, Limit: 10, Remaining: 3}, now, WithHeaders(HeadersNone))
+	if len(h) != 0 {
+		t.Errorf("HeadersNone allowed: %v", h)
+	}
+}
+
+func sorted(s []string) []string {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	return s
+}
+
+func TestIETFHeadersExact(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	res := Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 1200 * time.Millisecond}
+	_, h := headersFor(t, perSecond10, res, now, WithHeaders(HeadersIETF), WithName("api"))
+	if got := h.Get("RateLimit-Policy"); got != `"api";q=10;w=1` {
+		t.Errorf("RateLimit-Policy %q", got)
+	}
+	if got := h.Get("RateLimit"); got != `"api";r=7;t=2` {
+		t.Errorf("RateLimit %q", got)
+	}
+
+	// Several limits: one member per limit, in order, each with its own
+	// figures from PerLimit.
+	limits := []Limit{PerSecond(10), PerHour(1000)}
+	per := []Result{
+		{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: 300 * time.Millisecond, ResetAfter: time.Second},
+		{Allowed: true, Limit: 1000, Remaining: 412, ResetAfter: 2087*time.Second + 1},
+	}
+	res = Combine(per)
+	d, h := headersFor(t, limits, res, now, WithHeaders(HeadersBoth), WithName(`we"ird\name`))
+	if d.Action != Refuse {
+		t.Fatalf("action %v", d.Action)
+	}
+	wantPolicy := `"we\"ird\\name-0";q=10;w=1, "we\"ird\\name-1";q=1000;w=3600`
+	wantRL := `"we\"ird\\name-0";r=0;t=1, "we\"ird\\name-1";r=412;t=2088`
+	if got := h.Get("RateLimit-Policy"); got != wantPolicy {
+		t.Errorf("RateLimit-Policy %q, want %q", got, wantPolicy)
+	}
+	if got := h.Get("RateLimit"); got != wantRL {
+		t.Errorf("RateLimit %q, want %q", got, wantRL)
+	}
+	// The legacy headers describe the binding limit.
+	if h.Get(HeaderLimit) != "10" || h.Get(HeaderRetryAfter) != "1" || h.Get(HeaderReset) != "1700000001" {
+		t.Errorf("legacy headers %v", h)
+	}
+}
+
+// TestIETFHeadersParse checks the fields' syntax with an RFC 8941 List
+// parser (strings, tokens and integer parameters), for awkward names and
+// several limits.
+func TestIETFHeadersParse(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	limits := []Limit{PerSecond(5), {Algorithm: LeakyBucket, Rate: 2, Period: time.Second, Burst: 4}, {Algorithm: FixedWindow, Rate: 100, Period: time.Hour}}
+	per := []Result{
+		{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: 200 * time.Millisecond},
+		{Allowed: true, Limit: 5, Remaining: 3, ResetAfter: 999 * time.Millisecond, Delay: 10 * time.Millisecond},
+		{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: 3599 * time.Second},
+	}
+	for _, name := range []string{"api", `a, "b";q=1`, `\`, " ", "GET /users/{id}"} {
+		_, h := headersFor(t, limits, Combine(per), now, WithHeaders(HeadersIETF), WithName(name))
+		policy, err := parseSFList(h.Get("RateLimit-Policy"))
+		if err != nil {
+			t.Fatalf("name %q: RateLimit-Policy %q: %v", name, h.Get("RateLimit-Policy"), err)
+		}
+		rl, err := parseSFList(h.Get("RateLimit"))
+		if err != nil {
+			t.Fatalf("name %q: RateLimit %q: %v", name, h.Get("RateLimit"), err)
+		}
+		if len(policy) != 3 || len(rl) != 3 {
+			t.Fatalf("name %q: %d policies, %d RateLimit members; want 3 and 3", name, len(policy), len(rl))
+		}
+		wantQ := []int64{5, 5, 100}
+		wantW := []int64{1, 3, 3600}
+		for i := range policy {
+			if want := name + "-" + strconv.Itoa(i); policy[i].value != want || rl[i].value != want {
+				t.Errorf("member %d names %q and %q, want %q", i, policy[i].value, rl[i].value, want)
+			}
+			if policy[i].params["q"] != wantQ[i] || policy[i].params["w"] != wantW[i] || len(policy[i].params) != 2 {
+				t.Errorf("policy %d params %v, want q=%d w=%d", i, policy[i].params, wantQ[i], wantW[i])
+			}
+			if rl[i].params["r"] != per[i].Remaining || rl[i].params["t"] != ceilSeconds(per[i].ResetAfter) || len(rl[i].params) != 2 {
+				t.Errorf("RateLimit %d params %v", i, rl[i].params)
+			}
+		}
+	}
+}
+
+type sfItem struct {
+	value  string
+	params map[string]int64
+}
+
+// parseSFList parses an RFC 8941 List whose members are Strings with
+// Integer parameters, strictly.
+func parseSFList(s string) ([]sfItem, error) {
+	var out []sfItem
+	i := 0
+	for {
+		if i >= len(s) || s[i] != '"' {
+			return nil, fmt.Errorf("at %d: want a string", i)
+		}
+		i++
+		var v strings.Builder
+		for {
+			if i >= len(s) {
+				return nil, fmt.Errorf("unterminated string")
+			}
+			c := s[i]
+			i++
+			if c == '\\' {
+				if i >= len(s) || (s[i] != '"' && s[i] != '\\') {
+					return nil, fmt.Errorf("at %d: bad escape", i)
+				}
+				v.WriteByte(s[i])
+				i++
+				continue
+			}
+			if c == '"' {
+				break
+			}
+			if c < 0x20 || c > 0x7e {
+				return nil, fmt.Errorf("at %d: character %q not allowed in a string", i-1, c)
+			}
+			v.WriteByte(c)
+		}
+		it := sfItem{value: v.String(), params: map[string]int64{}}
+		for i < len(s) && s[i] == ';' {
+			i++
+			j := i
+			for i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || s[i] >= '0' && s[i] <= '9' || s[i] == '_' || s[i] == '-' || s[i] == '.' || s[i] == '*') {
+				i++
+			}
+			key := s[j:i]
+			if key == "" || key[0] < 'a' || key[0] > 'z' {
+				return nil, fmt.Errorf("at %d: bad parameter key %q", j, key)
+			}
+			if i >= len(s) || s[i] != '=' {
+				return nil, fmt.Errorf("at %d: parameter %s has no integer value", i, key)
+			}
+			i++
+			j = i
+			for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+				i++
+			}
+			if i == j || i-j > 15 {
+				return nil, fmt.Errorf("at %d: bad integer", j)
+			}
+			n, _ := strconv.ParseInt(s[j:i], 10, 64)
+			if _, dup := it.params[key]; dup {
+				return nil, fmt.Errorf("duplicate parameter %s", key)
+			}
+			it.params[key] = n
+		}
+		out = append(out, it)
+		if i == len(s) {
+			return out, nil
+		}
+		if s[i] != ',' {
+			return nil, fmt.Errorf("at %d: want ',' got %q", i, s[i])
+		}
+		i++
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+			i++
+		}
+	}
+}
+
+func TestSetHeadersAllocs(t *testing.T) {
+	for _, style := range []HeaderStyle{HeadersLegacy, HeadersIETF, HeadersBoth} {
+		res := Result{Allowed: false, Limit: 1000, Remaining: 0, RetryAfter: 2 * time.Second, ResetAfter: 30 * time.Second}
+		d, _ := headersFor(t, []Limit{PerMinute(1000)}, res, time.Unix(1_700_000_000, 0), WithHeaders(style))
+		h := http.Header{}
+		allocs := testing.AllocsPerRun(200, func() { d.SetHeaders(h) })
+		if allocs > 2 {
+			t.Errorf("%v: SetHeaders made %v allocations, want ≤ 2", style, allocs)
+		}
+	}
+}

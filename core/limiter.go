@@ -1,0 +1,502 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Limiter applies a set of limits to HTTP requests: it identifies the
+// client with a KeyFunc, charges the request's cost against every limit in
+// a Store, and turns the store's Result into a Decision that an HTTP adapter
+// (nethttp, ginlimit, echolimit) carries out.
+//
+// Give each route or group of routes its own Limiter, with its own name
+// (WithName): the name namespaces the store keys, so limiters that share a
+// store never share state. Limiters with the same name, limits and store
+// share state on purpose: that is how several instances of a service
+// enforce one limit together.
+//
+// When the store fails or is slower than the per-decision timeout, the
+// failure policy decides (FailLocal by default: a local memory store with
+// the same limits). A circuit breaker stops calling a store that keeps
+// failing and probes it again after a cooldown. A request whose key cannot
+// be extracted follows the key-error rule; it never skips limiting silently.
+// The client never sees a 500 or an error text from the Limiter.
+//
+// There is no useful zero value: create Limiters with New. A Limiter is
+// safe for concurrent use by multiple goroutines; its configuration is fixed
+// at construction.
+type Limiter struct {
+	store     Store
+	key       KeyFunc
+	limits    []Limit
+	name      string
+	keyPrefix string // injective namespace: len(name) ":" name ":"
+
+	cost     int64
+	costFunc func(*http.Request) int64
+	skip     func(*http.Request) bool
+
+	policy   FailurePolicy
+	fallback Store
+	timeout  time.Duration // 0: no limiter deadline
+	local    bool          // store is a *MemoryStore: no deadline needed
+	breaker  breaker
+
+	keyRule     KeyErrorRule
+	shadow      bool
+	observers   []func(Event)
+	clock       func() time.Time
+	deny        Response
+	unavailable Response
+	keyDenied   Response
+
+	headers headerPlan
+}
+
+// DefaultTimeout is the per-decision deadline for a store call when
+// WithTimeout is not given. A healthy Redis answers in well under a
+// millisecond on a LAN and in a few milliseconds across zones; 100ms leaves
+// room for a GC pause or a retransmit without tripping the failure policy,
+// while a dead store costs at most this much per request until the circuit
+// breaker opens (and nothing afterwards).
+const DefaultTimeout = 100 * time.Millisecond
+
+// Default circuit-breaker settings: the breaker opens after this many
+// consecutive store failures and probes the store again after the cooldown.
+const (
+	DefaultBreakerFailures = 5
+	DefaultBreakerCooldown = time.Second
+)
+
+// Errors reported to observers (Event.Err) and by New.
+var (
+	// ErrBreakerOpen is the Event.Err of a decision made without calling
+	// the store because the circuit breaker is open.
+	ErrBreakerOpen = errors.New("sluice: circuit breaker open, store not called")
+	// ErrInvalidOption is wrapped by every error New returns for a bad
+	// argument or option.
+	ErrInvalidOption = errors.New("sluice: invalid limiter option")
+
+	errEmptyKey     = fmt.Errorf("%w: the key function returned an empty key and no error", ErrNoKey)
+	errNegativeCost = fmt.Errorf("%w: the cost function returned a negative cost; the default cost was charged", ErrNegativeCost)
+)
+
+// New returns a Limiter that charges each request against limits, for the
+// client key identifies, in store. store, key and at least one limit are
+// required; every limit is validated. Options set the rest; see Option.
+func New(store Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: store is nil", ErrInvalidOption)
+	}
+	if key == nil {
+		return nil, fmt.Errorf("%w: key function is nil", ErrInvalidOption)
+	}
+	if len(limits) == 0 {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, ErrNoLimits)
+	}
+	specs := make([]Spec, len(limits))
+	for i, lim := range limits {
+		s, err := lim.Spec()
+		if err != nil {
+			return nil, fmt.Errorf("limit %d: %w", i, err)
+		}
+		specs[i] = s
+	}
+	l := &Limiter{
+		store:       store,
+		key:         key,
+		limits:      append([]Limit(nil), limits...),
+		cost:        1,
+		timeout:     DefaultTimeout,
+		deny:        defaultDenyResponse,
+		unavailable: defaultUnavailableResponse,
+		keyDenied:   defaultKeyDeniedResponse,
+		breaker:     breaker{threshold: DefaultBreakerFailures, cooldown: DefaultBreakerCooldown},
+	}
+	style := HeadersLegacy
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&options{l: l, style: &style}); err != nil {
+			return nil, err
+		}
+	}
+	_, l.local = store.(*MemoryStore)
+	if l.policy == FailLocal && l.fallback == nil {
+		l.fallback = NewMemoryStore()
+	}
+	l.keyPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + ":"
+	l.headers = newHeaderPlan(style, l.name, specs)
+	return l, nil
+}
+
+// Name returns the name given with WithName, or "" when there was none.
+func (l *Limiter) Name() string { return l.name }
+
+// Limits returns a copy of the limits the Limiter enforces.
+func (l *Limiter) Limits() []Limit { return append([]Limit(nil), l.limits...) }
+
+// Breaker returns the circuit breaker's current state (BreakerClosed when
+// the breaker is disabled).
+func (l *Limiter) Breaker() BreakerState { return BreakerState(l.breaker.state.Load()) }
+
+func (l *Limiter) now() time.Time {
+	if l.clock != nil {
+		return l.clock()
+	}
+	return time.Now()
+}
+
+// Action says what an adapter does with a request.
+type Action uint8
+
+const (
+	// Serve: call the next handler now.
+	Serve Action = iota
+	// Hold: wait Decision.Delay (Decision.Wait), then serve. If the wait
+	// is cut short by the request's context, write Decision.Response
+	// instead.
+	Hold
+	// Refuse: do not call the next handler; write Decision.Response
+	// (Decision.WriteResponse).
+	Refuse
+)
+
+func (a Action) String() string {
+	switch a {
+	case Serve:
+		return "serve"
+	case Hold:
+		return "hold"
+	case Refuse:
+		return "refuse"
+	}
+	return "action(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Outcome is why a Decision was made. The string values are stable and
+// suitable as metric labels.
+type Outcome uint8
+
+const (
+	// OutcomeAllowed: the store admitted the request (in shadow mode, also
+	// one it admitted with a delay, which shadow mode does not apply).
+	OutcomeAllowed Outcome = iota
+	// OutcomeDenied: the store denied the request; it is refused (429).
+	OutcomeDenied
+	// OutcomeDelayed: the store admitted the request after a delay
+	// (LeakyBucket); it is held.
+	OutcomeDelayed
+	// OutcomeShadowDenied: the store denied the request, and it is served
+	// because the Limiter is in shadow mode.
+	OutcomeShadowDenied
+	// OutcomeFailedOpen: the store failed (or the breaker is open) and the
+	// request is served without a decision: FailOpen, or FailLocal when
+	// the local store failed too.
+	OutcomeFailedOpen
+	// OutcomeFailedClosed: the store failed (or the breaker is open) and the
+	// request is refused with the unavailable response (503), FailClosed.
+	OutcomeFailedClosed
+	// OutcomeFallback: the store failed (or the breaker is open) and the
+	// local store decided, FailLocal. Result and Action say what it decided.
+	OutcomeFallback
+	// OutcomeSkipped: the skip function exempted the request; no store was
+	// called and no headers are set.
+	OutcomeSkipped
+	// OutcomeKeyError: the key function failed and the key-error rule is
+	// KeyErrorDeny (the request is refused, 403) or KeyErrorAllow (it is
+	// served unlimited). Under KeyErrorShared the outcome is the shared
+	// bucket's, and Event.KeyErr reports the failure.
+	OutcomeKeyError
+)
+
+var outcomeNames = [...]string{
+	OutcomeAllowed:      "allowed",
+	OutcomeDenied:       "denied",
+	OutcomeDelayed:      "delayed",
+	OutcomeShadowDenied: "shadow_denied",
+	OutcomeFailedOpen:   "failed_open",
+	OutcomeFailedClosed: "failed_closed",
+	OutcomeFallback:     "fallback",
+	OutcomeSkipped:      "skipped",
+	OutcomeKeyError:     "key_error",
+}
+
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Response is a complete HTTP response that an adapter writes instead of
+// calling the next handler. An empty ContentType sets no Content-Type
+// header. Body is shared between requests: do not modify it.
+type Response struct {
+	Status      int
+	ContentType string
+	Body        []byte
+}
+
+var (
+	defaultDenyResponse = Response{
+		Status:      http.StatusTooManyRequests,
+		ContentType: "application/json",
+		Body:        []byte(`{"error":"rate limit exceeded"}` + "\n"),
+	}
+	defaultUnavailableResponse = Response{
+		Status:      http.StatusServiceUnavailable,
+		ContentType: "application/json",
+		Body:        []byte(`{"error":"service unavailable"}` + "\n"),
+	}
+	defaultKeyDeniedResponse = Response{
+		Status:      http.StatusForbidden,
+		ContentType: "application/json",
+		Body:        []byte(`{"error":"forbidden"}` + "\n"),
+	}
+)
+
+// Decision is what the Limiter decided for one request. Adapters call
+// SetHeaders on the response headers first (before the next handler runs,
+// so the headers are on every response of a limited route), then act on
+// Action. Decision is a small value; it is not retained by the Limiter.
+type Decision struct {
+	// Action is what the adapter does with the request.
+	Action Action
+	// Delay is how long to hold the request when Action is Hold.
+	Delay time.Duration
+	// Outcome is why.
+	Outcome Outcome
+	// Result is the store's (or the local fallback store's) result. It is
+	// the zero Result (Limit 0) when no store decided: skipped requests,
+	// key errors under KeyErrorDeny or KeyErrorAllow, FailOpen and
+	// FailClosed.
+	Result Result
+
+	l    *Limiter
+	now  time.Time // when the decision was made, by the Limiter's clock
+	resp *Response // what to write for Refuse, or for a Hold cut short
+}
+
+// Response returns what to write when Action is Refuse (the deny response
+// for a denial, the unavailable response under FailClosed, the key-error
+// response under KeyErrorDeny), or when a Hold is cut short (the
+// unavailable response). It is the zero Response for Serve.
+func (d Decision) Response() Response {
+	if d.resp == nil {
+		return Response{}
+	}
+	return *d.resp
+}
+
+// WriteResponse writes Response to w: its Content-Type, status and body.
+// Write errors are ignored: they mean the client has gone.
+func (d Decision) WriteResponse(w http.ResponseWriter) {
+	resp := d.resp
+	if resp == nil {
+		return
+	}
+	if resp.ContentType != "" {
+		w.Header()["Content-Type"] = []string{resp.ContentType}
+	}
+	w.WriteHeader(resp.Status)
+	if len(resp.Body) > 0 {
+		_, _ = w.Write(resp.Body)
+	}
+}
+
+// Wait holds the caller for Delay when Action is Hold, and returns nil
+// once the request may be served. It returns ctx.Err() early if ctx ends
+// first (the client has gone, or a server deadline passed); the adapter then
+// writes Response (503) instead of serving. For any other Action it
+// returns nil at once.
+func (d Decision) Wait(ctx context.Context) error {
+	if d.Action != Hold || d.Delay <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d.Delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Event describes one decision, for logs and metrics. Observers receive it
+// synchronously, before Decide returns.
+type Event struct {
+	Limiter string        // the Limiter's name
+	Outcome Outcome       // why
+	Action  Action        // what the adapter does
+	Request *http.Request // the request decided on
+	// Key is what the key function returned ("" when it failed). It may
+	// identify a person (an address, a user id): log it with care.
+	Key    string
+	Cost   int64  // the cost charged (or that would have been)
+	Result Result // as in Decision.Result
+	// Latency is the time spent in Store.Take (and in the local store,
+	// under FailLocal); 0 when no store was called.
+	Latency time.Duration
+	// Err is what went wrong with the store: its error (a context error
+	// when the per-decision timeout passed), or ErrBreakerOpen. It also
+	// reports a negative cost from the cost function. nil otherwise.
+	Err error
+	// KeyErr is the key function's error, when it failed.
+	KeyErr error
+	// Breaker is the circuit breaker's state after the decision.
+	Breaker BreakerState
+	// Shadow reports that the Limiter is in shadow mode: Action is then
+	// always Serve, whatever Outcome says.
+	Shadow bool
+}
+
+// Decide makes the decision for one request. Adapters call it once per
+// request; it never fails: errors are handled by the failure policy and
+// the key-error rule, and reported to observers.
+func (l *Limiter) Decide(r *http.Request) Decision {
+	if l.skip != nil && l.skip(r) {
+		d := Decision{Action: Serve, Outcome: OutcomeSkipped, l: l}
+		if len(l.observers) > 0 {
+			l.observe(Event{Outcome: OutcomeSkipped, Request: r}, &d)
+		}
+		return d
+	}
+
+	key, keyErr := l.key(r)
+	if keyErr == nil && key == "" {
+		keyErr = errEmptyKey
+	}
+	var storeKey string
+	if keyErr != nil {
+		key = ""
+		switch l.keyRule {
+		case KeyErrorDeny:
+			d := Decision{Action: Refuse, Outcome: OutcomeKeyError, l: l, resp: &l.keyDenied}
+			if l.shadow {
+				d.Action, d.resp = Serve, nil
+			}
+			if len(l.observers) > 0 {
+				l.observe(Event{Outcome: OutcomeKeyError, Request: r, KeyErr: keyErr}, &d)
+			}
+			return d
+		case KeyErrorAllow:
+			d := Decision{Action: Serve, Outcome: OutcomeKeyError, l: l}
+			if len(l.observers) > 0 {
+				l.observe(Event{Outcome: OutcomeKeyError, Request: r, KeyErr: keyErr}, &d)
+			}
+			return d
+		default: // KeyErrorShared: the namespace itself, which no real key (never empty) maps to
+			storeKey = l.keyPrefix
+		}
+	} else {
+		storeKey = l.keyPrefix + key
+	}
+
+	cost := l.cost
+	var err error
+	if l.costFunc != nil {
+		if c := l.costFunc(r); c >= 0 {
+			cost = c
+		} else {
+			err = errNegativeCost
+		}
+	}
+
+	ctx := r.Context()
+	var (
+		res      Result
+		storeErr error
+		latency  time.Duration
+	)
+	call, probe := l.breaker.allow(l.now())
+	if call {
+		start := time.Now()
+		if l.timeout > 0 && !l.local {
+			tctx, cancel := context.WithTimeout(ctx, l.timeout)
+			res, storeErr = l.store.Take(tctx, storeKey, cost, l.limits...)
+			cancel()
+		} else {
+			res, storeErr = l.store.Take(ctx, storeKey, cost, l.limits...)
+		}
+		latency = time.Since(start)
+		// A request whose client went away says nothing about the store.
+		l.breaker.done(probe, storeErr != nil, storeErr != nil && ctx.Err() != nil, l.now())
+	} else {
+		storeErr = ErrBreakerOpen
+	}
+
+	d := Decision{l: l}
+	if storeErr == nil {
+		l.fromResult(&d, res, false)
+	} else {
+		err = storeErr
+		switch l.policy {
+		case FailOpen:
+			d.Action, d.Outcome = Serve, OutcomeFailedOpen
+		case FailClosed:
+			d.Action, d.Outcome, d.resp = Refuse, OutcomeFailedClosed, &l.unavailable
+			if l.shadow {
+				d.Action, d.resp = Serve, nil
+			}
+		default: // FailLocal
+			start := time.Now()
+			res, lerr := l.fallback.Take(ctx, storeKey, cost, l.limits...)
+			latency += time.Since(start)
+			if lerr != nil {
+				d.Action, d.Outcome = Serve, OutcomeFailedOpen
+			} else {
+				l.fromResult(&d, res, true)
+			}
+		}
+	}
+	d.now = l.now()
+	if len(l.observers) > 0 {
+		l.observe(Event{
+			Request: r, Key: key, Cost: cost, Latency: latency, Err: err, KeyErr: keyErr,
+		}, &d)
+	}
+	return d
+}
+
+// fromResult fills d from a store's result.
+func (l *Limiter) fromResult(d *Decision, res Result, fallback bool) {
+	d.Result = res
+	switch {
+	case !res.Allowed:
+		d.Outcome = OutcomeDenied
+		d.Action, d.resp = Refuse, &l.deny
+		if l.shadow {
+			d.Outcome = OutcomeShadowDenied
+			d.Action, d.resp = Serve, nil
+		}
+	case res.Delay > 0 && !l.shadow:
+		d.Outcome = OutcomeDelayed
+		d.Action, d.Delay, d.resp = Hold, res.Delay, &l.unavailable
+	default:
+		d.Outcome = OutcomeAllowed
+		d.Action = Serve
+	}
+	if fallback {
+		d.Outcome = OutcomeFallback
+	}
+}
+
+func (l *Limiter) observe(ev Event, d *Decision) {
+	ev.Limiter = l.name
+	ev.Outcome = d.Outcome
+	ev.Action = d.Action
+	ev.Result = d.Result
+	ev.Breaker = l.Breaker()
+	ev.Shadow = l.shadow
+	for _, f := range l.observers {
+		f(ev)
+	}
+}

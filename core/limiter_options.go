@@ -1,0 +1,334 @@
+package core
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// An Option configures a Limiter in New. Options are applied in order; a
+// later option overrides an earlier one of the same kind, except
+// WithObserver, which adds.
+type Option func(*options) error
+
+// options is what an Option sees: the Limiter under construction and the
+// settings New resolves after all options are applied.
+type options struct {
+	l     *Limiter
+	style *HeaderStyle
+}
+
+// MaxNameLength bounds the length of a Limiter's name.
+const MaxNameLength = 128
+
+// WithName names the Limiter. The name namespaces its store keys, so that
+// two limiters on one store (say, two routes both limited per IP with the
+// same limits) never share state; it also names the IETF RateLimit policies
+// and is reported to observers. Limiters with the same name and limits on
+// the same store share state, which is how several instances of a service
+// enforce one limit together: keep names stable across deployments. The
+// name must be 1 to MaxNameLength printable ASCII characters.
+//
+// Without a name, the Limiter uses the empty namespace (and the policy name
+// "default"): unnamed limiters with identical limits on one store share
+// state.
+func WithName(name string) Option {
+	return func(o *options) error {
+		if name == "" || len(name) > MaxNameLength {
+			return fmt.Errorf("%w: name must be 1 to %d characters, got %d", ErrInvalidOption, MaxNameLength, len(name))
+		}
+		for i := 0; i < len(name); i++ {
+			if c := name[i]; c < 0x20 || c > 0x7e {
+				return fmt.Errorf("%w: name %q: only printable ASCII characters are allowed", ErrInvalidOption, name)
+			}
+		}
+		o.l.name = name
+		return nil
+	}
+}
+
+// WithCost sets what every request costs, in units of the limits' Rate.
+// The default is 1. A cost of 0 charges nothing: the request is decided on
+// the current state (a peek) and gets the headers. A cost larger than a
+// limit's burst can never pass; such requests are denied without
+// Retry-After.
+func WithCost(n int64) Option {
+	return func(o *options) error {
+		if n < 0 {
+			return fmt.Errorf("%w: cost %d: %w", ErrInvalidOption, n, ErrNegativeCost)
+		}
+		o.l.cost = n
+		return nil
+	}
+}
+
+// WithCostFunc computes each request's cost, overriding WithCost. If f
+// returns a negative number, the WithCost cost (default 1) is charged and
+// the event reports an error wrapping ErrNegativeCost. f is called once per
+// request that is not skipped and whose key is not refused; it must be safe
+// for concurrent use.
+func WithCostFunc(f func(*http.Request) int64) Option {
+	return func(o *options) error {
+		if f == nil {
+			return fmt.Errorf("%w: cost function is nil", ErrInvalidOption)
+		}
+		o.l.costFunc = f
+		return nil
+	}
+}
+
+// WithSkip exempts requests for which f returns true (an allow-list,
+// health checks): they are served without calling the key function or the
+// store, get no rate-limit headers, and are observed as OutcomeSkipped. f
+// runs first on every request; it must be cheap and safe for concurrent
+// use.
+func WithSkip(f func(*http.Request) bool) Option {
+	return func(o *options) error {
+		if f == nil {
+			return fmt.Errorf("%w: skip function is nil", ErrInvalidOption)
+		}
+		o.l.skip = f
+		return nil
+	}
+}
+
+// FailurePolicy is what a Limiter does when its store fails, exceeds the
+// per-decision timeout, or is cut off by the circuit breaker.
+type FailurePolicy uint8
+
+const (
+	// FailLocal decides with a local store holding the same limits (by
+	// default a NewMemoryStore, see WithFallbackStore). Each instance then
+	// enforces the limits alone, so a service of N instances admits up to
+	// N times the limit while the store is away. Rate-limit headers are set
+	// from the local result. It is the default. If the local store fails
+	// too, the request is served (OutcomeFailedOpen).
+	FailLocal FailurePolicy = iota
+	// FailOpen serves the request unlimited, without rate-limit headers.
+	FailOpen
+	// FailClosed refuses the request with the unavailable response
+	// (default 503, see WithUnavailableResponse), without rate-limit
+	// headers.
+	FailClosed
+)
+
+func (p FailurePolicy) String() string {
+	switch p {
+	case FailLocal:
+		return "local"
+	case FailOpen:
+		return "open"
+	case FailClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("FailurePolicy(%d)", uint8(p))
+}
+
+// WithFailurePolicy sets what happens when the store fails; see
+// FailurePolicy. The default is FailLocal.
+func WithFailurePolicy(p FailurePolicy) Option {
+	return func(o *options) error {
+		switch p {
+		case FailLocal, FailOpen, FailClosed:
+		default:
+			return fmt.Errorf("%w: unknown failure policy %d", ErrInvalidOption, uint8(p))
+		}
+		o.l.policy = p
+		return nil
+	}
+}
+
+// WithFallbackStore sets the local store FailLocal decides with (for a
+// memory store with your own options). It is called without the timeout and
+// the circuit breaker. The default is NewMemoryStore(). It has no effect
+// under other failure policies.
+func WithFallbackStore(s Store) Option {
+	return func(o *options) error {
+		if s == nil {
+			return fmt.Errorf("%w: fallback store is nil", ErrInvalidOption)
+		}
+		o.l.fallback = s
+		return nil
+	}
+}
+
+// WithTimeout sets the per-decision deadline of a store call; past it the
+// call counts as a failure and the failure policy decides. The deadline is
+// a child of the request's context, so a client that goes away also ends
+// the call (without counting against the store). 0 sets no deadline of the
+// Limiter's own. The default is DefaultTimeout. A *MemoryStore never
+// blocks and gets no deadline.
+//
+// The Limiter never retries a store call. A call that timed out may still
+// have been charged by the store (the script may have run), so a request
+// decided by FailLocal after a timeout may be counted both remotely and
+// locally; it is never counted twice by the same store.
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("%w: timeout %v must not be negative", ErrInvalidOption, d)
+		}
+		o.l.timeout = d
+		return nil
+	}
+}
+
+// WithBreaker configures the circuit breaker. It opens after failures
+// consecutive store failures (errors or timeouts); while it is open, the
+// failure policy applies at once, without calling the store. After cooldown
+// one request probes the store (half-open): success closes the breaker,
+// failure opens it for another cooldown. failures 0 disables the breaker.
+// The defaults are DefaultBreakerFailures and DefaultBreakerCooldown.
+func WithBreaker(failures int, cooldown time.Duration) Option {
+	return func(o *options) error {
+		if failures < 0 || failures > 1<<30 {
+			return fmt.Errorf("%w: breaker failures %d out of range [0, 2^30]", ErrInvalidOption, failures)
+		}
+		if failures > 0 && cooldown <= 0 {
+			return fmt.Errorf("%w: breaker cooldown %v must be positive", ErrInvalidOption, cooldown)
+		}
+		o.l.breaker.threshold = int32(failures)
+		o.l.breaker.cooldown = cooldown
+		return nil
+	}
+}
+
+// WithObserver adds f to the functions called with an Event for every
+// decision, for logs and metrics. Observers run synchronously on the
+// request's goroutine, in the order given: they must be quick and safe for
+// concurrent use, and must not retain Event.Request after returning.
+func WithObserver(f func(Event)) Option {
+	return func(o *options) error {
+		if f == nil {
+			return fmt.Errorf("%w: observer is nil", ErrInvalidOption)
+		}
+		o.l.observers = append(o.l.observers, f)
+		return nil
+	}
+}
+
+// WithShadow puts the Limiter in shadow mode, to try limits out in
+// production: requests are decided and charged as usual and get the
+// rate-limit headers (but no Retry-After), and observers see the real
+// outcome (OutcomeShadowDenied for a denial), but every request is served
+// at once: nothing is refused or held, whatever the store, the failure
+// policy or the key-error rule says.
+func WithShadow() Option {
+	return func(o *options) error {
+		o.l.shadow = true
+		return nil
+	}
+}
+
+// WithHeaders selects the rate-limit response headers; see HeaderStyle.
+// The default is HeadersLegacy.
+func WithHeaders(style HeaderStyle) Option {
+	return func(o *options) error {
+		switch style {
+		case HeadersLegacy, HeadersIETF, HeadersBoth, HeadersNone:
+		default:
+			return fmt.Errorf("%w: unknown header style %d", ErrInvalidOption, uint8(style))
+		}
+		*o.style = style
+		return nil
+	}
+}
+
+// KeyErrorRule is what a Limiter does with a request whose key function
+// fails (or returns an empty key). Such a request never bypasses limiting
+// silently: every rule is explicit and observed.
+type KeyErrorRule uint8
+
+const (
+	// KeyErrorShared limits all requests without a key together, in one
+	// bucket of the Limiter's namespace that no real key can reach. It is
+	// the default: a flood of anonymous requests is limited like one client.
+	KeyErrorShared KeyErrorRule = iota
+	// KeyErrorDeny refuses requests without a key with the key-error
+	// response (default 403 Forbidden, see WithKeyErrorResponse): the
+	// request is not over a limit, it is not acceptable at all on this route
+	// (say, an API without its API key), so 429 and Retry-After would only
+	// invite a pointless retry.
+	KeyErrorDeny
+	// KeyErrorAllow serves requests without a key unlimited, without
+	// rate-limit headers. Observers see OutcomeKeyError.
+	KeyErrorAllow
+)
+
+func (k KeyErrorRule) String() string {
+	switch k {
+	case KeyErrorShared:
+		return "shared"
+	case KeyErrorDeny:
+		return "deny"
+	case KeyErrorAllow:
+		return "allow"
+	}
+	return fmt.Sprintf("KeyErrorRule(%d)", uint8(k))
+}
+
+// OnKeyError sets the rule for requests whose key function fails; see
+// KeyErrorRule. The default is KeyErrorShared.
+func OnKeyError(rule KeyErrorRule) Option {
+	return func(o *options) error {
+		switch rule {
+		case KeyErrorShared, KeyErrorDeny, KeyErrorAllow:
+		default:
+			return fmt.Errorf("%w: unknown key-error rule %d", ErrInvalidOption, uint8(rule))
+		}
+		o.l.keyRule = rule
+		return nil
+	}
+}
+
+func checkResponse(what string, r Response) (Response, error) {
+	if r.Status < 200 || r.Status > 599 {
+		return Response{}, fmt.Errorf("%w: %s response status %d out of range [200, 599]", ErrInvalidOption, what, r.Status)
+	}
+	r.Body = append([]byte(nil), r.Body...)
+	return r, nil
+}
+
+// WithDenyResponse sets the response to a request over the limit. The
+// default is 429 Too Many Requests with the JSON body
+// {"error":"rate limit exceeded"}. Retry-After and the rate-limit headers
+// are set whatever the status.
+func WithDenyResponse(resp Response) Option {
+	return func(o *options) (err error) {
+		o.l.deny, err = checkResponse("deny", resp)
+		return err
+	}
+}
+
+// WithUnavailableResponse sets the response under FailClosed when the
+// store is unavailable, and to a held request whose context ends first. The
+// default is 503 Service Unavailable with the JSON body
+// {"error":"service unavailable"}.
+func WithUnavailableResponse(resp Response) Option {
+	return func(o *options) (err error) {
+		o.l.unavailable, err = checkResponse("unavailable", resp)
+		return err
+	}
+}
+
+// WithKeyErrorResponse sets the response under KeyErrorDeny. The default
+// is 403 Forbidden with the JSON body {"error":"forbidden"}.
+func WithKeyErrorResponse(resp Response) Option {
+	return func(o *options) (err error) {
+		o.l.keyDenied, err = checkResponse("key-error", resp)
+		return err
+	}
+}
+
+// WithClock sets the clock the Limiter reads for X-RateLimit-Reset and the
+// circuit breaker's cooldown (default time.Now). It is meant for tests,
+// together with the store's own clock.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) error {
+		if now == nil {
+			return fmt.Errorf("%w: clock is nil", ErrInvalidOption)
+		}
+		o.l.clock = now
+		return nil
+	}
+}

@@ -1,0 +1,773 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeClock is a settable clock for the Limiter (and the memory store).
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock(t time.Time) *fakeClock { return &fakeClock{now: t} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// scriptStore is a Store test double: it records every call and answers
+// with take (or a fixed allowed Result when take is nil).
+type scriptStore struct {
+	mu    sync.Mutex
+	calls []storeCall
+	take  func(ctx context.Context, key string, n int64) (Result, error)
+}
+
+type storeCall struct {
+	key         string
+	n           int64
+	limits      []Limit
+	hasDeadline bool
+	timeout     time.Duration // until the deadline, when hasDeadline
+}
+
+func (s *scriptStore) Take(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
+	dl, ok := ctx.Deadline()
+	c := storeCall{key: key, n: n, limits: append([]Limit(nil), limits...), hasDeadline: ok}
+	if ok {
+		c.timeout = time.Until(dl)
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, c)
+	take := s.take
+	s.mu.Unlock()
+	if take == nil {
+		return Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Second}, nil
+	}
+	return take(ctx, key, n)
+}
+
+func (s *scriptStore) Calls() []storeCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]storeCall(nil), s.calls...)
+}
+
+func (s *scriptStore) NumCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls)
+}
+
+var errStoreDown = errors.New("store down")
+
+func failingTake(context.Context, string, int64) (Result, error) { return Result{}, errStoreDown }
+
+// keyFromHeader keys requests by the X-Client header; a missing header is
+// a key error wrapping ErrNoKey.
+func keyFromHeader(r *http.Request) (string, error) {
+	if k := r.Header.Get("X-Client"); k != "" {
+		return k, nil
+	}
+	return "", ErrNoKey
+}
+
+func request(client string) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	if client != "" {
+		r.Header.Set("X-Client", client)
+	}
+	return r
+}
+
+// recorder collects observed events.
+type recorder struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+func (rec *recorder) observe(ev Event) {
+	rec.mu.Lock()
+	rec.events = append(rec.events, ev)
+	rec.mu.Unlock()
+}
+
+func (rec *recorder) last(t *testing.T) Event {
+	t.Helper()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.events) == 0 {
+		t.Fatal("no event observed")
+	}
+	return rec.events[len(rec.events)-1]
+}
+
+func mustNew(t *testing.T, store Store, limits []Limit, opts ...Option) *Limiter {
+	t.Helper()
+	l, err := New(store, keyFromHeader, limits, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return l
+}
+
+var perSecond10 = []Limit{PerSecond(10)}
+
+func TestNewRejectsBadArguments(t *testing.T) {
+	st := &scriptStore{}
+	if _, err := New(nil, keyFromHeader, perSecond10); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("nil store: err = %v, want ErrInvalidOption", err)
+	}
+	if _, err := New(st, nil, perSecond10); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("nil key: err = %v, want ErrInvalidOption", err)
+	}
+	if _, err := New(st, keyFromHeader, nil); !errors.Is(err, ErrNoLimits) {
+		t.Errorf("no limits: err = %v, want ErrNoLimits", err)
+	}
+	_, err := New(st, keyFromHeader, []Limit{PerSecond(1), {Rate: 0, Period: time.Second}})
+	if !errors.Is(err, ErrInvalidLimit) || !strings.Contains(err.Error(), "limit 1") {
+		t.Errorf("invalid limit: err = %v, want ErrInvalidLimit naming limit 1", err)
+	}
+
+	bad := map[string]Option{
+		"empty name":          WithName(""),
+		"long name":           WithName(strings.Repeat("a", MaxNameLength+1)),
+		"control in name":     WithName("a\nb"),
+		"non-ASCII name":      WithName("café"),
+		"negative cost":       WithCost(-1),
+		"nil cost func":       WithCostFunc(nil),
+		"nil skip":            WithSkip(nil),
+		"unknown policy":      WithFailurePolicy(FailurePolicy(9)),
+		"nil fallback":        WithFallbackStore(nil),
+		"negative timeout":    WithTimeout(-time.Millisecond),
+		"negative breaker":    WithBreaker(-1, time.Second),
+		"zero cooldown":       WithBreaker(3, 0),
+		"nil observer":        WithObserver(nil),
+		"unknown headers":     WithHeaders(HeaderStyle(9)),
+		"unknown key rule":    OnKeyError(KeyErrorRule(9)),
+		"deny status 0":       WithDenyResponse(Response{}),
+		"deny status 600":     WithDenyResponse(Response{Status: 600}),
+		"unavailable 1xx":     WithUnavailableResponse(Response{Status: 101}),
+		"key-error status -1": WithKeyErrorResponse(Response{Status: -1}),
+		"nil clock":           WithClock(nil),
+	}
+	for name, opt := range bad {
+		if _, err := New(st, keyFromHeader, perSecond10, opt); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s: err = %v, want ErrInvalidOption", name, err)
+		}
+	}
+	if _, err := New(st, keyFromHeader, perSecond10, WithBreaker(0, 0), WithTimeout(0), WithName(`a "quoted" \ name`)); err != nil {
+		t.Errorf("valid options rejected: %v", err)
+	}
+}
+
+func TestNewCopiesLimits(t *testing.T) {
+	limits := []Limit{PerSecond(10)}
+	l := mustNew(t, &scriptStore{}, limits)
+	limits[0].Rate = 1
+	if got := l.Limits()[0].Rate; got != 10 {
+		t.Fatalf("Limits()[0].Rate = %d after the caller's slice changed, want 10", got)
+	}
+}
+
+func TestNameNamespacesStoreKeys(t *testing.T) {
+	st := &scriptStore{}
+	// Name and key split differently over the same characters must not
+	// meet in the store.
+	a := mustNew(t, st, perSecond10, WithName("a:"))
+	b := mustNew(t, st, perSecond10, WithName("a"))
+	unnamed := mustNew(t, st, perSecond10)
+	a.Decide(request("b"))
+	b.Decide(request(":b"))
+	unnamed.Decide(request("1:a::b"))
+	calls := st.Calls()
+	want := []string{"2:a::b", "1:a::b", "0::1:a::b"}
+	for i, c := range calls {
+		if c.key != want[i] {
+			t.Errorf("call %d: store key %q, want %q", i, c.key, want[i])
+		}
+		if len(c.limits) != 1 || c.limits[0] != PerSecond(10) {
+			t.Errorf("call %d: limits %v, want the limiter's", i, c.limits)
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range calls {
+		if seen[c.key] {
+			t.Errorf("store key %q used by two limiters", c.key)
+		}
+		seen[c.key] = true
+	}
+}
+
+func TestKeyErrorShared(t *testing.T) {
+	st := &scriptStore{}
+	rec := &recorder{}
+	l := mustNew(t, st, perSecond10, WithName("api"), WithObserver(rec.observe))
+	d := l.Decide(request(""))
+	if d.Action != Serve || d.Outcome != OutcomeAllowed {
+		t.Fatalf("decision = %v/%v, want serve/allowed", d.Action, d.Outcome)
+	}
+	ev := rec.last(t)
+	if !errors.Is(ev.KeyErr, ErrNoKey) || ev.Key != "" {
+		t.Errorf("event KeyErr = %v, Key = %q; want ErrNoKey and no key", ev.KeyErr, ev.Key)
+	}
+	// An empty key with no error is a key error too, in the same bucket.
+	emptyKey := func(*http.Request) (string, error) { return "", nil }
+	l2, err := New(st, emptyKey, perSecond10, WithName("api"), WithObserver(rec.observe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2.Decide(request("x"))
+	if ev := rec.last(t); !errors.Is(ev.KeyErr, ErrNoKey) {
+		t.Errorf("empty key: KeyErr = %v, want ErrNoKey", ev.KeyErr)
+	}
+	calls := st.Calls()
+	if len(calls) != 2 || calls[0].key != "3:api:" || calls[1].key != "3:api:" {
+		t.Fatalf("store calls %+v, want two on the shared key %q", calls, "3:api:")
+	}
+}
+
+func TestKeyErrorDenyAndAllow(t *testing.T) {
+	for _, tc := range []struct {
+		rule   KeyErrorRule
+		shadow bool
+		action Action
+		status int
+	}{
+		{KeyErrorDeny, false, Refuse, http.StatusForbidden},
+		{KeyErrorDeny, true, Serve, 0},
+		{KeyErrorAllow, false, Serve, 0},
+	} {
+		t.Run(tc.rule.String(), func(t *testing.T) {
+			st := &scriptStore{}
+			rec := &recorder{}
+			opts := []Option{OnKeyError(tc.rule), WithObserver(rec.observe)}
+			if tc.shadow {
+				opts = append(opts, WithShadow())
+			}
+			l := mustNew(t, st, perSecond10, opts...)
+			d := l.Decide(request(""))
+			if d.Action != tc.action || d.Outcome != OutcomeKeyError {
+				t.Fatalf("decision = %v/%v, want %v/key_error", d.Action, d.Outcome, tc.action)
+			}
+			if got := d.Response().Status; got != tc.status {
+				t.Errorf("response status %d, want %d", got, tc.status)
+			}
+			if n := st.NumCalls(); n != 0 {
+				t.Errorf("store called %d times, want 0", n)
+			}
+			h := http.Header{}
+			d.SetHeaders(h)
+			if len(h) != 0 {
+				t.Errorf("headers %v set without a decision", h)
+			}
+			if ev := rec.last(t); ev.Outcome != OutcomeKeyError || !errors.Is(ev.KeyErr, ErrNoKey) || ev.Action != tc.action {
+				t.Errorf("event %+v", ev)
+			}
+			// A request with a key is limited as usual.
+			if d := l.Decide(request("k")); d.Outcome != OutcomeAllowed || st.NumCalls() != 1 {
+				t.Errorf("keyed request: outcome %v, %d store calls", d.Outcome, st.NumCalls())
+			}
+		})
+	}
+}
+
+func TestKeyErrorResponseBody(t *testing.T) {
+	l := mustNew(t, &scriptStore{}, perSecond10, OnKeyError(KeyErrorDeny))
+	w := httptest.NewRecorder()
+	l.Decide(request("")).WriteResponse(w)
+	if w.Code != http.StatusForbidden || w.Header().Get("Content-Type") != "application/json" ||
+		w.Body.String() != "{\"error\":\"forbidden\"}\n" {
+		t.Fatalf("got %d %q %q", w.Code, w.Header().Get("Content-Type"), w.Body.String())
+	}
+}
+
+func TestCost(t *testing.T) {
+	st := &scriptStore{}
+	rec := &recorder{}
+	l := mustNew(t, st, perSecond10, WithCost(3), WithObserver(rec.observe))
+	l.Decide(request("a"))
+	lf := mustNew(t, st, perSecond10, WithCost(2), WithObserver(rec.observe), WithCostFunc(func(r *http.Request) int64 {
+		switch r.Method {
+		case http.MethodHead:
+			return 0
+		case http.MethodPost:
+			return 5
+		}
+		return -1
+	}))
+	head := request("a")
+	head.Method = http.MethodHead
+	lf.Decide(head)
+	post := request("a")
+	post.Method = http.MethodPost
+	lf.Decide(post)
+	lf.Decide(request("a")) // negative: the WithCost cost, reported
+	var got []int64
+	for _, c := range st.Calls() {
+		got = append(got, c.n)
+	}
+	if want := []int64{3, 0, 5, 2}; len(got) != 4 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || got[3] != want[3] {
+		t.Fatalf("costs charged %v, want %v", got, want)
+	}
+	ev := rec.last(t)
+	if ev.Cost != 2 || !errors.Is(ev.Err, ErrNegativeCost) {
+		t.Errorf("negative cost event: Cost %d Err %v, want 2 and ErrNegativeCost", ev.Cost, ev.Err)
+	}
+}
+
+func TestSkip(t *testing.T) {
+	st := &scriptStore{}
+	rec := &recorder{}
+	keyCalls := 0
+	key := func(r *http.Request) (string, error) { keyCalls++; return "k", nil }
+	l, err := New(st, key, perSecond10, WithObserver(rec.observe), WithSkip(func(r *http.Request) bool {
+		return r.URL.Path == "/healthz"
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := l.Decide(httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if d.Action != Serve || d.Outcome != OutcomeSkipped {
+		t.Fatalf("decision %v/%v, want serve/skipped", d.Action, d.Outcome)
+	}
+	h := http.Header{}
+	d.SetHeaders(h)
+	if len(h) != 0 || st.NumCalls() != 0 || keyCalls != 0 {
+		t.Fatalf("skipped request: headers %v, %d store calls, %d key calls; want none", h, st.NumCalls(), keyCalls)
+	}
+	if ev := rec.last(t); ev.Outcome != OutcomeSkipped {
+		t.Errorf("event outcome %v", ev.Outcome)
+	}
+	l.Decide(httptest.NewRequest(http.MethodGet, "/api", nil))
+	if st.NumCalls() != 1 || keyCalls != 1 {
+		t.Fatalf("limited request: %d store calls, %d key calls; want 1 and 1", st.NumCalls(), keyCalls)
+	}
+}
+
+func deniedResult(retry time.Duration) Result {
+	return Result{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: retry, ResetAfter: retry + 500*time.Millisecond}
+}
+
+func TestFailurePolicies(t *testing.T) {
+	t.Run("open", func(t *testing.T) {
+		rec := &recorder{}
+		l := mustNew(t, &scriptStore{take: failingTake}, perSecond10, WithFailurePolicy(FailOpen), WithObserver(rec.observe))
+		d := l.Decide(request("a"))
+		if d.Action != Serve || d.Outcome != OutcomeFailedOpen || d.Response().Status != 0 {
+			t.Fatalf("decision %v/%v", d.Action, d.Outcome)
+		}
+		h := http.Header{}
+		d.SetHeaders(h)
+		if len(h) != 0 {
+			t.Errorf("headers %v without a decision", h)
+		}
+		if ev := rec.last(t); !errors.Is(ev.Err, errStoreDown) {
+			t.Errorf("event Err %v, want the store's error", ev.Err)
+		}
+	})
+	t.Run("closed", func(t *testing.T) {
+		l := mustNew(t, &scriptStore{take: failingTake}, perSecond10, WithFailurePolicy(FailClosed))
+		d := l.Decide(request("a"))
+		if d.Action != Refuse || d.Outcome != OutcomeFailedClosed {
+			t.Fatalf("decision %v/%v", d.Action, d.Outcome)
+		}
+		w := httptest.NewRecorder()
+		d.SetHeaders(w.Header())
+		d.WriteResponse(w)
+		if w.Code != http.StatusServiceUnavailable || w.Body.String() != "{\"error\":\"service unavailable\"}\n" ||
+			w.Header().Get(HeaderRetryAfter) != "" || w.Header().Get(HeaderLimit) != "" {
+			t.Fatalf("response %d %q headers %v", w.Code, w.Body.String(), w.Header())
+		}
+		if strings.Contains(w.Body.String(), errStoreDown.Error()) {
+			t.Fatal("store error text reached the client")
+		}
+	})
+	t.Run("local", func(t *testing.T) {
+		fb := &scriptStore{take: func(context.Context, string, int64) (Result, error) {
+			return deniedResult(1200 * time.Millisecond), nil
+		}}
+		rec := &recorder{}
+		l := mustNew(t, &scriptStore{take: failingTake}, perSecond10, WithName("r"), WithCost(2),
+			WithFallbackStore(fb), WithObserver(rec.observe))
+		d := l.Decide(request("a"))
+		if d.Action != Refuse || d.Outcome != OutcomeFallback || d.Response().Status != http.StatusTooManyRequests {
+			t.Fatalf("decision %v/%v/%d, want refuse/fallback/429", d.Action, d.Outcome, d.Response().Status)
+		}
+		h := http.Header{}
+		d.SetHeaders(h)
+		if h.Get(HeaderRetryAfter) != "2" || h.Get(HeaderRemaining) != "0" {
+			t.Errorf("fallback denial headers %v", h)
+		}
+		calls := fb.Calls()
+		if len(calls) != 1 || calls[0].key != "1:r:a" || calls[0].n != 2 || len(calls[0].limits) != 1 {
+			t.Fatalf("fallback calls %+v, want one with the same key, cost and limits", calls)
+		}
+		if ev := rec.last(t); ev.Outcome != OutcomeFallback || !errors.Is(ev.Err, errStoreDown) || ev.Result.Allowed {
+			t.Errorf("event %+v", ev)
+		}
+	})
+	t.Run("local store fails too", func(t *testing.T) {
+		l := mustNew(t, &scriptStore{take: failingTake}, perSecond10, WithFallbackStore(&scriptStore{take: failingTake}))
+		if d := l.Decide(request("a")); d.Action != Serve || d.Outcome != OutcomeFailedOpen {
+			t.Fatalf("decision %v/%v, want serve/failed_open", d.Action, d.Outcome)
+		}
+	})
+}
+
+func TestTimeout(t *testing.T) {
+	block := func(ctx context.Context, _ string, _ int64) (Result, error) {
+		<-ctx.Done()
+		return Result{}, ctx.Err()
+	}
+	st := &scriptStore{take: block}
+	rec := &recorder{}
+	l := mustNew(t, st, perSecond10, WithTimeout(30*time.Millisecond), WithFailurePolicy(FailOpen), WithObserver(rec.observe))
+	start := time.Now()
+	d := l.Decide(request("a"))
+	elapsed := time.Since(start)
+	if d.Outcome != OutcomeFailedOpen {
+		t.Fatalf("outcome %v, want failed_open", d.Outcome)
+	}
+	if elapsed < 30*time.Millisecond || elapsed > 2*time.Second {
+		t.Errorf("Decide took %v with a 30ms timeout", elapsed)
+	}
+	ev := rec.last(t)
+	if !errors.Is(ev.Err, context.DeadlineExceeded) || ev.Latency < 30*time.Millisecond {
+		t.Errorf("event Err %v Latency %v, want DeadlineExceeded after ≥30ms", ev.Err, ev.Latency)
+	}
+
+	// The default timeout applies when none is given.
+	st2 := &scriptStore{}
+	mustNew(t, st2, perSecond10).Decide(request("a"))
+	c := st2.Calls()[0]
+	if !c.hasDeadline || c.timeout > DefaultTimeout || c.timeout < DefaultTimeout-50*time.Millisecond {
+		t.Errorf("default: deadline %v in %v, want about %v", c.hasDeadline, c.timeout, DefaultTimeout)
+	}
+	// WithTimeout(0): no deadline of the limiter's own.
+	st3 := &scriptStore{}
+	mustNew(t, st3, perSecond10, WithTimeout(0)).Decide(request("a"))
+	if st3.Calls()[0].hasDeadline {
+		t.Error("WithTimeout(0): the store saw a deadline")
+	}
+}
+
+func TestClientGoneDoesNotTripBreaker(t *testing.T) {
+	st := &scriptStore{take: func(ctx context.Context, _ string, _ int64) (Result, error) {
+		return Result{}, ctx.Err()
+	}}
+	l := mustNew(t, st, perSecond10, WithBreaker(1, time.Hour), WithFailurePolicy(FailOpen))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := 0; i < 3; i++ {
+		l.Decide(request("a").WithContext(ctx))
+	}
+	if l.Breaker() != BreakerClosed || st.NumCalls() != 3 {
+		t.Fatalf("breaker %v after %d calls from gone clients, want closed after 3", l.Breaker(), st.NumCalls())
+	}
+}
+
+func TestBreaker(t *testing.T) {
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	var failing atomic.Bool
+	failing.Store(true)
+	st := &scriptStore{take: func(context.Context, string, int64) (Result, error) {
+		if failing.Load() {
+			return Result{}, errStoreDown
+		}
+		return Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Second}, nil
+	}}
+	rec := &recorder{}
+	l := mustNew(t, st, perSecond10, WithBreaker(3, 10*time.Second), WithFailurePolicy(FailClosed),
+		WithClock(clock.Now), WithObserver(rec.observe))
+
+	// Failures that are not consecutive do not open it.
+	failing.Store(true)
+	l.Decide(request("a"))
+	l.Decide(request("a"))
+	failing.Store(false)
+	l.Decide(request("a"))
+	failing.Store(true)
+	l.Decide(request("a"))
+	l.Decide(request("a"))
+	if l.Breaker() != BreakerClosed {
+		t.Fatalf("breaker %v after 2+2 failures split by a success, want closed", l.Breaker())
+	}
+	d := l.Decide(request("a")) // third consecutive failure
+	if l.Breaker() != BreakerOpen || d.Outcome != OutcomeFailedClosed {
+		t.Fatalf("after 3 consecutive failures: breaker %v, outcome %v", l.Breaker(), d.Outcome)
+	}
+	if ev := rec.last(t); ev.Breaker != BreakerOpen {
+		t.Errorf("event breaker %v, want open", ev.Breaker)
+	}
+
+	// Open: the policy applies without calling the store.
+	calls := st.NumCalls()
+	for i := 0; i < 5; i++ {
+		if d := l.Decide(request("a")); d.Outcome != OutcomeFailedClosed || d.Action != Refuse {
+			t.Fatalf("open: decision %v/%v", d.Action, d.Outcome)
+		}
+	}
+	if st.NumCalls() != calls {
+		t.Fatalf("open breaker called the store %d times", st.NumCalls()-calls)
+	}
+	if ev := rec.last(t); !errors.Is(ev.Err, ErrBreakerOpen) {
+		t.Errorf("open: event Err %v, want ErrBreakerOpen", ev.Err)
+	}
+
+	// Cooldown not over yet.
+	clock.Advance(10*time.Second - time.Nanosecond)
+	l.Decide(request("a"))
+	if st.NumCalls() != calls {
+		t.Fatal("store called before the cooldown ended")
+	}
+	// Half-open probe fails: open for another cooldown.
+	clock.Advance(time.Nanosecond)
+	l.Decide(request("a"))
+	if st.NumCalls() != calls+1 || l.Breaker() != BreakerOpen {
+		t.Fatalf("failed probe: %d calls, breaker %v; want 1 call and open", st.NumCalls()-calls, l.Breaker())
+	}
+	l.Decide(request("a"))
+	if st.NumCalls() != calls+1 {
+		t.Fatal("store called right after a failed probe")
+	}
+	// Probe succeeds: closed, the store is called again.
+	clock.Advance(10 * time.Second)
+	failing.Store(false)
+	if d := l.Decide(request("a")); d.Outcome != OutcomeAllowed {
+		t.Fatalf("successful probe: outcome %v", d.Outcome)
+	}
+	if l.Breaker() != BreakerClosed {
+		t.Fatalf("breaker %v after a successful probe, want closed", l.Breaker())
+	}
+	l.Decide(request("a"))
+	if st.NumCalls() != calls+3 {
+		t.Fatalf("closed: %d calls, want %d", st.NumCalls(), calls+3)
+	}
+}
+
+func TestBreakerHalfOpenProbesOnce(t *testing.T) {
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	release := make(chan struct{})
+	entered := make(chan struct{}, 10)
+	var failing atomic.Bool
+	failing.Store(true)
+	st := &scriptStore{take: func(context.Context, string, int64) (Result, error) {
+		if failing.Load() {
+			return Result{}, errStoreDown
+		}
+		entered <- struct{}{}
+		<-release
+		return Result{Allowed: true, Limit: 10, Remaining: 9}, nil
+	}}
+	l := mustNew(t, st, perSecond10, WithBreaker(1, time.Second), WithFailurePolicy(FailOpen), WithClock(clock.Now), WithTimeout(0))
+	l.Decide(request("a"))
+	if l.Breaker() != BreakerOpen {
+		t.Fatalf("breaker %v, want open", l.Breaker())
+	}
+	clock.Advance(time.Second)
+	failing.Store(false)
+	done := make(chan Decision)
+	go func() { done <- l.Decide(request("a")) }()
+	<-entered
+	if l.Breaker() != BreakerHalfOpen {
+		t.Fatalf("breaker %v during the probe, want half_open", l.Breaker())
+	}
+	// While the probe is under way, others follow the policy at once.
+	for i := 0; i < 3; i++ {
+		if d := l.Decide(request("b")); d.Outcome != OutcomeFailedOpen {
+			t.Fatalf("during probe: outcome %v, want failed_open", d.Outcome)
+		}
+	}
+	close(release)
+	if d := <-done; d.Outcome != OutcomeAllowed {
+		t.Fatalf("probe outcome %v", d.Outcome)
+	}
+	if st.NumCalls() != 2 || l.Breaker() != BreakerClosed {
+		t.Fatalf("%d store calls, breaker %v; want 2 and closed", st.NumCalls(), l.Breaker())
+	}
+}
+
+func TestBreakerDisabled(t *testing.T) {
+	st := &scriptStore{take: failingTake}
+	l := mustNew(t, st, perSecond10, WithBreaker(0, 0), WithFailurePolicy(FailOpen))
+	for i := 0; i < 20; i++ {
+		l.Decide(request("a"))
+	}
+	if st.NumCalls() != 20 || l.Breaker() != BreakerClosed {
+		t.Fatalf("disabled breaker: %d calls, state %v", st.NumCalls(), l.Breaker())
+	}
+}
+
+func TestDeniedAndDelayed(t *testing.T) {
+	res := deniedResult(700 * time.Millisecond)
+	st := &scriptStore{take: func(context.Context, string, int64) (Result, error) { return res, nil }}
+	l := mustNew(t, st, perSecond10)
+	d := l.Decide(request("a"))
+	if d.Action != Refuse || d.Outcome != OutcomeDenied || d.Result.RetryAfter != res.RetryAfter || d.Result.Limit != res.Limit {
+		t.Fatalf("denial: %v/%v %+v", d.Action, d.Outcome, d.Result)
+	}
+	w := httptest.NewRecorder()
+	d.SetHeaders(w.Header())
+	d.WriteResponse(w)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Content-Type") != "application/json" ||
+		w.Body.String() != "{\"error\":\"rate limit exceeded\"}\n" || w.Header().Get(HeaderRetryAfter) != "1" {
+		t.Fatalf("denial response %d %v %q", w.Code, w.Header(), w.Body.String())
+	}
+
+	res = Result{Allowed: true, Limit: 3, Remaining: 1, ResetAfter: time.Second, Delay: 250 * time.Millisecond}
+	d = l.Decide(request("a"))
+	if d.Action != Hold || d.Outcome != OutcomeDelayed || d.Delay != 250*time.Millisecond {
+		t.Fatalf("delay: %v/%v %v", d.Action, d.Outcome, d.Delay)
+	}
+	if d.Response().Status != http.StatusServiceUnavailable {
+		t.Errorf("a held request cut short answers %d, want 503", d.Response().Status)
+	}
+	h := http.Header{}
+	d.SetHeaders(h)
+	if h.Get(HeaderRetryAfter) != "" || h.Get(HeaderRemaining) != "1" {
+		t.Errorf("held request headers %v", h)
+	}
+}
+
+func TestCustomDenyResponse(t *testing.T) {
+	body := []byte("slow down")
+	st := &scriptStore{take: func(context.Context, string, int64) (Result, error) { return deniedResult(time.Second), nil }}
+	l := mustNew(t, st, perSecond10, WithDenyResponse(Response{Status: 503, ContentType: "text/plain", Body: body}))
+	body[0] = 'X' // the option copied it
+	w := httptest.NewRecorder()
+	d := l.Decide(request("a"))
+	d.SetHeaders(w.Header())
+	d.WriteResponse(w)
+	if w.Code != 503 || w.Header().Get("Content-Type") != "text/plain" || w.Body.String() != "slow down" || w.Header().Get(HeaderRetryAfter) != "1" {
+		t.Fatalf("custom denial %d %v %q", w.Code, w.Header(), w.Body.String())
+	}
+}
+
+func TestShadow(t *testing.T) {
+	res := deniedResult(2 * time.Second)
+	st := &scriptStore{take: func(context.Context, string, int64) (Result, error) { return res, nil }}
+	rec := &recorder{}
+	l := mustNew(t, st, perSecond10, WithShadow(), WithObserver(rec.observe))
+	d := l.Decide(request("a"))
+	if d.Action != Serve || d.Outcome != OutcomeShadowDenied || d.Response().Status != 0 {
+		t.Fatalf("shadow denial: %v/%v", d.Action, d.Outcome)
+	}
+	h := http.Header{}
+	d.SetHeaders(h)
+	if h.Get(HeaderRemaining) != "0" || h.Get(HeaderLimit) != "10" || h.Get(HeaderRetryAfter) != "" {
+		t.Errorf("shadow headers %v: want the figures and no Retry-After", h)
+	}
+	if ev := rec.last(t); !ev.Shadow || ev.Outcome != OutcomeShadowDenied || ev.Action != Serve {
+		t.Errorf("event %+v", ev)
+	}
+	res = Result{Allowed: true, Limit: 3, Remaining: 1, Delay: time.Second}
+	if d := l.Decide(request("a")); d.Action != Serve || d.Delay != 0 || d.Outcome != OutcomeAllowed {
+		t.Errorf("shadow delay: %v/%v delay %v, want serve at once", d.Action, d.Outcome, d.Delay)
+	}
+	lc := mustNew(t, &scriptStore{take: failingTake}, perSecond10, WithShadow(), WithFailurePolicy(FailClosed))
+	if d := lc.Decide(request("a")); d.Action != Serve || d.Outcome != OutcomeFailedClosed {
+		t.Errorf("shadow fail-closed: %v/%v, want serve/failed_closed", d.Action, d.Outcome)
+	}
+}
+
+func TestObserverEvent(t *testing.T) {
+	var a, b []Event
+	st := &scriptStore{}
+	l := mustNew(t, st, perSecond10, WithName("obs"), WithCost(4),
+		WithObserver(func(ev Event) { a = append(a, ev) }),
+		WithObserver(func(ev Event) { b = append(b, ev) }))
+	r := request("client-1")
+	l.Decide(r)
+	if len(a) != 1 || len(b) != 1 {
+		t.Fatalf("observers called %d and %d times, want once each", len(a), len(b))
+	}
+	ev := a[0]
+	if ev.Limiter != "obs" || ev.Key != "client-1" || ev.Cost != 4 || ev.Request != r || ev.Outcome != OutcomeAllowed ||
+		ev.Action != Serve || !ev.Result.Allowed || ev.Err != nil || ev.KeyErr != nil || ev.Breaker != BreakerClosed || ev.Latency <= 0 {
+		t.Fatalf("event %+v", ev)
+	}
+}
+
+func TestWait(t *testing.T) {
+	d := Decision{Action: Hold, Delay: 40 * time.Millisecond}
+	start := time.Now()
+	if err := d.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < 40*time.Millisecond {
+		t.Errorf("Wait returned after %v, want ≥ 40ms", el)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	d.Delay = time.Hour
+	start = time.Now()
+	if err := d.Wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %v, want context.Canceled", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("cancelled Wait took %v", el)
+	}
+	if err := (Decision{Action: Serve, Delay: time.Hour}).Wait(ctx); err != nil {
+		t.Errorf("Wait on Serve = %v, want nil at once", err)
+	}
+}
+
+func TestStringers(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{Serve.String(), "serve"}, {Hold.String(), "hold"}, {Refuse.String(), "refuse"},
+		{OutcomeShadowDenied.String(), "shadow_denied"}, {OutcomeKeyError.String(), "key_error"},
+		{OutcomeFailedOpen.String(), "failed_open"}, {OutcomeFallback.String(), "fallback"},
+		{FailLocal.String(), "local"}, {FailClosed.String(), "closed"},
+		{HeadersIETF.String(), "ietf"}, {KeyErrorShared.String(), "shared"},
+		{BreakerHalfOpen.String(), "half_open"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("String() = %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+func TestDecideConcurrent(t *testing.T) {
+	var n atomic.Int64
+	st := &scriptStore{take: func(context.Context, string, int64) (Result, error) {
+		if n.Add(1)%3 == 0 {
+			return Result{}, errStoreDown
+		}
+		return Result{Allowed: true, Limit: 10, Remaining: 5, ResetAfter: time.Second}, nil
+	}}
+	l := mustNew(t, st, perSecond10, WithBreaker(2, time.Millisecond), WithFallbackStore(&scriptStore{}), WithHeaders(HeadersBoth))
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				d := l.Decide(request("a"))
+				d.SetHeaders(http.Header{})
+				if d.Action != Serve {
+					t.Errorf("action %v, want serve: every path here serves", d.Action)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
