@@ -1,0 +1,435 @@
+package core
+
+import "math"
+
+// This file holds the memory store's arithmetic: one function per
+// algorithm, transcribing ALGORITHMS.md with int64 microseconds. Every
+// function only reads the state it is given; Take writes the outcome back
+// once it knows the whole call is charged.
+
+// infMicros is the retry of a cost that can never pass (INF in
+// ALGORITHMS.md).
+const infMicros = math.MaxInt64
+
+// algCode is the compact form of an Algorithm kept in the store's map keys.
+type algCode uint8
+
+const (
+	algGCRA algCode = iota
+	algLeakyBucket
+	algTokenBucket
+	algFixedWindow
+	algSlidingWindow
+	algSlidingLog
+)
+
+func algCodeOf(a Algorithm) algCode {
+	switch a {
+	case TokenBucket:
+		return algTokenBucket
+	case FixedWindow:
+		return algFixedWindow
+	case SlidingWindow:
+		return algSlidingWindow
+	case SlidingLog:
+		return algSlidingLog
+	case LeakyBucket:
+		return algLeakyBucket
+	default: // GCRA; Spec has already rejected unknown algorithms
+		return algGCRA
+	}
+}
+
+// algSpec is a validated limit as the arithmetic uses it.
+type algSpec struct {
+	alg      algCode
+	rate     int64 // R
+	period   int64 // P, µs
+	burst    int64 // B after defaults
+	penalty  int64 // L, µs
+	interval int64 // T = ceil(P/R), µs (GCRA and LeakyBucket)
+}
+
+// memoryState is one (key, limit) entry of the store. The meaning of a, b
+// and c depends on the algorithm:
+//
+//	GCRA, LeakyBucket  a = tat
+//	TokenBucket        a = tok (scaled by P), b = ts
+//	FixedWindow        a = w, b = c
+//	SlidingWindow      a = ws, b = cur, c = prev
+//	SlidingLog         log holds the timestamps
+//
+// has is false when only a penalty lock is stored (the algorithm state is
+// absent). expires is the instant (µs) from which the entry behaves exactly
+// like no entry: the state's ttl per ALGORITHMS.md, or the end of the lock
+// when that is later.
+type memoryState struct {
+	a, b, c   int64
+	lockUntil int64
+	expires   int64
+	log       *slidingLog
+	has       bool
+	locked    bool
+}
+
+// outcome is one limit's evaluation: the figures of ALGORITHMS.md in µs
+// and, when allowed, the state to write if the call is charged.
+type outcome struct {
+	allowed bool
+	byLock  bool // denied because a penalty lock is active: nothing to write
+	limit   int64
+	remain  int64
+	retry   int64 // infMicros: never
+	reset   int64
+	delay   int64
+
+	// The state to write when the call is charged (allowed and n > 0).
+	a, b, c int64
+	expires int64
+	// SlidingLog: entries before logStart are outside the window; the n
+	// new entries are stamped logStamp.
+	logStart int
+	logStamp int64
+}
+
+// evaluate fills o with the decision of one limit for a cost n at now
+// against state st, penalty lock included.
+func evaluate(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
+	if st.locked && now < st.lockUntil {
+		evaluateAlgorithm(o, sp, st, now, 0)
+		left := st.lockUntil - now
+		o.allowed, o.byLock = false, true
+		o.retry, o.remain, o.delay = left, 0, 0
+		o.reset = max(o.reset, left)
+		return
+	}
+	evaluateAlgorithm(o, sp, st, now, n)
+	if !o.allowed && sp.penalty > 0 {
+		if o.retry != infMicros {
+			o.retry = max(o.retry, sp.penalty)
+		}
+		o.reset = max(o.reset, sp.penalty)
+	}
+}
+
+func evaluateAlgorithm(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
+	*o = outcome{}
+	switch sp.alg {
+	case algGCRA:
+		evalGCRA(o, sp, st, now, n, false)
+	case algLeakyBucket:
+		evalGCRA(o, sp, st, now, n, true)
+	case algTokenBucket:
+		evalTokenBucket(o, sp, st, now, n)
+	case algFixedWindow:
+		evalFixedWindow(o, sp, st, now, n)
+	case algSlidingWindow:
+		evalSlidingWindow(o, sp, st, now, n)
+	case algSlidingLog:
+		evalSlidingLog(o, sp, st, now, n)
+	}
+}
+
+// evalGCRA is GCRA and, with leaky set, LeakyBucket (GCRA with capacity
+// B+1 whose admitted requests are delayed until their emission slot).
+func evalGCRA(o *outcome, sp *algSpec, st *memoryState, now, n int64, leaky bool) {
+	t := sp.interval
+	limit := sp.burst
+	if leaky {
+		limit++
+	}
+	dvt := limit * t // validated below 2^53
+	o.limit = limit
+	base := now
+	if st.has && st.a > now {
+		base = st.a
+	}
+	used := base - now
+	switch {
+	case n > limit: // checked before n·T so a huge n cannot overflow
+		o.retry = infMicros
+	case base+n*t-now > dvt:
+		o.retry = base + n*t - now - dvt
+	default:
+		newTat := base + n*t
+		o.allowed = true
+		used = newTat - now
+		if leaky && n > 0 {
+			o.delay = newTat - t - now
+		}
+		o.a, o.expires = newTat, newTat
+	}
+	o.reset = used
+	if dvt >= used {
+		o.remain = (dvt - used) / t
+	}
+}
+
+func evalTokenBucket(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
+	r, p := sp.rate, sp.period
+	capacity := sp.burst * p
+	tok, ts := capacity, now
+	if st.has {
+		tok, ts = st.a, st.b
+	}
+	elapsed := max(0, now-ts)
+	if need := capacity - tok; need > 0 {
+		if elapsed >= ceilDiv(need, r) {
+			tok = capacity
+		} else {
+			tok += r * elapsed // < need, so no overflow
+		}
+	}
+	o.limit = sp.burst
+	switch {
+	case n > sp.burst:
+		o.retry = infMicros
+	case tok >= n*p:
+		tok -= n * p
+		o.allowed = true
+		o.a, o.b = tok, now
+		o.expires = now + ceilDiv(capacity-tok, r)
+	default:
+		o.retry = ceilDiv(n*p-tok, r)
+	}
+	o.remain = tok / p
+	o.reset = ceilDiv(capacity-tok, r)
+}
+
+func evalFixedWindow(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
+	r, p := sp.rate, sp.period
+	w := floorDiv(now, p)
+	end := (w + 1) * p
+	var c int64
+	if st.has && st.a == w {
+		c = st.b
+	}
+	o.limit = r
+	switch {
+	case n > r:
+		o.retry = infMicros
+	case c+n <= r:
+		c += n
+		o.allowed = true
+		o.a, o.b, o.expires = w, c, end
+	default:
+		o.retry = end - now
+	}
+	o.remain = r - c
+	if c > 0 {
+		o.reset = end - now
+	}
+}
+
+func evalSlidingWindow(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
+	r, p := sp.rate, sp.period
+	w := floorDiv(now, p)
+	e := now - w*p
+	var c, prev int64
+	if st.has {
+		switch st.a {
+		case w:
+			c, prev = st.b, st.c
+		case w - 1:
+			prev = st.b
+		}
+	}
+	o.limit = r
+	switch {
+	case n > r:
+		o.retry = infMicros
+	case prev*(p-e)+(c+n)*p <= r*p: // at most 3·R·P, validated below 2^53
+		c += n
+		o.allowed = true
+		o.a, o.b, o.c = w, c, prev
+		o.expires = (w + 2) * p
+	default:
+		o.retry = slidingWindowRetry(r, p, e, c, prev, n)
+	}
+	if left := r*p - prev*(p-e) - c*p; left > 0 {
+		o.remain = left / p
+	}
+	switch {
+	case c > 0:
+		o.reset = 2*p - e
+	case prev > 0:
+		o.reset = p - e
+	}
+}
+
+// slidingWindowRetry is the wait of a denied SlidingWindow request (n ≤ R):
+// the first instant later in this window at which the weighted previous
+// count has decayed enough, else the first one in the next window, where
+// the current count becomes the previous one.
+func slidingWindowRetry(r, p, e, c, prev, n int64) int64 {
+	if r-c-n >= 0 && prev > 0 {
+		if e1 := p - (r-c-n)*p/prev; e1 < p {
+			return e1 - e
+		}
+	}
+	var e2 int64
+	if c > 0 {
+		e2 = max(0, p-(r-n)*p/c)
+	}
+	return (p - e) + e2
+}
+
+func evalSlidingLog(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
+	r, p := sp.rate, sp.period
+	var lg *slidingLog
+	if st.has {
+		lg = st.log
+	}
+	start := lg.firstAfter(now - p)
+	c := int64(lg.len() - start)
+	var newest int64
+	if c > 0 {
+		newest = lg.at(lg.len() - 1)
+	}
+	o.limit = r
+	switch {
+	case n > r:
+		o.retry = infMicros
+	case c+n <= r:
+		o.allowed = true
+		if n > 0 {
+			stamp := max(now, newest) // with c == 0 every old entry is before now
+			c += n
+			newest = stamp
+			o.logStart, o.logStamp = start, stamp
+			o.expires = stamp + p
+		}
+	default:
+		o.retry = lg.at(start+int(c+n-r-1)) + p - now
+	}
+	o.remain = r - c
+	if c > 0 {
+		o.reset = newest + p - now
+	}
+}
+
+// apply writes the state of an allowed, charged outcome into st.
+func apply(st *memoryState, o *outcome, sp *algSpec, n int64) {
+	if sp.alg == algSlidingLog {
+		if st.log == nil {
+			st.log = &slidingLog{}
+		}
+		if !st.has {
+			st.log.reset()
+		}
+		st.log.commit(o.logStart, n, o.logStamp, sp.rate)
+	} else {
+		st.a, st.b, st.c = o.a, o.b, o.c
+	}
+	st.has = true
+	st.expires = o.expires
+	if st.locked && st.lockUntil > st.expires {
+		st.expires = st.lockUntil
+	}
+}
+
+// lock sets the penalty lock of a limit that denied at now.
+func lock(st *memoryState, sp *algSpec, now int64) {
+	st.locked = true
+	st.lockUntil = now + sp.penalty
+	if !st.has || st.expires < st.lockUntil {
+		st.expires = st.lockUntil
+	}
+}
+
+// slidingLog is a ring buffer of ascending timestamps (µs), allocated
+// lazily and grown as needed up to the limit's Rate entries.
+type slidingLog struct {
+	buf   []int64
+	head  int // index in buf of the oldest entry
+	count int
+}
+
+func (l *slidingLog) len() int {
+	if l == nil {
+		return 0
+	}
+	return l.count
+}
+
+// at returns the i-th oldest entry, 0 ≤ i < len.
+func (l *slidingLog) at(i int) int64 {
+	j := l.head + i
+	if j >= len(l.buf) {
+		j -= len(l.buf)
+	}
+	return l.buf[j]
+}
+
+// firstAfter returns the index of the oldest entry later than cut (len
+// when there is none), by binary search.
+func (l *slidingLog) firstAfter(cut int64) int {
+	lo, hi := 0, l.len()
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if l.at(mid) > cut {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
+func (l *slidingLog) reset() { l.head, l.count = 0, 0 }
+
+// commit drops the entries before start and appends n entries stamped t.
+// The caller guarantees len-start+n ≤ rate.
+func (l *slidingLog) commit(start int, n, t, rate int64) {
+	l.head += start
+	if l.head >= len(l.buf) {
+		l.head -= len(l.buf)
+	}
+	l.count -= start
+	need := l.count + int(n)
+	switch {
+	case need > len(l.buf):
+		size := max(2*len(l.buf), 8, need)
+		l.resize(min(size, int(rate)))
+	case len(l.buf) >= 1024 && need <= len(l.buf)/4:
+		// A burst long past: give back half, so an idle key does not hold
+		// its largest buffer for as long as it lives.
+		l.resize(len(l.buf) / 2)
+	}
+	j := l.head + l.count
+	for i := int64(0); i < n; i++ {
+		if j >= len(l.buf) {
+			j -= len(l.buf)
+		}
+		l.buf[j] = t
+		j++
+	}
+	l.count = need
+}
+
+func (l *slidingLog) resize(size int) {
+	buf := make([]int64, size)
+	for i := 0; i < l.count; i++ {
+		buf[i] = l.at(i)
+	}
+	l.buf, l.head = buf, 0
+}
+
+// ceilDiv is ceil(a/b) for a ≥ 0, b > 0.
+func ceilDiv(a, b int64) int64 {
+	q := a / b
+	if q*b != a {
+		q++
+	}
+	return q
+}
+
+// floorDiv is floor(a/b) for b > 0 and any a (a clock before 1970 stays
+// consistent).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
