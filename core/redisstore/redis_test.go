@@ -1,0 +1,407 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// Tests against a real redis-server (Lua 5.1, not gopher-lua). Time runs,
+// so figures that depend on the time between calls get a tolerance.
+
+const slack = 250 * time.Millisecond // time two consecutive calls may be apart
+
+func realStore(tb testing.TB, client redis.UniversalClient) *Store {
+	tb.Helper()
+	s, err := New(client)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+func sharedClient(tb testing.TB) *redis.Client {
+	tb.Helper()
+	srv := redistest.Shared(tb)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	tb.Cleanup(func() { _ = client.Close() })
+	return client
+}
+
+func takeOK(tb testing.TB, s *Store, key string, n int64, limits ...core.Limit) core.Result {
+	tb.Helper()
+	r, err := s.Take(context.Background(), key, n, limits...)
+	if err != nil {
+		tb.Fatalf("Take(%q, %d): %v", key, n, err)
+	}
+	return r
+}
+
+// near checks a figure that shrinks as time passes: max-slack < got <= max.
+func near(tb testing.TB, what string, got, max time.Duration) {
+	tb.Helper()
+	if got > max || got <= max-slack {
+		tb.Errorf("%s = %v, want in (%v, %v]", what, got, max-slack, max)
+	}
+}
+
+func TestRedisFigures(t *testing.T) {
+	s := realStore(t, sharedClient(t))
+	key := "figures:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+
+	// First calls: no time passes inside one script, so these are exact.
+	check(t, "gcra example", takeOK(t, s, key, 1, core.Limit{Algorithm: core.GCRA, Rate: 30, Period: time.Minute, Burst: 16}),
+		want{true, 16, 15, 0, 2 * time.Second, 0})
+
+	one := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: 2 * time.Second, Burst: 1}
+	check(t, "gcra 1/2s", takeOK(t, s, key, 1, one), want{true, 1, 0, 0, 2 * time.Second, 0})
+	r := takeOK(t, s, key, 1, one)
+	if r.Allowed || r.Remaining != 0 || r.RetryAfter != r.ResetAfter {
+		t.Errorf("gcra 1/2s second: %+v", r)
+	}
+	near(t, "gcra 1/2s retry", r.RetryAfter, 2*time.Second)
+
+	leaky := core.Limit{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Second, Burst: 2}
+	check(t, "leaky 1st", takeOK(t, s, key, 1, leaky), want{true, 3, 2, 0, time.Second, 0})
+	r = takeOK(t, s, key, 1, leaky)
+	if !r.Allowed || r.Remaining != 1 {
+		t.Errorf("leaky 2nd: %+v", r)
+	}
+	near(t, "leaky delay", r.Delay, time.Second)
+	near(t, "leaky reset", r.ResetAfter, 2*time.Second)
+
+	token := core.Limit{Algorithm: core.TokenBucket, Rate: 10, Period: time.Second, Burst: 5}
+	check(t, "token 3", takeOK(t, s, key, 3, token), want{true, 5, 2, 0, 300 * time.Millisecond, 0})
+	r = takeOK(t, s, key, 4, token)
+	if r.Allowed || r.Remaining < 2 {
+		t.Errorf("token 4 after 3: %+v", r)
+	}
+	near(t, "token retry", r.RetryAfter, 200*time.Millisecond)
+	if r = takeOK(t, s, key, 6, token); r.Allowed || r.RetryAfter != inf || r.Remaining != 2 {
+		t.Errorf("token 6 > burst: %+v", r)
+	}
+
+	fixed := core.Limit{Algorithm: core.FixedWindow, Rate: 3, Period: 10 * time.Second}
+	r = takeOK(t, s, key, 3, fixed)
+	if !r.Allowed || r.Remaining != 0 || r.ResetAfter <= 0 || r.ResetAfter > 10*time.Second {
+		t.Errorf("fixed 3: %+v", r)
+	}
+	if d := takeOK(t, s, key, 1, fixed); d.Allowed {
+		t.Logf("fixed: the window turned between two calls: %+v", d)
+	} else {
+		if d.RetryAfter != d.ResetAfter {
+			t.Errorf("fixed 4th: retry %v != reset %v", d.RetryAfter, d.ResetAfter)
+		}
+		near(t, "fixed retry", d.RetryAfter, r.ResetAfter)
+	}
+
+	log := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: 10 * time.Second}
+	check(t, "log 3", takeOK(t, s, key, 3, log), want{true, 3, 0, 0, 10 * time.Second, 0})
+	r = takeOK(t, s, key, 1, log)
+	if r.Allowed || r.RetryAfter != r.ResetAfter {
+		t.Errorf("log 4th: %+v", r)
+	}
+	near(t, "log retry", r.RetryAfter, 10*time.Second)
+
+	sliding := core.Limit{Algorithm: core.SlidingWindow, Rate: 10, Period: 10 * time.Second}
+	r = takeOK(t, s, key, 10, sliding)
+	if !r.Allowed || r.Remaining != 0 || r.ResetAfter <= 10*time.Second || r.ResetAfter > 20*time.Second {
+		t.Errorf("sliding 10: %+v", r)
+	}
+	d := takeOK(t, s, key, 1, sliding)
+	switch {
+	case d.Allowed:
+		t.Errorf("sliding 11th allowed: %+v", d)
+	case d.ResetAfter > 10*time.Second:
+		// Same window, so reset = 2P - e and retry = (P - e) + e2 with
+		// e2 = P - 9·P/10 = 1 s.
+		if d.RetryAfter != d.ResetAfter-9*time.Second {
+			t.Errorf("sliding 11th: %+v, want retry = reset - 9s", d)
+		}
+	default:
+		t.Logf("sliding: the window turned between two calls: %+v", d)
+	}
+
+	penalty := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Second, Burst: 1, Penalty: 5 * time.Second}
+	takeOK(t, s, key, 1, penalty)
+	check(t, "penalty denial", takeOK(t, s, key, 1, penalty), want{false, 1, 0, 5 * time.Second, 5 * time.Second, 0})
+	r = takeOK(t, s, key, 1, penalty)
+	if r.Allowed || r.Remaining != 0 || r.RetryAfter != r.ResetAfter {
+		t.Errorf("locked: %+v", r)
+	}
+	near(t, "locked retry", r.RetryAfter, 5*time.Second)
+}
+
+func TestRedisMultiLimitNoCharge(t *testing.T) {
+	client := sharedClient(t)
+	s := realStore(t, client)
+	ctx := context.Background()
+	key := "multi:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	gcra := core.Limit{Algorithm: core.GCRA, Rate: 10, Period: time.Minute, Burst: 10}
+	log := core.Limit{Algorithm: core.SlidingLog, Rate: 10, Period: time.Minute}
+	tight := core.Limit{Algorithm: core.TokenBucket, Rate: 1, Period: time.Hour, Burst: 2, Penalty: time.Minute}
+	limits := []core.Limit{gcra, log, tight}
+	for i := 0; i < 2; i++ {
+		if r := takeOK(t, s, key, 1, limits...); !r.Allowed {
+			t.Fatalf("take %d denied: %+v", i, r)
+		}
+	}
+	gcraKey := s.prefix + "{" + hashTag(key) + "}:" + mustID(t, gcra)
+	before, err := client.Get(ctx, gcraKey).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := takeOK(t, s, key, 1, limits...)
+	if r.Allowed || r.Binding != 2 {
+		t.Fatalf("third take: %+v, want denied by the token bucket", r)
+	}
+	near(t, "token bucket retry", r.RetryAfter, time.Hour)
+	if r.PerLimit[0].Remaining != 8 || r.PerLimit[1].Remaining != 8 || !r.PerLimit[0].Allowed || !r.PerLimit[1].Allowed {
+		t.Errorf("allowed limits of a denied call: %+v, want their peeks (8 left)", r.PerLimit[:2])
+	}
+	if after, _ := client.Get(ctx, gcraKey).Result(); after != before {
+		t.Errorf("gcra state %q -> %q in a denied call", before, after)
+	}
+	logKey := s.prefix + "{" + hashTag(key) + "}:" + mustID(t, log)
+	if c := client.ZCard(ctx, logKey).Val(); c != 2 {
+		t.Errorf("log has %d entries, want 2", c)
+	}
+	lockKey := s.prefix + "{" + hashTag(key) + "}:" + mustID(t, tight) + ":x"
+	if ttl := client.PTTL(ctx, lockKey).Val(); ttl <= 59*time.Second || ttl > time.Minute {
+		t.Errorf("lock PTTL %v, want about 1m", ttl)
+	}
+	keys, err := client.Keys(ctx, s.prefix+"{"+hashTag(key)+"}*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 4 {
+		t.Errorf("keys %v, want 3 states and 1 lock", keys)
+	}
+	for _, k := range keys {
+		if ttl := client.PTTL(ctx, k).Val(); ttl <= 0 {
+			t.Errorf("key %q PTTL %v", k, ttl)
+		}
+	}
+}
+
+func mustID(tb testing.TB, l core.Limit) string {
+	tb.Helper()
+	spec, err := l.Spec()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return spec.ID()
+}
+
+// commandStats returns the calls of every command since CONFIG RESETSTAT.
+// Redis counts the commands a script runs, so this sees inside the script.
+func commandStats(tb testing.TB, client *redis.Client) map[string]int {
+	tb.Helper()
+	info, err := client.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	calls := map[string]int{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		name = strings.TrimPrefix(name, "cmdstat_")
+		if strings.HasPrefix(name, "config") || name == "info" {
+			continue // the test's own
+		}
+		n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		calls[name] = n
+	}
+	return calls
+}
+
+func resetStats(tb testing.TB, client *redis.Client) {
+	tb.Helper()
+	if err := client.ConfigResetStat(context.Background()).Err(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// One EVALSHA per Take, TIME read inside it, and few commands per limit.
+func TestRedisCallsPerTake(t *testing.T) {
+	srv := redistest.StartServer(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	s := realStore(t, client)
+	takeOK(t, s, "warm", 0, core.PerSecond(1)) // loads the script
+
+	type calls = map[string]int
+	cases := []struct {
+		l             core.Limit
+		allow, deny   calls // commands inside the script, TIME and EVALSHA aside
+		allowN, denyN int64
+	}{
+		{core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Minute}, calls{"mget": 1, "set": 1}, calls{"mget": 1}, 1, 1},
+		{core.Limit{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Minute}, calls{"mget": 1, "set": 1}, calls{"mget": 1}, 2, 1},
+		{core.Limit{Algorithm: core.TokenBucket, Rate: 1, Period: time.Minute}, calls{"mget": 1, "set": 1}, calls{"mget": 1}, 1, 1},
+		{core.Limit{Algorithm: core.FixedWindow, Rate: 1, Period: time.Minute}, calls{"mget": 1, "set": 1}, calls{"mget": 1}, 1, 1},
+		{core.Limit{Algorithm: core.SlidingWindow, Rate: 1, Period: time.Minute}, calls{"mget": 1, "set": 1}, calls{"mget": 1}, 1, 1},
+		// first take: ZRANGE only (empty key); the denial: ZRANGE, ZCOUNT and ZRANGEBYSCORE for the retry.
+		{core.Limit{Algorithm: core.SlidingLog, Rate: 1, Period: time.Minute}, calls{"zrange": 1, "zadd": 1, "pexpire": 1}, calls{"zrange": 1, "zcount": 1, "zrangebyscore": 1}, 1, 1},
+		{core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Minute, Penalty: time.Minute}, calls{"mget": 1, "set": 1}, calls{"mget": 1, "set": 1}, 1, 1},
+	}
+	for i, c := range cases {
+		key := fmt.Sprint("calls", i)
+		resetStats(t, client)
+		if r := takeOK(t, s, key, c.allowN, c.l); !r.Allowed {
+			t.Fatalf("%v: first take denied", c.l)
+		}
+		got := commandStats(t, client)
+		want := calls{"evalsha": 1, "time": 1}
+		for k, v := range c.allow {
+			want[k] = v
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%v allowed: commands %v, want %v", c.l, got, want)
+		}
+		resetStats(t, client)
+		if r := takeOK(t, s, key, c.denyN, c.l); r.Allowed {
+			t.Fatalf("%v: second take allowed", c.l)
+		}
+		got = commandStats(t, client)
+		want = calls{"evalsha": 1, "time": 1}
+		for k, v := range c.deny {
+			want[k] = v
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%v denied: commands %v, want %v", c.l, got, want)
+		}
+	}
+
+	// Six limits, one of each algorithm: still one EVALSHA, one TIME, one MGET.
+	resetStats(t, client)
+	takeOK(t, s, "all", 1, allAlgorithms()...)
+	got := commandStats(t, client)
+	want := map[string]int{"evalsha": 1, "time": 1, "mget": 1, "set": 5, "zrange": 1, "zadd": 1, "pexpire": 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("six limits: commands %v, want %v", got, want)
+	}
+}
+
+// NOSCRIPT after SCRIPT FLUSH or a restart is handled by falling back to EVAL.
+func TestRedisScriptLost(t *testing.T) {
+	srv := redistest.StartServer(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	s := realStore(t, client)
+	ctx := context.Background()
+	l := core.Limit{Algorithm: core.FixedWindow, Rate: 100, Period: time.Hour}
+	takeOK(t, s, "k", 1, l)
+	if err := client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	resetStats(t, client)
+	if r := takeOK(t, s, "k", 1, l); r.Remaining != 98 && r.Remaining != 99 { // 99 if the hour turned
+		t.Errorf("after SCRIPT FLUSH: %+v", r)
+	}
+	if got := commandStats(t, client); got["eval"] != 1 {
+		t.Errorf("after SCRIPT FLUSH: commands %v, want one EVAL", got)
+	}
+	resetStats(t, client)
+	takeOK(t, s, "k", 1, l)
+	if got := commandStats(t, client); got["eval"] != 0 || got["evalsha"] != 1 {
+		t.Errorf("next take: commands %v, want EVALSHA only", got)
+	}
+
+	srv.Restart(t) // empty, without the script
+	if r := takeOK(t, s, "k", 1, l); !r.Allowed || r.Remaining != 99 {
+		t.Errorf("after restart: %+v", r)
+	}
+}
+
+// Lua 5.1 limits: unpack stops near 8000 values, so the script batches ZADD
+// and MGET. A full sliding log and hundreds of limits must work.
+func TestRedisLargeCalls(t *testing.T) {
+	client := sharedClient(t)
+	s := realStore(t, client)
+	ctx := context.Background()
+	key := "large:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	l := core.Limit{Algorithm: core.SlidingLog, Rate: core.MaxSlidingLogRate, Period: time.Minute}
+	check(t, "full log", takeOK(t, s, key, core.MaxSlidingLogRate, l), want{true, core.MaxSlidingLogRate, 0, 0, time.Minute, 0})
+	logKey := s.prefix + "{" + hashTag(key) + "}:" + mustID(t, l)
+	if c := client.ZCard(ctx, logKey).Val(); c != core.MaxSlidingLogRate {
+		t.Errorf("log holds %d, want %d", c, core.MaxSlidingLogRate)
+	}
+	last, err := client.ZRange(ctx, logKey, -1, -1).Result()
+	if err != nil || len(last) != 1 || last[0] != fmt.Sprintf("%016x", core.MaxSlidingLogRate-1) {
+		t.Errorf("newest member %v (%v), want %016x", last, err, core.MaxSlidingLogRate-1)
+	}
+	if r := takeOK(t, s, key, 1, l); r.Allowed {
+		t.Errorf("one more than a full log allowed: %+v", r)
+	}
+
+	many := make([]core.Limit, 700) // 1400 string keys to read, with penalties
+	for i := range many {
+		many[i] = core.Limit{Algorithm: core.FixedWindow, Rate: int64(i + 2), Period: time.Hour, Penalty: time.Minute}
+	}
+	r := takeOK(t, s, key, 1, many...)
+	if !r.Allowed || len(r.PerLimit) != 700 || r.Binding != 0 || r.Remaining != 1 {
+		t.Errorf("700 limits: allowed=%v binding=%d remaining=%d", r.Allowed, r.Binding, r.Remaining)
+	}
+	r = takeOK(t, s, key, 2, many...)
+	if r.Allowed || r.Binding != 0 || r.RetryAfter < time.Minute {
+		t.Errorf("700 limits, over the first: allowed=%v binding=%d retry=%v", r.Allowed, r.Binding, r.RetryAfter)
+	}
+	if n := client.Exists(ctx, s.prefix+"{"+hashTag(key)+"}:"+mustID(t, many[0])+":x").Val(); n != 1 {
+		t.Error("no lock for the denying limit")
+	}
+	if n := client.Exists(ctx, s.prefix+"{"+hashTag(key)+"}:"+mustID(t, many[1])+":x").Val(); n != 0 {
+		t.Error("lock for a limit that allowed")
+	}
+}
+
+// A real Redis Cluster: every Take touches one slot, whatever the mix of
+// limits, and different clients spread over the masters.
+func TestRedisCluster(t *testing.T) {
+	cluster := redistest.SharedCluster(t)
+	client := cluster.Client(t)
+	s := realStore(t, client)
+	ctx := context.Background()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	limits := allAlgorithms()
+	limits[0].Penalty = time.Minute
+	masters := map[string]bool{}
+	for i := 0; i < 60; i++ {
+		key := fmt.Sprintf("cluster:%s:%d", run, i)
+		if i%3 == 0 {
+			key += "{braces}\n" + strings.Repeat("x", 100) // hashed
+		}
+		r := takeOK(t, s, key, 1, limits...)
+		if !r.Allowed {
+			t.Errorf("%q: first take denied: %+v", key, r)
+		}
+		takeOK(t, s, key, 100, limits...) // denied: sets the lock
+		tagged := s.prefix + "{" + hashTag(key) + "}:" + mustID(t, limits[0])
+		if n := client.Exists(ctx, tagged, tagged+":x").Val(); n != 2 {
+			t.Errorf("%q: %d of state and lock exist", key, n)
+		}
+		masters[cluster.MasterOf(t, tagged).Addr] = true
+	}
+	if len(masters) != 3 {
+		t.Errorf("keys of 60 clients on %d masters, want all 3", len(masters))
+	}
+	// Scripts lost on every master are reloaded transparently.
+	if err := client.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		return m.ScriptFlush(ctx).Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		takeOK(t, s, fmt.Sprintf("cluster:%s:flushed:%d", run, i), 1, limits...)
+	}
+}
