@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unsafe"
 )
 
 // HeaderStyle selects the rate-limit headers a Limiter sets on responses.
@@ -197,12 +198,11 @@ func (d Decision) SetHeaders(h http.Header) {
 		return
 	}
 
-	// All values are formatted into one buffer, turned into one string and
-	// sliced, and the header slices share one backing array: two
-	// allocations whatever the style.
-	var buf [128]byte
-	b := buf[:0]
-	var ends [5]int // where each value ends in b
+	// All values are formatted into the buffer of one headerBlock, which
+	// also backs the header slices: one allocation whatever the style.
+	blk := new(headerBlock)
+	b := blk.buf[:0]
+	var ends [len(blk.vals)]int // where each value ends in b
 	n := 0
 	if p.legacy {
 		b = strconv.AppendInt(b, res.Limit, 10)
@@ -230,8 +230,11 @@ func (d Decision) SetHeaders(h http.Header) {
 		}
 		ends[n], n = len(b), n+1
 	}
-	s := string(b)
-	vals := make([]string, n)
+	// b is never written again (it may have outgrown blk.buf, then it is
+	// its own array), so the string may share its bytes, as strings.Builder
+	// does.
+	s := unsafe.String(unsafe.SliceData(b), len(b))
+	vals := blk.vals[:n]
 	for i, start := 0, 0; i < n; i++ {
 		vals[i], start = s[start:ends[i]], ends[i]
 	}
@@ -250,6 +253,15 @@ func (d Decision) SetHeaders(h http.Header) {
 		h[HeaderRateLimit] = vals[i : i+1 : i+1]
 		h[HeaderRateLimitPolicy] = p.policy[:1:1]
 	}
+}
+
+// headerBlock holds one response's header values: the slices h refers to
+// and the bytes of the strings in them. 128 bytes fit the legacy headers
+// and an IETF RateLimit field of a few limits with short names; longer
+// fields grow into a second array.
+type headerBlock struct {
+	vals [5]string
+	buf  [128]byte
 }
 
 func appendRateLimitItem(b []byte, name string, r *Result) []byte {

@@ -1,0 +1,225 @@
+package core
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// These tests run the Limiter on the real MemoryStore with a fake clock
+// shared by both, so every figure is computed from ALGORITHMS.md.
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func memoryLimiter(t *testing.T, clock *fakeClock, limits []Limit, opts ...Option) *Limiter {
+	t.Helper()
+	store := NewMemoryStore(WithMemoryClock(clock.Now))
+	return mustNew(t, store, limits, append(opts, WithClock(clock.Now))...)
+}
+
+func decideHeaders(l *Limiter, r *http.Request) (Decision, http.Header) {
+	d := l.Decide(r)
+	h := http.Header{}
+	d.SetHeaders(h)
+	return d, h
+}
+
+func TestMemoryGCRAHeaders(t *testing.T) {
+	clock := newFakeClock(t0)
+	l := memoryLimiter(t, clock, []Limit{PerSecond(2)}, WithName("m"))
+	// GCRA R=2 P=1s B=2: T=500ms, dvt=1s.
+	type step struct {
+		action                       Action
+		remaining, reset, retryAfter string
+	}
+	steps := []step{
+		{Serve, "1", "1700000001", ""},   // used 500ms → reset t0+0.5s, rounded up
+		{Serve, "0", "1700000001", ""},   // used 1s
+		{Refuse, "0", "1700000001", "1"}, // retry = 1.5s - 1s = 500ms → 1
+	}
+	for i, s := range steps {
+		d, h := decideHeaders(l, request("a"))
+		if d.Action != s.action || h.Get(HeaderLimit) != "2" || h.Get(HeaderRemaining) != s.remaining ||
+			h.Get(HeaderReset) != s.reset || h.Get(HeaderRetryAfter) != s.retryAfter {
+			t.Fatalf("request %d: %v %v, want %+v", i+1, d.Action, h, s)
+		}
+	}
+	// 500ms later one request has leaked out.
+	clock.Advance(500 * time.Millisecond)
+	d, h := decideHeaders(l, request("a"))
+	if d.Action != Serve || h.Get(HeaderRemaining) != "0" || h.Get(HeaderReset) != "1700000002" { // t0+0.5s + 1s = ...001.5 → ...002
+		t.Fatalf("after 500ms: %v %v", d.Action, h)
+	}
+	// Another client is untouched.
+	if d, h := decideHeaders(l, request("b")); d.Action != Serve || h.Get(HeaderRemaining) != "1" {
+		t.Fatalf("client b: %v %v", d.Action, h)
+	}
+}
+
+func TestMemoryRetryAfterRoundsUp(t *testing.T) {
+	clock := newFakeClock(t0)
+	// GCRA 1 per 2.5s, B=1: the second request waits 2.5s → Retry-After 3.
+	l := memoryLimiter(t, clock, []Limit{{Rate: 1, Period: 2500 * time.Millisecond, Burst: 1}})
+	decideHeaders(l, request("a"))
+	d, h := decideHeaders(l, request("a"))
+	if d.Action != Refuse || h.Get(HeaderRetryAfter) != "3" {
+		t.Fatalf("%v %v, want refuse with Retry-After 3", d.Action, h)
+	}
+	// 2.4999s later: 1µs left to wait, still announced as 1 second, never 0.
+	clock.Advance(2500*time.Millisecond - time.Microsecond)
+	d, h = decideHeaders(l, request("a"))
+	if d.Action != Refuse || h.Get(HeaderRetryAfter) != "1" {
+		t.Fatalf("%v %v, want refuse with Retry-After 1", d.Action, h)
+	}
+	clock.Advance(time.Microsecond)
+	if d, _ := decideHeaders(l, request("a")); d.Action != Serve {
+		t.Fatalf("after the wait: %v", d.Action)
+	}
+}
+
+func TestMemoryNamesSeparateState(t *testing.T) {
+	clock := newFakeClock(t0)
+	store := NewMemoryStore(WithMemoryClock(clock.Now))
+	limits := []Limit{PerMinute(1)}
+	a := mustNew(t, store, limits, WithName("a"), WithClock(clock.Now))
+	b := mustNew(t, store, limits, WithName("b"), WithClock(clock.Now))
+	a2 := mustNew(t, store, limits, WithName("a"), WithClock(clock.Now))
+	if d := a.Decide(request("x")); d.Action != Serve {
+		t.Fatalf("a first: %v", d.Action)
+	}
+	if d := a.Decide(request("x")); d.Action != Refuse {
+		t.Fatalf("a second: %v, want refuse", d.Action)
+	}
+	if d := b.Decide(request("x")); d.Action != Serve {
+		t.Fatalf("b shares a's state: %v", d.Action)
+	}
+	if d := a2.Decide(request("x")); d.Action != Refuse {
+		t.Fatalf("a second limiter named a does not share a's state: %v", d.Action)
+	}
+}
+
+func TestMemoryKeyErrorSharedBucket(t *testing.T) {
+	clock := newFakeClock(t0)
+	l := memoryLimiter(t, clock, []Limit{PerMinute(2)}, WithName("anon"))
+	// Two requests without a key exhaust the shared bucket together...
+	if d := l.Decide(request("")); d.Action != Serve {
+		t.Fatal(d.Action)
+	}
+	if d := l.Decide(request("")); d.Action != Serve {
+		t.Fatal(d.Action)
+	}
+	if d := l.Decide(request("")); d.Action != Refuse || d.Outcome != OutcomeDenied {
+		t.Fatalf("third key-less request: %v/%v, want refuse/denied", d.Action, d.Outcome)
+	}
+	// ...which no real key reaches, even one spelled like the namespace.
+	for _, k := range []string{"anon", ":", "4:anon:"} {
+		if d := l.Decide(request(k)); d.Action != Serve {
+			t.Fatalf("key %q limited by the shared bucket: %v", k, d.Action)
+		}
+	}
+}
+
+func TestMemoryCostAndSeveralLimits(t *testing.T) {
+	clock := newFakeClock(t0)
+	l := memoryLimiter(t, clock, []Limit{PerSecond(3), PerMinute(4)}, WithCost(2), WithHeaders(HeadersBoth), WithName("c"))
+	d, h := decideHeaders(l, request("a"))
+	// Per second: 3-2 = 1 left, reset 2·333334µs → 1; per minute: 4-2 = 2 left, reset 2·15s = 30s.
+	if d.Action != Serve || h.Get("RateLimit") != `"c-0";r=1;t=1, "c-1";r=2;t=30` ||
+		h.Get("RateLimit-Policy") != `"c-0";q=3;w=1, "c-1";q=4;w=60` || h.Get(HeaderRemaining) != "1" {
+		t.Fatalf("first: %v %v", d.Action, h)
+	}
+	d, h = decideHeaders(l, request("a"))
+	if d.Action != Refuse || h.Get(HeaderRetryAfter) != "1" {
+		t.Fatalf("second (cost 2 > 1 left): %v %v", d.Action, h)
+	}
+	clock.Advance(time.Second)
+	// The per-second limit is full again; the per-minute one has 2 left.
+	d, h = decideHeaders(l, request("a"))
+	if d.Action != Serve || h.Get("RateLimit") != `"c-0";r=1;t=1, "c-1";r=0;t=59` {
+		t.Fatalf("after 1s: %v %v", d.Action, h)
+	}
+	d, h = decideHeaders(l, request("a"))
+	// Denied by the minute limit: 4 used, the next 2 units in 2·15s minus 1s elapsed.
+	if d.Action != Refuse || d.Result.Binding != 1 || h.Get(HeaderRetryAfter) != "29" {
+		t.Fatalf("minute limit: %v binding %d %v", d.Action, d.Result.Binding, h)
+	}
+}
+
+func TestMemoryLeakyBucketHold(t *testing.T) {
+	clock := newFakeClock(t0)
+	// T = 100ms, queue of 2 behind the one in service.
+	l := memoryLimiter(t, clock, []Limit{{Algorithm: LeakyBucket, Rate: 10, Period: time.Second, Burst: 2}})
+	want := []struct {
+		action Action
+		delay  time.Duration
+	}{{Serve, 0}, {Hold, 100 * time.Millisecond}, {Hold, 200 * time.Millisecond}, {Refuse, 0}}
+	for i, w := range want {
+		d := l.Decide(request("a"))
+		if d.Action != w.action || d.Delay != w.delay {
+			t.Fatalf("request %d: %v %v, want %v %v", i+1, d.Action, d.Delay, w.action, w.delay)
+		}
+	}
+}
+
+func TestMemoryFallback(t *testing.T) {
+	clock := newFakeClock(t0)
+	local := NewMemoryStore(WithMemoryClock(clock.Now))
+	l := mustNew(t, &scriptStore{take: failingTake}, []Limit{PerSecond(2)}, WithFallbackStore(local), WithClock(clock.Now), WithBreaker(0, 0))
+	for i, want := range []Action{Serve, Serve, Refuse} {
+		d, h := decideHeaders(l, request("a"))
+		if d.Action != want || d.Outcome != OutcomeFallback || h.Get(HeaderLimit) != "2" {
+			t.Fatalf("request %d: %v/%v %v, want %v/fallback with headers", i+1, d.Action, d.Outcome, h, want)
+		}
+	}
+	// The default fallback is a working memory store too.
+	l = mustNew(t, &scriptStore{take: failingTake}, []Limit{PerMinute(2)})
+	for i, want := range []Action{Serve, Serve, Refuse} {
+		if d := l.Decide(request("a")); d.Action != want || d.Outcome != OutcomeFallback {
+			t.Fatalf("default fallback, request %d: %v/%v, want %v", i+1, d.Action, d.Outcome, want)
+		}
+	}
+}
+
+func TestMemoryStoreGetsNoDeadline(t *testing.T) {
+	l := mustNew(t, NewMemoryStore(), perSecond10)
+	if !l.local {
+		t.Fatal("a *MemoryStore was not recognised: every decision would pay for a deadline")
+	}
+	if mustNew(t, &scriptStore{}, perSecond10).local {
+		t.Fatal("a remote store was taken for a local one")
+	}
+}
+
+func TestDecideAllocs(t *testing.T) {
+	clock := newFakeClock(t0)
+	l := memoryLimiter(t, clock, []Limit{PerSecond(1_000_000)}, WithName("bench"))
+	r := request("client-1")
+	h := http.Header{}
+	l.Decide(r) // create the state
+	allocs := testing.AllocsPerRun(500, func() {
+		d := l.Decide(r)
+		d.SetHeaders(h)
+	})
+	// The store key (name + key) and the header values; the memory store
+	// allocates nothing for a key it knows.
+	if allocs > 2 {
+		t.Errorf("Decide+SetHeaders made %v allocations, want ≤ 2", allocs)
+	}
+}
+
+func BenchmarkDecide(b *testing.B) {
+	l, err := New(NewMemoryStore(), keyFromHeader, []Limit{PerHour(1_000_000_000)}, WithName("bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("X-Client", "client-1")
+	h := http.Header{}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		d := l.Decide(r)
+		d.SetHeaders(h)
+	}
+}
