@@ -1,6 +1,7 @@
 package main
 
-// contenders lists everything the bench can run, peers and baselines first.
+// contenders lists everything the bench can run: peers and baselines, then
+// sluice's Redis store and memory store for each algorithm.
 func contenders() []impl {
-	return peerImpls()
+	return append(peerImpls(), sluiceImpls()...)
 }

@@ -22,8 +22,8 @@ func benchSerial(b *testing.B, f decideFunc, keys []string) {
 	b.ResetTimer()
 	idx := 0
 	for range b.N {
-		if _, err := f(ctx, keys[idx]); err != nil {
-			b.Fatal(err)
+		if ok, err := f(ctx, keys[idx]); err != nil || !ok {
+			b.Fatalf("denied on the allow path (err %v): the figures would not be the allow path's", err)
 		}
 		if idx++; idx == len(keys) {
 			idx = 0
@@ -41,8 +41,8 @@ func benchParallel(b *testing.B, f decideFunc, keys []string) {
 	b.RunParallel(func(pb *testing.PB) {
 		idx := int(next.Add(97)) % len(keys)
 		for pb.Next() {
-			if _, err := f(ctx, keys[idx]); err != nil {
-				b.Error(err)
+			if ok, err := f(ctx, keys[idx]); err != nil || !ok {
+				b.Errorf("denied on the allow path (err %v): the figures would not be the allow path's", err)
 				return
 			}
 			if idx++; idx == len(keys) {

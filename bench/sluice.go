@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/redisstore"
+)
+
+// sluiceLimit is q as a sluice Limit of algorithm alg. Burst is left 0 (the
+// default, Rate) so that it matches the peers' burst of rate; SlidingLog
+// keeps one entry per admitted event, so its allow quota is capped at
+// core.MaxSlidingLogRate (still never reached in a case).
+func sluiceLimit(alg core.Algorithm, q quota) core.Limit {
+	r := q.rate
+	if alg == core.SlidingLog {
+		r = min(r, core.MaxSlidingLogRate)
+	}
+	return core.Limit{Algorithm: alg, Rate: r, Period: q.period}
+}
+
+func sluiceImpls() []impl {
+	var out []impl
+	for _, alg := range core.Algorithms {
+		out = append(out, impl{name: "sluice-redis/" + string(alg), group: "redis", sluice: true, timeAll: true,
+			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
+				st, err := redisstore.New(rdb)
+				if err != nil {
+					return nil, nil, err
+				}
+				return redisDecide(st, sluiceLimit(alg, q)), nop, nil
+			}})
+	}
+	for _, alg := range core.Algorithms {
+		out = append(out, impl{name: "sluice-mem/" + string(alg), group: "memory", sluice: true,
+			build: func(_ *redis.Client, q quota) (func() decideFunc, func(), error) {
+				return memDecide(core.NewMemoryStore(), sluiceLimit(alg, q)), nop, nil
+			}})
+	}
+	return out
+}
+
+// memDecide and redisDecide call Take on the concrete store type, as an
+// application holding a *core.MemoryStore or a *redisstore.Store does.
+func memDecide(st *core.MemoryStore, lim core.Limit) func() decideFunc {
+	return shared(func(ctx context.Context, key string) (bool, error) {
+		res, err := st.Take(ctx, key, 1, lim)
+		return res.Allowed, err
+	})
+}
+
+func redisDecide(st *redisstore.Store, lim core.Limit) func() decideFunc {
+	return shared(func(ctx context.Context, key string) (bool, error) {
+		res, err := st.Take(ctx, key, 1, lim)
+		return res.Allowed, err
+	})
+}
