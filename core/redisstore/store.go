@@ -196,27 +196,41 @@ func (s *Store) Take(ctx context.Context, key string, n int64, limits ...core.Li
 	if len(limits) == 0 {
 		return core.Result{}, fmt.Errorf("redisstore: take: %w", core.ErrNoLimits)
 	}
-	base := s.prefix + "{" + hashTag(key) + "}"
-	keys := make([]string, 0, lua.KeysPerLimit*len(limits))
-	args := make([]any, 1, 1+lua.ArgsPerLimit*len(limits))
-	args[0] = costArg(n)
-	for i, l := range limits {
-		p, err := s.prepare(l)
-		if err != nil {
-			return core.Result{}, fmt.Errorf("redisstore: take: limit %d: %w", i, err)
-		}
-		keys = append(keys, base+p.state, base+p.lock)
-		args = append(args, p.args[:]...)
+	keys, args, err := s.request(key, n, limits)
+	if err != nil {
+		return core.Result{}, err
 	}
 	reply, err := takeScript.Run(ctx, s.client, keys, args...).Int64Slice()
 	if err != nil {
 		return core.Result{}, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
 	}
-	if len(reply) != lua.RepliesPerLimit*len(limits) {
-		return core.Result{}, fmt.Errorf("redisstore: take: script replied %d integers for %d limit(s), want %d",
-			len(reply), len(limits), lua.RepliesPerLimit*len(limits))
+	return decode(reply, len(limits))
+}
+
+// request builds the script's KEYS and ARGV for one Take.
+func (s *Store) request(key string, n int64, limits []core.Limit) (keys []string, args []any, err error) {
+	base := s.prefix + "{" + hashTag(key) + "}"
+	keys = make([]string, 0, lua.KeysPerLimit*len(limits))
+	args = make([]any, 1, 1+lua.ArgsPerLimit*len(limits))
+	args[0] = costArg(n)
+	for i, l := range limits {
+		p, err := s.prepare(l)
+		if err != nil {
+			return nil, nil, fmt.Errorf("redisstore: take: limit %d: %w", i, err)
+		}
+		keys = append(keys, base+p.state, base+p.lock)
+		args = append(args, p.args[:]...)
 	}
-	per := make([]core.Result, len(limits))
+	return keys, args, nil
+}
+
+// decode turns the script's reply into the Result of a Take over m limits.
+func decode(reply []int64, m int) (core.Result, error) {
+	if len(reply) != lua.RepliesPerLimit*m {
+		return core.Result{}, fmt.Errorf("redisstore: take: script replied %d integers for %d limit(s), want %d",
+			len(reply), m, lua.RepliesPerLimit*m)
+	}
+	per := make([]core.Result, m)
 	for i := range per {
 		v := reply[lua.RepliesPerLimit*i:]
 		per[i] = core.Result{

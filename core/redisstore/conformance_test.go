@@ -1,0 +1,158 @@
+package redisstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/storetest"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// The conformance suite (core/storetest) on every kind of Redis the Store
+// supports: miniredis with a clock the suite controls (every figure exact),
+// a real redis-server and a real 3-master Redis Cluster (on the wall clock).
+// The real ones fail rather than skip when redis-server is missing and
+// CI=true (see internal/redistest).
+
+// conformancePrefix returns a key prefix no other test uses, so that the
+// suite's key listing sees only its own keys.
+func conformancePrefix(tb testing.TB) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		tb.Fatal(err)
+	}
+	return "conformance-" + hex.EncodeToString(b[:]) + ":"
+}
+
+func newStore(tb testing.TB, client redis.UniversalClient, prefix string) core.Store {
+	tb.Helper()
+	s, err := redisstore.New(client, redisstore.WithPrefix(prefix))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// forEachNode runs f on client, or on every master of a Cluster client.
+func forEachNode(ctx context.Context, client redis.UniversalClient, f func(context.Context, *redis.Client) error) error {
+	if c, ok := client.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, f)
+	}
+	return f(ctx, client.(*redis.Client))
+}
+
+// listKeys returns every key under prefix with its TTL (SCAN and PTTL on
+// every master); keys that expire meanwhile are left out.
+func listKeys(tb testing.TB, client redis.UniversalClient, prefix string) []storetest.KeyTTL {
+	tb.Helper()
+	var mu sync.Mutex
+	var out []storetest.KeyTTL
+	err := forEachNode(context.Background(), client, func(ctx context.Context, node *redis.Client) error {
+		iter := node.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			key := iter.Val()
+			ttl, err := node.PTTL(ctx, key).Result()
+			if err != nil {
+				return err
+			}
+			switch ttl {
+			case -2: // gone since the SCAN
+				continue
+			case -1: // no expiry
+				ttl = -1
+			}
+			mu.Lock()
+			out = append(out, storetest.KeyTTL{Key: key, TTL: ttl})
+			mu.Unlock()
+		}
+		return iter.Err()
+	})
+	if err != nil {
+		tb.Fatalf("listing keys: %v", err)
+	}
+	return out
+}
+
+func flushScripts(tb testing.TB, client redis.UniversalClient) {
+	tb.Helper()
+	err := forEachNode(context.Background(), client, func(ctx context.Context, node *redis.Client) error {
+		return node.ScriptFlush(ctx).Err()
+	})
+	if err != nil {
+		tb.Fatalf("SCRIPT FLUSH: %v", err)
+	}
+}
+
+func TestConformanceMiniredis(t *testing.T) {
+	m := miniredis.RunT(t)
+	var mu sync.Mutex
+	// Not on a window boundary: the suite aligns where it needs to.
+	now := time.Unix(1_700_000_000, 987_654_000)
+	m.SetTime(now)
+	dial := func(tb testing.TB) *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+		tb.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	admin := dial(t)
+	prefix := conformancePrefix(t)
+	storetest.Run(t, storetest.Harness{
+		NewStore: func(tb testing.TB) core.Store { return newStore(tb, dial(tb), prefix) },
+		Now: func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			return now
+		},
+		// TIME and the TTLs move together.
+		Advance: func(_ testing.TB, d time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			now = now.Add(d)
+			m.SetTime(now)
+			m.FastForward(d)
+		},
+		Keys:         func(tb testing.TB) []storetest.KeyTTL { return listKeys(tb, admin, prefix) },
+		FlushScripts: func(tb testing.TB) { flushScripts(tb, admin) },
+	})
+}
+
+func TestConformanceRedis(t *testing.T) {
+	srv := redistest.Shared(t)
+	dial := func(tb testing.TB) *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+		tb.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	admin := dial(t)
+	prefix := conformancePrefix(t)
+	storetest.Run(t, storetest.Harness{
+		NewStore:     func(tb testing.TB) core.Store { return newStore(tb, dial(tb), prefix) },
+		Keys:         func(tb testing.TB) []storetest.KeyTTL { return listKeys(tb, admin, prefix) },
+		FlushScripts: func(tb testing.TB) { flushScripts(tb, admin) },
+	})
+}
+
+func TestConformanceCluster(t *testing.T) {
+	cluster := redistest.SharedCluster(t)
+	dial := func(tb testing.TB) *redis.ClusterClient {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, MaxRetries: -1})
+		tb.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	admin := dial(t)
+	prefix := conformancePrefix(t)
+	storetest.Run(t, storetest.Harness{
+		NewStore:     func(tb testing.TB) core.Store { return newStore(tb, dial(tb), prefix) },
+		Keys:         func(tb testing.TB) []storetest.KeyTTL { return listKeys(tb, admin, prefix) },
+		FlushScripts: func(tb testing.TB) { flushScripts(tb, admin) },
+	})
+}

@@ -1,0 +1,132 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/lua"
+)
+
+// The Redis store and the memory store implement one contract,
+// ALGORITHMS.md: random sequences of Takes must get identical Results,
+// PerLimit included. diffPool mixes small limits, where every branch is
+// hit often, with sizes near 2^53 that test the exactness of Lua's doubles.
+var diffPool = []core.Limit{
+	{Algorithm: core.GCRA, Rate: 3, Period: time.Second},
+	{Algorithm: core.GCRA, Rate: 7, Period: 3 * time.Second, Burst: 2, Penalty: 2 * time.Second},
+	{Algorithm: core.GCRA, Rate: 3, Period: 1000 * time.Hour, Burst: 7000}, // B·T ≈ 8.4e15
+	{Algorithm: core.LeakyBucket, Rate: 4, Period: time.Second, Burst: 3},
+	{Algorithm: core.LeakyBucket, Rate: 3, Period: time.Second, Penalty: 1500 * time.Millisecond},
+	{Algorithm: core.TokenBucket, Rate: 7, Period: 3 * time.Second, Burst: 4},
+	{Algorithm: core.TokenBucket, Rate: 2, Period: time.Second, Burst: 5, Penalty: time.Second},
+	{Algorithm: core.TokenBucket, Rate: 2_000_001, Period: time.Hour, Burst: 2_400_000}, // cap ≈ 8.6e15
+	{Algorithm: core.FixedWindow, Rate: 5, Period: 2 * time.Second},
+	{Algorithm: core.FixedWindow, Rate: 3, Period: time.Second, Penalty: 3 * time.Second},
+	{Algorithm: core.FixedWindow, Rate: 1 << 52, Period: 7 * time.Microsecond},
+	{Algorithm: core.SlidingWindow, Rate: 6, Period: 2 * time.Second},
+	{Algorithm: core.SlidingWindow, Rate: 3, Period: 700 * time.Millisecond, Penalty: time.Second},
+	{Algorithm: core.SlidingWindow, Rate: 500_000_000, Period: 3_000_001 * time.Microsecond}, // R·P ≈ 1.5e15
+	{Algorithm: core.SlidingLog, Rate: 4, Period: 1500 * time.Millisecond},
+	{Algorithm: core.SlidingLog, Rate: 3, Period: time.Second, Penalty: 2 * time.Second},
+}
+
+var (
+	diffSteps = []time.Duration{0, 0, time.Microsecond, 999 * time.Microsecond, time.Millisecond,
+		37 * time.Millisecond, 111 * time.Millisecond, 333 * time.Millisecond, 700 * time.Millisecond, 2 * time.Second}
+	diffCosts = []int64{0, 1, 1, 1, 2, 3, 5, 1_000_000, 1 << 52, 1<<52 + 1, math.MaxInt64}
+)
+
+// diffRun plays steps random Takes on mem and on take, advancing the clock
+// with advance, and fails at the first difference.
+func diffRun(t *testing.T, steps int, mem core.Store, now func() time.Time, advance func(time.Duration),
+	take func(key string, n int64, limits []core.Limit) (core.Result, error)) {
+	t.Helper()
+	seed := int64(1)
+	if s := os.Getenv("SLUICE_DIFF_SEED"); s != "" {
+		seed, _ = strconv.ParseInt(s, 10, 64)
+	}
+	rng := rand.New(rand.NewSource(seed))
+	ctx := context.Background()
+	for i := 0; i < steps; i++ {
+		advance(diffSteps[rng.Intn(len(diffSteps))])
+		key := fmt.Sprint("k", rng.Intn(2))
+		limits := make([]core.Limit, 1+rng.Intn(3))
+		for j := range limits {
+			limits[j] = diffPool[rng.Intn(len(diffPool))]
+		}
+		n := diffCosts[rng.Intn(len(diffCosts))]
+		want, err := mem.Take(ctx, key, n, limits...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := take(key, n, limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d step %d at %v: Take(%q, %d, %v):\nredis  %+v\nmemory %+v", seed, i, now().UnixMicro(), key, n, limits, got, want)
+		}
+	}
+}
+
+// On miniredis (gopher-lua), with TIME and TTLs under control.
+func TestMiniMatchesMemoryStore(t *testing.T) {
+	x := newMini(t)
+	x.advance(123456789 * time.Microsecond) // off every window boundary
+	mem := core.NewMemoryStore(core.WithMemoryClock(func() time.Time { return x.now }))
+	diffRun(t, 3000, mem, func() time.Time { return x.now }, x.advance,
+		func(key string, n int64, limits []core.Limit) (core.Result, error) {
+			r, err := x.store.Take(context.Background(), key, n, limits...)
+			x.ttlsAll()
+			return r, err
+		})
+}
+
+// On a real redis-server (Lua 5.1). Its clock cannot be set, so each call
+// runs the script with the TIME line replaced by the test's clock, EVAL'd.
+// Keys then expire by the server's clock, not the test's; that does not
+// change any figure, because the TTLs are chosen so that a state past its
+// TTL decides exactly like an absent one.
+func TestRedisMatchesMemoryStore(t *testing.T) {
+	srv := redistest.StartServer(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	s := realStore(t, client)
+	now := time.Unix(1_700_000_000, 987654_000).UTC()
+	mem := core.NewMemoryStore(core.WithMemoryClock(func() time.Time { return now }))
+	const clockLine = "local t = call('TIME')"
+	if strings.Count(lua.Take, clockLine) != 1 {
+		t.Fatalf("script has no single %q line to replace", clockLine)
+	}
+	calls := 0
+	diffRun(t, 1500, mem, func() time.Time { return now }, func(d time.Duration) { now = now.Add(d) },
+		func(key string, n int64, limits []core.Limit) (core.Result, error) {
+			keys, args, err := s.request(key, n, limits)
+			if err != nil {
+				return core.Result{}, err
+			}
+			us := now.UnixMicro()
+			script := strings.Replace(lua.Take, clockLine,
+				fmt.Sprintf("local t = {'%d', '%d'}", us/1_000_000, us%1_000_000), 1)
+			if calls++; calls%500 == 0 {
+				client.ScriptFlush(context.Background()) // every EVAL'd script stays cached
+			}
+			reply, err := client.Eval(context.Background(), script, keys, args...).Int64Slice()
+			if err != nil {
+				return core.Result{}, err
+			}
+			return decode(reply, len(limits))
+		})
+}
