@@ -28,7 +28,7 @@ func run() (code int) {
 	pathList := flag.String("paths", "allow,deny", "comma-separated paths: allow (limit never reached), deny (every key exhausted first)")
 	redisBin := flag.String("redis-server", "redis-server", "redis-server binary to start")
 	poolSize := flag.Int("pool", 0, "go-redis PoolSize for every contender (0: go-redis default, 10 per GOMAXPROCS)")
-	memBench := flag.Bool("membench", true, "also run the in-memory ns/op and allocs/op comparison (testing.Benchmark, about 1 s each)")
+	memBench := flag.Bool("membench", true, "also run the in-memory and HTTP adapter ns/op and allocs/op comparisons (testing.Benchmark, about 1-2 s each)")
 	list := flag.Bool("list", false, "list the contenders and exit")
 	flag.Parse()
 
@@ -104,12 +104,14 @@ func run() (code int) {
 	srv.kill()
 
 	var mem []memResult
+	var adapters []adapterResult
 	if *memBench {
 		mem = runMemBench(selected)
+		adapters = runAdapterBench()
 	}
 	printRatios(results, paths, concs)
 	fmt.Printf("load average at end: %s\n", loadAvg())
-	fmt.Println(summary(results, mem))
+	fmt.Println(summary(results, mem, adapters))
 	return 0
 }
 

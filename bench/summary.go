@@ -27,7 +27,7 @@ func check(label string, value float64, have bool, op string, target float64, fo
 }
 
 // summary is the one-line digest of issue 4's targets, printed last.
-func summary(results []*caseResult, mem []memResult) string {
+func summary(results []*caseResult, mem []memResult, adapters []adapterResult) string {
 	var parts []string
 	const c = 64
 
@@ -144,6 +144,21 @@ func summary(results []*caseResult, mem []memResult) string {
 			check("allocs/op", float64(allocs), true, "<=", 0, "%.0f"))
 	} else {
 		parts = append(parts, "mem vs x/time/rate n/a")
+	}
+
+	// HTTP adapters over the bare handler, memory store.
+	if len(adapters) > 0 {
+		worstNs, worstAllocs, name := 0.0, int64(0), ""
+		for i, a := range adapters {
+			if d := a.limitedNs - a.bareNs; i == 0 || d > worstNs {
+				worstNs, name = d, a.name
+			}
+			worstAllocs = max(worstAllocs, a.limitedAlloc-a.bareAllocs)
+		}
+		parts = append(parts, check("adapter over bare, worst("+name+") ns", worstNs, true, "<=", 1000, "%.0f"),
+			check("allocs", float64(worstAllocs), true, "<=", 2, "%.0f"))
+	} else {
+		parts = append(parts, "adapters n/a")
 	}
 	return "SUMMARY: " + strings.Join(parts, "; ")
 }
