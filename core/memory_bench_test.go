@@ -1,0 +1,84 @@
+package core_test
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// BenchmarkMemoryStoreTake measures Take on the wall clock: on one key (all
+// callers contend for one shard) and on 65536 keys spread over the shards,
+// serially and from GOMAXPROCS goroutines. The keys exist before timing
+// starts, so every Take is the hot path.
+func BenchmarkMemoryStoreTake(b *testing.B) {
+	ctx := context.Background()
+	gcra := core.Limit{Algorithm: core.GCRA, Rate: 1_000_000, Period: time.Second}
+	keys := make([]string, 1<<16)
+	for i := range keys {
+		keys[i] = "client-" + strconv.Itoa(i)
+	}
+	newStore := func(b *testing.B, limits ...core.Limit) *core.MemoryStore {
+		s := core.NewMemoryStore()
+		for _, k := range keys {
+			if _, err := s.Take(ctx, k, 1, limits...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		return s
+	}
+	serial := func(limits ...core.Limit) func(b *testing.B) {
+		return func(b *testing.B) {
+			s := newStore(b, limits...)
+			for i := 0; i < b.N; i++ {
+				_, _ = s.Take(ctx, keys[0], 1, limits...)
+			}
+		}
+	}
+
+	b.Run("serial/one-key", serial(gcra))
+	b.Run("serial/many-keys", func(b *testing.B) {
+		s := newStore(b, gcra)
+		for i := 0; i < b.N; i++ {
+			_, _ = s.Take(ctx, keys[i&(len(keys)-1)], 1, gcra)
+		}
+	})
+	b.Run("parallel/one-key", func(b *testing.B) {
+		s := newStore(b, gcra)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				_, _ = s.Take(ctx, keys[0], 1, gcra)
+			}
+		})
+	})
+	b.Run("parallel/many-keys", func(b *testing.B) {
+		s := newStore(b, gcra)
+		var worker atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(worker.Add(1)) * 7919
+			for pb.Next() {
+				_, _ = s.Take(ctx, keys[i&(len(keys)-1)], 1, gcra)
+				i++
+			}
+		})
+	})
+	for _, l := range []core.Limit{
+		{Algorithm: core.LeakyBucket, Rate: 1_000_000, Period: time.Second},
+		{Algorithm: core.TokenBucket, Rate: 1_000_000, Period: time.Second},
+		{Algorithm: core.FixedWindow, Rate: 1_000_000, Period: time.Second},
+		{Algorithm: core.SlidingWindow, Rate: 1_000_000, Period: time.Second},
+		{Algorithm: core.SlidingLog, Rate: 1000, Period: time.Millisecond},
+	} {
+		b.Run("serial/one-key/"+string(l.Algorithm), serial(l))
+	}
+	b.Run("serial/one-key/three-limits", serial(
+		gcra,
+		core.Limit{Algorithm: core.FixedWindow, Rate: 1 << 40, Period: time.Minute},
+		core.Limit{Algorithm: core.TokenBucket, Rate: 1 << 30, Period: time.Hour},
+	))
+}
