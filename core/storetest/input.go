@@ -1,0 +1,202 @@
+package storetest
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// testBadInput: bad input is an error wrapping the documented sentinel,
+// never a panic, and charges nothing.
+func (s *suite) testBadInput(t *testing.T) {
+	st := s.h.NewStore(t)
+	key := newKey(t)
+	good := core.Limit{Algorithm: core.FixedWindow, Rate: 5, Period: time.Hour}
+	before := s.keySet(t)
+
+	cases := []struct {
+		name   string
+		key    string
+		n      int64
+		limits []core.Limit
+		want   error
+	}{
+		{"empty key", "", 1, []core.Limit{good}, core.ErrEmptyKey},
+		{"negative cost", key, -1, []core.Limit{good}, core.ErrNegativeCost},
+		{"most negative cost", key, math.MinInt64, []core.Limit{good}, core.ErrNegativeCost},
+		{"no limits", key, 1, nil, core.ErrNoLimits},
+		{"zero limit", key, 1, []core.Limit{{}}, core.ErrInvalidLimit},
+		{"zero rate", key, 1, []core.Limit{{Rate: 0, Period: time.Second}}, core.ErrInvalidLimit},
+		{"negative rate", key, 1, []core.Limit{{Rate: -1, Period: time.Second}}, core.ErrInvalidLimit},
+		{"zero period", key, 1, []core.Limit{{Rate: 1}}, core.ErrInvalidLimit},
+		{"negative period", key, 1, []core.Limit{{Rate: 1, Period: -time.Second}}, core.ErrInvalidLimit},
+		{"sub-microsecond period", key, 1, []core.Limit{{Rate: 1, Period: 1500 * time.Nanosecond}}, core.ErrInvalidLimit},
+		{"negative burst", key, 1, []core.Limit{{Rate: 1, Period: time.Second, Burst: -1}}, core.ErrInvalidLimit},
+		{"negative penalty", key, 1, []core.Limit{{Rate: 1, Period: time.Second, Penalty: -time.Second}}, core.ErrInvalidLimit},
+		{"unknown algorithm", key, 1, []core.Limit{{Algorithm: "bogus", Rate: 1, Period: time.Second}}, core.ErrInvalidLimit},
+		{"burst on fixed window", key, 1, []core.Limit{{Algorithm: core.FixedWindow, Rate: 1, Period: time.Second, Burst: 2}}, core.ErrInvalidLimit},
+		{"burst on sliding window", key, 1, []core.Limit{{Algorithm: core.SlidingWindow, Rate: 1, Period: time.Second, Burst: 2}}, core.ErrInvalidLimit},
+		{"burst on sliding log", key, 1, []core.Limit{{Algorithm: core.SlidingLog, Rate: 1, Period: time.Second, Burst: 2}}, core.ErrInvalidLimit},
+		{"sliding log too large", key, 1, []core.Limit{{Algorithm: core.SlidingLog, Rate: core.MaxSlidingLogRate + 1, Period: time.Hour}}, core.ErrInvalidLimit},
+		{"gcra faster than 1/µs", key, 1, []core.Limit{{Algorithm: core.GCRA, Rate: 2, Period: time.Microsecond}}, core.ErrInvalidLimit},
+		{"token bucket too large", key, 1, []core.Limit{{Algorithm: core.TokenBucket, Rate: 1 << 40, Period: time.Hour}}, core.ErrInvalidLimit},
+		{"one invalid among valid", key, 1, []core.Limit{good, {Rate: 1, Period: -1}}, core.ErrInvalidLimit},
+	}
+	for _, c := range cases {
+		_, err := take(t, st, c.key, c.n, c.limits...)
+		switch {
+		case err == nil:
+			t.Errorf("%s: Take(%q, %d, %v) = nil error, want %v", c.name, c.key, c.n, c.limits, c.want)
+		case !errors.Is(err, c.want):
+			t.Errorf("%s: Take(%q, %d, %v) = %v, want an error wrapping %v", c.name, c.key, c.n, c.limits, err, c.want)
+		}
+	}
+	if res := mustTake(t, st, key, 0, good); !res.Allowed || res.Remaining != 5 {
+		t.Errorf("after rejected calls, a peek = %s; want allowed with remaining 5: bad input must charge nothing", fmtResult(res))
+	}
+	s.expectNoNewKeys(t, before, "after bad input and a peek")
+
+	// A cost no limit can ever admit is a plain denial, RetryAfter INF, not an
+	// error, whatever its size (a store must not overflow n·T or n·P).
+	t.Run("HugeCost", func(t *testing.T) {
+		for _, lim := range hourLimits(5) {
+			key := newKey(t)
+			for _, n := range []int64{math.MaxInt64, 1 << 53, 1<<53 + 1, 6} {
+				got := mustTake(t, st, key, n, lim)
+				want := deny(5, 5, inf, 0)
+				if d := diffResult(got, want, 0); len(d) > 0 {
+					t.Errorf("%v, n=%d: %v\n\tgot  %s\n\twant %s", lim, n, d, fmtResult(got), fmtResult(want))
+				}
+			}
+			if got := mustTake(t, st, key, 0, lim); !got.Allowed || got.Remaining != 5 {
+				t.Errorf("%v: peek after huge costs = %s, want allowed with remaining 5", lim, fmtResult(got))
+			}
+		}
+	})
+}
+
+// hourLimits returns one limit of each algorithm admitting exactly c at once
+// (Limit = Remaining = c on a fresh key), with periods so long that time
+// passing during a test never adds allowance.
+func hourLimits(c int64) []core.Limit {
+	p := time.Hour
+	return []core.Limit{
+		{Algorithm: core.GCRA, Rate: c, Period: p, Burst: c},
+		{Algorithm: core.TokenBucket, Rate: c, Period: p, Burst: c},
+		{Algorithm: core.LeakyBucket, Rate: c, Period: p, Burst: c - 1},
+		{Algorithm: core.FixedWindow, Rate: c, Period: p},
+		{Algorithm: core.SlidingWindow, Rate: c, Period: p},
+		{Algorithm: core.SlidingLog, Rate: c, Period: p},
+	}
+}
+
+// testIsolation: different keys and different limits never share state,
+// including keys a naive encoding of the storage key would confuse.
+func (s *suite) testIsolation(t *testing.T) {
+	st := s.h.NewStore(t)
+	key := newKey(t)
+	lock := core.Limit{Algorithm: core.FixedWindow, Rate: 1, Period: time.Hour, Penalty: time.Hour}
+	mustTake(t, st, key, 1, lock)
+	if res := mustTake(t, st, key, 1, lock); res.Allowed {
+		t.Fatalf("second Take of %v = %s, want denied", lock, fmtResult(res))
+	}
+	others := []string{
+		key + ":x", key + ":", key + "x", key[:len(key)-1], "{" + key + "}", key + "}",
+		key + "\x00", strings.ToUpper(key), " " + key, key + "\n",
+		"ключ-" + key, strings.Repeat("k", 4096) + key,
+	}
+	for _, k := range others {
+		if res := mustTake(t, st, k, 0, lock); !res.Allowed || res.Remaining != 1 {
+			t.Errorf("key %.40q shares state with %q: peek = %s", k, key, fmtResult(res))
+		}
+	}
+	// Limits that differ in any field keep separate state on one key.
+	for _, l := range []core.Limit{
+		{Algorithm: core.FixedWindow, Rate: 1, Period: time.Hour},
+		{Algorithm: core.FixedWindow, Rate: 1, Period: time.Hour, Penalty: time.Minute},
+		{Algorithm: core.FixedWindow, Rate: 1, Period: 2 * time.Hour, Penalty: time.Hour},
+		{Algorithm: core.SlidingWindow, Rate: 1, Period: time.Hour, Penalty: time.Hour},
+		{Algorithm: core.SlidingLog, Rate: 1, Period: time.Hour, Penalty: time.Hour},
+		{Algorithm: core.GCRA, Rate: 1, Period: time.Hour, Burst: 1, Penalty: time.Hour},
+	} {
+		if res := mustTake(t, st, key, 0, l); !res.Allowed || res.Remaining != 1 {
+			t.Errorf("%v shares state with %v on one key: peek = %s", l, lock, fmtResult(res))
+		}
+	}
+	// The same limit on the same key, through another instance, does share it.
+	if res := mustTake(t, s.h.NewStore(t), key, 0, lock); res.Allowed {
+		t.Errorf("%v on %q through a second store instance = %s, want denied (locked)", lock, key, fmtResult(res))
+	}
+}
+
+// testConcurrency: two store instances × 200 goroutines on one key admit
+// exactly the allowance of 100 (Light: × 50 for 25), for every algorithm.
+func (s *suite) testConcurrency(t *testing.T) {
+	allowance, perStore := int64(100), 200
+	if s.h.Light {
+		allowance, perStore = 25, 50
+	}
+	for _, lim := range concurrencyLimits(allowance) {
+		lim := lim
+		t.Run(string(lim.Algorithm), func(t *testing.T) {
+			stores := s.stores(t)
+			key := newKey(t)
+			var allowed, errs atomic.Int64
+			var firstErr atomic.Value
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for _, st := range stores {
+				for g := 0; g < perStore; g++ {
+					wg.Add(1)
+					go func(st core.Store) {
+						defer wg.Done()
+						<-start
+						res, err := take(t, st, key, 1, lim)
+						switch {
+						case err != nil:
+							errs.Add(1)
+							firstErr.CompareAndSwap(nil, err.Error())
+						case res.Allowed:
+							allowed.Add(1)
+						}
+					}(st)
+				}
+			}
+			close(start)
+			wg.Wait()
+			if n := errs.Load(); n > 0 {
+				t.Fatalf("%d of %d concurrent Takes failed; first: %v", n, 2*perStore, firstErr.Load())
+			}
+			if got := allowed.Load(); got != allowance {
+				t.Errorf("%v: %d of %d concurrent Takes allowed, want exactly %d", lim, got, 2*perStore, allowance)
+			}
+			if res := mustTake(t, stores[0], key, 0, lim); res.Remaining != 0 {
+				t.Errorf("%v: peek after the rush = %s, want remaining 0", lim, fmtResult(res))
+			}
+		})
+	}
+}
+
+// concurrencyLimits returns hourLimits-like limits with a 1000-hour period
+// (no refill while the test runs). On a wall clock the period is chosen so
+// that no epoch-aligned window boundary falls within the next minute.
+func concurrencyLimits(c int64) []core.Limit {
+	p := 1000 * time.Hour
+	if time.Duration(time.Now().UnixNano())%p > p-time.Minute {
+		p -= time.Hour
+	}
+	return []core.Limit{
+		{Algorithm: core.GCRA, Rate: c, Period: p, Burst: c},
+		{Algorithm: core.TokenBucket, Rate: c, Period: p, Burst: c},
+		{Algorithm: core.LeakyBucket, Rate: c, Period: p, Burst: c - 1},
+		{Algorithm: core.FixedWindow, Rate: c, Period: p},
+		{Algorithm: core.SlidingWindow, Rate: c, Period: p},
+		{Algorithm: core.SlidingLog, Rate: c, Period: p},
+	}
+}

@@ -1,0 +1,447 @@
+package storetest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+const (
+	ms = time.Millisecond
+	us = time.Microsecond
+	// inf is core.InfDuration, short for the tables.
+	inf = core.InfDuration
+)
+
+// step is one Take of a scenario and the Result ALGORITHMS.md prescribes.
+type step struct {
+	at   time.Duration // since the scenario's first step
+	n    int64
+	want core.Result
+}
+
+// scenario is a sequence of Takes on one fresh key, with figures computed by
+// hand from ALGORITHMS.md.
+type scenario struct {
+	name   string
+	limits []core.Limit
+	// align, when positive, starts the first step offset past a multiple of
+	// align since the Unix epoch (the window algorithms depend on it).
+	align, offset time.Duration
+	// margin is how late a step may run on the wall clock before some
+	// expected figure could change; zero means the scenario needs an exact
+	// clock. On a wall clock every step runs no earlier than scheduled
+	// relative to the previous one, so lateness only ever accumulates and
+	// only ever adds allowance: a figure at an exact threshold holds.
+	margin time.Duration
+	steps  []step
+}
+
+func allow(limit, remaining int64, reset time.Duration) core.Result {
+	return core.Result{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: reset}
+}
+
+func allowDelay(limit, remaining int64, reset, delay time.Duration) core.Result {
+	r := allow(limit, remaining, reset)
+	r.Delay = delay
+	return r
+}
+
+func deny(limit, remaining int64, retry, reset time.Duration) core.Result {
+	return core.Result{Limit: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+}
+
+// multi is the Result of a Take over several limits: the binding limit's
+// figures, with the given overall Delay and every limit's own Result.
+func multi(binding int, delay time.Duration, per ...core.Result) core.Result {
+	r := per[binding]
+	r.Binding = binding
+	r.Delay = delay
+	r.PerLimit = per
+	return r
+}
+
+// scenarios returns every hand-computed scenario. Notation in the comments
+// follows ALGORITHMS.md; times are relative to the first step.
+func scenarios() []scenario {
+	return []scenario{
+		{
+			// redis-cell: CL.THROTTLE k 15 30 60 → 0 16 15 -1 2.
+			// T = 2s, dvt = 32s.
+			name:   "GCRA/cl.throttle",
+			limits: []core.Limit{{Algorithm: core.GCRA, Rate: 30, Period: time.Minute, Burst: 16}},
+			margin: time.Second,
+			steps: []step{
+				{0, 1, allow(16, 15, 2*time.Second)},
+				{0, 15, allow(16, 0, 32*time.Second)}, // newTat-now = 32s = dvt
+				{0, 1, deny(16, 0, 2*time.Second, 32*time.Second)},
+			},
+		},
+		{
+			name:   "GCRA/cl.throttle-refill",
+			limits: []core.Limit{{Algorithm: core.GCRA, Rate: 30, Period: time.Minute, Burst: 16}},
+			steps: []step{
+				{0, 1, allow(16, 15, 2*time.Second)},
+				{0, 15, allow(16, 0, 32*time.Second)},
+				{0, 1, deny(16, 0, 2*time.Second, 32*time.Second)},
+				{time.Second, 1, deny(16, 0, time.Second, 31*time.Second)}, // tat 32s: 34-1-32
+				{2 * time.Second, 1, allow(16, 0, 32*time.Second)},         // tat → 34s
+				{2 * time.Second, 0, allow(16, 0, 32*time.Second)},
+				{2 * time.Second, 17, deny(16, 0, inf, 32*time.Second)},
+				{40 * time.Second, 0, allow(16, 16, 0)},
+				{40 * time.Second, 16, allow(16, 0, 32*time.Second)},
+			},
+		},
+		{
+			// Limit{GCRA,1,2s,1}: T = dvt = 2s.
+			name:   "GCRA/one-per-2s",
+			limits: []core.Limit{{Algorithm: core.GCRA, Rate: 1, Period: 2 * time.Second, Burst: 1}},
+			margin: time.Second,
+			steps: []step{
+				{0, 1, allow(1, 0, 2*time.Second)},
+				{0, 1, deny(1, 0, 2*time.Second, 2*time.Second)},
+			},
+		},
+		{
+			// T = 200ms, dvt = 600ms.
+			name:   "GCRA",
+			limits: []core.Limit{{Algorithm: core.GCRA, Rate: 5, Period: time.Second, Burst: 3}},
+			margin: 100 * ms,
+			steps: []step{
+				{0, 1, allow(3, 2, 200*ms)},               // tat 200
+				{0, 2, allow(3, 0, 600*ms)},               // tat 600
+				{0, 1, deny(3, 0, 200*ms, 600*ms)},        // newTat 800
+				{100 * ms, 1, deny(3, 0, 100*ms, 500*ms)}, // 800-100-600; used 500
+				{200 * ms, 1, allow(3, 0, 600*ms)},        // tat 800
+				{200 * ms, 0, allow(3, 0, 600*ms)},        // a peek
+				{200 * ms, 4, deny(3, 0, inf, 600*ms)},    // n > B
+				{500 * ms, 0, allow(3, 1, 300*ms)},        // used 300: floor(300/200)
+				{500 * ms, 2, deny(3, 1, 100*ms, 300*ms)}, // newTat 1200: 700-600
+				{500 * ms, 1, allow(3, 0, 500*ms)},        // tat 1000
+			},
+		},
+		{
+			// T = 200ms, limit = B+1 = 3, cap = 600ms.
+			name:   "LeakyBucket",
+			limits: []core.Limit{{Algorithm: core.LeakyBucket, Rate: 5, Period: time.Second, Burst: 2}},
+			margin: 100 * ms,
+			steps: []step{
+				{0, 1, allowDelay(3, 2, 200*ms, 0)},
+				{0, 1, allowDelay(3, 1, 400*ms, 200*ms)},
+				{0, 1, allowDelay(3, 0, 600*ms, 400*ms)},
+				{0, 1, deny(3, 0, 200*ms, 600*ms)},
+				{0, 4, deny(3, 0, inf, 600*ms)},                 // n > B+1
+				{0, 0, allow(3, 0, 600*ms)},                     // a peek reports delay 0
+				{300 * ms, 1, allowDelay(3, 0, 500*ms, 300*ms)}, // tat 800: delay 800-200-300
+				{300 * ms, 1, deny(3, 0, 100*ms, 500*ms)},
+				{time.Second, 0, allow(3, 3, 0)},
+				{time.Second, 3, allowDelay(3, 0, 600*ms, 400*ms)},
+			},
+		},
+		{
+			// cap = 3·P; R = 5 tokens/s: one token per 200ms.
+			name:   "TokenBucket",
+			limits: []core.Limit{{Algorithm: core.TokenBucket, Rate: 5, Period: time.Second, Burst: 3}},
+			margin: 100 * ms,
+			steps: []step{
+				{0, 1, allow(3, 2, 200*ms)},
+				{0, 2, allow(3, 0, 600*ms)},
+				{0, 1, deny(3, 0, 200*ms, 600*ms)},
+				{100 * ms, 1, deny(3, 0, 100*ms, 500*ms)}, // 0.5 token, not written
+				{200 * ms, 1, allow(3, 0, 600*ms)},        // 1 token since the last write
+				{200 * ms, 4, deny(3, 0, inf, 600*ms)},
+				{700 * ms, 0, allow(3, 2, 100*ms)}, // 2.5 tokens
+				{700 * ms, 3, deny(3, 2, 100*ms, 100*ms)},
+				{time.Second, 0, allow(3, 3, 0)}, // refilled: elapsed 800ms ≥ 600ms
+				{time.Second, 3, allow(3, 0, 600*ms)},
+			},
+		},
+		{
+			// Windows of 600ms from the epoch; the first step 100ms into one.
+			name:   "FixedWindow",
+			limits: []core.Limit{{Algorithm: core.FixedWindow, Rate: 3, Period: 600 * ms}},
+			align:  600 * ms, offset: 100 * ms,
+			margin: 150 * ms,
+			steps: []step{
+				{0, 1, allow(3, 2, 500*ms)},
+				{0, 2, allow(3, 0, 500*ms)},
+				{0, 1, deny(3, 0, 500*ms, 500*ms)},
+				{0, 4, deny(3, 0, inf, 500*ms)},
+				{300 * ms, 0, allow(3, 0, 200*ms)},
+				{600 * ms, 1, allow(3, 2, 500*ms)}, // next window
+				{600 * ms, 0, allow(3, 2, 500*ms)},
+				{1250 * ms, 0, allow(3, 3, 0)}, // two windows on: the old count is gone
+			},
+		},
+		{
+			// P = 1s, windows from the epoch; the first step at e = 200ms.
+			name:   "SlidingWindow",
+			limits: []core.Limit{{Algorithm: core.SlidingWindow, Rate: 4, Period: time.Second}},
+			align:  time.Second, offset: 200 * ms,
+			margin: 150 * ms,
+			steps: []step{
+				{0, 3, allow(4, 1, 1800*ms)}, // c = 3; reset 2P-e
+				// R-c-n < 0: e2 = P - floor(2P/3) = 333334µs; retry (P-e)+e2.
+				{0, 2, deny(4, 1, 1133334*us, 1800*ms)},
+				{0, 1, allow(4, 0, 1800*ms)},
+				{0, 1, deny(4, 0, 1050*ms, 1800*ms)}, // e2 = P - floor(3P/4) = 250ms
+				{0, 5, deny(4, 0, inf, 1800*ms)},
+				{500 * ms, 0, allow(4, 0, 1300*ms)},
+				// Next window, e = 100ms: p = 4, c = 0; 4·0.9P + P > 4P.
+				// e1 = P - floor(3P/4) = 250ms: retry 150ms; reset P-e.
+				{900 * ms, 1, deny(4, 0, 150*ms, 900*ms)},
+				{1100 * ms, 1, allow(4, 0, 1700*ms)},        // e = 300ms: 2.8P + P ≤ 4P
+				{1100 * ms, 1, deny(4, 0, 200*ms, 1700*ms)}, // e1 = P - floor(2P/4)
+				{1600 * ms, 2, allow(4, 0, 1200*ms)},        // e = 800ms: 0.8P + 3P ≤ 4P
+				{2300 * ms, 0, allow(4, 2, 500*ms)},         // e = 500ms: p = 3: floor(2.5)
+				{2850 * ms, 0, allow(4, 4, 0)},              // two windows on
+			},
+		},
+		{
+			name:   "SlidingLog",
+			limits: []core.Limit{{Algorithm: core.SlidingLog, Rate: 3, Period: time.Second}},
+			margin: 100 * ms,
+			steps: []step{
+				{0, 1, allow(3, 2, time.Second)},
+				{200 * ms, 1, allow(3, 1, time.Second)},
+				{400 * ms, 2, deny(3, 1, 600*ms, 800*ms)}, // ts[0]+P-now
+				{400 * ms, 1, allow(3, 0, time.Second)},
+				{400 * ms, 4, deny(3, 0, inf, time.Second)},
+				{600 * ms, 1, deny(3, 0, 400*ms, 800*ms)},
+				{1100 * ms, 0, allow(3, 1, 300*ms)}, // the entry at 0 has left
+				{1100 * ms, 2, deny(3, 1, 100*ms, 300*ms)},
+				{1100 * ms, 1, allow(3, 0, time.Second)},
+				{2500 * ms, 0, allow(3, 3, 0)},
+			},
+		},
+		{
+			// T = dvt = 500ms, L = 800ms.
+			name:   "Penalty/GCRA",
+			limits: []core.Limit{{Algorithm: core.GCRA, Rate: 2, Period: time.Second, Burst: 1, Penalty: 800 * ms}},
+			margin: 150 * ms,
+			steps: []step{
+				{0, 1, allow(1, 0, 500*ms)},
+				{0, 1, deny(1, 0, 800*ms, 800*ms)}, // retry max(500ms, L); lock until 800
+				// Locked: GCRA alone would admit this; nothing is charged.
+				{600 * ms, 1, deny(1, 0, 200*ms, 200*ms)},
+				// The lock was neither extended nor did the locked call charge.
+				{800 * ms, 1, allow(1, 0, 500*ms)},
+				{800 * ms, 0, allow(1, 0, 500*ms)},        // peeks never lock
+				{800 * ms, 1, deny(1, 0, 800*ms, 800*ms)}, // lock until 1600
+				{800 * ms, 3, deny(1, 0, 800*ms, 800*ms)}, // the lock decides first
+				{800 * ms, 0, deny(1, 0, 800*ms, 800*ms)}, // a peek is locked out too
+				{1300 * ms, 1, deny(1, 0, 300*ms, 300*ms)},
+				{1600 * ms, 1, allow(1, 0, 500*ms)},
+			},
+		},
+		{
+			name:   "Penalty/LeakyBucket",
+			limits: []core.Limit{{Algorithm: core.LeakyBucket, Rate: 10, Period: time.Second, Burst: 1, Penalty: 250 * ms}},
+			margin: 150 * ms,
+			steps: []step{
+				{0, 2, allowDelay(2, 0, 200*ms, 100*ms)},
+				{0, 1, deny(2, 0, 250*ms, 250*ms)},       // retry max(100ms, L), reset max(200ms, L)
+				{50 * ms, 1, deny(2, 0, 200*ms, 200*ms)}, // reset max(200ms, peek's 150ms)
+				{250 * ms, 1, allowDelay(2, 1, 100*ms, 0)},
+			},
+		},
+		{
+			// cap = P; one token per second.
+			name:   "Penalty/TokenBucket",
+			limits: []core.Limit{{Algorithm: core.TokenBucket, Rate: 1, Period: time.Second, Burst: 1, Penalty: 300 * ms}},
+			margin: 150 * ms,
+			steps: []step{
+				{0, 1, allow(1, 0, time.Second)},
+				{0, 1, deny(1, 0, time.Second, time.Second)},
+				{100 * ms, 0, deny(1, 0, 200*ms, 900*ms)},  // reset max(200ms, peek's 900ms)
+				{300 * ms, 1, deny(1, 0, 700*ms, 700*ms)},  // the bucket denies again: relock
+				{time.Second, 1, allow(1, 0, time.Second)}, // full since the write at 0
+			},
+		},
+		{
+			name:   "Penalty/FixedWindow",
+			limits: []core.Limit{{Algorithm: core.FixedWindow, Rate: 1, Period: time.Second, Penalty: 300 * ms}},
+			align:  time.Second, offset: 100 * ms,
+			margin: 150 * ms,
+			steps: []step{
+				{0, 1, allow(1, 0, 900*ms)},
+				{0, 1, deny(1, 0, 900*ms, 900*ms)},
+				{200 * ms, 0, deny(1, 0, 100*ms, 700*ms)}, // lock until 300ms
+				{900 * ms, 1, allow(1, 0, time.Second)},   // next window
+				{900 * ms, 2, deny(1, 0, inf, time.Second)},
+				{time.Second, 0, deny(1, 0, 200*ms, 900*ms)},
+			},
+		},
+		{
+			name:   "Penalty/SlidingWindow",
+			limits: []core.Limit{{Algorithm: core.SlidingWindow, Rate: 2, Period: time.Second, Penalty: 400 * ms}},
+			align:  time.Second, offset: 500 * ms,
+			margin: 150 * ms,
+			steps: []step{
+				{0, 2, allow(2, 0, 1500*ms)},
+				{0, 1, deny(2, 0, time.Second, 1500*ms)}, // e2 = P - floor(P/2): 500ms + 500ms
+				{100 * ms, 0, deny(2, 0, 300*ms, 1400*ms)},
+				{time.Second, 1, allow(2, 0, 1500*ms)}, // e = 500ms: 2·0.5P + P ≤ 2P
+			},
+		},
+		{
+			name:   "Penalty/SlidingLog",
+			limits: []core.Limit{{Algorithm: core.SlidingLog, Rate: 2, Period: time.Second, Penalty: 300 * ms}},
+			margin: 150 * ms,
+			steps: []step{
+				{0, 3, deny(2, 2, inf, 300*ms)}, // INF stays INF; reset max(0, L)
+				{100 * ms, 1, deny(2, 0, 200*ms, 200*ms)},
+				{300 * ms, 1, allow(2, 1, time.Second)},
+				{300 * ms, 2, deny(2, 1, time.Second, time.Second)},
+				{400 * ms, 1, deny(2, 0, 200*ms, 900*ms)}, // reset max(200ms, peek's 900ms)
+				{600 * ms, 1, allow(2, 0, time.Second)},
+			},
+		},
+		{
+			// A: 5 per aligned second; B: T = 500ms, dvt = 1s.
+			name: "Multi/FixedWindow+GCRA",
+			limits: []core.Limit{
+				{Algorithm: core.FixedWindow, Rate: 5, Period: time.Second},
+				{Algorithm: core.GCRA, Rate: 2, Period: time.Second, Burst: 2},
+			},
+			align: time.Second, offset: 100 * ms,
+			margin: 150 * ms,
+			steps: []step{
+				{0, 1, multi(1, 0, allow(5, 4, 900*ms), allow(2, 1, 500*ms))},
+				{0, 1, multi(1, 0, allow(5, 3, 900*ms), allow(2, 0, time.Second))},
+				// B denies: A is not charged and reports its peek.
+				{0, 1, multi(1, 0, allow(5, 3, 900*ms), deny(2, 0, 500*ms, time.Second))},
+				{0, 0, multi(1, 0, allow(5, 3, 900*ms), allow(2, 0, time.Second))},
+				{500 * ms, 1, multi(1, 0, allow(5, 2, 400*ms), allow(2, 0, time.Second))},
+				{time.Second, 1, multi(1, 0, allow(5, 4, 900*ms), allow(2, 0, time.Second))},
+			},
+		},
+		{
+			// A: 2 per trailing second; B: 3 tokens, one per second.
+			name: "Multi/SlidingLog+TokenBucket",
+			limits: []core.Limit{
+				{Algorithm: core.SlidingLog, Rate: 2, Period: time.Second},
+				{Algorithm: core.TokenBucket, Rate: 1, Period: time.Second, Burst: 3},
+			},
+			margin: 150 * ms,
+			steps: []step{
+				{0, 2, multi(0, 0, allow(2, 0, time.Second), allow(3, 1, 2*time.Second))},
+				{0, 1, multi(0, 0, deny(2, 0, time.Second, time.Second), allow(3, 1, 2*time.Second))},
+				// Both deny: the largest retry (INF) binds.
+				{0, 3, multi(0, 0, deny(2, 0, inf, time.Second), deny(3, 1, 2*time.Second, 2*time.Second))},
+				{500 * ms, 1, multi(0, 0, deny(2, 0, 500*ms, 500*ms), allow(3, 1, 1500*ms))},
+				// Equal retries: the first limit binds.
+				{500 * ms, 2, multi(0, 0, deny(2, 0, 500*ms, 500*ms), deny(3, 1, 500*ms, 1500*ms))},
+				// Equal remaining: the first limit binds.
+				{time.Second, 1, multi(0, 0, allow(2, 1, time.Second), allow(3, 1, 2*time.Second))},
+				{time.Second, 0, multi(0, 0, allow(2, 1, time.Second), allow(3, 1, 2*time.Second))},
+			},
+		},
+		{
+			// A: T = 100ms, dvt = 200ms; B: T = 100ms, limit 4, cap 400ms.
+			name: "Multi/GCRA+LeakyBucket",
+			limits: []core.Limit{
+				{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 2},
+				{Algorithm: core.LeakyBucket, Rate: 10, Period: time.Second, Burst: 3},
+			},
+			margin: 50 * ms,
+			steps: []step{
+				{0, 1, multi(0, 0, allow(2, 1, 100*ms), allowDelay(4, 3, 100*ms, 0))},
+				// Delay is the largest of all, though A binds.
+				{0, 1, multi(0, 100*ms, allow(2, 0, 200*ms), allowDelay(4, 2, 200*ms, 100*ms))},
+				// Denied: no delay; B reports its peek (delay 0).
+				{0, 1, multi(0, 0, deny(2, 0, 100*ms, 200*ms), allow(4, 2, 200*ms))},
+			},
+		},
+	}
+}
+
+// testScenarios plays every scenario; with flush, the store's scripts are
+// flushed before every Take (on a wall clock only the opening burst of each
+// scenario is played, to keep the run short).
+func (s *suite) testScenarios(t *testing.T, flush bool) {
+	for _, sc := range scenarios() {
+		sc := sc
+		t.Run(sc.name, func(t *testing.T) {
+			steps := sc.steps
+			if !s.exact {
+				if sc.margin == 0 {
+					t.Skip("needs a controlled clock (Harness.Now and Advance)")
+				}
+				if flush {
+					i := 0
+					for i < len(steps) && steps[i].at == 0 {
+						i++
+					}
+					steps = steps[:i]
+				}
+				t.Parallel()
+			}
+			s.play(t, sc, steps, flush)
+		})
+	}
+}
+
+// play runs steps of sc on a fresh key, alternating between two store
+// instances. On a wall clock, a run that fell behind schedule by the
+// scenario's margin proves nothing; it is retried on a new key, twice.
+func (s *suite) play(t *testing.T, sc scenario, steps []step, flush bool) {
+	const attempts = 3
+	for a := 1; ; a++ {
+		fails, late := s.playOnce(t, sc, steps, flush)
+		if late == 0 || len(fails) > 0 {
+			for _, f := range fails {
+				t.Error(f)
+			}
+			return
+		}
+		if a == attempts {
+			t.Fatalf("every attempt ran too late to judge (last: %v behind, margin %v): the machine is overloaded", late, sc.margin)
+		}
+		t.Logf("attempt %d ran %v behind schedule (margin %v); retrying", a, late, sc.margin)
+	}
+}
+
+// playOnce returns the failed steps and, when the run fell behind by the
+// margin before a failure showed, how far.
+func (s *suite) playOnce(t *testing.T, sc scenario, steps []step, flush bool) (fails []string, late time.Duration) {
+	key := newKey(t)
+	stores := s.stores(t)
+	ref := s.align(t, sc.align, sc.offset)
+	var prevAt time.Duration
+	var prevEnd time.Time
+	var drift time.Duration // the most any step so far ran behind schedule
+	for i, st := range steps {
+		if i > 0 {
+			if s.exact {
+				s.advance(t, st.at-prevAt)
+			} else {
+				time.Sleep(time.Until(prevEnd.Add(st.at - prevAt)))
+			}
+			if flush {
+				s.h.FlushScripts(t)
+			}
+		}
+		got, err := take(t, stores[i%2], key, st.n, sc.limits...)
+		end := time.Now()
+		tol := time.Duration(0)
+		if !s.exact {
+			drift = max(drift, end.Sub(ref)-st.at)
+			if drift >= sc.margin {
+				return fails, drift
+			}
+			tol = drift + ms
+		}
+		where := fmt.Sprintf("step %d (at %v, n=%d, limits %v)", i, st.at, st.n, sc.limits)
+		if err != nil {
+			return append(fails, fmt.Sprintf("%s: %v", where, err)), 0
+		}
+		if d := diffResult(got, st.want, tol); len(d) > 0 {
+			fails = append(fails, fmt.Sprintf("%s: %v\n\tgot  %s\n\twant %s", where, d, fmtResult(got), fmtResult(st.want)))
+		}
+		prevAt, prevEnd = st.at, end
+	}
+	return fails, 0
+}
