@@ -211,12 +211,14 @@ func WithTokenCookie(name string) JWTOption {
 	return func(c *jwtConfig) { c.sources++; c.source, c.name = fromCookie, name }
 }
 
-// WithIssuer requires the "iss" claim to equal iss.
+// WithIssuer requires the "iss" claim to equal iss. An empty iss requires
+// nothing.
 func WithIssuer(iss string) JWTOption {
 	return func(c *jwtConfig) { c.issuer = iss }
 }
 
 // WithAudience requires the "aud" claim to contain at least one of aud.
+// Without any aud it requires nothing; repeated options add up.
 func WithAudience(aud ...string) JWTOption {
 	aud = append([]string(nil), aud...)
 	return func(c *jwtConfig) { c.audience = append(c.audience, aud...) }
