@@ -1,0 +1,22 @@
+// Package ginlimit is sluice's gin middleware: it applies a core.Limiter
+// to the requests of the routes or groups it is used on.
+//
+// All decisions are the Limiter's (see core.Limiter.Decide); the
+// middleware only carries them out, exactly as package nethttp does. For
+// every request it sets Request.Pattern to gin's route template
+// (Context.FullPath, "/users/:id"), so that keyfuncs.Route and other key
+// functions see the route and not the raw path, and sets the rate-limit
+// headers before the rest of the chain runs, so they are on every response
+// of a limited route. Then it lets the chain continue; or holds the request
+// for a LeakyBucket delay first (answering 503 if the request's context
+// ends during the wait); or aborts the chain (Context.Abort: no later
+// handler runs) and writes the Limiter's response: 429 with Retry-After
+// and a small JSON body when over the limit, 503 when the store is
+// unavailable under core.FailClosed, 403 for a request without a key under
+// core.KeyErrorDeny. Use OnRefuse to write refusals yourself.
+//
+// The client never sees a 500 or an error text from the limiter.
+//
+//	api := router.Group("/api", ginlimit.New(apiLimiter))
+//	router.GET("/login", ginlimit.New(loginLimiter), login)
+package ginlimit

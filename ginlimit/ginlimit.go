@@ -1,0 +1,63 @@
+package ginlimit
+
+import (
+	"github.com/gin-gonic/gin"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// An Option configures the middleware. The core.Limiter holds everything
+// else (limits, key, cost, failure policy, headers, responses).
+type Option func(*config)
+
+type config struct {
+	onRefuse func(*gin.Context, core.Decision)
+}
+
+// OnRefuse makes the middleware call f instead of writing the Limiter's
+// response when a request is refused, or when a held request's context
+// ends first. The chain is already aborted and the rate-limit headers (and
+// Retry-After) are set when f runs; d.Outcome says why the request is
+// refused and d.Response() what the middleware would have written. f must
+// write a response.
+func OnRefuse(f func(c *gin.Context, d core.Decision)) Option {
+	return func(c *config) { c.onRefuse = f }
+}
+
+// New returns gin middleware that limits requests with l. It panics if l
+// is nil: that is a programming error, and serving unlimited instead would
+// hide it. The handler is safe for concurrent use.
+func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
+	if l == nil {
+		panic("ginlimit.New: the *core.Limiter is nil")
+	}
+	var cfg config
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&cfg)
+		}
+	}
+	onRefuse := cfg.onRefuse
+	return func(c *gin.Context) {
+		r := c.Request
+		if p := c.FullPath(); p != "" {
+			r.Pattern = p
+		}
+		d := l.Decide(r)
+		d.SetHeaders(c.Writer.Header())
+		switch d.Action {
+		case core.Serve:
+			return
+		case core.Hold:
+			if d.Wait(r.Context()) == nil {
+				return
+			}
+		}
+		c.Abort()
+		if onRefuse != nil {
+			onRefuse(c, d)
+			return
+		}
+		d.WriteResponse(c.Writer)
+	}
+}

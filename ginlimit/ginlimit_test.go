@@ -1,0 +1,160 @@
+package ginlimit_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/ginlimit"
+)
+
+func init() { gin.SetMode(gin.TestMode) }
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func byHeader(r *http.Request) (string, error) {
+	if k := r.Header.Get("X-Client"); k != "" {
+		return k, nil
+	}
+	return "", core.ErrNoKey
+}
+
+func newLimiter(t *testing.T, key core.KeyFunc, limits []core.Limit, opts ...core.Option) *core.Limiter {
+	t.Helper()
+	now := func() time.Time { return t0 }
+	store := core.NewMemoryStore(core.WithMemoryClock(now))
+	l, err := core.New(store, key, limits, append([]core.Option{core.WithClock(now)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func get(h http.Handler, path, client string, ctx context.Context) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	if ctx != nil {
+		r = r.WithContext(ctx)
+	}
+	if client != "" {
+		r.Header.Set("X-Client", client)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func TestAllowThenDenyAborts(t *testing.T) {
+	router := gin.New()
+	var later, handled int
+	router.Use(ginlimit.New(newLimiter(t, byHeader, []core.Limit{core.PerMinute(2)})))
+	router.Use(func(c *gin.Context) { later++ })
+	router.GET("/", func(c *gin.Context) { handled++; c.String(http.StatusOK, "ok") })
+	for i, want := range []struct {
+		code                         int
+		remaining, reset, retryAfter string
+	}{
+		{200, "1", "1700000030", ""},
+		{200, "0", "1700000060", ""},
+		{429, "0", "1700000060", "30"},
+	} {
+		w := get(router, "/", "a", nil)
+		if w.Code != want.code || w.Header().Get("X-RateLimit-Limit") != "2" ||
+			w.Header().Get("X-RateLimit-Remaining") != want.remaining ||
+			w.Header().Get("X-RateLimit-Reset") != want.reset ||
+			w.Header().Get("Retry-After") != want.retryAfter {
+			t.Fatalf("request %d: %d %v, want %+v", i+1, w.Code, w.Header(), want)
+		}
+		if want.code == 429 && (w.Body.String() != "{\"error\":\"rate limit exceeded\"}\n" || w.Header().Get("Content-Type") != "application/json") {
+			t.Fatalf("denial body %q type %q", w.Body.String(), w.Header().Get("Content-Type"))
+		}
+	}
+	if later != 2 || handled != 2 {
+		t.Fatalf("after a denial: later middleware ran %d times, handler %d; want 2 and 2 (Abort stops the chain)", later, handled)
+	}
+}
+
+func TestRouteLevelAndFullPath(t *testing.T) {
+	byRoute := func(r *http.Request) (string, error) {
+		if r.Pattern == "" {
+			return "", core.ErrNoKey
+		}
+		return r.Pattern, nil
+	}
+	var patterns []string
+	router := gin.New()
+	router.GET("/users/:id", ginlimit.New(newLimiter(t, byRoute, []core.Limit{core.PerMinute(1)}, core.OnKeyError(core.KeyErrorDeny))),
+		func(c *gin.Context) { patterns = append(patterns, c.Request.Pattern); c.String(http.StatusOK, "ok") })
+	var codes []int
+	for _, path := range []string{"/users/1", "/users/2"} {
+		codes = append(codes, get(router, path, "", nil).Code)
+	}
+	if codes[0] != 200 || codes[1] != 429 {
+		t.Fatalf("codes %v: /users/1 and /users/2 must share the route's limit", codes)
+	}
+	if len(patterns) != 1 || patterns[0] != "/users/:id" {
+		t.Fatalf("handler saw patterns %v, want [/users/:id]", patterns)
+	}
+}
+
+func TestHoldAbortsWhenClientGoes(t *testing.T) {
+	l, err := core.New(core.NewMemoryStore(), byHeader, []core.Limit{{Algorithm: core.LeakyBucket, Rate: 1, Period: 10 * time.Second, Burst: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handled := 0
+	router := gin.New()
+	router.GET("/", ginlimit.New(l), func(c *gin.Context) { handled++; c.String(http.StatusOK, "ok") })
+	get(router, "/", "a", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(30*time.Millisecond, cancel)
+	start := time.Now()
+	w := get(router, "/", "a", ctx)
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("held %v after the client went away", el)
+	}
+	if handled != 1 || w.Code != 503 {
+		t.Fatalf("handler called %d times, status %d; want 1 and 503", handled, w.Code)
+	}
+}
+
+func TestHoldServes(t *testing.T) {
+	l, err := core.New(core.NewMemoryStore(), byHeader, []core.Limit{{Algorithm: core.LeakyBucket, Rate: 20, Period: time.Second, Burst: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router := gin.New()
+	router.GET("/", ginlimit.New(l), func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+	get(router, "/", "a", nil)
+	start := time.Now()
+	if w := get(router, "/", "a", nil); w.Code != 200 || w.Body.String() != "ok" || time.Since(start) < 40*time.Millisecond {
+		t.Fatalf("held request: %d %q after %v, want 200 after about 50ms", w.Code, w.Body.String(), time.Since(start))
+	}
+}
+
+func TestOnRefuse(t *testing.T) {
+	router := gin.New()
+	handled := 0
+	router.GET("/", ginlimit.New(newLimiter(t, byHeader, []core.Limit{core.PerMinute(1)}),
+		ginlimit.OnRefuse(func(c *gin.Context, d core.Decision) {
+			c.JSON(d.Response().Status, gin.H{"message": "too many", "outcome": d.Outcome.String()})
+		})), func(c *gin.Context) { handled++ })
+	get(router, "/", "a", nil)
+	w := get(router, "/", "a", nil)
+	if w.Code != 429 || w.Body.String() != `{"message":"too many","outcome":"denied"}` || w.Header().Get("Retry-After") != "60" || handled != 1 {
+		t.Fatalf("custom refusal: %d %q %v, handler ran %d times", w.Code, w.Body.String(), w.Header(), handled)
+	}
+}
+
+func TestNilLimiterPanicsAtConstruction(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("New(nil) did not panic")
+		}
+	}()
+	ginlimit.New(nil)
+}
