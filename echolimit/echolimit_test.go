@@ -1,0 +1,174 @@
+package echolimit_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/echolimit"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func byHeader(r *http.Request) (string, error) {
+	if k := r.Header.Get("X-Client"); k != "" {
+		return k, nil
+	}
+	return "", core.ErrNoKey
+}
+
+func newLimiter(t *testing.T, key core.KeyFunc, limits []core.Limit, opts ...core.Option) *core.Limiter {
+	t.Helper()
+	now := func() time.Time { return t0 }
+	store := core.NewMemoryStore(core.WithMemoryClock(now))
+	l, err := core.New(store, key, limits, append([]core.Option{core.WithClock(now)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// newEcho returns an Echo whose error handler counts its calls: a refusal
+// must never reach it.
+func newEcho(errorsHandled *int) *echo.Echo {
+	e := echo.New()
+	def := e.DefaultHTTPErrorHandler
+	e.HTTPErrorHandler = func(err error, c echo.Context) {
+		*errorsHandled++
+		def(err, c)
+	}
+	return e
+}
+
+func get(h http.Handler, path, client string, ctx context.Context) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	if ctx != nil {
+		r = r.WithContext(ctx)
+	}
+	if client != "" {
+		r.Header.Set("X-Client", client)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func TestAllowThenDenyWritesOnce(t *testing.T) {
+	errorsHandled, handled := 0, 0
+	e := newEcho(&errorsHandled)
+	e.Use(echolimit.New(newLimiter(t, byHeader, []core.Limit{core.PerMinute(2)})))
+	e.GET("/", func(c echo.Context) error { handled++; return c.String(http.StatusOK, "ok") })
+	for i, want := range []struct {
+		code                         int
+		remaining, reset, retryAfter string
+	}{
+		{200, "1", "1700000030", ""},
+		{200, "0", "1700000060", ""},
+		{429, "0", "1700000060", "30"},
+	} {
+		w := get(e, "/", "a", nil)
+		if w.Code != want.code || w.Header().Get("X-RateLimit-Limit") != "2" ||
+			w.Header().Get("X-RateLimit-Remaining") != want.remaining ||
+			w.Header().Get("X-RateLimit-Reset") != want.reset ||
+			w.Header().Get("Retry-After") != want.retryAfter {
+			t.Fatalf("request %d: %d %v, want %+v", i+1, w.Code, w.Header(), want)
+		}
+		if want.code == 429 && (w.Body.String() != "{\"error\":\"rate limit exceeded\"}\n" || w.Header().Get("Content-Type") != "application/json") {
+			t.Fatalf("denial body %q type %q: the response must be written exactly once", w.Body.String(), w.Header().Get("Content-Type"))
+		}
+	}
+	if handled != 2 || errorsHandled != 0 {
+		t.Fatalf("handler ran %d times, error handler %d; want 2 and 0", handled, errorsHandled)
+	}
+}
+
+func TestPathAsPattern(t *testing.T) {
+	byRoute := func(r *http.Request) (string, error) {
+		if r.Pattern == "" {
+			return "", core.ErrNoKey
+		}
+		return r.Pattern, nil
+	}
+	errorsHandled := 0
+	e := newEcho(&errorsHandled)
+	var patterns []string
+	g := e.Group("/api", echolimit.New(newLimiter(t, byRoute, []core.Limit{core.PerMinute(1)}, core.OnKeyError(core.KeyErrorDeny))))
+	g.GET("/users/:id", func(c echo.Context) error {
+		patterns = append(patterns, c.Request().Pattern)
+		return c.String(http.StatusOK, "ok")
+	})
+	var codes []int
+	for _, path := range []string{"/api/users/1", "/api/users/2"} {
+		codes = append(codes, get(e, path, "", nil).Code)
+	}
+	if codes[0] != 200 || codes[1] != 429 {
+		t.Fatalf("codes %v: /api/users/1 and /api/users/2 must share the route's limit", codes)
+	}
+	if len(patterns) != 1 || patterns[0] != "/api/users/:id" {
+		t.Fatalf("handler saw patterns %v, want [/api/users/:id]", patterns)
+	}
+}
+
+func TestHoldAbortsWhenClientGoes(t *testing.T) {
+	l, err := core.New(core.NewMemoryStore(), byHeader, []core.Limit{{Algorithm: core.LeakyBucket, Rate: 1, Period: 10 * time.Second, Burst: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errorsHandled, handled := 0, 0
+	e := newEcho(&errorsHandled)
+	e.GET("/", func(c echo.Context) error { handled++; return c.String(http.StatusOK, "ok") }, echolimit.New(l))
+	get(e, "/", "a", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(30*time.Millisecond, cancel)
+	start := time.Now()
+	w := get(e, "/", "a", ctx)
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("held %v after the client went away", el)
+	}
+	if handled != 1 || w.Code != 503 || errorsHandled != 0 {
+		t.Fatalf("handler called %d times, status %d, error handler %d; want 1, 503, 0", handled, w.Code, errorsHandled)
+	}
+}
+
+func TestHoldServes(t *testing.T) {
+	l, err := core.New(core.NewMemoryStore(), byHeader, []core.Limit{{Algorithm: core.LeakyBucket, Rate: 20, Period: time.Second, Burst: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := echo.New()
+	e.GET("/", func(c echo.Context) error { return c.String(http.StatusOK, "ok") }, echolimit.New(l))
+	get(e, "/", "a", nil)
+	start := time.Now()
+	if w := get(e, "/", "a", nil); w.Code != 200 || w.Body.String() != "ok" || time.Since(start) < 40*time.Millisecond {
+		t.Fatalf("held request: %d %q after %v, want 200 after about 50ms", w.Code, w.Body.String(), time.Since(start))
+	}
+}
+
+func TestOnRefuseHTTPError(t *testing.T) {
+	errorsHandled, handled := 0, 0
+	e := newEcho(&errorsHandled)
+	e.GET("/", func(c echo.Context) error { handled++; return nil },
+		echolimit.New(newLimiter(t, byHeader, []core.Limit{core.PerMinute(1)}),
+			echolimit.OnRefuse(func(c echo.Context, d core.Decision) error {
+				return echo.NewHTTPError(d.Response().Status, "too many")
+			})))
+	get(e, "/", "a", nil)
+	w := get(e, "/", "a", nil)
+	if w.Code != 429 || w.Body.String() != "{\"message\":\"too many\"}\n" || w.Header().Get("Retry-After") != "60" || handled != 1 || errorsHandled != 1 {
+		t.Fatalf("custom refusal: %d %q %v, handler %d, error handler %d", w.Code, w.Body.String(), w.Header(), handled, errorsHandled)
+	}
+}
+
+func TestNilLimiterPanicsAtConstruction(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("New(nil) did not panic")
+		}
+	}()
+	echolimit.New(nil)
+}

@@ -1,0 +1,45 @@
+package echolimit_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/echolimit"
+)
+
+// Each route or group gets its own Limiter; here two requests a minute per
+// client (identified by a header, for the example: see package keyfuncs for
+// real key functions).
+func ExampleNew() {
+	byClient := func(r *http.Request) (string, error) {
+		if k := r.Header.Get("X-Client"); k != "" {
+			return k, nil
+		}
+		return "", core.ErrNoKey
+	}
+	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(2)}, core.WithName("hello"))
+	if err != nil {
+		panic(err)
+	}
+	e := echo.New()
+	e.GET("/hello", func(c echo.Context) error {
+		return c.String(http.StatusOK, "hello\n")
+	}, echolimit.New(limiter))
+
+	for i := 0; i < 3; i++ {
+		r := httptest.NewRequest(http.MethodGet, "/hello", nil)
+		r.Header.Set("X-Client", "alice")
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, r)
+		fmt.Printf("%d remaining=%s retry-after=%q %s", w.Code,
+			w.Header().Get("X-RateLimit-Remaining"), w.Header().Get("Retry-After"), w.Body.String())
+	}
+	// Output:
+	// 200 remaining=1 retry-after="" hello
+	// 200 remaining=0 retry-after="" hello
+	// 429 remaining=0 retry-after="30" {"error":"rate limit exceeded"}
+}
