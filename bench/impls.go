@@ -21,20 +21,39 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// quota is the limit every implementation enforces in one case: rate events
-// per period, with a burst (where the algorithm has one) of rate.
+// quota is what every implementation enforces in one case. Algorithms with
+// a burst (GCRA, token and leaky buckets: redis_rate, throttled,
+// x/time/rate, sluice's gcra, token_bucket, leaky_bucket) take rate per
+// period with that burst; window algorithms (ulule, httprate, go-limiter,
+// sluice's fixed_window, sliding_window, sliding_log) take window per
+// windowPeriod.
 type quota struct {
 	rate   int64
 	period time.Duration
+	burst  int64
+
+	window       int64
+	windowPeriod time.Duration
 }
 
+// largest is the most any key can admit before it is denied.
+func (q quota) largest() int64 { return max(q.burst, q.window) }
+
 var (
-	// allowQuota is never reached: 1,000,000 per minute and key, while a
-	// whole run makes a few million decisions over 1000 keys.
-	allowQuota = quota{rate: 1_000_000, period: time.Minute}
+	// allowQuota is never reached, and every key's state lives through the
+	// whole case (as for a busy client), in memory and in Redis: a slow
+	// rate (10/s, so a GCRA state outlives the gap between two calls on a
+	// key) with a burst of 1,000,000, or 500,000 per hour (sluice's
+	// sliding_window accepts at most 2^51 µs of rate × period). A case makes
+	// at most a few tens of thousands of decisions per key.
+	allowQuota = quota{rate: 10, period: time.Second, burst: 1_000_000, window: 500_000, windowPeriod: time.Hour}
 	// denyQuota is exhausted by the prefill and cannot recover during a case.
-	denyQuota = quota{rate: 10, period: time.Hour}
+	denyQuota = quota{rate: 10, period: time.Hour, burst: 10, window: 10, windowPeriod: time.Hour}
 )
+
+func (q quota) String() string {
+	return fmt.Sprintf("%d/%v burst %d or %d per %v", q.rate, q.period, q.burst, q.window, q.windowPeriod)
+}
 
 // decideFunc makes one decision for key (or, for a batch implementation,
 // batch decisions) and reports whether it was allowed.
@@ -63,7 +82,7 @@ func peerImpls() []impl {
 		{name: "redis_rate", group: "redis", peer: true, timeAll: true,
 			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
 				l := redis_rate.NewLimiter(rdb)
-				lim := redis_rate.Limit{Rate: int(q.rate), Burst: int(q.rate), Period: q.period}
+				lim := redis_rate.Limit{Rate: int(q.rate), Burst: int(q.burst), Period: q.period}
 				return shared(func(ctx context.Context, key string) (bool, error) {
 					res, err := l.Allow(ctx, key, lim)
 					if err != nil {
@@ -78,7 +97,7 @@ func peerImpls() []impl {
 				if err != nil {
 					return nil, nil, err
 				}
-				return ululeDecide(limiter.New(st, limiter.Rate{Period: q.period, Limit: q.rate})), nop, nil
+				return ululeDecide(limiter.New(st, limiter.Rate{Period: q.windowPeriod, Limit: q.window})), nop, nil
 			}},
 		{name: "throttled", group: "redis", peer: true, timeAll: true,
 			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
@@ -88,7 +107,7 @@ func peerImpls() []impl {
 				}
 				rl, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{
 					MaxRate:  throttled.PerDuration(int(q.rate), q.period),
-					MaxBurst: int(q.rate) - 1, // throttled admits MaxBurst+1 at once
+					MaxBurst: int(q.burst) - 1, // throttled admits MaxBurst+1 at once
 				})
 				if err != nil {
 					return nil, nil, err
@@ -100,9 +119,9 @@ func peerImpls() []impl {
 			}},
 		{name: "httprate-redis", group: "redis", peer: true, timeAll: true,
 			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
-				rl := httprate.NewRateLimiter(int(q.rate), q.period,
+				rl := httprate.NewRateLimiter(int(q.window), q.windowPeriod,
 					httprateredis.WithRedisLimitCounter(&httprateredis.Config{
-						Client: rdb, PrefixKey: "httprate", WindowLength: q.period,
+						Client: rdb, PrefixKey: "httprate", WindowLength: q.windowPeriod,
 						// No silent switch to a local counter when Redis is slow:
 						// the figures must be Redis's.
 						FallbackDisabled: true,
@@ -141,7 +160,7 @@ func peerImpls() []impl {
 		{name: "ulule-memory", group: "memory", peer: true,
 			build: func(_ *redis.Client, q quota) (func() decideFunc, func(), error) {
 				st := ulmemory.NewStore()
-				return ululeDecide(limiter.New(st, limiter.Rate{Period: q.period, Limit: q.rate})), nop, nil
+				return ululeDecide(limiter.New(st, limiter.Rate{Period: q.windowPeriod, Limit: q.window})), nop, nil
 			}},
 		{name: "x/time/rate", group: "memory", peer: true,
 			build: func(_ *redis.Client, q quota) (func() decideFunc, func(), error) {
@@ -152,7 +171,7 @@ func peerImpls() []impl {
 			}},
 		{name: "go-limiter", group: "memory", peer: true,
 			build: func(_ *redis.Client, q quota) (func() decideFunc, func(), error) {
-				st, err := memorystore.New(&memorystore.Config{Tokens: uint64(q.rate), Interval: q.period})
+				st, err := memorystore.New(&memorystore.Config{Tokens: uint64(q.window), Interval: q.windowPeriod})
 				if err != nil {
 					return nil, nil, err
 				}
@@ -210,7 +229,7 @@ type xRateMap struct {
 }
 
 func newXRateMap(q quota) *xRateMap {
-	return &xRateMap{limit: rate.Limit(float64(q.rate) / q.period.Seconds()), burst: int(q.rate)}
+	return &xRateMap{limit: rate.Limit(float64(q.rate) / q.period.Seconds()), burst: int(q.burst)}
 }
 
 func (x *xRateMap) allow(key string) bool {

@@ -162,8 +162,8 @@ func printMachine(srv *redisServer, dur, warmup time.Duration, nkeys, pool int) 
 	if pool > 0 {
 		poolDesc = strconv.Itoa(pool)
 	}
-	fmt.Printf("%v measured + %v warm-up per case, %d keys, pool %s; allow quota %d/%v, deny quota %d/%v\n",
-		dur, warmup, nkeys, poolDesc, allowQuota.rate, allowQuota.period, denyQuota.rate, denyQuota.period)
+	fmt.Printf("%v measured + %v warm-up per case, %d keys, pool %s\n", dur, warmup, nkeys, poolDesc)
+	fmt.Printf("allow quota (never reached): %v; deny quota (exhausted first): %v\n", allowQuota, denyQuota)
 	fmt.Println("columns: dec/s = decisions per second; p50/p99 = latency of one call (pipe16: of 16 decisions; in-memory: 1 call in 64 timed);")
 	fmt.Println("  redisCPU = redis-server user+sys CPU per decision (INFO cpu); cmds = Redis commands per decision, scripts' inner calls included (INFO commandstats);")
 	fmt.Println("  goCPU = this process's CPU per decision; ok% = share allowed; top = most frequent Redis commands per decision")

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,8 +66,13 @@ func startRedis(binary string) (*redisServer, error) {
 		"--save", "", "--appendonly", "no", "--dir", dir,
 		"--daemonize", "no", "--loglevel", "warning", "--logfile", "")
 	s.cmd.SysProcAttr = childAttrs() // dies with this process (Linux)
-	s.cmd.Stdout = os.Stderr
-	s.cmd.Stderr = os.Stderr
+	logFile, err := os.Create(filepath.Join(dir, "redis.log"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("redis-server log: %w", err)
+	}
+	defer logFile.Close() // the child keeps its own descriptor
+	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	if err := s.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start redis-server: %w", err)
@@ -85,13 +91,15 @@ func startRedis(binary string) (*redisServer, error) {
 		}
 		select {
 		case <-s.done:
+			log := s.log()
 			s.kill()
-			return nil, fmt.Errorf("redis-server on %s exited at start: %w", s.addr, err)
+			return nil, fmt.Errorf("redis-server on %s exited at start: %w\n%s", s.addr, err, log)
 		default:
 		}
 		if time.Now().After(deadline) {
+			log := s.log()
 			s.kill()
-			return nil, fmt.Errorf("redis-server on %s not ready after 10s: %w", s.addr, err)
+			return nil, fmt.Errorf("redis-server on %s not ready after 10s: %w\n%s", s.addr, err, log)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -100,6 +108,15 @@ func startRedis(binary string) (*redisServer, error) {
 		s.version = infoFields(info)["redis_version"]
 	}
 	return s, nil
+}
+
+// log returns the end of the server's log, for error messages.
+func (s *redisServer) log() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
 }
 
 // kill stops the server with SIGKILL, waits for it and removes its directory.

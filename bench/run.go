@@ -84,7 +84,7 @@ func runCase(ctx context.Context, admin *redis.Client, addr string, im *impl, pa
 	defer cleanup()
 
 	if path == "deny" {
-		if err := exhaust(ctx, newWorker, cfg.keys, q.rate); err != nil {
+		if err := exhaust(ctx, newWorker, cfg.keys, q.largest()); err != nil {
 			return nil, fmt.Errorf("%s: exhaust keys: %w", im.name, err)
 		}
 	}

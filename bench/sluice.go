@@ -8,16 +8,18 @@ import (
 	"github.com/sluicehq/sluice/core/redisstore"
 )
 
-// sluiceLimit is q as a sluice Limit of algorithm alg. Burst is left 0 (the
-// default, Rate) so that it matches the peers' burst of rate; SlidingLog
-// keeps one entry per admitted event, so its allow quota is capped at
+// sluiceLimit is q as a sluice Limit of algorithm alg (see quota).
+// SlidingLog keeps one entry per admitted event, so its window is capped at
 // core.MaxSlidingLogRate (still never reached in a case).
 func sluiceLimit(alg core.Algorithm, q quota) core.Limit {
-	r := q.rate
-	if alg == core.SlidingLog {
-		r = min(r, core.MaxSlidingLogRate)
+	switch alg {
+	case core.GCRA, core.TokenBucket, core.LeakyBucket:
+		return core.Limit{Algorithm: alg, Rate: q.rate, Period: q.period, Burst: q.burst}
+	case core.SlidingLog:
+		return core.Limit{Algorithm: alg, Rate: min(q.window, core.MaxSlidingLogRate), Period: q.windowPeriod}
+	default:
+		return core.Limit{Algorithm: alg, Rate: q.window, Period: q.windowPeriod}
 	}
-	return core.Limit{Algorithm: alg, Rate: r, Period: q.period}
 }
 
 func sluiceImpls() []impl {
