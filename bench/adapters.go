@@ -6,12 +6,17 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/gin-gonic/gin"
+	"github.com/labstack/echo/v4"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/echolimit"
+	"github.com/sluicehq/sluice/ginlimit"
 	"github.com/sluicehq/sluice/nethttp"
 )
 
-// adapterCase is one HTTP adapter: the same final handler served bare and
-// behind sluice's middleware on a memory store (GCRA, allow quota).
+// adapterCase is one HTTP adapter: the same final handler (or router with
+// one route) served bare and behind sluice's middleware on a memory store
+// (GCRA, allow quota). Every adapter shares one Limiter.
 type adapterCase struct {
 	name    string
 	bare    http.Handler
@@ -42,8 +47,24 @@ func adapterCases() ([]adapterCase, error) {
 	if err != nil {
 		return nil, fmt.Errorf("core.New: %w", err)
 	}
+
+	gin.SetMode(gin.ReleaseMode)
+	ginBare, ginLimited := gin.New(), gin.New()
+	ginLimited.Use(ginlimit.New(l))
+	for _, e := range []*gin.Engine{ginBare, ginLimited} {
+		e.GET("/", func(c *gin.Context) { c.Status(http.StatusOK) })
+	}
+
+	echoBare, echoLimited := echo.New(), echo.New()
+	echoLimited.Use(echolimit.New(l))
+	for _, e := range []*echo.Echo{echoBare, echoLimited} {
+		e.GET("/", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	}
+
 	return []adapterCase{
 		{name: "nethttp", bare: final, limited: nethttp.Middleware(l)(final)},
+		{name: "ginlimit", bare: ginBare, limited: ginLimited},
+		{name: "echolimit", bare: echoBare, limited: echoLimited},
 	}, nil
 }
 
