@@ -129,7 +129,11 @@ func New(store Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, er
 	}
 	_, l.local = store.(*MemoryStore)
 	if l.policy == FailLocal && l.fallback == nil {
-		l.fallback = NewMemoryStore()
+		if l.local {
+			l.fallback = store // only fails for a gone client; a second one would too
+		} else {
+			l.fallback = NewMemoryStore()
+		}
 	}
 	l.keyPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + ":"
 	l.headers = newHeaderPlan(style, l.name, specs)
@@ -416,7 +420,10 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 		storeErr error
 		latency  time.Duration
 	)
-	call, probe := l.breaker.allow(l.now())
+	// The clock is read lazily: the breaker needs it only when open or
+	// after a failure, the headers once per decision.
+	var now time.Time
+	call, probe := l.breaker.allow(l.now)
 	if call {
 		start := time.Now()
 		if l.timeout > 0 && !l.local {
@@ -426,9 +433,13 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 		} else {
 			res, storeErr = l.store.Take(ctx, storeKey, cost, l.limits...)
 		}
-		latency = time.Since(start)
+		end := time.Now()
+		latency = end.Sub(start)
+		if l.clock == nil {
+			now = end
+		}
 		// A request whose client went away says nothing about the store.
-		l.breaker.done(probe, storeErr != nil, storeErr != nil && ctx.Err() != nil, l.now())
+		l.breaker.done(probe, storeErr != nil, storeErr != nil && ctx.Err() != nil, l.now)
 	} else {
 		storeErr = ErrBreakerOpen
 	}
@@ -457,7 +468,10 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 			}
 		}
 	}
-	d.now = l.now()
+	if now.IsZero() {
+		now = l.now()
+	}
+	d.now = now
 	if len(l.observers) > 0 {
 		l.observe(Event{
 			Request: r, Key: key, Cost: cost, Latency: latency, Err: err, KeyErr: keyErr,

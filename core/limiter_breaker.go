@@ -48,7 +48,7 @@ type breaker struct {
 
 // allow reports whether the store may be called now, and whether this call
 // is the half-open probe (whose outcome alone decides the next state).
-func (b *breaker) allow(now time.Time) (call, probe bool) {
+func (b *breaker) allow(now func() time.Time) (call, probe bool) {
 	if b.threshold == 0 {
 		return true, false
 	}
@@ -56,7 +56,7 @@ func (b *breaker) allow(now time.Time) (call, probe bool) {
 	case BreakerClosed:
 		return true, false
 	case BreakerOpen:
-		if now.UnixNano() < b.openUntil.Load() {
+		if now().UnixNano() < b.openUntil.Load() {
 			return false, false
 		}
 		if b.state.CompareAndSwap(int32(BreakerOpen), int32(BreakerHalfOpen)) {
@@ -71,7 +71,7 @@ func (b *breaker) allow(now time.Time) (call, probe bool) {
 // done records the end of a call that allow permitted. failed says the call
 // returned an error; noVerdict that it ended because the client went away,
 // which says nothing about the store.
-func (b *breaker) done(probe, failed, noVerdict bool, now time.Time) {
+func (b *breaker) done(probe, failed, noVerdict bool, now func() time.Time) {
 	if b.threshold == 0 {
 		return
 	}
@@ -84,7 +84,7 @@ func (b *breaker) done(probe, failed, noVerdict bool, now time.Time) {
 			// request probes again.
 			b.state.Store(int32(BreakerOpen))
 		case failed:
-			b.openUntil.Store(now.Add(b.cooldown).UnixNano())
+			b.openUntil.Store(now().Add(b.cooldown).UnixNano())
 			b.state.Store(int32(BreakerOpen))
 		default:
 			b.failures.Store(0)
@@ -104,7 +104,7 @@ func (b *breaker) done(probe, failed, noVerdict bool, now time.Time) {
 			// Calls that were under way when the breaker opened end here
 			// too; only the first to cross the threshold opens it.
 			if BreakerState(b.state.Load()) == BreakerClosed {
-				b.openUntil.Store(now.Add(b.cooldown).UnixNano())
+				b.openUntil.Store(now().Add(b.cooldown).UnixNano())
 				b.state.Store(int32(BreakerOpen))
 				b.failures.Store(0)
 			}
