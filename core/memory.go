@@ -43,7 +43,8 @@ var errNilMemoryStore = errors.New("sluice: MemoryStore is nil or its zero value
 // Each (key, limit) pair is one state. Their number never exceeds the bound
 // set by WithMaxKeys (DefaultMaxKeys). A SlidingLog state also holds one
 // timestamp per admitted unit in its trailing Period, at most the limit's
-// Rate. State whose lifetime has passed behaves exactly like no state and is
+// Rate. Keys longer than 256 bytes are stored as their SHA-256 digest, so a
+// flood of huge keys costs no more than one of short keys. State whose lifetime has passed behaves exactly like no state and is
 // reclaimed incrementally: every insertion of a new state looks at a few
 // entries of its shard and deletes the expired ones; nothing ever sweeps
 // all keys. When the shard is still full, the insertion evicts the sampled
@@ -116,8 +117,11 @@ func WithMemoryClock(now func() time.Time) MemoryOption {
 
 // WithMaxKeys bounds the number of states the store holds (one per key and
 // limit); n ≤ 0 selects DefaultMaxKeys. The bound is split evenly among the
-// shards, so a shard that hashing fills more than others evicts before the
-// store as a whole holds n states.
+// shards (up to 256, each sized for at least 64 states when n allows), so a
+// shard that hashing fills more than others evicts before the store as a
+// whole holds n states. Keep n far above the number of limits one Take
+// uses: when a shard is too small to hold them all, the states that do not
+// fit are not kept.
 func WithMaxKeys(n int) MemoryOption {
 	return func(c *memoryConfig) { c.maxKeys = n }
 }

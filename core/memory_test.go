@@ -478,7 +478,7 @@ func TestMemoryBadInput(t *testing.T) {
 		t.Errorf("cancelled context: err = %v", err)
 	}
 	//lint:ignore SA1012 a nil context must not panic
-	if _, err := s.Take(nil, "k", 1, ok); err != nil { //nolint:staticcheck
+	if _, err := s.Take(nil, "k", 1, ok); err != nil {
 		t.Errorf("nil context: %v", err)
 	}
 
