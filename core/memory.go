@@ -36,15 +36,17 @@ var errNilMemoryStore = errors.New("sluice: MemoryStore is nil or its zero value
 // MemoryStore is a Store that keeps rate-limit state in the memory of the
 // process. It implements every Algorithm with exactly the integer
 // arithmetic of the Redis store (ALGORITHMS.md), at the clock given by
-// WithMemoryClock (by default time.Now, read once per Take, in microseconds). It
-// suits a single instance, tests, and the fallback of a Limiter whose shared
-// store is unreachable; instances do not share a MemoryStore's state.
+// WithMemoryClock (by default time.Now, read once per Take, in
+// microseconds). It suits a single process, tests, and the fallback of a
+// Limiter whose shared store is unreachable; processes do not share it.
 //
 // Each (key, limit) pair is one state. Their number never exceeds the bound
 // set by WithMaxKeys (DefaultMaxKeys). A SlidingLog state also holds one
 // timestamp per admitted unit in its trailing Period, at most the limit's
 // Rate. Keys longer than 256 bytes are stored as their SHA-256 digest, so a
-// flood of huge keys costs no more than one of short keys. State whose lifetime has passed behaves exactly like no state and is
+// flood of huge keys costs no more memory than one of short keys.
+//
+// State whose lifetime has passed behaves exactly like no state and is
 // reclaimed incrementally: every insertion of a new state looks at a few
 // entries of its shard and deletes the expired ones; nothing ever sweeps
 // all keys. When the shard is still full, the insertion evicts the sampled
