@@ -33,6 +33,7 @@ func TestServerDiesWithTestBinary(t *testing.T) {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperServerOwner$", "-test.v")
 	cmd.Env = append(os.Environ(), "REDISTEST_HELPER_OWNER=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // no stray helper if we die
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

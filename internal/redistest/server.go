@@ -71,8 +71,9 @@ type process struct {
 //
 //	--port P --bind 127.0.0.1 --save "" --appendonly no --dir <tb.TempDir()>
 //
-// followed by extraArgs (so they override the defaults, e.g.
-// "--maxmemory", "1mb"), and returns once it answers commands. The process
+// followed by extraArgs (e.g. "--maxmemory", "1mb"; later arguments win, so
+// they may override --save and --appendonly, but must leave --port, --bind
+// and --dir alone), and returns once it answers commands. The process
 // is killed at tb.Cleanup. If redis-server is not installed the test is
 // skipped, or fails when the environment variable CI is true.
 func StartServer(tb testing.TB, extraArgs ...string) *Server {

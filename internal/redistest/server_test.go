@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -118,15 +120,53 @@ func TestFreezeThawPause(t *testing.T) {
 		t.Fatalf("PING after Thaw: %v", err)
 	}
 
-	s.Pause(t, 300*time.Millisecond)
+	s.Pause(t, time.Second)
 	if err := rdb.Ping(ctx).Err(); err == nil {
-		t.Fatal("PING answered within 200ms during a 300ms CLIENT PAUSE")
+		t.Fatal("PING answered within 200ms during a 1s CLIENT PAUSE")
 	}
-	time.Sleep(200 * time.Millisecond)
-	slow := redis.NewClient(&redis.Options{Addr: s.Addr})
+	slow := redis.NewClient(&redis.Options{Addr: s.Addr}) // 3 s read timeout
 	defer slow.Close()
 	if err := slow.Ping(ctx).Err(); err != nil {
 		t.Fatalf("PING after the pause: %v", err)
+	}
+}
+
+// A start that finds its port taken, by a listener or by a cluster bus
+// listener on port+10000, retries on a new port.
+func TestStartRetriesTakenPort(t *testing.T) {
+	t.Parallel()
+	for _, cluster := range []bool{false, true} {
+		taken, err := clusterPort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocked := taken
+		var args []string
+		if cluster {
+			blocked = taken + busPortOffset
+			args = []string{"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(t.TempDir(), "nodes.conf")}
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(blocked)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		ports := func() (int, error) {
+			calls++
+			if calls == 1 {
+				return taken, nil
+			}
+			return clusterPort()
+		}
+		s, err := startServer(t.TempDir(), nil, ports, args...)
+		_ = l.Close()
+		if err != nil {
+			t.Fatalf("cluster=%v: start with port %d taken: %v", cluster, blocked, err)
+		}
+		s.stop()
+		if calls != 2 || s.Addr == net.JoinHostPort("127.0.0.1", strconv.Itoa(taken)) {
+			t.Errorf("cluster=%v: %d port picks, Addr %s; want a second pick after port %d was taken", cluster, calls, s.Addr, blocked)
+		}
 	}
 }
 
