@@ -462,6 +462,11 @@ func TestMiniInputErrors(t *testing.T) {
 	if _, err := x.store.Take(canceled, "k", 1, l); !errors.Is(err, context.Canceled) {
 		t.Errorf("Take with a canceled context: %v, want context.Canceled", err)
 	}
+	for _, zero := range []*Store{nil, {}} {
+		if _, err := zero.Take(ctx, "k", 1, l); err == nil {
+			t.Errorf("Take on %#v succeeded", zero)
+		}
+	}
 	x.m.Close()
 	if _, err := x.store.Take(ctx, "k", 1, l); err == nil || !strings.HasPrefix(err.Error(), "redisstore: ") {
 		t.Errorf("Take on a closed server: %v, want a redisstore error", err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -403,5 +405,44 @@ func TestRedisCluster(t *testing.T) {
 	}
 	for i := 0; i < 10; i++ {
 		takeOK(t, s, fmt.Sprintf("cluster:%s:flushed:%d", run, i), 1, limits...)
+	}
+}
+
+// Exactly Rate requests pass when many goroutines, over several
+// connections and two Store instances, race on a real server.
+func TestRedisConcurrentExact(t *testing.T) {
+	client := sharedClient(t)
+	other := realStore(t, redis.NewClient(&redis.Options{Addr: client.Options().Addr, MaxRetries: -1, PoolSize: 4}))
+	stores := [2]*Store{realStore(t, client), other}
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	for _, l := range []core.Limit{
+		{Algorithm: core.SlidingLog, Rate: 37, Period: time.Hour},
+		{Algorithm: core.GCRA, Rate: 37, Period: time.Hour},
+		{Algorithm: core.TokenBucket, Rate: 37, Period: time.Hour},
+		{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Hour, Burst: 36},
+	} {
+		key := "race:" + run + ":" + mustID(t, l)
+		var allowed atomic.Int64
+		var wg sync.WaitGroup
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func(s *Store) {
+				defer wg.Done()
+				for i := 0; i < 12; i++ {
+					r, err := s.Take(context.Background(), key, 1, l)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if r.Allowed {
+						allowed.Add(1)
+					}
+				}
+			}(stores[g%2])
+		}
+		wg.Wait()
+		if got := allowed.Load(); got != 37 {
+			t.Errorf("%v: %d of 96 allowed, want exactly 37", l, got)
+		}
 	}
 }

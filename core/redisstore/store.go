@@ -187,6 +187,9 @@ func (s *Store) prepare(l core.Limit) (*prepared, error) {
 // client's error, wrapped, when Redis fails; it then charges nothing that
 // it knows of (see New about client retries).
 func (s *Store) Take(ctx context.Context, key string, n int64, limits ...core.Limit) (core.Result, error) {
+	if s == nil || s.client == nil {
+		return core.Result{}, errors.New("redisstore: take on a Store not made by New")
+	}
 	if key == "" {
 		return core.Result{}, fmt.Errorf("redisstore: take: %w", core.ErrEmptyKey)
 	}
