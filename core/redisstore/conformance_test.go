@@ -130,6 +130,7 @@ func TestConformanceMiniredis(t *testing.T) {
 }
 
 func TestConformanceRedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Shared(t)
 	dial := func(tb testing.TB) *redis.Client {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
@@ -146,6 +147,7 @@ func TestConformanceRedis(t *testing.T) {
 }
 
 func TestConformanceCluster(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.SharedCluster(t)
 	dial := func(tb testing.TB) *redis.ClusterClient {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, MaxRetries: -1})

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -361,54 +362,82 @@ func scenarios() []scenario {
 // testScenarios plays every scenario; with flush, the store's scripts are
 // flushed before every Take (on a wall clock only the opening burst of each
 // scenario is played, to keep the run short).
+//
+// On a wall clock the scenarios, which mostly sleep, run at the same time:
+// each subtest is started from its own goroutine (t.Run allows that), so
+// that -parallel, which defaults to the number of CPUs, does not queue them.
 func (s *suite) testScenarios(t *testing.T, flush bool) {
+	var wg sync.WaitGroup
 	for _, sc := range scenarios() {
 		sc := sc
-		t.Run(sc.name, func(t *testing.T) {
-			steps := sc.steps
-			if !s.exact {
-				if sc.margin == 0 {
-					t.Skip("needs a controlled clock (Harness.Now and Advance)")
-				}
-				if flush {
-					i := 0
-					for i < len(steps) && steps[i].at == 0 {
-						i++
+		run := func() {
+			t.Run(sc.name, func(t *testing.T) {
+				steps := sc.steps
+				if !s.exact {
+					if sc.margin == 0 {
+						t.Skip("needs a controlled clock (Harness.Now and Advance)")
 					}
-					steps = steps[:i]
+					if flush {
+						i := 0
+						for i < len(steps) && steps[i].at == 0 {
+							i++
+						}
+						steps = steps[:i]
+					}
 				}
-				t.Parallel()
-			}
-			s.play(t, sc, steps, flush)
-		})
+				s.play(t, sc, steps, flush)
+			})
+		}
+		if s.exact {
+			run()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run()
+		}()
 	}
+	wg.Wait()
 }
 
 // play runs steps of sc on a fresh key, alternating between two store
 // instances. On a wall clock, a run that fell behind schedule by the
 // scenario's margin proves nothing; it is retried on a new key, twice.
 func (s *suite) play(t *testing.T, sc scenario, steps []step, flush bool) {
+	retry(t, func() ([]string, string) { return s.playOnce(t, sc, steps, flush) })
+}
+
+// retry runs attempt up to three times while it reports that it ran too
+// late to judge, and reports its failures.
+func retry(t *testing.T, attempt func() (fails []string, late string)) {
 	const attempts = 3
 	for a := 1; ; a++ {
-		fails, late := s.playOnce(t, sc, steps, flush)
-		if late == 0 || len(fails) > 0 {
+		fails, late := attempt()
+		if late == "" || len(fails) > 0 {
 			for _, f := range fails {
 				t.Error(f)
 			}
 			return
 		}
 		if a == attempts {
-			t.Fatalf("every attempt ran too late to judge (last: %v behind, margin %v): the machine is overloaded", late, sc.margin)
+			t.Fatalf("every attempt ran too late to judge (last: %s): the machine is overloaded", late)
 		}
-		t.Logf("attempt %d ran %v behind schedule (margin %v); retrying", a, late, sc.margin)
+		t.Logf("attempt %d: %s; retrying on a new key", a, late)
 	}
 }
 
+// lateBy describes a step that ran too late for its figures to hold.
+func lateBy(i int, drift, margin, call time.Duration) string {
+	return fmt.Sprintf("step %d ran %v behind schedule (margin %v; its Take took %v)", i, drift.Round(us), margin, call.Round(us))
+}
+
 // playOnce returns the failed steps and, when the run fell behind by the
-// margin before a failure showed, how far.
-func (s *suite) playOnce(t *testing.T, sc scenario, steps []step, flush bool) (fails []string, late time.Duration) {
+// margin before a failure showed, a description of the lateness.
+func (s *suite) playOnce(t *testing.T, sc scenario, steps []step, flush bool) (fails []string, late string) {
 	key := newKey(t)
 	stores := s.stores(t)
+	warmUp(t, sc.limits, stores[:]...)
 	ref := s.align(t, sc.align, sc.offset)
 	var prevAt time.Duration
 	var prevEnd time.Time
@@ -424,24 +453,25 @@ func (s *suite) playOnce(t *testing.T, sc scenario, steps []step, flush bool) (f
 				s.h.FlushScripts(t)
 			}
 		}
+		start := time.Now()
 		got, err := take(t, stores[i%2], key, st.n, sc.limits...)
 		end := time.Now()
 		tol := time.Duration(0)
 		if !s.exact {
 			drift = max(drift, end.Sub(ref)-st.at)
 			if drift >= sc.margin {
-				return fails, drift
+				return fails, lateBy(i, drift, sc.margin, end.Sub(start))
 			}
 			tol = drift + ms
 		}
 		where := fmt.Sprintf("step %d (at %v, n=%d, limits %v)", i, st.at, st.n, sc.limits)
 		if err != nil {
-			return append(fails, fmt.Sprintf("%s: %v", where, err)), 0
+			return append(fails, fmt.Sprintf("%s: %v", where, err)), ""
 		}
 		if d := diffResult(got, st.want, tol); len(d) > 0 {
 			fails = append(fails, fmt.Sprintf("%s: %v\n\tgot  %s\n\twant %s", where, d, fmtResult(got), fmtResult(st.want)))
 		}
 		prevAt, prevEnd = st.at, end
 	}
-	return fails, 0
+	return fails, ""
 }

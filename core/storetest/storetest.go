@@ -110,6 +110,16 @@ func (s *suite) stores(tb testing.TB) [2]core.Store {
 	return [2]core.Store{s.h.NewStore(tb), s.h.NewStore(tb)}
 }
 
+// warmUp makes a peek through each store on a throwaway key, so that
+// connecting and loading scripts do not count as lateness in what follows.
+func warmUp(tb testing.TB, limits []core.Limit, stores ...core.Store) {
+	for _, st := range stores {
+		if _, err := take(tb, st, "storetest:warm-up", 0, limits...); err != nil {
+			tb.Fatalf("warming up the store: %v", err)
+		}
+	}
+}
+
 // take calls st.Take with a deadline, turning a panic into a test failure.
 func take(tb testing.TB, st core.Store, key string, n int64, limits ...core.Limit) (res core.Result, err error) {
 	tb.Helper()

@@ -119,26 +119,17 @@ func (s *suite) testTTL(t *testing.T) {
 	for _, c := range cases {
 		c := c
 		t.Run(c.name, func(t *testing.T) {
-			for a := 1; ; a++ {
-				fails, late := s.ttlOnce(t, c.limits, c.align, c.offset, ttlSteps(c.a1, c.a3), margin)
-				if late == 0 || len(fails) > 0 {
-					for _, f := range fails {
-						t.Error(f)
-					}
-					return
-				}
-				if a == 3 {
-					t.Fatalf("every attempt ran too late to judge (last: %v behind, margin %v): the machine is overloaded", late, margin)
-				}
-				t.Logf("attempt %d ran %v behind schedule; retrying", a, late)
-			}
+			retry(t, func() ([]string, string) {
+				return s.ttlOnce(t, c.limits, c.align, c.offset, ttlSteps(c.a1, c.a3), margin)
+			})
 		})
 	}
 }
 
-func (s *suite) ttlOnce(t *testing.T, limits []core.Limit, align, offset time.Duration, steps []ttlStep, margin time.Duration) (fails []string, late time.Duration) {
+func (s *suite) ttlOnce(t *testing.T, limits []core.Limit, align, offset time.Duration, steps []ttlStep, margin time.Duration) (fails []string, late string) {
 	st := s.h.NewStore(t)
 	key := newKey(t)
+	warmUp(t, limits, st)
 	before := s.keySet(t)
 	ref := s.align(t, align, offset)
 	var prevAt time.Duration
@@ -152,10 +143,12 @@ func (s *suite) ttlOnce(t *testing.T, limits []core.Limit, align, offset time.Du
 				time.Sleep(time.Until(prevEnd.Add(step.at - prevAt)))
 			}
 		}
+		start := time.Now()
 		res, err := take(t, st, key, step.n, limits...)
+		call := time.Since(start)
 		where := fmt.Sprintf("step %d (at %v, n=%d)", i, step.at, step.n)
 		if err != nil {
-			return append(fails, fmt.Sprintf("%s: %v", where, err)), 0
+			return append(fails, fmt.Sprintf("%s: %v", where, err)), ""
 		}
 		ks := s.newKeys(t, before)
 		end := time.Now()
@@ -165,7 +158,7 @@ func (s *suite) ttlOnce(t *testing.T, limits []core.Limit, align, offset time.Du
 			lateness = end.Sub(ref) - step.at
 			drift = max(drift, lateness)
 			if drift >= margin && step.maxTTL != 0 {
-				return fails, drift
+				return fails, lateBy(i, drift, margin, call)
 			}
 		}
 		if step.n > 0 && res.Allowed != step.allowed {
@@ -198,7 +191,7 @@ func (s *suite) ttlOnce(t *testing.T, limits []core.Limit, align, offset time.Du
 		}
 		prevAt, prevEnd = step.at, end
 	}
-	return fails, 0
+	return fails, ""
 }
 
 // testNoImmortalKeys: whatever the suite left behind expires.
