@@ -22,8 +22,9 @@ func ExampleNew() {
 	defer mr.Close()
 	mr.SetTime(time.Unix(1_700_000_000, 0)) // freeze the server's clock so the output is exact
 
-	// MaxRetries -1: a timed-out Take is not re-sent and charged twice.
-	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	// MaxRetries -1: a timed-out Take is not re-sent (and charged twice);
+	// ContextTimeoutEnabled: the context's deadline bounds the wait.
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer client.Close()
 
 	store, err := redisstore.New(client, redisstore.WithPrefix("myapp:rl:"))

@@ -446,3 +446,43 @@ func TestRedisConcurrentExact(t *testing.T) {
 		}
 	}
 }
+
+// Pitfall 11: go-redis re-sends a command whose reply timed out, and the
+// server may run both. The Store itself never re-sends: with MaxRetries -1
+// (what New's documentation asks for) a Take whose reply timed out while
+// the server was stuck is charged once, when the server resumes.
+func TestRedisTimedOutTakeChargedOnce(t *testing.T) {
+	srv := redistest.StartServer(t)
+	l := core.Limit{Algorithm: core.FixedWindow, Rate: 1000, Period: time.Hour}
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ReadTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { _ = client.Close() })
+	s := realStore(t, client)
+	takeOK(t, s, "stuck", 0, l) // connect and load the script while the server runs
+	srv.Freeze(t)
+	_, err := s.Take(context.Background(), "stuck", 1, l)
+	srv.Thaw(t)
+	if err == nil || !strings.HasPrefix(err.Error(), "redisstore: ") {
+		t.Fatalf("Take on a frozen server: %v, want a redisstore error", err)
+	}
+	time.Sleep(100 * time.Millisecond) // the server works through what it received
+	if r := takeOK(t, s, "stuck", 0, l); r.Remaining != 999 && r.Remaining != 1000 {
+		t.Errorf("a timed-out Take was charged %d times, want at most once", 1000-r.Remaining)
+	}
+
+	// With ContextTimeoutEnabled the Take's context bounds the wait, far
+	// below ReadTimeout: a per-decision deadline holds.
+	patient := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ReadTimeout: 10 * time.Second, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = patient.Close() })
+	s = realStore(t, patient)
+	takeOK(t, s, "stuck", 0, l)
+	srv.Freeze(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = s.Take(ctx, "stuck", 1, l)
+	took := time.Since(start)
+	srv.Thaw(t)
+	if err == nil || took > 2*time.Second {
+		t.Errorf("Take with a 50ms deadline on a frozen server: %v after %v, want an error within the deadline", err, took)
+	}
+}

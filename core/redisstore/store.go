@@ -75,15 +75,29 @@ func WithPrefix(prefix string) Option {
 // script is loaded on first use, and again whenever Redis has lost it
 // (restart, failover, SCRIPT FLUSH, a new Cluster node).
 //
-// Retries: go-redis retries a command that timed out or lost its connection
-// (MaxRetries, 3 by default). For a Take that means the script may run
-// twice and charge the request twice, since the first run may have
-// completed on the server. A context deadline shorter than the client's
-// ReadTimeout stops these retries (go-redis does not retry once the
-// context is done); otherwise set MaxRetries: -1 in the client options to
-// rule double charges out, or accept that a request whose reply was lost
-// may count more than once. Either way the error is the caller's to handle:
-// the Store never retries by itself.
+// Client options matter for two failure modes of Redis (the Store never
+// retries by itself):
+//
+//   - ContextTimeoutEnabled: true makes the context's deadline bound the
+//     wait for Redis. Without it go-redis waits for its ReadTimeout (3 s by
+//     default) whatever the context says, so a per-decision deadline (the
+//     Limiter's) does not hold when Redis is slow.
+//   - MaxRetries: -1 stops go-redis from re-sending a Take whose reply timed
+//     out or whose connection broke (MaxRetries is 3 by default). The first
+//     attempt may have run on the server, so a re-sent Take may charge the
+//     request twice. A retry is not sent once the context is done, so with
+//     ContextTimeoutEnabled and a deadline below ReadTimeout timeouts are
+//     not retried either; broken connections still are. Keep retries only
+//     if an occasional double charge during Redis trouble is acceptable.
+//
+// For example:
+//
+//	client := redis.NewClient(&redis.Options{
+//		Addr:                  "localhost:6379",
+//		MaxRetries:            -1,
+//		ContextTimeoutEnabled: true,
+//	})
+//	store, err := redisstore.New(client)
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil redis client")
