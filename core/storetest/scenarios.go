@@ -405,12 +405,14 @@ func (s *suite) testScenarios(t *testing.T, flush bool) {
 // instances. On a wall clock, a run that fell behind schedule by the
 // scenario's margin proves nothing; it is retried on a new key, twice.
 func (s *suite) play(t *testing.T, sc scenario, steps []step, flush bool) {
+	t.Helper()
 	retry(t, func() ([]string, string) { return s.playOnce(t, sc, steps, flush) })
 }
 
 // retry runs attempt up to three times while it reports that it ran too
 // late to judge, and reports its failures.
 func retry(t *testing.T, attempt func() (fails []string, late string)) {
+	t.Helper()
 	const attempts = 3
 	for a := 1; ; a++ {
 		fails, late := attempt()
