@@ -29,6 +29,7 @@ func run() (code int) {
 	redisBin := flag.String("redis-server", "redis-server", "redis-server binary to start")
 	poolSize := flag.Int("pool", 0, "go-redis PoolSize for every contender (0: go-redis default, 10 per GOMAXPROCS)")
 	memBench := flag.Bool("membench", true, "also run the in-memory and HTTP adapter ns/op and allocs/op comparisons (testing.Benchmark, about 1-2 s each)")
+	rounds := flag.Int("rounds", 1, "measure every case this many times, contenders interleaved, and report the run of median decisions/s")
 	list := flag.Bool("list", false, "list the contenders and exit")
 	flag.Parse()
 
@@ -40,8 +41,8 @@ func run() (code int) {
 		return 0
 	}
 	concs, err := parseInts(*concList)
-	if err != nil || *nkeys <= 0 || *dur <= 0 {
-		fmt.Fprintln(os.Stderr, "bench: bad flags: -c wants positive integers, -keys and -d must be positive", err)
+	if err != nil || *nkeys <= 0 || *dur <= 0 || *rounds <= 0 {
+		fmt.Fprintln(os.Stderr, "bench: bad flags: -c wants positive integers, -keys, -d and -rounds must be positive", err)
 		return 2
 	}
 	paths := splitList(*pathList)
@@ -76,26 +77,40 @@ func run() (code int) {
 	admin := redis.NewClient(&redis.Options{Addr: srv.addr, DisableIdentity: true})
 	defer admin.Close()
 
-	printMachine(srv, *dur, *warmup, *nkeys, *poolSize)
+	printMachine(srv, *dur, *warmup, *nkeys, *poolSize, *rounds)
 	cfg := runConfig{dur: *dur, warmup: *warmup, keys: makeKeys(*nkeys), poolSize: *poolSize}
 	var results []*caseResult
 	for _, path := range paths {
 		for _, conc := range concs {
 			fmt.Printf("\n== %s path, concurrency %d ==\n", path, conc)
 			printHeader()
-			for _, im := range selected {
-				if path == "deny" && im.noDeny {
+			// Every contender runs once per round, in turn, so that a burst
+			// of outside load hits all of them rather than one.
+			runs := make([][]*caseResult, len(selected))
+			failed := make([]bool, len(selected))
+			for range *rounds {
+				for i, im := range selected {
+					if (path == "deny" && im.noDeny) || failed[i] {
+						continue
+					}
+					res, err := runCase(ctx, admin, srv.addr, im, path, conc, cfg)
+					if ctx.Err() != nil {
+						fmt.Fprintln(os.Stderr, "bench: interrupted")
+						return 130
+					}
+					if err != nil {
+						fmt.Printf("%-26s ERROR %v\n", im.name, err)
+						failed[i] = true
+						continue
+					}
+					runs[i] = append(runs[i], res)
+				}
+			}
+			for i := range selected {
+				if failed[i] || len(runs[i]) == 0 {
 					continue
 				}
-				res, err := runCase(ctx, admin, srv.addr, im, path, conc, cfg)
-				if ctx.Err() != nil {
-					fmt.Fprintln(os.Stderr, "bench: interrupted")
-					return 130
-				}
-				if err != nil {
-					fmt.Printf("%-26s ERROR %v\n", im.name, err)
-					continue
-				}
+				res := median(runs[i])
 				printRow(res)
 				results = append(results, res)
 			}
@@ -154,7 +169,7 @@ func selectImpls(all []impl, names []string) []*impl {
 	return out
 }
 
-func printMachine(srv *redisServer, dur, warmup time.Duration, nkeys, pool int) {
+func printMachine(srv *redisServer, dur, warmup time.Duration, nkeys, pool, rounds int) {
 	fmt.Printf("sluice bench: %s, GOMAXPROCS %d, NumCPU %d, CPU %q\n", runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), cpuModel())
 	fmt.Printf("redis-server %s on %s (--save \"\" --appendonly no), started by this run\n", srv.version, srv.addr)
 	fmt.Printf("load average at start: %s\n", loadAvg())
@@ -162,11 +177,12 @@ func printMachine(srv *redisServer, dur, warmup time.Duration, nkeys, pool int) 
 	if pool > 0 {
 		poolDesc = strconv.Itoa(pool)
 	}
-	fmt.Printf("%v measured + %v warm-up per case, %d keys, pool %s\n", dur, warmup, nkeys, poolDesc)
+	fmt.Printf("%v measured + %v warm-up per case, %d round(s), %d keys, pool %s\n", dur, warmup, rounds, nkeys, poolDesc)
 	fmt.Printf("allow quota (never reached): %v; deny quota (exhausted first): %v\n", allowQuota, denyQuota)
 	fmt.Println("columns: dec/s = decisions per second; p50/p99 = latency of one call (pipe16: of 16 decisions; in-memory: 1 call in 64 timed);")
 	fmt.Println("  redisCPU = redis-server user+sys CPU per decision (INFO cpu); cmds = Redis commands per decision, scripts' inner calls included (INFO commandstats);")
-	fmt.Println("  goCPU = this process's CPU per decision; ok% = share allowed; top = most frequent Redis commands per decision")
+	fmt.Println("  goCPU = this process's CPU per decision; ok% = share allowed; spread = (max-min)/median dec/s over the rounds;")
+	fmt.Println("  top = most frequent Redis commands per decision. With several rounds, every figure is from the median round.")
 }
 
 func cpuModel() string {
@@ -195,8 +211,8 @@ func loadAvg() string {
 }
 
 func printHeader() {
-	fmt.Printf("%-26s %11s %9s %9s %9s %7s %8s %6s %5s  %s\n",
-		"contender", "dec/s", "p50", "p99", "redisCPU", "cmds", "goCPU", "ok%", "errs", "top")
+	fmt.Printf("%-26s %11s %7s %9s %9s %9s %7s %8s %6s %5s  %s\n",
+		"contender", "dec/s", "spread", "p50", "p99", "redisCPU", "cmds", "goCPU", "ok%", "errs", "top")
 }
 
 func printRow(r *caseResult) {
@@ -211,8 +227,12 @@ func printRow(r *caseResult) {
 		goCPU = fmt.Sprintf("%.2fµs", float64(r.goCPU.Nanoseconds())/1e3/float64(r.decisions))
 		ok = fmt.Sprintf("%.1f", 100*float64(r.allowed)/float64(r.decisions))
 	}
-	fmt.Printf("%-26s %11.0f %9s %9s %9s %7s %8s %6s %5d  %s\n",
-		r.im.name, r.rate(), fmtDur(r.p50), fmtDur(r.p99), redisCPU, cmds, goCPU, ok, r.errors, top)
+	spread := "-"
+	if r.rounds > 1 {
+		spread = fmt.Sprintf("%.0f%%", 100*r.spread)
+	}
+	fmt.Printf("%-26s %11.0f %7s %9s %9s %9s %7s %8s %6s %5d  %s\n",
+		r.im.name, r.rate(), spread, fmtDur(r.p50), fmtDur(r.p99), redisCPU, cmds, goCPU, ok, r.errors, top)
 	if r.firstErr != nil {
 		fmt.Printf("%-26s first error: %v\n", "", r.firstErr)
 	}
@@ -253,6 +273,19 @@ func fmtDur(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%.2fms", float64(d.Nanoseconds())/1e6)
 	}
+}
+
+// median returns the run of median decisions/s (the lower middle one for
+// an even count), with the rounds' spread recorded on it.
+func median(runs []*caseResult) *caseResult {
+	sorted := append([]*caseResult(nil), runs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].rate() < sorted[j].rate() })
+	m := sorted[(len(sorted)-1)/2]
+	m.rounds = len(sorted)
+	if mr := m.rate(); mr > 0 {
+		m.spread = (sorted[len(sorted)-1].rate() - sorted[0].rate()) / mr
+	}
+	return m
 }
 
 // find returns the result of the named contender in one case, or nil.

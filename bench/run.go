@@ -30,6 +30,8 @@ type caseResult struct {
 	redisCPU  float64          // seconds used by redis-server while measuring
 	calls     map[string]int64 // Redis commands run while measuring, by name
 	goCPU     time.Duration    // CPU used by this process while measuring
+	rounds    int              // how many runs this one is the median of
+	spread    float64          // (max-min)/median decisions/s over those runs
 }
 
 func (r *caseResult) rate() float64 {
