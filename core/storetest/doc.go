@@ -49,16 +49,16 @@
 //
 // With Harness.Now and Harness.Advance the suite controls the clock and
 // asserts every figure exactly. Without them the store runs on the wall
-// clock (a local Redis's TIME is that clock): the suite then sleeps, keeps
-// every time-driven case under a few seconds with periods of a few hundred
-// milliseconds, and skips SeedBoundaryBurst, Bounds and the case that needs
-// 40 s. Each Take runs no earlier after the previous one than scheduled, so
-// lateness only accumulates, and more elapsed time only ever adds
-// allowance; every duration must then match within the lateness measured
-// (plus 1 ms), and every count exactly. A scenario that fell behind by more
-// than the room its figures leave (its margin, 50–150 ms) proves nothing
-// and is retried on a fresh key, up to three times, before it fails as
-// overloaded.
+// clock (a local Redis's TIME is that clock): the suite then sleeps, runs
+// the time-driven cases with every duration doubled (periods of 400 ms to
+// 2 s; the figures scale with them) and at the same time, and skips
+// SeedBoundaryBurst, Bounds and the case that needs 40 s. Each Take runs no
+// earlier after the previous one than scheduled, so lateness only
+// accumulates, and more elapsed time only ever adds allowance; every
+// duration must then match within the lateness measured (plus 1 ms), and
+// every count exactly. A case that fell behind by more than the room its
+// figures leave (its margin, 100–300 ms) proves nothing and is retried on a
+// fresh key, up to three times, before it fails as overloaded.
 //
 // # Guarantees checked on random traffic
 //

@@ -341,22 +341,69 @@ func scenarios() []scenario {
 			},
 		},
 		{
-			// A: T = 100ms, dvt = 200ms; B: T = 100ms, limit 4, cap 400ms.
+			// A: T = 200ms, dvt = 400ms; B: T = 200ms, limit 4, cap 800ms.
 			name: "Multi/GCRA+LeakyBucket",
 			limits: []core.Limit{
-				{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 2},
-				{Algorithm: core.LeakyBucket, Rate: 10, Period: time.Second, Burst: 3},
+				{Algorithm: core.GCRA, Rate: 5, Period: time.Second, Burst: 2},
+				{Algorithm: core.LeakyBucket, Rate: 5, Period: time.Second, Burst: 3},
 			},
-			margin: 50 * ms,
+			margin: 100 * ms,
 			steps: []step{
-				{0, 1, multi(0, 0, allow(2, 1, 100*ms), allowDelay(4, 3, 100*ms, 0))},
+				{0, 1, multi(0, 0, allow(2, 1, 200*ms), allowDelay(4, 3, 200*ms, 0))},
 				// Delay is the largest of all, though A binds.
-				{0, 1, multi(0, 100*ms, allow(2, 0, 200*ms), allowDelay(4, 2, 200*ms, 100*ms))},
+				{0, 1, multi(0, 200*ms, allow(2, 0, 400*ms), allowDelay(4, 2, 400*ms, 200*ms))},
 				// Denied: no delay; B reports its peek (delay 0).
-				{0, 1, multi(0, 0, deny(2, 0, 100*ms, 200*ms), allow(4, 2, 200*ms))},
+				{0, 1, multi(0, 0, deny(2, 0, 200*ms, 400*ms), allow(4, 2, 400*ms))},
 			},
 		},
 	}
+}
+
+// wallScale stretches every duration of a time-driven case on a wall clock,
+// so that its figures leave 100–300 ms of room for a loaded machine: a
+// container over its CPU quota stalls for up to the 100 ms CFS period.
+// The figures scale with it: every one is linear in the periods, up to
+// rounding to the microsecond, far inside the tolerance.
+const wallScale = 2
+
+// scaled returns sc with every duration multiplied by k.
+func (sc scenario) scaled(k time.Duration) scenario {
+	out := sc
+	out.limits = scaleLimits(sc.limits, k)
+	out.align, out.offset, out.margin = sc.align*k, sc.offset*k, sc.margin*k
+	out.steps = make([]step, len(sc.steps))
+	for i, st := range sc.steps {
+		out.steps[i] = step{at: st.at * k, n: st.n, want: scaleResult(st.want, k)}
+	}
+	return out
+}
+
+func scaleLimits(limits []core.Limit, k time.Duration) []core.Limit {
+	out := make([]core.Limit, len(limits))
+	for i, l := range limits {
+		l.Period *= k
+		l.Penalty *= k
+		out[i] = l
+	}
+	return out
+}
+
+func scaleResult(r core.Result, k time.Duration) core.Result {
+	scale := func(d time.Duration) time.Duration {
+		if d == inf {
+			return d
+		}
+		return d * k
+	}
+	r.RetryAfter, r.ResetAfter, r.Delay = scale(r.RetryAfter), scale(r.ResetAfter), scale(r.Delay)
+	if r.PerLimit != nil {
+		per := make([]core.Result, len(r.PerLimit))
+		for i, p := range r.PerLimit {
+			per[i] = scaleResult(p, k)
+		}
+		r.PerLimit = per
+	}
+	return r
 }
 
 // testScenarios plays every scenario; with flush, the store's scripts are
@@ -372,11 +419,14 @@ func (s *suite) testScenarios(t *testing.T, flush bool) {
 		sc := sc
 		run := func() {
 			t.Run(sc.name, func(t *testing.T) {
-				steps := sc.steps
 				if !s.exact {
 					if sc.margin == 0 {
 						t.Skip("needs a controlled clock (Harness.Now and Advance)")
 					}
+					sc = sc.scaled(wallScale)
+				}
+				steps := sc.steps
+				if !s.exact {
 					if flush {
 						i := 0
 						for i < len(steps) && steps[i].at == 0 {
