@@ -180,7 +180,8 @@ func printMachine(srv *redisServer, dur, warmup time.Duration, nkeys, pool, roun
 	fmt.Printf("%v measured + %v warm-up per case, %d round(s), %d keys, pool %s\n", dur, warmup, rounds, nkeys, poolDesc)
 	fmt.Printf("allow quota (never reached): %v; deny quota (exhausted first): %v\n", allowQuota, denyQuota)
 	fmt.Println("columns: dec/s = decisions per second; p50/p99 = latency of one call (pipe16: of 16 decisions; in-memory: 1 call in 64 timed);")
-	fmt.Println("  redisCPU = redis-server user+sys CPU per decision (INFO cpu); cmds = Redis commands per decision, scripts' inner calls included (INFO commandstats);")
+	fmt.Println("  redisCPU = redis-server user+sys CPU per decision (INFO cpu); script = time Redis spent running EVAL/EVALSHA per decision (INFO commandstats usec);")
+	fmt.Println("  cmds = Redis commands per decision, scripts' inner calls included (INFO commandstats);")
 	fmt.Println("  goCPU = this process's CPU per decision; ok% = share allowed; spread = (max-min)/median dec/s over the rounds;")
 	fmt.Println("  top = most frequent Redis commands per decision. With several rounds, every figure is from the median round.")
 }
@@ -211,14 +212,17 @@ func loadAvg() string {
 }
 
 func printHeader() {
-	fmt.Printf("%-26s %11s %7s %9s %9s %9s %7s %8s %6s %5s  %s\n",
-		"contender", "dec/s", "spread", "p50", "p99", "redisCPU", "cmds", "goCPU", "ok%", "errs", "top")
+	fmt.Printf("%-26s %11s %7s %9s %9s %9s %8s %7s %8s %6s %5s  %s\n",
+		"contender", "dec/s", "spread", "p50", "p99", "redisCPU", "script", "cmds", "goCPU", "ok%", "errs", "top")
 }
 
 func printRow(r *caseResult) {
-	redisCPU, cmds, top := "-", "-", ""
+	redisCPU, script, cmds, top := "-", "-", "-", ""
 	if r.im.group == "redis" && r.decisions > 0 {
 		redisCPU = fmt.Sprintf("%.2fµs", r.redisCPU*1e6/float64(r.decisions))
+		if r.scriptUs > 0 {
+			script = fmt.Sprintf("%.2fµs", float64(r.scriptUs)/float64(r.decisions))
+		}
 		cmds = fmt.Sprintf("%.3f", float64(r.totalCalls())/float64(r.decisions))
 		top = topCommands(r, 3)
 	}
@@ -231,8 +235,8 @@ func printRow(r *caseResult) {
 	if r.rounds > 1 {
 		spread = fmt.Sprintf("%.0f%%", 100*r.spread)
 	}
-	fmt.Printf("%-26s %11.0f %7s %9s %9s %9s %7s %8s %6s %5d  %s\n",
-		r.im.name, r.rate(), spread, fmtDur(r.p50), fmtDur(r.p99), redisCPU, cmds, goCPU, ok, r.errors, top)
+	fmt.Printf("%-26s %11.0f %7s %9s %9s %9s %8s %7s %8s %6s %5d  %s\n",
+		r.im.name, r.rate(), spread, fmtDur(r.p50), fmtDur(r.p99), redisCPU, script, cmds, goCPU, ok, r.errors, top)
 	if r.firstErr != nil {
 		fmt.Printf("%-26s first error: %v\n", "", r.firstErr)
 	}

@@ -153,6 +153,7 @@ func infoFields(info string) map[string]string {
 type redisStats struct {
 	cpu   float64          // used_cpu_sys + used_cpu_user, seconds
 	calls map[string]int64 // commandstats calls by command (lower case)
+	usec  map[string]int64 // commandstats usec (time inside the command) by command
 }
 
 // snapshot reads INFO cpu and INFO commandstats.
@@ -167,7 +168,7 @@ func snapshot(ctx context.Context, c *redis.Client) (redisStats, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return redisStats{}, fmt.Errorf("INFO cpu: %w", err)
 	}
-	st := redisStats{cpu: sys + user, calls: make(map[string]int64)}
+	st := redisStats{cpu: sys + user, calls: make(map[string]int64), usec: make(map[string]int64)}
 	for k, v := range f {
 		name, ok := strings.CutPrefix(k, "cmdstat_")
 		if !ok {
@@ -175,12 +176,18 @@ func snapshot(ctx context.Context, c *redis.Client) (redisStats, error) {
 		}
 		// calls=12,usec=34,usec_per_call=2.83,rejected_calls=0,failed_calls=0
 		for _, kv := range strings.Split(v, ",") {
-			if n, ok := strings.CutPrefix(kv, "calls="); ok {
-				calls, err := strconv.ParseInt(n, 10, 64)
-				if err != nil {
-					return redisStats{}, fmt.Errorf("INFO commandstats %s: %w", k, err)
-				}
-				st.calls[name] = calls
+			field, n, _ := strings.Cut(kv, "=")
+			if field != "calls" && field != "usec" {
+				continue
+			}
+			x, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				return redisStats{}, fmt.Errorf("INFO commandstats %s: %w", k, err)
+			}
+			if field == "calls" {
+				st.calls[name] = x
+			} else {
+				st.usec[name] = x
 			}
 		}
 	}

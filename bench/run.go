@@ -29,6 +29,7 @@ type caseResult struct {
 	p50, p99  time.Duration
 	redisCPU  float64          // seconds used by redis-server while measuring
 	calls     map[string]int64 // Redis commands run while measuring, by name
+	scriptUs  int64            // µs Redis spent inside EVAL/EVALSHA (scripts' inner calls included)
 	goCPU     time.Duration    // CPU used by this process while measuring
 	rounds    int              // how many runs this one is the median of
 	spread    float64          // (max-min)/median decisions/s over those runs
@@ -118,6 +119,9 @@ func runCase(ctx context.Context, admin *redis.Client, addr string, im *impl, pa
 		if d := v - before.calls[k]; d > 0 {
 			res.calls[k] = d
 		}
+	}
+	for _, k := range []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"} {
+		res.scriptUs += after.usec[k] - before.usec[k]
 	}
 	return res, ctx.Err()
 }
