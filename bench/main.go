@@ -224,7 +224,7 @@ func printRow(r *caseResult) {
 			script = fmt.Sprintf("%.2fµs", float64(r.scriptUs)/float64(r.decisions))
 		}
 		cmds = fmt.Sprintf("%.3f", float64(r.totalCalls())/float64(r.decisions))
-		top = topCommands(r, 3)
+		top = topCommands(r, 5)
 	}
 	goCPU, ok := "-", "-"
 	if r.decisions > 0 {
