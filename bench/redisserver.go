@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +22,7 @@ import (
 type redisServer struct {
 	addr    string
 	cmd     *exec.Cmd
-	dir     string
+	logTail tailBuffer
 	version string
 
 	once sync.Once
@@ -56,25 +55,16 @@ func startRedis(binary string) (*redisServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "sluice-bench-redis-")
-	if err != nil {
-		return nil, fmt.Errorf("temp dir for redis-server: %w", err)
-	}
-	s := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, done: make(chan struct{})}
+	// Persistence is off, so the server writes no file: nothing is left
+	// behind even when this process is killed. Its log stays in memory.
+	s := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
 	s.cmd = exec.Command(path,
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir,
+		"--save", "", "--appendonly", "no", "--dir", os.TempDir(),
 		"--daemonize", "no", "--loglevel", "warning", "--logfile", "")
 	s.cmd.SysProcAttr = childAttrs() // dies with this process (Linux)
-	logFile, err := os.Create(filepath.Join(dir, "redis.log"))
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("redis-server log: %w", err)
-	}
-	defer logFile.Close() // the child keeps its own descriptor
-	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
+	s.cmd.Stdout, s.cmd.Stderr = &s.logTail, &s.logTail
 	if err := s.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start redis-server: %w", err)
 	}
 	go func() { s.cmd.Wait(); close(s.done) }()
@@ -111,15 +101,31 @@ func startRedis(binary string) (*redisServer, error) {
 }
 
 // log returns the end of the server's log, for error messages.
-func (s *redisServer) log() string {
-	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
+func (s *redisServer) log() string { return s.logTail.String() }
+
+// tailBuffer keeps the last 4 KiB written to it; safe for concurrent use.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
 }
 
-// kill stops the server with SIGKILL, waits for it and removes its directory.
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - 4096; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// kill stops the server with SIGKILL and waits for it.
 func (s *redisServer) kill() {
 	s.once.Do(func() {
 		if s.cmd.Process != nil {
@@ -129,7 +135,6 @@ func (s *redisServer) kill() {
 			case <-time.After(5 * time.Second):
 			}
 		}
-		os.RemoveAll(s.dir)
 	})
 }
 
