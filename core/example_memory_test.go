@@ -9,10 +9,10 @@ import (
 )
 
 func ExampleMemoryStore() {
-	// A fake clock makes the output reproducible; omit WithMemoryClock to
+	// A fake clock makes the output reproducible; omit WithClock to
 	// use time.Now.
 	now := time.Unix(1_700_000_000, 0)
-	store := core.NewMemoryStore(core.WithMemoryClock(func() time.Time { return now }))
+	store := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
 
 	// Two requests per second, in a burst of at most two.
 	limit := core.PerSecond(2)
@@ -36,7 +36,7 @@ func ExampleMemoryStore() {
 
 func ExampleMemoryStore_Take_severalLimits() {
 	now := time.Unix(1_700_000_000, 0)
-	store := core.NewMemoryStore(core.WithMemoryClock(func() time.Time { return now }))
+	store := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
 
 	// At most 3 per second and 100 per hour: a Take is charged against both
 	// or, when either denies, against neither.

@@ -103,20 +103,37 @@ func invalid(l Limit, format string, args ...any) error {
 	return fmt.Errorf("%w %s: %s", ErrInvalidLimit, l.String(), fmt.Sprintf(format, args...))
 }
 
-// String renders l compactly, for messages and logs: "gcra 30/1m0s burst 16".
+// String renders l in the syntax ParseLimit reads, compactly: "30/m burst
+// 16", "1000/3s fixed_window penalty 1m", "5/1m30s token_bucket". The
+// algorithm is written unless it is empty (the zero value, GCRA), and
+// Burst and Penalty unless they are 0, so that ParseLimit(l.String())
+// returns l for every valid Limit. Invalid limits render too, for messages.
 func (l Limit) String() string {
-	alg := l.Algorithm
-	if alg == "" {
-		alg = GCRA
+	s := strconv.FormatInt(l.Rate, 10) + "/" + formatPeriod(l.Period)
+	if l.Algorithm != "" {
+		if a := string(l.Algorithm); isAlgorithmWord(a) {
+			s += " " + a
+		} else {
+			s += " algorithm " + strconv.Quote(a)
+		}
 	}
-	s := string(alg) + " " + strconv.FormatInt(l.Rate, 10) + "/" + l.Period.String()
 	if l.Burst != 0 {
 		s += " burst " + strconv.FormatInt(l.Burst, 10)
 	}
 	if l.Penalty != 0 {
-		s += " penalty " + l.Penalty.String()
+		s += " penalty " + formatDuration(l.Penalty)
 	}
 	return s
+}
+
+// isAlgorithmWord reports whether a renders as one plain word.
+func isAlgorithmWord(a string) bool {
+	for i := 0; i < len(a); i++ {
+		if c := a[i]; !(c >= 'a' && c <= 'z' || c == '_') {
+			return false
+		}
+	}
+	return a != ""
 }
 
 // Spec is a validated Limit in the integer units the algorithms compute
@@ -160,7 +177,11 @@ func (l Limit) normalize() (Spec, error) {
 		return Spec{}, invalid(l, "penalty must not be negative")
 	}
 	s.Period = int64(l.Period / time.Microsecond)
-	s.Penalty = int64((l.Penalty + time.Microsecond - 1) / time.Microsecond)
+	// Rounded up without overflow: Penalty + 999ns would wrap near MaxInt64.
+	s.Penalty = int64(l.Penalty / time.Microsecond)
+	if l.Penalty%time.Microsecond != 0 {
+		s.Penalty++
+	}
 	if s.Period >= maxExact || s.Penalty >= maxExact {
 		return Spec{}, invalid(l, "period and penalty must be below 2^53 microseconds")
 	}

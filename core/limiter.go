@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,12 +30,12 @@ import (
 // The client never sees a 500 or an error text from the Limiter.
 //
 // There is no useful zero value: create Limiters with New. A Limiter is
-// safe for concurrent use by multiple goroutines; its configuration is fixed
-// at construction.
+// safe for concurrent use by multiple goroutines. Its limits can be
+// replaced while it serves (SetLimits); the rest of its configuration is
+// fixed at construction.
 type Limiter struct {
 	store     Store
 	key       KeyFunc
-	limits    []Limit
 	name      string
 	keyPrefix string // injective namespace: len(name) ":" name ":"
 
@@ -55,7 +57,11 @@ type Limiter struct {
 	unavailable Response
 	keyDenied   Response
 
-	headers headerPlan
+	style HeaderStyle
+	// cfg is the limits in force: Decide loads it once per request, and
+	// SetLimits replaces it (under mu) without ever modifying one.
+	cfg atomic.Pointer[limiterConfig]
+	mu  sync.Mutex
 }
 
 // DefaultTimeout is the per-decision deadline for a store call when
@@ -79,7 +85,8 @@ var (
 	// the store because the circuit breaker is open.
 	ErrBreakerOpen = errors.New("sluice: circuit breaker open, store not called")
 	// ErrInvalidOption is wrapped by every error New returns for a bad
-	// argument or option.
+	// argument or option, except an invalid Limit: that error (from New
+	// or SetLimits) wraps ErrInvalidLimit and says which limit.
 	ErrInvalidOption = errors.New("sluice: invalid limiter option")
 
 	errEmptyKey     = fmt.Errorf("%w: the key function returned an empty key and no error", ErrNoKey)
@@ -96,21 +103,13 @@ func New(store Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, er
 	if key == nil {
 		return nil, fmt.Errorf("%w: key function is nil", ErrInvalidOption)
 	}
-	if len(limits) == 0 {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, ErrNoLimits)
-	}
-	specs := make([]Spec, len(limits))
-	for i, lim := range limits {
-		s, err := lim.Spec()
-		if err != nil {
-			return nil, fmt.Errorf("limit %d: %w", i, err)
-		}
-		specs[i] = s
+	specs, err := specsOf(limits)
+	if err != nil {
+		return nil, err
 	}
 	l := &Limiter{
 		store:       store,
 		key:         key,
-		limits:      append([]Limit(nil), limits...),
 		cost:        1,
 		timeout:     DefaultTimeout,
 		deny:        defaultDenyResponse,
@@ -123,7 +122,7 @@ func New(store Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, er
 		if opt == nil {
 			continue
 		}
-		if err := opt(&options{l: l, style: &style}); err != nil {
+		if err := opt.applyLimiter(&options{l: l, style: &style}); err != nil {
 			return nil, err
 		}
 	}
@@ -136,15 +135,267 @@ func New(store Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, er
 		}
 	}
 	l.keyPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + ":"
-	l.headers = newHeaderPlan(style, l.name, specs)
+	l.style = style
+	l.cfg.Store(l.newConfig(limits, specs, nil))
 	return l, nil
+}
+
+// specsOf validates limits, as New and SetLimits do.
+func specsOf(limits []Limit) ([]Spec, error) {
+	if len(limits) == 0 {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, ErrNoLimits)
+	}
+	specs := make([]Spec, len(limits))
+	for i, lim := range limits {
+		s, err := lim.Spec()
+		if err != nil {
+			return nil, fmt.Errorf("limit %d: %w", i, err)
+		}
+		specs[i] = s
+	}
+	return specs, nil
+}
+
+// limiterConfig is a set of limits in force and what the Limiter derives
+// from it. It is never modified once published in Limiter.cfg, so a
+// decision sees one consistent set, headers included.
+type limiterConfig struct {
+	limits  []Limit // as given to New or SetLimits
+	specs   []Spec
+	headers headerPlan // read by Decision.SetHeaders
+	// take is what the store is charged: limits, then the guards' limits.
+	take   []Limit
+	guards []guard
+	// expires is the earliest guard's end (zero without guards): from
+	// then on Decide replaces the config with one without that guard.
+	expires time.Time
+}
+
+// A guard keeps a limit that SetLimits replaced by a tighter one in force
+// for as long as the state it built up before the swap can matter (its
+// horizon), so that tightening a limit does not hand every client the new
+// limit's full allowance: see SetLimits.
+type guard struct {
+	limit     Limit
+	spec      Spec
+	successor int // index in limiterConfig.limits of the limit that replaced it
+	until     time.Time
+}
+
+func (l *Limiter) newConfig(limits []Limit, specs []Spec, guards []guard) *limiterConfig {
+	c := &limiterConfig{
+		limits:  append([]Limit(nil), limits...),
+		specs:   specs,
+		headers: newHeaderPlan(l.style, l.name, specs),
+		guards:  guards,
+	}
+	c.take = c.limits
+	if len(guards) > 0 {
+		c.take = make([]Limit, 0, len(limits)+len(guards))
+		c.take = append(c.take, c.limits...)
+		for _, g := range guards {
+			c.take = append(c.take, g.limit)
+			if c.expires.IsZero() || g.until.Before(c.expires) {
+				c.expires = g.until
+			}
+		}
+	}
+	return c
+}
+
+// SetLimits replaces the limits the Limiter enforces, while it serves.
+// limits are validated as in New; on error (wrapping ErrInvalidOption and
+// ErrNoLimits, or ErrInvalidLimit) nothing changes. The swap is atomic:
+// each decision is made entirely with the old limits or entirely with the
+// new ones (limits, store calls and headers alike); decisions in flight
+// finish with the limits they started with. SetLimits is safe for
+// concurrent use with Decide and with itself (calls are serialized; the
+// last one wins). The headers follow the new limits at once, including
+// the IETF policies (one per limit, numbered in the new order).
+//
+// What happens to the state clients built up:
+//
+//   - A limit that is unchanged keeps its state exactly. Stores key state by
+//     the limit's arithmetic (Spec.ID: algorithm, rate, period, burst and
+//     penalty after defaults), not by its position, so reordering limits,
+//     adding or removing others, or rewriting one in an equivalent form
+//     ("100/m" and "100/m gcra burst 100") loses nothing.
+//   - A changed limit is a new limit to the store, with fresh state: two
+//     different limits never share state (a counter kept for 100/m means
+//     something else to 10/m, and to another algorithm nothing at all).
+//   - So that tightening a limit does not hand every client the new
+//     limit's full allowance, a limit replaced by a tighter one stays in
+//     force as a guard until the state built up before the swap no longer
+//     matters: the time it takes to refill completely after exhaustion
+//     (Burst·Period/Rate for GCRA, TokenBucket and LeakyBucket, Period for
+//     FixedWindow and SlidingLog, 2·Period for SlidingWindow) plus its
+//     Penalty, from the swap. Meanwhile a request must pass both; a client
+//     that had used up the old limit stays refused until the old limit
+//     would have let it through, and then gets no more than the new limit.
+//     The guard never admits more than the new limit alone would; its
+//     figures are folded into the new limit's (Remaining is the smaller,
+//     Retry-After the longer), so headers name only the new limits.
+//     A limit replaces another when both have the same algorithm and
+//     period and no other limit added or removed in the same call has
+//     them; it is tighter when its rate or burst is smaller or its penalty
+//     longer. A loosened limit (or one changed to another period or
+//     algorithm, or simply removed) takes effect at once, with fresh state:
+//     a raised quota is not held back by usage counted against the old one.
+//
+// The guard's horizon is measured by the Limiter's clock (WithClock).
+func (l *Limiter) SetLimits(limits []Limit) error {
+	specs, err := specsOf(limits)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.cfg.Load()
+	now := l.now()
+	l.cfg.Store(l.newConfig(limits, specs, guardsFor(old, specs, now)))
+	return nil
+}
+
+// guardsFor returns the guards of a swap from old to the limits specs: the
+// old limits replaced by tighter ones, and old's guards still in force
+// whose successor is unchanged.
+func guardsFor(old *limiterConfig, specs []Spec, now time.Time) []guard {
+	index := make(map[string]int, len(specs)) // Spec.ID → first index in specs
+	for i := len(specs) - 1; i >= 0; i-- {
+		index[specs[i].ID()] = i
+	}
+	oldIDs := make(map[string]bool, len(old.specs)+len(old.guards))
+	for _, s := range old.specs {
+		oldIDs[s.ID()] = true
+	}
+	var gs []guard
+	for _, g := range old.guards {
+		if !now.Before(g.until) {
+			continue
+		}
+		if _, again := index[g.spec.ID()]; again {
+			continue // enforced as a limit again: charging it twice would count double
+		}
+		if j, ok := index[old.specs[g.successor].ID()]; ok {
+			g.successor = j
+			gs = append(gs, g)
+		}
+	}
+
+	// Pair the removed limits with the added ones of the same algorithm
+	// and period, when each side has exactly one.
+	type class struct {
+		alg    Algorithm
+		period int64
+	}
+	removed := map[class][]int{}
+	seen := map[string]bool{}
+	for i, s := range old.specs {
+		if _, kept := index[s.ID()]; !kept && !seen[s.ID()] {
+			seen[s.ID()] = true
+			k := class{s.Algorithm, s.Period}
+			removed[k] = append(removed[k], i)
+		}
+	}
+	added := map[class][]int{}
+	for i, s := range specs {
+		if !oldIDs[s.ID()] && index[s.ID()] == i {
+			k := class{s.Algorithm, s.Period}
+			added[k] = append(added[k], i)
+		}
+	}
+	for i, o := range old.specs {
+		k := class{o.Algorithm, o.Period}
+		rs, as := removed[k], added[k]
+		if len(rs) != 1 || rs[0] != i || len(as) != 1 {
+			continue
+		}
+		n := specs[as[0]]
+		if n.Rate < o.Rate || n.Burst < o.Burst || n.Penalty > o.Penalty {
+			gs = append(gs, guard{limit: old.limits[i], spec: o, successor: as[0], until: now.Add(horizon(o))})
+		}
+	}
+	return gs
+}
+
+// horizon returns how long after its last charge a limit's state can still
+// refuse a request: the time to refill completely, plus the penalty.
+func horizon(s Spec) time.Duration {
+	var us int64
+	switch s.Algorithm {
+	case GCRA:
+		us = s.Burst * s.Interval
+	case LeakyBucket:
+		us = (s.Burst + 1) * s.Interval
+	case TokenBucket:
+		us = (s.Burst*s.Period + s.Rate - 1) / s.Rate
+	case SlidingWindow:
+		us = 2 * s.Period
+	default: // FixedWindow, SlidingLog
+		us = s.Period
+	}
+	us += s.Penalty // both below 2^53 (Validate)
+	if us > int64(InfDuration/time.Microsecond) {
+		return InfDuration
+	}
+	return time.Duration(us) * time.Microsecond
+}
+
+// dropExpiredGuards replaces the config in force by one without the
+// guards that have ended by now, and returns the config in force.
+func (l *Limiter) dropExpiredGuards(now time.Time) *limiterConfig {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.cfg.Load()
+	if c.expires.IsZero() || now.Before(c.expires) {
+		return c // another decision or SetLimits got here first
+	}
+	var live []guard
+	for _, g := range c.guards {
+		if now.Before(g.until) {
+			live = append(live, g)
+		}
+	}
+	next := l.newConfig(c.limits, c.specs, live)
+	l.cfg.Store(next)
+	return next
+}
+
+// fold turns the Result of a Take over cfg.take into one over cfg.limits:
+// each guard's result is folded into its successor's (refused if either
+// refused, the smaller Remaining, the longer RetryAfter, ResetAfter and
+// Delay). Without guards it returns res as is.
+func (c *limiterConfig) fold(res Result) Result {
+	if len(c.guards) == 0 || len(res.PerLimit) != len(c.take) {
+		return res
+	}
+	n := len(c.limits)
+	own := make([]Result, n)
+	copy(own, res.PerLimit[:n])
+	for i, g := range c.guards {
+		gr, s := &res.PerLimit[n+i], &own[g.successor]
+		if !gr.Allowed {
+			if s.Allowed {
+				s.Allowed, s.RetryAfter = false, gr.RetryAfter
+			} else {
+				s.RetryAfter = max(s.RetryAfter, gr.RetryAfter)
+			}
+			s.Remaining = 0
+		} else {
+			s.Remaining = min(s.Remaining, gr.Remaining)
+		}
+		s.ResetAfter = max(s.ResetAfter, gr.ResetAfter)
+		s.Delay = max(s.Delay, gr.Delay)
+	}
+	return Combine(own)
 }
 
 // Name returns the name given with WithName, or "" when there was none.
 func (l *Limiter) Name() string { return l.name }
 
-// Limits returns a copy of the limits the Limiter enforces.
-func (l *Limiter) Limits() []Limit { return append([]Limit(nil), l.limits...) }
+// Limits returns a copy of the limits the Limiter enforces, as given to
+// New or to the last SetLimits.
+func (l *Limiter) Limits() []Limit { return append([]Limit(nil), l.cfg.Load().limits...) }
 
 // Breaker returns the circuit breaker's current state (BreakerClosed when
 // the breaker is disabled).
@@ -218,6 +469,14 @@ const (
 	// served unlimited). Under KeyErrorShared the outcome is the shared
 	// bucket's, and Event.KeyErr reports the failure.
 	OutcomeKeyError
+	// OutcomeCanceled: the request's context ended (the client went away,
+	// or a server deadline passed) before the store decided. The request
+	// is refused with the unavailable response, which no one may read,
+	// whatever the failure policy: serving it would let a client that
+	// drops its connections run the handler unlimited. Nothing is charged
+	// unless the store charged before the context ended. In shadow mode it
+	// is served.
+	OutcomeCanceled
 )
 
 var outcomeNames = [...]string{
@@ -230,6 +489,7 @@ var outcomeNames = [...]string{
 	OutcomeFallback:     "fallback",
 	OutcomeSkipped:      "skipped",
 	OutcomeKeyError:     "key_error",
+	OutcomeCanceled:     "canceled",
 }
 
 func (o Outcome) String() string {
@@ -283,9 +543,9 @@ type Decision struct {
 	// FailClosed.
 	Result Result
 
-	l    *Limiter
-	now  time.Time // when the decision was made, by the Limiter's clock
-	resp *Response // what to write for Refuse, or for a Hold cut short
+	l    *limiterConfig // the limits it was made with (nil: zero Decision)
+	now  time.Time      // when the decision was made, by the Limiter's clock
+	resp *Response      // what to write for Refuse, or for a Hold cut short
 }
 
 // Response returns what to write when Action is Refuse (the deny response
@@ -366,8 +626,11 @@ type Event struct {
 // request; it never fails: errors are handled by the failure policy and
 // the key-error rule, and reported to observers.
 func (l *Limiter) Decide(r *http.Request) Decision {
+	// The limits in force, loaded once: a concurrent SetLimits does not
+	// change what this decision is made with.
+	cfg := l.cfg.Load()
 	if l.skip != nil && l.skip(r) {
-		d := Decision{Action: Serve, Outcome: OutcomeSkipped, l: l}
+		d := Decision{Action: Serve, Outcome: OutcomeSkipped, l: cfg}
 		if len(l.observers) > 0 {
 			l.observe(Event{Outcome: OutcomeSkipped, Request: r}, &d)
 		}
@@ -383,7 +646,7 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 		key = ""
 		switch l.keyRule {
 		case KeyErrorDeny:
-			d := Decision{Action: Refuse, Outcome: OutcomeKeyError, l: l, resp: &l.keyDenied}
+			d := Decision{Action: Refuse, Outcome: OutcomeKeyError, l: cfg, resp: &l.keyDenied}
 			if l.shadow {
 				d.Action, d.resp = Serve, nil
 			}
@@ -392,7 +655,7 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 			}
 			return d
 		case KeyErrorAllow:
-			d := Decision{Action: Serve, Outcome: OutcomeKeyError, l: l}
+			d := Decision{Action: Serve, Outcome: OutcomeKeyError, l: cfg}
 			if len(l.observers) > 0 {
 				l.observe(Event{Outcome: OutcomeKeyError, Request: r, KeyErr: keyErr}, &d)
 			}
@@ -421,17 +684,24 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 		latency  time.Duration
 	)
 	// The clock is read lazily: the breaker needs it only when open or
-	// after a failure, the headers once per decision.
+	// after a failure, the headers once per decision, and the limits only
+	// while a changed limit's guard is in force (see SetLimits).
 	var now time.Time
+	if !cfg.expires.IsZero() {
+		now = l.now()
+		if !now.Before(cfg.expires) {
+			cfg = l.dropExpiredGuards(now)
+		}
+	}
 	call, probe := l.breaker.allow(l.now)
 	if call {
 		start := time.Now()
 		if l.timeout > 0 && !l.local {
 			tctx, cancel := context.WithTimeout(ctx, l.timeout)
-			res, storeErr = l.store.Take(tctx, storeKey, cost, l.limits...)
+			res, storeErr = l.store.Take(tctx, storeKey, cost, cfg.take...)
 			cancel()
 		} else {
-			res, storeErr = l.store.Take(ctx, storeKey, cost, l.limits...)
+			res, storeErr = l.store.Take(ctx, storeKey, cost, cfg.take...)
 		}
 		end := time.Now()
 		latency = end.Sub(start)
@@ -444,11 +714,16 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 		storeErr = ErrBreakerOpen
 	}
 
-	d := Decision{l: l}
+	d := Decision{l: cfg}
 	if storeErr == nil {
-		l.fromResult(&d, res, false)
+		l.fromResult(&d, cfg.fold(res), false)
+	} else if err = storeErr; ctx.Err() != nil {
+		// The client is gone: no policy serves it (see OutcomeCanceled).
+		d.Action, d.Outcome, d.resp = Refuse, OutcomeCanceled, &l.unavailable
+		if l.shadow {
+			d.Action, d.resp = Serve, nil
+		}
 	} else {
-		err = storeErr
 		switch l.policy {
 		case FailOpen:
 			d.Action, d.Outcome = Serve, OutcomeFailedOpen
@@ -459,12 +734,12 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 			}
 		default: // FailLocal
 			start := time.Now()
-			res, lerr := l.fallback.Take(ctx, storeKey, cost, l.limits...)
+			res, lerr := l.fallback.Take(ctx, storeKey, cost, cfg.take...)
 			latency += time.Since(start)
 			if lerr != nil {
 				d.Action, d.Outcome = Serve, OutcomeFailedOpen
 			} else {
-				l.fromResult(&d, res, true)
+				l.fromResult(&d, cfg.fold(res), true)
 			}
 		}
 	}

@@ -14,7 +14,7 @@ var t0 = time.Unix(1_700_000_000, 0)
 
 func memoryLimiter(t *testing.T, clock *fakeClock, limits []Limit, opts ...Option) *Limiter {
 	t.Helper()
-	store := NewMemoryStore(WithMemoryClock(clock.Now))
+	store := NewMemoryStore(WithClock(clock.Now))
 	return mustNew(t, store, limits, append(opts, WithClock(clock.Now))...)
 }
 
@@ -80,7 +80,7 @@ func TestMemoryRetryAfterRoundsUp(t *testing.T) {
 
 func TestMemoryNamesSeparateState(t *testing.T) {
 	clock := newFakeClock(t0)
-	store := NewMemoryStore(WithMemoryClock(clock.Now))
+	store := NewMemoryStore(WithClock(clock.Now))
 	limits := []Limit{PerMinute(1)}
 	a := mustNew(t, store, limits, WithName("a"), WithClock(clock.Now))
 	b := mustNew(t, store, limits, WithName("b"), WithClock(clock.Now))
@@ -164,7 +164,7 @@ func TestMemoryLeakyBucketHold(t *testing.T) {
 
 func TestMemoryFallback(t *testing.T) {
 	clock := newFakeClock(t0)
-	local := NewMemoryStore(WithMemoryClock(clock.Now))
+	local := NewMemoryStore(WithClock(clock.Now))
 	l := mustNew(t, &scriptStore{take: failingTake}, []Limit{PerSecond(2)}, WithFallbackStore(local), WithClock(clock.Now), WithBreaker(0, 0))
 	for i, want := range []Action{Serve, Serve, Refuse} {
 		d, h := decideHeaders(l, request("a"))

@@ -9,7 +9,14 @@ import (
 // An Option configures a Limiter in New. Options are applied in order; a
 // later option overrides an earlier one of the same kind, except
 // WithObserver, which adds.
-type Option func(*options) error
+type Option interface {
+	applyLimiter(*options) error
+}
+
+// optionFunc adapts a function to Option.
+type optionFunc func(*options) error
+
+func (f optionFunc) applyLimiter(o *options) error { return f(o) }
 
 // options is what an Option sees: the Limiter under construction and the
 // settings New resolves after all options are applied.
@@ -33,7 +40,7 @@ const MaxNameLength = 128
 // "default"): unnamed limiters with identical limits on one store share
 // state.
 func WithName(name string) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if name == "" || len(name) > MaxNameLength {
 			return fmt.Errorf("%w: name must be 1 to %d characters, got %d", ErrInvalidOption, MaxNameLength, len(name))
 		}
@@ -44,7 +51,7 @@ func WithName(name string) Option {
 		}
 		o.l.name = name
 		return nil
-	}
+	})
 }
 
 // WithCost sets what every request costs, in units of the limits' Rate.
@@ -53,13 +60,13 @@ func WithName(name string) Option {
 // limit's burst can never pass; such requests are denied without
 // Retry-After.
 func WithCost(n int64) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if n < 0 {
 			return fmt.Errorf("%w: cost %d: %w", ErrInvalidOption, n, ErrNegativeCost)
 		}
 		o.l.cost = n
 		return nil
-	}
+	})
 }
 
 // WithCostFunc computes each request's cost, overriding WithCost. If f
@@ -68,13 +75,13 @@ func WithCost(n int64) Option {
 // request that is not skipped and whose key is not refused; it must be safe
 // for concurrent use.
 func WithCostFunc(f func(*http.Request) int64) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if f == nil {
 			return fmt.Errorf("%w: cost function is nil", ErrInvalidOption)
 		}
 		o.l.costFunc = f
 		return nil
-	}
+	})
 }
 
 // WithSkip exempts requests for which f returns true (an allow-list,
@@ -83,13 +90,13 @@ func WithCostFunc(f func(*http.Request) int64) Option {
 // runs first on every request; it must be cheap and safe for concurrent
 // use.
 func WithSkip(f func(*http.Request) bool) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if f == nil {
 			return fmt.Errorf("%w: skip function is nil", ErrInvalidOption)
 		}
 		o.l.skip = f
 		return nil
-	}
+	})
 }
 
 // FailurePolicy is what a Limiter does when its store fails, exceeds the
@@ -127,7 +134,7 @@ func (p FailurePolicy) String() string {
 // WithFailurePolicy sets what happens when the store fails; see
 // FailurePolicy. The default is FailLocal.
 func WithFailurePolicy(p FailurePolicy) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		switch p {
 		case FailLocal, FailOpen, FailClosed:
 		default:
@@ -135,7 +142,7 @@ func WithFailurePolicy(p FailurePolicy) Option {
 		}
 		o.l.policy = p
 		return nil
-	}
+	})
 }
 
 // WithFallbackStore sets the local store FailLocal decides with (for a
@@ -143,13 +150,13 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // the circuit breaker. The default is NewMemoryStore(). It has no effect
 // under other failure policies.
 func WithFallbackStore(s Store) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if s == nil {
 			return fmt.Errorf("%w: fallback store is nil", ErrInvalidOption)
 		}
 		o.l.fallback = s
 		return nil
-	}
+	})
 }
 
 // WithTimeout sets the per-decision deadline of a store call; past it the
@@ -164,13 +171,13 @@ func WithFallbackStore(s Store) Option {
 // decided by FailLocal after a timeout may be counted both remotely and
 // locally; it is never counted twice by the same store.
 func WithTimeout(d time.Duration) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if d < 0 {
 			return fmt.Errorf("%w: timeout %v must not be negative", ErrInvalidOption, d)
 		}
 		o.l.timeout = d
 		return nil
-	}
+	})
 }
 
 // WithBreaker configures the circuit breaker. It opens after failures
@@ -180,7 +187,7 @@ func WithTimeout(d time.Duration) Option {
 // failure opens it for another cooldown. failures 0 disables the breaker.
 // The defaults are DefaultBreakerFailures and DefaultBreakerCooldown.
 func WithBreaker(failures int, cooldown time.Duration) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if failures < 0 || failures > 1<<30 {
 			return fmt.Errorf("%w: breaker failures %d out of range [0, 2^30]", ErrInvalidOption, failures)
 		}
@@ -190,7 +197,7 @@ func WithBreaker(failures int, cooldown time.Duration) Option {
 		o.l.breaker.threshold = int32(failures)
 		o.l.breaker.cooldown = cooldown
 		return nil
-	}
+	})
 }
 
 // WithObserver adds f to the functions called with an Event for every
@@ -198,13 +205,13 @@ func WithBreaker(failures int, cooldown time.Duration) Option {
 // request's goroutine, in the order given: they must be quick and safe for
 // concurrent use, and must not retain Event.Request after returning.
 func WithObserver(f func(Event)) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if f == nil {
 			return fmt.Errorf("%w: observer is nil", ErrInvalidOption)
 		}
 		o.l.observers = append(o.l.observers, f)
 		return nil
-	}
+	})
 }
 
 // WithShadow puts the Limiter in shadow mode, to try limits out in
@@ -214,16 +221,16 @@ func WithObserver(f func(Event)) Option {
 // at once: nothing is refused or held, whatever the store, the failure
 // policy or the key-error rule says.
 func WithShadow() Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		o.l.shadow = true
 		return nil
-	}
+	})
 }
 
 // WithHeaders selects the rate-limit response headers; see HeaderStyle.
 // The default is HeadersLegacy.
 func WithHeaders(style HeaderStyle) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		switch style {
 		case HeadersLegacy, HeadersIETF, HeadersBoth, HeadersNone:
 		default:
@@ -231,7 +238,7 @@ func WithHeaders(style HeaderStyle) Option {
 		}
 		*o.style = style
 		return nil
-	}
+	})
 }
 
 // KeyErrorRule is what a Limiter does with a request whose key function
@@ -270,7 +277,7 @@ func (k KeyErrorRule) String() string {
 // OnKeyError sets the rule for requests whose key function fails; see
 // KeyErrorRule. The default is KeyErrorShared.
 func OnKeyError(rule KeyErrorRule) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		switch rule {
 		case KeyErrorShared, KeyErrorDeny, KeyErrorAllow:
 		default:
@@ -278,7 +285,7 @@ func OnKeyError(rule KeyErrorRule) Option {
 		}
 		o.l.keyRule = rule
 		return nil
-	}
+	})
 }
 
 func checkResponse(what string, r Response) (Response, error) {
@@ -294,10 +301,10 @@ func checkResponse(what string, r Response) (Response, error) {
 // {"error":"rate limit exceeded"}. Retry-After and the rate-limit headers
 // are set whatever the status.
 func WithDenyResponse(resp Response) Option {
-	return func(o *options) (err error) {
+	return optionFunc(func(o *options) (err error) {
 		o.l.deny, err = checkResponse("deny", resp)
 		return err
-	}
+	})
 }
 
 // WithUnavailableResponse sets the response under FailClosed when the
@@ -305,30 +312,17 @@ func WithDenyResponse(resp Response) Option {
 // default is 503 Service Unavailable with the JSON body
 // {"error":"service unavailable"}.
 func WithUnavailableResponse(resp Response) Option {
-	return func(o *options) (err error) {
+	return optionFunc(func(o *options) (err error) {
 		o.l.unavailable, err = checkResponse("unavailable", resp)
 		return err
-	}
+	})
 }
 
 // WithKeyErrorResponse sets the response under KeyErrorDeny. The default
 // is 403 Forbidden with the JSON body {"error":"forbidden"}.
 func WithKeyErrorResponse(resp Response) Option {
-	return func(o *options) (err error) {
+	return optionFunc(func(o *options) (err error) {
 		o.l.keyDenied, err = checkResponse("key-error", resp)
 		return err
-	}
-}
-
-// WithClock sets the clock the Limiter reads for X-RateLimit-Reset and the
-// circuit breaker's cooldown (default time.Now). It is meant for tests,
-// together with the store's own clock.
-func WithClock(now func() time.Time) Option {
-	return func(o *options) error {
-		if now == nil {
-			return fmt.Errorf("%w: clock is nil", ErrInvalidOption)
-		}
-		o.l.clock = now
-		return nil
-	}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // DefaultMaxKeys is the number of states a MemoryStore holds at most unless
@@ -36,7 +37,7 @@ var errNilMemoryStore = errors.New("sluice: MemoryStore is nil or its zero value
 // MemoryStore is a Store that keeps rate-limit state in the memory of the
 // process. It implements every Algorithm with exactly the integer
 // arithmetic of the Redis store (ALGORITHMS.md), at the clock given by
-// WithMemoryClock (by default time.Now, read once per Take, in
+// WithClock (by default time.Now, read once per Take, in
 // microseconds). It suits a single process, tests, and the fallback of a
 // Limiter whose shared store is unreachable; processes do not share it.
 //
@@ -72,13 +73,68 @@ type MemoryStore struct {
 	mask   uint64
 }
 
-// memoryShard is one lock's share of the states, padded to a cache line so
-// neighbouring shards' mutexes do not contend.
+// memoryShard is one lock's share of the states, padded to a whole number
+// of cache lines so neighbouring shards' mutexes do not contend.
 type memoryShard struct {
-	mu       sync.Mutex
-	states   map[stateKey]*memoryState
+	shardData
+	_ [(64 - unsafe.Sizeof(shardData{})%64) % 64]byte
+}
+
+type shardData struct {
+	mu sync.Mutex
+	// states holds the states by stateHash; a state whose hash another
+	// state already holds (a 64-bit collision, in practice never) is kept
+	// in overflow, by its full key. Every stored state holds its key, and
+	// a lookup compares it.
+	states   map[uint64]*memoryState
+	overflow map[stateKey]*memoryState
 	capacity int
-	_        [40]byte
+	// specs caches the validated form of the limits last used on this
+	// shard, so that a Take on a limit seen before neither validates nor
+	// converts it again. Guarded by mu; specNext is the slot to replace.
+	specs    [specCacheSize]cachedSpec
+	specNext int
+}
+
+// specCacheSize is the number of limits each shard remembers validated.
+const specCacheSize = 4
+
+// cachedSpec is a Limit exactly as a caller passed it (Algorithm aside,
+// which is the package's constant so that the cache pins no caller memory)
+// and its validated form. An empty entry has Rate 0, which no valid Limit
+// has.
+type cachedSpec struct {
+	limit Limit
+	sp    algSpec
+}
+
+// cachedSpec returns the validated form of l if the shard has it. The
+// caller holds sh.mu.
+func (sh *memoryShard) cachedSpec(l *Limit) (*algSpec, bool) {
+	if l.Rate <= 0 {
+		return nil, false // invalid, and it would match an empty entry
+	}
+	for i := range sh.specs {
+		if c := &sh.specs[i]; c.limit == *l {
+			return &c.sp, true
+		}
+	}
+	return nil, false
+}
+
+// cacheSpec remembers sp as the validated form of l, replacing the oldest
+// entry, and returns the cached copy. The caller holds sh.mu.
+func (sh *memoryShard) cacheSpec(l *Limit, sp *algSpec) *algSpec {
+	if c, ok := sh.cachedSpec(l); ok {
+		return c
+	}
+	c := &sh.specs[sh.specNext]
+	sh.specNext = (sh.specNext + 1) % specCacheSize
+	c.limit, c.sp = *l, *sp
+	if c.limit.Algorithm != "" {
+		c.limit.Algorithm = algorithmOf(sp.alg)
+	}
+	return &c.sp
 }
 
 // stateKey identifies one state: the key (or its digest, for a long key)
@@ -102,19 +158,66 @@ func (k *stateKey) spec() algSpec {
 	return sp
 }
 
-// MemoryOption configures a MemoryStore.
-type MemoryOption func(*memoryConfig)
+// len returns the number of states the shard holds. The caller holds mu.
+func (sh *memoryShard) len() int { return len(sh.states) + len(sh.overflow) }
+
+// find returns the state of (key, digest, sp), whose hash is h. The caller
+// holds mu.
+func (sh *memoryShard) find(key string, digest bool, sp *algSpec, h uint64) (*memoryState, bool) {
+	if st := sh.states[h]; st != nil && st.key.is(key, digest, sp) {
+		return st, true
+	}
+	if len(sh.overflow) > 0 {
+		st, ok := sh.overflow[makeStateKey(key, digest, sp)]
+		return st, ok
+	}
+	return nil, false
+}
+
+// is reports whether k is the state key of (key, digest, sp).
+func (k *stateKey) is(key string, digest bool, sp *algSpec) bool {
+	return k.rate == sp.rate && k.period == sp.period && k.burst == sp.burst &&
+		k.penalty == sp.penalty && k.alg == sp.alg && k.digest == digest && k.key == key
+}
+
+// remove deletes a stored state. The caller holds mu.
+func (sh *memoryShard) remove(st *memoryState) {
+	if sh.states[st.hash] == st {
+		delete(sh.states, st.hash)
+	} else {
+		delete(sh.overflow, st.key)
+	}
+}
+
+// stateHash is the hash a state is stored under: the seeded hash of its
+// key (which also picks the shard) combined with its limit's hash.
+func stateHash(keyHash uint64, sp *algSpec) uint64 { return keyHash ^ sp.hash }
+
+// specHash mixes the fields of a limit that shape its state (those of
+// stateKey) into 64 bits. It needs no seed: the key's hash is seeded, and
+// a collision only costs a lookup in the overflow map.
+func specHash(sp *algSpec) uint64 {
+	h := uint64(sp.alg) + 1
+	for _, v := range [...]int64{sp.rate, sp.period, sp.burst, sp.penalty} {
+		h = (h ^ uint64(v)) * 0x9e3779b97f4a7c15
+		h ^= h >> 29
+	}
+	return h
+}
+
+// MemoryOption configures a MemoryStore in NewMemoryStore.
+type MemoryOption interface {
+	applyMemory(*memoryConfig)
+}
+
+// memoryOptionFunc adapts a function to MemoryOption.
+type memoryOptionFunc func(*memoryConfig)
+
+func (f memoryOptionFunc) applyMemory(c *memoryConfig) { f(c) }
 
 type memoryConfig struct {
 	now     func() time.Time
 	maxKeys int
-}
-
-// WithMemoryClock sets the clock the store decides by; nil selects
-// time.Now. Tests pass a fake clock to make every decision reproducible.
-// (It is not named WithClock: that is the Limiter's option.)
-func WithMemoryClock(now func() time.Time) MemoryOption {
-	return func(c *memoryConfig) { c.now = now }
 }
 
 // WithMaxKeys bounds the number of states the store holds (one per key and
@@ -125,7 +228,7 @@ func WithMemoryClock(now func() time.Time) MemoryOption {
 // uses: when a shard is too small to hold them all, the states that do not
 // fit are not kept.
 func WithMaxKeys(n int) MemoryOption {
-	return func(c *memoryConfig) { c.maxKeys = n }
+	return memoryOptionFunc(func(c *memoryConfig) { c.maxKeys = n })
 }
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -133,7 +236,7 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 	cfg := memoryConfig{now: time.Now, maxKeys: DefaultMaxKeys}
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&cfg)
+			opt.applyMemory(&cfg)
 		}
 	}
 	if cfg.now == nil {
@@ -153,7 +256,7 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 		mask:   uint64(shards - 1),
 	}
 	for i := range s.shards {
-		s.shards[i].states = make(map[stateKey]*memoryState)
+		s.shards[i].states = make(map[uint64]*memoryState)
 		s.shards[i].capacity = cfg.maxKeys / shards
 		if i < cfg.maxKeys%shards {
 			s.shards[i].capacity++
@@ -172,7 +275,7 @@ func (s *MemoryStore) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		total += len(sh.states)
+		total += sh.len()
 		sh.mu.Unlock()
 	}
 	return total
@@ -189,6 +292,8 @@ func (s *MemoryStore) Len() int {
 // or ErrInvalidLimit for bad input, and ctx's error when ctx is already
 // done; otherwise it never fails and never blocks beyond a short critical
 // section. With one limit and a key it has seen before it allocates nothing.
+// Take keeps no reference to key (a new state stores a copy), so a caller
+// may pass a key built in a buffer it reuses.
 func (s *MemoryStore) Take(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
 	if s == nil || s.shards == nil {
 		return Result{}, errNilMemoryStore
@@ -208,7 +313,7 @@ func (s *MemoryStore) Take(ctx context.Context, key string, n int64, limits ...L
 		}
 	}
 	if len(limits) == 1 {
-		return s.takeOne(key, n, limits[0])
+		return s.takeOne(key, n, &limits[0])
 	}
 	return s.takeMany(key, n, limits)
 }
@@ -224,44 +329,66 @@ func storedKey(key string) (string, bool) {
 	return string(sum[:]), true
 }
 
-func makeStateKey(key string, digest bool, sp *Spec) stateKey {
+func makeStateKey(key string, digest bool, sp *algSpec) stateKey {
 	return stateKey{
-		key: key, digest: digest, alg: algCodeOf(sp.Algorithm),
-		rate: sp.Rate, period: sp.Period, burst: sp.Burst, penalty: sp.Penalty,
+		key: key, digest: digest, alg: sp.alg,
+		rate: sp.rate, period: sp.period, burst: sp.burst, penalty: sp.penalty,
 	}
 }
 
 func toAlgSpec(sp *Spec) algSpec {
-	return algSpec{
+	a := algSpec{
 		alg: algCodeOf(sp.Algorithm), rate: sp.Rate, period: sp.Period,
 		burst: sp.Burst, penalty: sp.Penalty, interval: sp.Interval,
 	}
+	a.hash = specHash(&a)
+	return a
 }
 
-func (s *MemoryStore) shardOf(key string) *memoryShard {
-	return &s.shards[maphash.String(s.seed, key)&s.mask]
+// validate returns l's validated form. On the hot path it comes from the
+// shard's cache; otherwise it is computed without holding the lock and
+// cached. The caller holds sh.mu, which validate may release and take
+// again; it returns with sh.mu held, except on error. The spec returned
+// is the cache's: it stays valid while the caller holds sh.mu.
+func (sh *memoryShard) validate(l *Limit) (*algSpec, error) {
+	if sp, ok := sh.cachedSpec(l); ok {
+		return sp, nil
+	}
+	sh.mu.Unlock()
+	spec, err := l.Spec()
+	if err != nil {
+		return nil, err
+	}
+	sp := toAlgSpec(&spec)
+	sh.mu.Lock()
+	return sh.cacheSpec(l, &sp), nil
 }
 
-func (s *MemoryStore) takeOne(key string, n int64, limit Limit) (Result, error) {
-	spec, err := limit.Spec()
+// shardOf returns the shard of a stored key and the key's hash.
+func (s *MemoryStore) shardOf(key string) (*memoryShard, uint64) {
+	h := maphash.String(s.seed, key)
+	return &s.shards[h&s.mask], h
+}
+
+func (s *MemoryStore) takeOne(key string, n int64, limit *Limit) (Result, error) {
+	key, digest := storedKey(key)
+	sh, h := s.shardOf(key)
+	sh.mu.Lock()
+	sp, err := sh.validate(limit)
 	if err != nil {
 		return Result{}, err
 	}
-	key, digest := storedKey(key)
-	k := makeStateKey(key, digest, &spec)
-	sp := toAlgSpec(&spec)
 	var o outcome
-	sh := s.shardOf(key)
-	s.decideOne(sh, &k, &sp, n, &o)
+	s.decideOne(sh, key, digest, stateHash(h, sp), sp, n, &o)
+	sh.mu.Unlock()
 	return o.result(), nil
 }
 
-func (s *MemoryStore) decideOne(sh *memoryShard, k *stateKey, sp *algSpec, n int64, o *outcome) {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+// decideOne decides a Take over one limit. The caller holds sh.mu.
+func (s *MemoryStore) decideOne(sh *memoryShard, key string, digest bool, h uint64, sp *algSpec, n int64, o *outcome) {
 	now := s.now().UnixMicro()
 	var fresh memoryState
-	st, found := sh.states[*k]
+	st, found := sh.find(key, digest, sp, h)
 	if !found {
 		st = &fresh
 	}
@@ -269,13 +396,16 @@ func (s *MemoryStore) decideOne(sh *memoryShard, k *stateKey, sp *algSpec, n int
 	switch {
 	case o.allowed && n > 0:
 		apply(st, o, sp, n)
-	case !o.allowed && !o.byLock && sp.penalty > 0:
+	case !o.allowed && !o.byLock && sp.penalty > 0 && n > 0:
+		// A peek writes nothing, not even a lock (it can only be denied
+		// by the algorithm when the clock went backwards).
 		lock(st, sp, now)
 	default:
 		return
 	}
 	if !found {
-		sh.insert(k, st, now)
+		k := makeStateKey(key, digest, sp)
+		sh.insert(&k, h, st, now)
 	}
 }
 
@@ -307,14 +437,36 @@ func (s *MemoryStore) takeMany(key string, n int64, limits []Limit) (Result, err
 		evs = make([]limitEval, 0, len(limits))
 	}
 	key, digest := storedKey(key)
+	sh, h := s.shardOf(key)
+	sh.mu.Lock()
+	evs = evs[:len(limits)]
+	cached := true
 	for i := range limits {
-		spec, err := limits[i].Spec()
-		if err != nil {
-			return Result{}, fmt.Errorf("limits[%d]: %w", i, err)
+		sp, ok := sh.cachedSpec(&limits[i])
+		if !ok {
+			cached = false
+			break
 		}
-		evs = append(evs, limitEval{k: makeStateKey("", digest, &spec), sp: toAlgSpec(&spec)})
+		evs[i].sp = *sp
+	}
+	if !cached {
+		// Validate outside the lock; with more limits than the cache
+		// holds, the specs are used from here rather than from the cache.
+		sh.mu.Unlock()
+		for i := range limits {
+			spec, err := limits[i].Spec()
+			if err != nil {
+				return Result{}, fmt.Errorf("limits[%d]: %w", i, err)
+			}
+			evs[i].sp = toAlgSpec(&spec)
+		}
+		sh.mu.Lock()
+		for i := range limits {
+			sh.cacheSpec(&limits[i], &evs[i].sp)
+		}
 	}
 	for i := range evs {
+		evs[i].k = makeStateKey("", digest, &evs[i].sp)
 		for j := 0; j < i; j++ {
 			if evs[j].k == evs[i].k {
 				evs[i].dup = true
@@ -322,7 +474,8 @@ func (s *MemoryStore) takeMany(key string, n int64, limits []Limit) (Result, err
 			}
 		}
 	}
-	s.decideMany(s.shardOf(key), key, evs, n)
+	s.decideMany(sh, key, h, evs, n)
+	sh.mu.Unlock()
 	perLimit := make([]Result, len(evs))
 	for i := range evs {
 		perLimit[i] = evs[i].o.result()
@@ -330,16 +483,13 @@ func (s *MemoryStore) takeMany(key string, n int64, limits []Limit) (Result, err
 	return Combine(perLimit), nil
 }
 
-func (s *MemoryStore) decideMany(sh *memoryShard, key string, evs []limitEval, n int64) {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+// decideMany decides a Take over several limits. The caller holds sh.mu.
+func (s *MemoryStore) decideMany(sh *memoryShard, key string, keyHash uint64, evs []limitEval, n int64) {
 	now := s.now().UnixMicro()
 	allowed := true
 	for i := range evs {
 		e := &evs[i]
-		k := e.k
-		k.key = key
-		e.st, e.found = sh.states[k]
+		e.st, e.found = sh.find(key, e.k.digest, &e.sp, stateHash(keyHash, &e.sp))
 		evaluate(&e.o, &e.sp, e.state(), now, n)
 		allowed = allowed && e.o.allowed
 	}
@@ -355,7 +505,7 @@ func (s *MemoryStore) decideMany(sh *memoryShard, key string, evs []limitEval, n
 			// Not charged: report what a peek sees.
 			evaluate(&e.o, &e.sp, e.state(), now, 0)
 			continue
-		case !e.o.byLock && e.sp.penalty > 0 && !e.dup:
+		case !e.o.byLock && e.sp.penalty > 0 && !e.dup && n > 0:
 			lock(e.state(), &e.sp, now)
 		default:
 			continue
@@ -363,32 +513,40 @@ func (s *MemoryStore) decideMany(sh *memoryShard, key string, evs []limitEval, n
 		if !e.found {
 			k := e.k
 			k.key = key
-			sh.insert(&k, &e.fresh, now)
+			sh.insert(&k, stateHash(keyHash, &e.sp), &e.fresh, now)
 		}
 	}
 }
 
-// insert adds a new entry holding a copy of st. It first reclaims expired
-// entries among a sample of the shard and, if the shard is still full,
-// evicts one. Stored states are updated in place afterwards: assigning to
-// an existing map key would also rewrite the key, pinning the caller's
-// string.
-func (sh *memoryShard) insert(k *stateKey, st *memoryState, now int64) {
+// insert adds a new entry holding a copy of st under k, whose hash is h.
+// It first reclaims expired entries among a sample of the shard and, if the
+// shard is still full, evicts one. Stored states are updated in place
+// afterwards.
+func (sh *memoryShard) insert(k *stateKey, h uint64, st *memoryState, now int64) {
 	sh.reclaim(now, k.key)
-	if len(sh.states) >= sh.capacity {
+	if sh.len() >= sh.capacity {
 		// Only this key's own states are left (a capacity below the number
 		// of limits of one key): the bound wins, the state is not kept.
 		return
 	}
-	stored := stateKey{
-		// A copy: the caller's key may be a slice of a larger string.
+	p := new(memoryState)
+	*p = *st
+	p.key = stateKey{
+		// A copy: the caller's key may be a slice of a larger string, or
+		// (so that Take's key does not escape) a buffer it reuses.
 		key:  strings.Clone(k.key),
 		rate: k.rate, period: k.period, burst: k.burst, penalty: k.penalty,
 		alg: k.alg, digest: k.digest,
 	}
-	p := new(memoryState)
-	*p = *st
-	sh.states[stored] = p
+	p.hash = h
+	if _, taken := sh.states[h]; !taken {
+		sh.states[h] = p
+		return
+	}
+	if sh.overflow == nil {
+		sh.overflow = make(map[stateKey]*memoryState)
+	}
+	sh.overflow[p.key] = p
 }
 
 // reclaim deletes the expired entries among a sample of the shard (map
@@ -398,29 +556,40 @@ func (sh *memoryShard) insert(k *stateKey, st *memoryState, now int64) {
 // current call.
 func (sh *memoryShard) reclaim(now int64, key string) {
 	var (
-		victim     stateKey
+		victim     *memoryState
 		victimRank evictionRank
-		haveVictim bool
 		sampled    int
 	)
-	for k, v := range sh.states {
-		if k.key == key {
-			continue
+	// visit looks at one entry and reports whether the sample is done.
+	visit := func(v *memoryState) bool {
+		if v.key.key == key {
+			return false
 		}
 		sampled++
 		if now >= v.expires {
-			delete(sh.states, k)
-		} else if len(sh.states) >= sh.capacity {
-			if r := rankForEviction(&k, v, now); !haveVictim || r.less(victimRank) {
-				victim, victimRank, haveVictim = k, r, true
+			sh.remove(v)
+		} else if sh.len() >= sh.capacity {
+			if r := rankForEviction(&v.key, v, now); victim == nil || r.less(victimRank) {
+				victim, victimRank = v, r
 			}
 		}
-		if sampled >= evictionSample && (haveVictim || len(sh.states) < sh.capacity) {
+		return sampled >= evictionSample && (victim != nil || sh.len() < sh.capacity)
+	}
+	done := false
+	for _, v := range sh.overflow {
+		if done = visit(v); done {
 			break
 		}
 	}
-	if haveVictim && len(sh.states) >= sh.capacity {
-		delete(sh.states, victim)
+	if !done {
+		for _, v := range sh.states {
+			if visit(v) {
+				break
+			}
+		}
+	}
+	if victim != nil && sh.len() >= sh.capacity {
+		sh.remove(victim)
 	}
 }
 

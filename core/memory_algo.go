@@ -40,14 +40,33 @@ func algCodeOf(a Algorithm) algCode {
 	}
 }
 
+// algorithmOf is the Algorithm of c.
+func algorithmOf(c algCode) Algorithm {
+	switch c {
+	case algTokenBucket:
+		return TokenBucket
+	case algFixedWindow:
+		return FixedWindow
+	case algSlidingWindow:
+		return SlidingWindow
+	case algSlidingLog:
+		return SlidingLog
+	case algLeakyBucket:
+		return LeakyBucket
+	default:
+		return GCRA
+	}
+}
+
 // algSpec is a validated limit as the arithmetic uses it.
 type algSpec struct {
 	alg      algCode
-	rate     int64 // R
-	period   int64 // P, µs
-	burst    int64 // B after defaults
-	penalty  int64 // L, µs
-	interval int64 // T = ceil(P/R), µs (GCRA and LeakyBucket)
+	rate     int64  // R
+	period   int64  // P, µs
+	burst    int64  // B after defaults
+	penalty  int64  // L, µs
+	interval int64  // T = ceil(P/R), µs (GCRA and LeakyBucket)
+	hash     uint64 // specHash
 }
 
 // memoryState is one (key, limit) entry of the store. The meaning of a, b
@@ -64,6 +83,8 @@ type algSpec struct {
 // like no entry: the state's ttl per ALGORITHMS.md, or the end of the lock
 // when that is later.
 type memoryState struct {
+	key       stateKey // what it is stored under (see memoryShard)
+	hash      uint64   // stateHash of key
 	a, b, c   int64
 	lockUntil int64
 	expires   int64
@@ -365,6 +386,10 @@ func (l *slidingLog) at(i int) int64 {
 // when there is none), by binary search.
 func (l *slidingLog) firstAfter(cut int64) int {
 	lo, hi := 0, l.len()
+	if hi == 0 || l.at(0) > cut {
+		return 0 // nothing has left the window: the usual case
+	}
+	lo = 1
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
 		if l.at(mid) > cut {
@@ -407,10 +432,15 @@ func (l *slidingLog) commit(start int, n, t, rate int64) {
 	l.count = need
 }
 
+// resize moves the entries, oldest first, to a new buffer of size entries
+// (at least count).
 func (l *slidingLog) resize(size int) {
 	buf := make([]int64, size)
-	for i := 0; i < l.count; i++ {
-		buf[i] = l.at(i)
+	if end := l.head + l.count; end <= len(l.buf) {
+		copy(buf, l.buf[l.head:end])
+	} else { // wrapped around
+		k := copy(buf, l.buf[l.head:])
+		copy(buf[k:], l.buf[:end-len(l.buf)])
 	}
 	l.buf, l.head = buf, 0
 }

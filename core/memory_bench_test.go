@@ -25,7 +25,7 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 	for i := range keys {
 		keys[i] = "client-" + strconv.Itoa(i)
 	}
-	newStore := func(b *testing.B, limits ...core.Limit) *core.MemoryStore {
+	newStoreOf := func(b *testing.B, keys []string, limits ...core.Limit) *core.MemoryStore {
 		s := core.NewMemoryStore()
 		for _, k := range keys {
 			if _, err := s.Take(ctx, k, 1, limits...); err != nil {
@@ -36,6 +36,7 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 		b.ResetTimer()
 		return s
 	}
+	newStore := func(b *testing.B, limits ...core.Limit) *core.MemoryStore { return newStoreOf(b, keys, limits...) }
 	serial := func(limits ...core.Limit) func(b *testing.B) {
 		return func(b *testing.B) {
 			s := newStore(b, limits...)
@@ -71,6 +72,31 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 			}
 		})
 	})
+	// As bench/ measures it (BenchmarkMemory there): 1000 keys in turn,
+	// serial and from GOMAXPROCS goroutines, each limit never reached.
+	for _, l := range []core.Limit{
+		gcra,
+		{Algorithm: core.SlidingLog, Rate: core.MaxSlidingLogRate, Period: time.Hour},
+	} {
+		keys := keys[:1000]
+		b.Run("serial/1000-keys/"+string(l.Algorithm), func(b *testing.B) {
+			s := newStoreOf(b, keys, l)
+			for i := 0; i < b.N; i++ {
+				_, _ = s.Take(ctx, keys[i%len(keys)], 1, l)
+			}
+		})
+		b.Run("parallel/1000-keys/"+string(l.Algorithm), func(b *testing.B) {
+			s := newStoreOf(b, keys, l)
+			var worker atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(worker.Add(97))
+				for pb.Next() {
+					_, _ = s.Take(ctx, keys[i%len(keys)], 1, l)
+					i++
+				}
+			})
+		})
+	}
 	for _, l := range []core.Limit{
 		{Algorithm: core.LeakyBucket, Rate: 1_000_000, Period: time.Second},
 		{Algorithm: core.TokenBucket, Rate: 1_000_000, Period: time.Second},

@@ -33,7 +33,7 @@ func (c *conformanceClock) Advance(_ testing.TB, d time.Duration) {
 func TestMemoryStoreConformance(t *testing.T) {
 	// Deliberately not on a window boundary: the suite aligns where needed.
 	clock := &conformanceClock{now: time.Unix(1_700_000_000, 123_457_000)}
-	store := core.NewMemoryStore(core.WithMemoryClock(clock.Now))
+	store := core.NewMemoryStore(core.WithClock(clock.Now))
 	storetest.Run(t, storetest.Harness{
 		NewStore: func(testing.TB) core.Store { return store },
 		Now:      clock.Now,

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,8 @@ func TestMemoryStoreKeyStorage(t *testing.T) {
 	}
 	var sawShort, sawLong bool
 	for i := range s.shards {
-		for k := range s.shards[i].states {
+		for _, v := range s.shards[i].states {
+			k := v.key
 			switch {
 			case !k.digest && k.key == short:
 				sawShort = true
@@ -60,5 +62,158 @@ func TestMemoryStoreShardSizes(t *testing.T) {
 		if len(s.shards) != c.shards || total != want {
 			t.Errorf("WithMaxKeys(%d): %d shards holding %d, want %d shards holding %d", c.maxKeys, len(s.shards), total, c.shards, want)
 		}
+	}
+}
+
+// The shard's cache of validated limits must never answer for a limit it
+// does not hold: an invalid limit (the zero Limit looks like an empty
+// entry) is rejected whatever the cache holds, and more distinct limits
+// than the cache keeps each get their own state.
+func TestMemoryStoreSpecCache(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStore(WithClock(func() time.Time { return time.Unix(1_000_000, 0) }))
+	if unsafe.Sizeof(memoryShard{})%64 != 0 {
+		t.Errorf("memoryShard is %d bytes, not a whole number of cache lines", unsafe.Sizeof(memoryShard{}))
+	}
+	for _, bad := range []Limit{{}, {Rate: -1, Period: time.Second}, {Algorithm: "gcra2", Rate: 1, Period: time.Second}} {
+		if _, err := s.Take(ctx, "k", 1, PerSecond(1)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Take(ctx, "k", 1, bad); err == nil {
+			t.Errorf("Take with %+v after a valid limit: no error", bad)
+		}
+		if _, err := s.Take(ctx, "k", 1, PerSecond(1), bad); err == nil {
+			t.Errorf("Take with PerSecond(1) and %+v: no error", bad)
+		}
+	}
+	// Eight limits, two more than twice the cache: each admits exactly its
+	// own rate, alone and all together.
+	var limits []Limit
+	for r := int64(1); r <= 2*specCacheSize; r++ {
+		limits = append(limits, Limit{Algorithm: FixedWindow, Rate: r, Period: time.Hour})
+	}
+	for round := 0; round < 3; round++ {
+		for _, l := range limits {
+			res, err := s.Take(ctx, "single", 1, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := int64(round) < l.Rate
+			if res.Allowed != want || res.Limit != l.Rate {
+				t.Errorf("round %d, %v: allowed %v limit %d, want %v %d", round, l, res.Allowed, res.Limit, want, l.Rate)
+			}
+		}
+		res, err := s.Take(ctx, "many", 1, limits...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Allowed != (round == 0) || len(res.PerLimit) != len(limits) {
+			t.Fatalf("round %d, all limits: allowed %v with %d results", round, res.Allowed, len(res.PerLimit))
+		}
+		for i, r := range res.PerLimit {
+			if r.Limit != limits[i].Rate {
+				t.Errorf("round %d, all limits: PerLimit[%d].Limit %d, want %d", round, i, r.Limit, limits[i].Rate)
+			}
+		}
+	}
+	// An Algorithm equal to a constant but in other memory shares the entry.
+	alg := Algorithm(string([]byte("token_bucket")))
+	a, _ := s.Take(ctx, "alg", 1, Limit{Algorithm: alg, Rate: 2, Period: time.Hour})
+	b, _ := s.Take(ctx, "alg", 1, Limit{Algorithm: TokenBucket, Rate: 2, Period: time.Hour})
+	if !a.Allowed || !b.Allowed || b.Remaining != 0 {
+		t.Errorf("token_bucket 2/h twice, the algorithm spelled from two strings: %+v then %+v, want one state", a, b)
+	}
+}
+
+// Two states whose hashes collide are both kept, found and reclaimed: the
+// second lives in the overflow map.
+func TestMemoryShardHashCollision(t *testing.T) {
+	s := NewMemoryStore(WithMaxKeys(64))
+	sh := &s.shards[0]
+	sp := toAlgSpec(&Spec{Algorithm: FixedWindow, Rate: 1, Period: 1000})
+	k1 := makeStateKey("a", false, &sp)
+	k2 := makeStateKey("b", false, &sp)
+	const h = 42
+	sh.insert(&k1, h, &memoryState{a: 1, has: true, expires: 100}, 0)
+	sh.insert(&k2, h, &memoryState{a: 2, has: true, expires: 200}, 0)
+	if sh.len() != 2 || len(sh.overflow) != 1 {
+		t.Fatalf("%d states, %d in overflow; want 2 and 1", sh.len(), len(sh.overflow))
+	}
+	for _, c := range []struct {
+		k    *stateKey
+		want int64
+	}{{&k1, 1}, {&k2, 2}} {
+		st, ok := sh.find(c.k.key, false, &sp, h)
+		if !ok || st.a != c.want {
+			t.Errorf("lookup %q: %v %+v, want a = %d", c.k.key, ok, st, c.want)
+		}
+	}
+	k3 := makeStateKey("c", false, &sp)
+	if _, ok := sh.find(k3.key, false, &sp, h); ok {
+		t.Error("lookup of a key never stored found a state under the colliding hash")
+	}
+	// k1 lapses at 100: reclaiming (for another key) deletes it and leaves k2 findable.
+	sh.reclaim(150, "c")
+	if _, ok := sh.find("a", false, &sp, h); ok || sh.len() != 1 {
+		t.Fatalf("after k1 lapsed: k1 found %v, %d states", ok, sh.len())
+	}
+	if st, ok := sh.find("b", false, &sp, h); !ok || st.a != 2 {
+		t.Fatalf("after k1 lapsed: k2 %v %+v", ok, st)
+	}
+	sh.reclaim(250, "c")
+	if sh.len() != 0 {
+		t.Fatalf("after both lapsed: %d states", sh.len())
+	}
+}
+
+// The sliding log keeps its entries in order through growth and shrinking
+// of a ring buffer that has wrapped around.
+func TestSlidingLogRing(t *testing.T) {
+	var l slidingLog
+	var want []int64 // the model: entries oldest first
+	next := int64(1)
+	check := func(when string) {
+		t.Helper()
+		if l.len() != len(want) {
+			t.Fatalf("%s: %d entries, want %d", when, l.len(), len(want))
+		}
+		for i, w := range want {
+			if got := l.at(i); got != w {
+				t.Fatalf("%s: entry %d = %d, want %d", when, i, got, w)
+			}
+		}
+		if len(want) > 0 && l.firstAfter(want[0]-1) != 0 {
+			t.Fatalf("%s: firstAfter before the oldest is not 0", when)
+		}
+	}
+	const rate = 5000
+	// Grow while dropping from the front, so that growth happens with head
+	// past 0 and the entries wrapped; then drain to trigger the shrinking.
+	for round := 0; round < 4000; round++ {
+		drop := 0
+		if round%3 == 0 && len(want) > 0 {
+			drop = 1
+		}
+		n := int64(1 + round%2)
+		if len(want)-drop+int(n) > rate {
+			n = 0
+		}
+		l.commit(drop, n, next, rate)
+		want = want[drop:]
+		for i := int64(0); i < n; i++ {
+			want = append(want, next)
+		}
+		next++
+		check("growing, round " + strconv.Itoa(round))
+	}
+	for len(want) > 1 {
+		drop := min(len(want), 97)
+		l.commit(drop, 1, next, rate)
+		want = append(want[drop:], next)
+		next++
+		check("draining")
+	}
+	if len(l.buf) >= 1024 {
+		t.Errorf("drained to %d entries, the buffer still holds %d", l.len(), len(l.buf))
 	}
 }

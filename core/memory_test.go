@@ -41,7 +41,7 @@ func (c *memClock) Advance(d time.Duration) {
 
 func newMemStore(opts ...core.MemoryOption) (*core.MemoryStore, *memClock) {
 	clock := &memClock{t: memEpoch}
-	opts = append([]core.MemoryOption{core.WithMemoryClock(clock.Now)}, opts...)
+	opts = append([]core.MemoryOption{core.WithClock(clock.Now)}, opts...)
 	return core.NewMemoryStore(opts...), clock
 }
 
@@ -881,4 +881,55 @@ func TestMemoryTakeAllocations(t *testing.T) {
 	if allocs := testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, "k", 0, l, l2) }); allocs > 1 {
 		t.Errorf("two limits: %v allocations, want at most 1", allocs)
 	}
+}
+
+// TestMemoryClockBackwards pins what each algorithm does when the clock
+// reads earlier than at a previous call (ALGORITHMS.md, "A clock that goes
+// backwards"). Times are from memEpoch, which is aligned to the hour.
+func TestMemoryClockBackwards(t *testing.T) {
+	t.Run("GCRA waits longer, a denied peek sets no lock", func(t *testing.T) {
+		s, clock := newMemStore()
+		l := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Second, Burst: 1, Penalty: 10 * time.Second}
+		checkResult(t, "take at 0", memTake(t, s, "k", 1, l), memWant{true, 1, 0, 0, time.Second, 0}) // tat 1s
+		clock.Advance(-2 * time.Second)
+		// used = tat - now = 3s > dvt = 1s: even a peek is denied, retry
+		// max(3s - 1s, L) = L, reset max(3s, L) = L.
+		checkResult(t, "peek at -2s", memTake(t, s, "k", 0, l), memWant{false, 1, 0, 10 * time.Second, 10 * time.Second, 0})
+		clock.Advance(3 * time.Second)
+		// Had the peek locked the key until 8s, this would be denied.
+		checkResult(t, "take at 1s", memTake(t, s, "k", 1, l), memWant{true, 1, 0, 0, time.Second, 0})
+	})
+	t.Run("FixedWindow counts an earlier window afresh", func(t *testing.T) {
+		s, clock := newMemStore()
+		l := core.Limit{Algorithm: core.FixedWindow, Rate: 1, Period: time.Second}
+		clock.Advance(1200 * time.Millisecond)
+		checkResult(t, "take at 1.2s", memTake(t, s, "k", 1, l), memWant{true, 1, 0, 0, 800 * time.Millisecond, 0})
+		clock.Advance(-400 * time.Millisecond)
+		// State (w=1, c=1) is not window 0's: c = 0, and the write
+		// replaces it with (w=0, c=1).
+		checkResult(t, "take at 0.8s", memTake(t, s, "k", 1, l), memWant{true, 1, 0, 0, 200 * time.Millisecond, 0})
+		clock.Advance(400 * time.Millisecond)
+		checkResult(t, "take at 1.2s again", memTake(t, s, "k", 1, l), memWant{true, 1, 0, 0, 800 * time.Millisecond, 0})
+	})
+	t.Run("SlidingLog counts the entries stamped later", func(t *testing.T) {
+		s, clock := newMemStore()
+		l := core.Limit{Algorithm: core.SlidingLog, Rate: 1, Period: time.Second}
+		checkResult(t, "take at 0", memTake(t, s, "k", 1, l), memWant{true, 1, 0, 0, time.Second, 0})
+		clock.Advance(-500 * time.Millisecond)
+		// The entry at 0 is in (now - P, ...]: denied until it leaves,
+		// retry = 0 + P - now = 1.5s.
+		checkResult(t, "take at -0.5s", memTake(t, s, "k", 1, l), memWant{false, 1, 0, 1500 * time.Millisecond, 1500 * time.Millisecond, 0})
+	})
+	t.Run("TokenBucket refills nothing before its last write", func(t *testing.T) {
+		s, clock := newMemStore()
+		l := core.Limit{Algorithm: core.TokenBucket, Rate: 1, Period: time.Second, Burst: 1}
+		checkResult(t, "take at 0", memTake(t, s, "k", 1, l), memWant{true, 1, 0, 0, time.Second, 0}) // tok 0, ts 0
+		clock.Advance(-time.Second)
+		// elapsed = max(0, now - ts) = 0: no refill, retry ceil(P/R) from now.
+		checkResult(t, "take at -1s", memTake(t, s, "k", 1, l), memWant{false, 1, 0, time.Second, time.Second, 0})
+		clock.Advance(time.Second)
+		checkResult(t, "take at 0 again", memTake(t, s, "k", 1, l), memWant{false, 1, 0, time.Second, time.Second, 0})
+		clock.Advance(time.Second)
+		checkResult(t, "take at 1s", memTake(t, s, "k", 1, l), memWant{true, 1, 0, 0, time.Second, 0})
+	})
 }

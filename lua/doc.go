@@ -25,6 +25,11 @@
 // -1, when the cost can never pass), reset in microseconds and delay in
 // microseconds.
 //
+// A call of one limit without a penalty on GCRA, LeakyBucket, TokenBucket
+// or FixedWindow (the common case) takes a fast path: TIME, one GET and at
+// most one SET, without the general path's tables; its figures are the
+// general path's, bit for bit. The lock key is then not read.
+//
 // All keys of one call must hash to one Redis Cluster slot; the caller
 // puts them under one hash tag. Every number is sent as a decimal integer
 // string. The script runs on Redis 7.0 or later and on miniredis.

@@ -28,6 +28,10 @@ if #KEYS % 2 ~= 0 or #ARGV ~= 1 + 3 * #KEYS then
   return redis.error_reply('ERR sluice: want 2 keys and 6 arguments per limit')
 end
 
+local t = call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local n = tonumber(ARGV[1])
+
 local function str(x) return format('%.0f', x) end
 
 -- floor(a/b) and ceil(a/b) for integers a >= 0, b > 0: a - fmod(a, b) is
@@ -45,14 +49,104 @@ local function px(ttl)
   return str(cdiv(ttl, 1000))
 end
 
+-- A state string: up to three integers separated by colons. The general
+-- path below reads it the same way.
+local STATE = '^(%d+):?(%d*):?(%d*)$'
+
+-- Fast paths: one limit without a penalty on a string state (GCRA,
+-- LeakyBucket, TokenBucket, FixedWindow), by far the common call. They
+-- compute exactly what the general path below computes for that case,
+-- with one GET and at most one SET, and without building its tables.
+if #KEYS == 2 and ARGV[7] == '0' then
+  local a = ARGV[2]
+  if a == 'g' or a == 'k' then
+    local key, B, T = KEYS[1], tonumber(ARGV[5]), tonumber(ARGV[6])
+    local lim = B
+    if a == 'k' then lim = B + 1 end
+    local tol = lim * T
+    local base = now
+    local v = call('GET', key)
+    if v then
+      local x, y = string.match(v, STATE)
+      if x and y == '' then
+        x = tonumber(x)
+        if x > now then base = x end
+      end
+    end
+    local used, ok, retry, delay = base - now, 0, 0, 0
+    if n > lim then
+      retry = INF
+    else
+      local newTat = base + n * T
+      if newTat - now > tol then
+        retry = newTat - now - tol
+      else
+        ok, used = 1, newTat - now
+        if n > 0 then
+          if a == 'k' then delay = newTat - T - now end
+          call('SET', key, str(newTat), 'PX', px(used))
+        end
+      end
+    end
+    local rem = 0
+    if tol - used > 0 then rem = fdiv(tol - used, T) end
+    return { ok, lim, rem, retry, used, delay }
+  elseif a == 'f' then
+    local key, R, P = KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[4])
+    local win = fdiv(now, P)
+    local left = (win + 1) * P - now
+    local c = 0
+    local v = call('GET', key)
+    if v then
+      local x, y, z = string.match(v, STATE)
+      if x and tonumber(x) == win and y ~= '' and z == '' then c = tonumber(y) end
+    end
+    local ok, retry = 0, 0
+    if n > R then
+      retry = INF
+    elseif c + n <= R then
+      ok, c = 1, c + n
+      if n > 0 then call('SET', key, str(win) .. ':' .. str(c), 'PX', px(left)) end
+    else
+      retry = left
+    end
+    local reset = 0
+    if c > 0 then reset = left end
+    return { ok, R, R - c, retry, reset, 0 }
+  elseif a == 't' then
+    local key, R, P, B = KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+    local cap = B * P
+    local tok, ts
+    local v = call('GET', key)
+    if v then
+      local x, y, z = string.match(v, STATE)
+      if x and y ~= '' and z == '' then tok, ts = tonumber(x), tonumber(y) end
+    end
+    if not tok or tok > cap then tok, ts = cap, now end
+    local need = cap - tok
+    if need > 0 then
+      local elapsed = now - ts
+      if elapsed < 0 then elapsed = 0 end
+      if elapsed >= cdiv(need, R) then tok = cap else tok = tok + R * elapsed end
+    end
+    local ok, retry = 0, 0
+    if n > B then
+      retry = INF
+    elseif tok >= n * P then
+      ok, tok = 1, tok - n * P
+      if n > 0 then call('SET', key, str(tok) .. ':' .. str(now), 'PX', px(cdiv(cap - tok, R))) end
+    else
+      retry = cdiv(n * P - tok, R)
+    end
+    return { ok, B, fdiv(tok, P), retry, cdiv(cap - tok, R), 0 }
+  end
+end
+
 -- A number read back from Redis. Arithmetic coercion accepts every form a
 -- score may take ("1.7e+15" on some servers), where gopher-lua's tonumber
 -- does not.
 local function num(s) return s + 0 end
 
-local t = call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local n = tonumber(ARGV[1])
 local m = #KEYS / 2
 
 -- Parse the limits; read every string key (states and locks) in one MGET.
@@ -100,7 +194,7 @@ for i = 1, m do
   else
     local v = vals[l.si]
     if v then
-      local a, b, c = string.match(v, '^(%d+):?(%d*):?(%d*)$')
+      local a, b, c = string.match(v, STATE)
       l.s1, l.s2, l.s3 = tonumber(a), tonumber(b), tonumber(c)
     end
   end

@@ -1,0 +1,601 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// byClient is the key function of these examples: the X-Client header.
+// Package keyfuncs has the real ones (client IP, API key, JWT claim).
+func byClient(r *http.Request) (string, error) {
+	if k := r.Header.Get("X-Client"); k != "" {
+		return k, nil
+	}
+	return "", core.ErrNoKey
+}
+
+// request returns a GET / from client ("" for none).
+func request(client string) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	if client != "" {
+		r.Header.Set("X-Client", client)
+	}
+	return r
+}
+
+// failingStore is a Store that is always down.
+type failingStore struct{}
+
+func (failingStore) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
+	return core.Result{}, errors.New("connection refused")
+}
+
+func ExampleNew() {
+	limiter, err := core.New(core.NewMemoryStore(), byClient,
+		[]core.Limit{
+			{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 20},
+			{Algorithm: core.SlidingLog, Rate: 1000, Period: time.Hour},
+		},
+		core.WithName("search"))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(limiter.Name(), len(limiter.Limits()), "limits")
+
+	// Every limit is validated; at least one is required.
+	_, err = core.New(core.NewMemoryStore(), byClient, []core.Limit{{Rate: 10}})
+	fmt.Println(errors.Is(err, core.ErrInvalidLimit))
+	_, err = core.New(core.NewMemoryStore(), byClient, nil)
+	fmt.Println(errors.Is(err, core.ErrNoLimits))
+	// Output:
+	// search 2 limits
+	// true
+	// true
+}
+
+// Every algorithm, 4 per second, offered six requests at once: GCRA,
+// TokenBucket and the window algorithms admit four; LeakyBucket admits five
+// (one in service, a queue of Burst = 4) and holds each until its turn.
+func ExampleAlgorithms() {
+	now := time.Unix(1_700_000_001, 0)
+	store := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
+	for _, alg := range core.Algorithms {
+		limit := core.Limit{Algorithm: alg, Rate: 4, Period: time.Second}
+		fmt.Printf("%-15s", alg)
+		for i := 0; i < 6; i++ {
+			res, err := store.Take(context.Background(), "k", 1, limit)
+			if err != nil {
+				panic(err)
+			}
+			switch {
+			case !res.Allowed:
+				fmt.Print(" denied")
+			case res.Delay > 0:
+				fmt.Print(" held ", res.Delay)
+			default:
+				fmt.Print(" ok")
+			}
+		}
+		fmt.Println()
+	}
+	// Output:
+	// gcra            ok ok ok ok denied denied
+	// token_bucket    ok ok ok ok denied denied
+	// fixed_window    ok ok ok ok denied denied
+	// sliding_window  ok ok ok ok denied denied
+	// sliding_log     ok ok ok ok denied denied
+	// leaky_bucket    ok held 250ms held 500ms held 750ms held 1s denied
+}
+
+func ExampleLimit_Validate() {
+	for _, l := range []core.Limit{
+		{Algorithm: core.TokenBucket, Rate: 100, Period: time.Minute, Burst: 10},
+		{Rate: 0, Period: time.Second},
+		{Algorithm: core.FixedWindow, Rate: 10, Period: time.Second, Burst: 5},
+		{Algorithm: "fixed", Rate: 10, Period: time.Second},
+	} {
+		err := l.Validate()
+		fmt.Println(err == nil, errors.Is(err, core.ErrInvalidLimit))
+	}
+	// Output:
+	// true false
+	// false true
+	// false true
+	// false true
+}
+
+// A penalty locks a client out for a while after a denial; requests during
+// the lock are denied without being counted.
+func ExampleLimit_penalty() {
+	now := time.Unix(1_700_000_000, 0)
+	store := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
+	login := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: time.Minute, Penalty: 15 * time.Minute}
+	for i := 1; i <= 4; i++ {
+		res, _ := store.Take(context.Background(), "alice", 1, login)
+		fmt.Printf("attempt %d: allowed=%v retry=%v\n", i, res.Allowed, res.RetryAfter)
+	}
+	now = now.Add(time.Minute) // the sliding log alone would admit again
+	res, _ := store.Take(context.Background(), "alice", 1, login)
+	fmt.Printf("a minute later: allowed=%v retry=%v\n", res.Allowed, res.RetryAfter)
+	// Output:
+	// attempt 1: allowed=true retry=0s
+	// attempt 2: allowed=true retry=0s
+	// attempt 3: allowed=true retry=0s
+	// attempt 4: allowed=false retry=15m0s
+	// a minute later: allowed=false retry=14m0s
+}
+
+func ExampleLimit_Spec() {
+	spec, err := core.Limit{Algorithm: core.GCRA, Rate: 30, Period: time.Minute, Burst: 16}.Spec()
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("rate=%d period=%dµs burst=%d interval=%dµs\n", spec.Rate, spec.Period, spec.Burst, spec.Interval)
+	fmt.Println(spec.ID())
+
+	// Defaults are applied: Burst 0 means Rate.
+	spec, _ = core.PerSecond(5).Spec()
+	fmt.Println(spec.Burst, spec.Interval)
+	// Output:
+	// rate=30 period=60000000µs burst=16 interval=2000000µs
+	// g30/60000000b16p0
+	// 5 200000
+}
+
+func ExamplePerMinute() {
+	for _, l := range []core.Limit{core.PerSecond(10), core.PerMinute(100), core.PerHour(5000)} {
+		fmt.Printf("%q rate=%d period=%v burst=%d\n", l.Algorithm, l.Rate, l.Period, l.Burst)
+	}
+	// Output:
+	// "gcra" rate=10 period=1s burst=10
+	// "gcra" rate=100 period=1m0s burst=100
+	// "gcra" rate=5000 period=1h0m0s burst=5000
+}
+
+func ExampleRetryAfterSeconds() {
+	for _, d := range []time.Duration{time.Millisecond, 1500 * time.Millisecond, 2 * time.Second, core.InfDuration} {
+		fmt.Println(core.RetryAfterSeconds(d))
+	}
+	// Output:
+	// 1
+	// 2
+	// 2
+	// 0
+}
+
+// Combine is how a Store reports a Take over several limits: the binding
+// limit's figures, and the largest delay.
+func ExampleCombine() {
+	res := core.Combine([]core.Result{
+		{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: 2 * time.Second, ResetAfter: 5 * time.Second},
+		{Allowed: true, Limit: 1000, Remaining: 990, ResetAfter: time.Hour},
+		{Allowed: false, Limit: 100, Remaining: 0, RetryAfter: time.Minute, ResetAfter: time.Minute},
+	})
+	fmt.Println(res.Allowed, res.Binding, res.Limit, res.RetryAfter, len(res.PerLimit))
+	// Output:
+	// false 2 100 1m0s 3
+}
+
+// The same fake clock in the store and the Limiter makes every figure,
+// X-RateLimit-Reset included, reproducible.
+func ExampleWithClock() {
+	now := time.Unix(1_700_000_000, 0)
+	clock := core.WithClock(func() time.Time { return now })
+	limiter, err := core.New(core.NewMemoryStore(clock), byClient, []core.Limit{core.PerMinute(60)}, clock)
+	if err != nil {
+		panic(err)
+	}
+	h := http.Header{}
+	limiter.Decide(request("alice")).SetHeaders(h)
+	fmt.Println(h.Get("X-RateLimit-Limit"), h.Get("X-RateLimit-Remaining"), h.Get("X-RateLimit-Reset"))
+	// Output:
+	// 60 59 1700000001
+}
+
+func ExampleWithHeaders() {
+	now := time.Unix(1_700_000_000, 0)
+	clock := core.WithClock(func() time.Time { return now })
+	limiter, err := core.New(core.NewMemoryStore(clock), byClient,
+		[]core.Limit{{Algorithm: core.FixedWindow, Rate: 100, Period: time.Minute}},
+		clock, core.WithName("api"), core.WithHeaders(core.HeadersBoth))
+	if err != nil {
+		panic(err)
+	}
+	h := http.Header{}
+	limiter.Decide(request("alice")).SetHeaders(h)
+	for _, name := range []string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Ratelimit-Policy", "Ratelimit"} {
+		fmt.Printf("%s: %s\n", name, h.Get(name))
+	}
+	// Output:
+	// X-Ratelimit-Limit: 100
+	// X-Ratelimit-Remaining: 99
+	// X-Ratelimit-Reset: 1700000040
+	// Ratelimit-Policy: "api";q=100;w=60
+	// Ratelimit: "api";r=99;t=40
+}
+
+// A LeakyBucket limit holds requests instead of refusing them: the adapter
+// waits Decision.Delay, then serves. A client that goes away meanwhile gets
+// the unavailable response.
+func ExampleDecision_Wait() {
+	now := time.Unix(1_700_000_000, 0)
+	clock := core.WithClock(func() time.Time { return now })
+	limiter, err := core.New(core.NewMemoryStore(clock), byClient,
+		[]core.Limit{{Algorithm: core.LeakyBucket, Rate: 2, Period: time.Second, Burst: 1}}, clock)
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; i < 3; i++ {
+		d := limiter.Decide(request("alice"))
+		fmt.Println(d.Action, d.Outcome, d.Delay)
+	}
+
+	limiter.Decide(request("bob"))
+	held := limiter.Decide(request("bob"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the client has gone
+	fmt.Println(held.Wait(ctx), held.Response().Status)
+	// Output:
+	// serve allowed 0s
+	// hold delayed 500ms
+	// refuse denied 0s
+	// context canceled 503
+}
+
+// Shadow mode decides and counts as usual, but serves everything: watch
+// the observer (or the metrics fed by it) before enforcing a new limit.
+func ExampleWithShadow() {
+	denied := 0
+	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(2)},
+		core.WithShadow(),
+		core.WithObserver(func(e core.Event) {
+			if e.Outcome == core.OutcomeShadowDenied {
+				denied++
+			}
+		}))
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; i < 5; i++ {
+		fmt.Println(limiter.Decide(request("alice")).Action)
+	}
+	fmt.Println("would have denied:", denied)
+	// Output:
+	// serve
+	// serve
+	// serve
+	// serve
+	// serve
+	// would have denied: 3
+}
+
+// Observers see every decision: here a log line for each refusal.
+func ExampleWithObserver() {
+	now := time.Unix(1_700_000_000, 0)
+	clock := core.WithClock(func() time.Time { return now })
+	limiter, err := core.New(core.NewMemoryStore(clock), byClient, []core.Limit{core.PerMinute(1)},
+		clock, core.WithName("upload"),
+		core.WithObserver(func(e core.Event) {
+			if e.Action == core.Refuse {
+				fmt.Printf("limiter=%s key=%s outcome=%s retry=%v\n", e.Limiter, e.Key, e.Outcome, e.Result.RetryAfter)
+			}
+		}))
+	if err != nil {
+		panic(err)
+	}
+	limiter.Decide(request("alice"))
+	limiter.Decide(request("alice"))
+	// Output:
+	// limiter=upload key=alice outcome=denied retry=1m0s
+}
+
+// When the shared store is down, the failure policy decides: a local
+// memory store (the default), serve everything, or refuse everything.
+func ExampleWithFailurePolicy() {
+	for _, p := range []core.FailurePolicy{core.FailLocal, core.FailOpen, core.FailClosed} {
+		limiter, err := core.New(failingStore{}, byClient, []core.Limit{core.PerMinute(1)},
+			core.WithFailurePolicy(p), core.WithBreaker(0, 0))
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%-11s", p)
+		for i := 0; i < 2; i++ {
+			d := limiter.Decide(request("alice"))
+			fmt.Printf(" %s/%s", d.Action, d.Outcome)
+		}
+		fmt.Println()
+	}
+	// Output:
+	// local       serve/fallback refuse/fallback
+	// open        serve/failed_open serve/failed_open
+	// closed      refuse/failed_closed refuse/failed_closed
+}
+
+// After a few consecutive store failures the breaker opens: the store is
+// left alone until the cooldown has passed.
+func ExampleWithBreaker() {
+	now := time.Unix(1_700_000_000, 0)
+	calls := 0
+	store := storeFunc(func() error { calls++; return errors.New("timeout") })
+	limiter, err := core.New(store, byClient, []core.Limit{core.PerMinute(100)},
+		core.WithBreaker(3, 10*time.Second), core.WithClock(func() time.Time { return now }))
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; i < 5; i++ {
+		limiter.Decide(request("alice"))
+	}
+	fmt.Println(limiter.Breaker(), "store called", calls, "times")
+	now = now.Add(10 * time.Second)
+	limiter.Decide(request("alice")) // the probe
+	fmt.Println(limiter.Breaker(), "store called", calls, "times")
+	// Output:
+	// open store called 3 times
+	// open store called 4 times
+}
+
+// storeFunc is a Store whose every Take returns f's error.
+type storeFunc func() error
+
+func (f storeFunc) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
+	return core.Result{}, f()
+}
+
+// Requests without a key can share one bucket (the default), be refused,
+// or be served unlimited.
+func ExampleOnKeyError() {
+	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(10)},
+		core.OnKeyError(core.KeyErrorDeny))
+	if err != nil {
+		panic(err)
+	}
+	d := limiter.Decide(request(""))
+	w := httptest.NewRecorder()
+	d.WriteResponse(w)
+	fmt.Println(d.Action, d.Outcome, w.Code, w.Body.String())
+	// Output:
+	// refuse key_error 403 {"error":"forbidden"}
+}
+
+// Some requests cost more than others: a bulk request charges one unit per
+// item.
+func ExampleWithCostFunc() {
+	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(10)},
+		core.WithCostFunc(func(r *http.Request) int64 {
+			if r.URL.Query().Has("bulk") {
+				return 4
+			}
+			return 1
+		}))
+	if err != nil {
+		panic(err)
+	}
+	for _, target := range []string{"/", "/?bulk", "/?bulk", "/?bulk", "/"} {
+		r := httptest.NewRequest(http.MethodGet, target, nil)
+		r.Header.Set("X-Client", "alice")
+		d := limiter.Decide(r)
+		fmt.Println(target, d.Action, d.Result.Remaining)
+	}
+	// Output:
+	// / serve 9
+	// /?bulk serve 5
+	// /?bulk serve 1
+	// /?bulk refuse 1
+	// / serve 0
+}
+
+// Health checks and allow-listed clients skip the limiter entirely.
+func ExampleWithSkip() {
+	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(1)},
+		core.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }))
+	if err != nil {
+		panic(err)
+	}
+	for _, path := range []string{"/healthz", "/healthz", "/healthz", "/"} {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		r.Header.Set("X-Client", "alice")
+		d := limiter.Decide(r)
+		fmt.Println(path, d.Action, d.Outcome)
+	}
+	// Output:
+	// /healthz serve skipped
+	// /healthz serve skipped
+	// /healthz serve skipped
+	// / serve allowed
+}
+
+func ExampleWithDenyResponse() {
+	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(1)},
+		core.WithDenyResponse(core.Response{
+			Status:      http.StatusServiceUnavailable,
+			ContentType: "text/plain; charset=utf-8",
+			Body:        []byte("busy, try later\n"),
+		}))
+	if err != nil {
+		panic(err)
+	}
+	limiter.Decide(request("alice"))
+	d := limiter.Decide(request("alice"))
+	w := httptest.NewRecorder()
+	d.SetHeaders(w.Header())
+	d.WriteResponse(w)
+	fmt.Print(w.Code, " retry-after=", w.Header().Get("Retry-After"), " ", w.Body.String())
+	// Output:
+	// 503 retry-after=60 busy, try later
+}
+
+// A store slower than the per-decision timeout counts as failed: the
+// failure policy decides instead of keeping the client waiting.
+func ExampleWithTimeout() {
+	slow := slowStore{}
+	limiter, err := core.New(slow, byClient, []core.Limit{core.PerMinute(10)},
+		core.WithTimeout(20*time.Millisecond),
+		core.WithObserver(func(e core.Event) { fmt.Println(e.Outcome, errors.Is(e.Err, context.DeadlineExceeded)) }))
+	if err != nil {
+		panic(err)
+	}
+	d := limiter.Decide(request("alice"))
+	fmt.Println(d.Action, d.Result.Remaining)
+	// Output:
+	// fallback true
+	// serve 9
+}
+
+// slowStore is a Store that answers only when its context ends.
+type slowStore struct{}
+
+func (slowStore) Take(ctx context.Context, _ string, _ int64, _ ...core.Limit) (core.Result, error) {
+	<-ctx.Done()
+	return core.Result{}, ctx.Err()
+}
+
+// The MemoryStore holds a bounded number of states; a flood of new keys
+// evicts the least valuable ones rather than growing without bound.
+func ExampleWithMaxKeys() {
+	store := core.NewMemoryStore(core.WithMaxKeys(1000))
+	for i := 0; i < 5000; i++ {
+		if _, err := store.Take(context.Background(), fmt.Sprint("client-", i), 1, core.PerMinute(10)); err != nil {
+			panic(err)
+		}
+	}
+	fmt.Println(store.Len() <= 1000)
+	// Output:
+	// true
+}
+
+// Two routes limited per client with the same limits: their names keep
+// their allowances apart on one store.
+func ExampleWithName() {
+	store := core.NewMemoryStore()
+	search, err := core.New(store, byClient, []core.Limit{core.PerMinute(1)}, core.WithName("search"))
+	if err != nil {
+		panic(err)
+	}
+	upload, err := core.New(store, byClient, []core.Limit{core.PerMinute(1)}, core.WithName("upload"))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(search.Decide(request("alice")).Action, upload.Decide(request("alice")).Action)
+	fmt.Println(search.Decide(request("alice")).Action, upload.Decide(request("alice")).Action)
+	// Output:
+	// serve serve
+	// refuse refuse
+}
+
+// Every request of this route costs 5 units of the limit.
+func ExampleWithCost() {
+	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(12)}, core.WithCost(5))
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; i < 3; i++ {
+		d := limiter.Decide(request("alice"))
+		fmt.Println(d.Action, d.Result.Remaining)
+	}
+	// Output:
+	// serve 7
+	// serve 2
+	// refuse 2
+}
+
+// A peek (cost 0) reports the state without charging anything.
+func ExampleMemoryStore_Take_peek() {
+	now := time.Unix(1_700_000_000, 0)
+	store := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
+	limit := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: time.Minute}
+	ctx := context.Background()
+	_, _ = store.Take(ctx, "alice", 1, limit)
+	for i := 0; i < 2; i++ {
+		res, _ := store.Take(ctx, "alice", 0, limit)
+		fmt.Println(res.Allowed, res.Remaining)
+	}
+	// Output:
+	// true 2
+	// true 2
+}
+
+// FailLocal decides with the fallback store while the shared one is down;
+// give it your own memory store to bound its size.
+func ExampleWithFallbackStore() {
+	local := core.NewMemoryStore(core.WithMaxKeys(10_000))
+	limiter, err := core.New(failingStore{}, byClient, []core.Limit{core.PerMinute(2)},
+		core.WithFallbackStore(local), core.WithBreaker(0, 0))
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; i < 3; i++ {
+		d := limiter.Decide(request("alice"))
+		fmt.Println(d.Outcome, d.Action, d.Result.Remaining)
+	}
+	fmt.Println("states in the fallback store:", local.Len())
+	// Output:
+	// fallback serve 1
+	// fallback serve 0
+	// fallback refuse 0
+	// states in the fallback store: 1
+}
+
+func ExampleWithUnavailableResponse() {
+	limiter, err := core.New(failingStore{}, byClient, []core.Limit{core.PerMinute(2)},
+		core.WithFailurePolicy(core.FailClosed),
+		core.WithUnavailableResponse(core.Response{
+			Status:      http.StatusServiceUnavailable,
+			ContentType: "text/plain; charset=utf-8",
+			Body:        []byte("rate limiter unavailable\n"),
+		}))
+	if err != nil {
+		panic(err)
+	}
+	w := httptest.NewRecorder()
+	d := limiter.Decide(request("alice"))
+	d.SetHeaders(w.Header())
+	d.WriteResponse(w)
+	fmt.Print(d.Outcome, " ", w.Code, " ", w.Header().Get("X-RateLimit-Limit") == "", " ", w.Body.String())
+	// Output:
+	// failed_closed 503 true rate limiter unavailable
+}
+
+// An API that requires its key refuses requests without one, with a
+// response that says so.
+func ExampleWithKeyErrorResponse() {
+	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(10)},
+		core.OnKeyError(core.KeyErrorDeny),
+		core.WithKeyErrorResponse(core.Response{
+			Status:      http.StatusUnauthorized,
+			ContentType: "application/json",
+			Body:        []byte(`{"error":"X-Client header required"}` + "\n"),
+		}))
+	if err != nil {
+		panic(err)
+	}
+	w := httptest.NewRecorder()
+	limiter.Decide(request("")).WriteResponse(w)
+	fmt.Print(w.Code, " ", w.Body.String())
+	// Output:
+	// 401 {"error":"X-Client header required"}
+}
+
+// Without a key, requests share one bucket by default: anonymous clients
+// are limited together, never skipped.
+func ExampleKeyErrorRule() {
+	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(2)},
+		core.WithObserver(func(e core.Event) {
+			fmt.Println(e.Outcome, errors.Is(e.KeyErr, core.ErrNoKey))
+		}))
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; i < 3; i++ {
+		limiter.Decide(request(""))
+	}
+	// Output:
+	// allowed true
+	// allowed true
+	// denied true
+}

@@ -1,0 +1,192 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+)
+
+// LogLevelOff, given to LogLevel, stops LogDenials from logging an outcome.
+const LogLevelOff = slog.Level(math.MaxInt)
+
+// LogOption configures LogDenials.
+type LogOption func(*logConfig)
+
+type logConfig struct {
+	levels [numOutcomes]slog.Level
+	key    bool
+	redact func(string) string
+}
+
+const numOutcomes = int(OutcomeCanceled) + 1
+
+// defaultLogLevels are LogDenials' levels by outcome.
+var defaultLogLevels = [numOutcomes]slog.Level{
+	OutcomeAllowed:      LogLevelOff,
+	OutcomeDenied:       slog.LevelInfo,
+	OutcomeDelayed:      slog.LevelDebug,
+	OutcomeShadowDenied: slog.LevelInfo,
+	OutcomeFailedOpen:   slog.LevelWarn,
+	OutcomeFailedClosed: slog.LevelError,
+	OutcomeFallback:     slog.LevelWarn,
+	OutcomeSkipped:      LogLevelOff,
+	OutcomeKeyError:     slog.LevelWarn,
+	OutcomeCanceled:     slog.LevelDebug,
+}
+
+var logMessages = [numOutcomes]string{
+	OutcomeAllowed:      "sluice: request allowed",
+	OutcomeDenied:       "sluice: rate limit exceeded",
+	OutcomeDelayed:      "sluice: request delayed by rate limit",
+	OutcomeShadowDenied: "sluice: rate limit exceeded (shadow mode)",
+	OutcomeFailedOpen:   "sluice: store unavailable, failing open",
+	OutcomeFailedClosed: "sluice: store unavailable, failing closed",
+	OutcomeFallback:     "sluice: store unavailable, local store decided",
+	OutcomeSkipped:      "sluice: request skipped",
+	OutcomeKeyError:     "sluice: key function failed",
+	OutcomeCanceled:     "sluice: request canceled before a decision",
+}
+
+// LogLevel sets the level LogDenials logs decisions with outcome o at;
+// LogLevelOff stops logging them. It also turns on outcomes that are off by
+// default (OutcomeAllowed, OutcomeSkipped).
+func LogLevel(o Outcome, level slog.Level) LogOption {
+	return func(c *logConfig) {
+		if int(o) < numOutcomes {
+			c.levels[o] = level
+		}
+	}
+}
+
+// LogKey makes LogDenials log the client key (Event.Key) as the "key"
+// attribute, passed through redact first unless redact is nil. Keys often
+// identify people (a client address, a user id): log them raw only where
+// that is allowed, or give a redact function that truncates an address or
+// hashes the key (with a secret: a plain hash of an IPv4 address is
+// reversed by trying all 2^32).
+func LogKey(redact func(key string) string) LogOption {
+	return func(c *logConfig) {
+		c.key = true
+		c.redact = redact
+	}
+}
+
+// LogDenials returns an observer, for WithObserver, that logs the decisions
+// an operator wants to see with logger (slog.Default(), looked up at each
+// record, when logger is nil). By outcome, at these levels unless LogLevel
+// says otherwise:
+//
+//	denied, shadow_denied              Info
+//	delayed                            Debug
+//	failed_open, fallback, key_error   Warn
+//	failed_closed                      Error
+//	canceled                           Debug
+//	allowed, skipped                   not logged
+//
+// A decision made without calling the store because the circuit breaker is
+// open (Event.Err is ErrBreakerOpen) is logged one level lower (Error
+// becomes Warn, Warn becomes Info, Info becomes Debug): the failures that
+// opened the breaker were logged at the full level. A decision with a key
+// error under KeyErrorShared is logged at least at key_error's level, and
+// one with a negative cost from the cost function at least at Warn,
+// whatever its outcome.
+//
+// Each record has the attributes limiter, outcome, action (serve, hold,
+// refuse), method, path (the URL path, without the query), cost; and when a
+// store decided: limit and remaining (the X-RateLimit figures), retry_after
+// (denials) or delay (delayed); err (Event.Err) and key_error
+// (Event.KeyErr) when set; breaker when the breaker is not closed. The
+// client key is not logged unless LogKey is given.
+//
+// Every denied request makes a record: under a flood that is one per
+// refused request. Lower the denials' level with LogLevel, or use a
+// sampling or rate-limited slog.Handler, where that is too many; for rates,
+// use metrics (promlimit). The observer is safe for concurrent use; it does
+// no work when the logger is not enabled for the record's level.
+func LogDenials(logger *slog.Logger, opts ...LogOption) func(Event) {
+	cfg := logConfig{levels: defaultLogLevels}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&cfg)
+		}
+	}
+	return func(ev Event) { cfg.log(logger, ev) }
+}
+
+func (c *logConfig) log(logger *slog.Logger, ev Event) {
+	level, msg := slog.LevelInfo, "sluice: decision" // an outcome this file does not know yet
+	if int(ev.Outcome) < numOutcomes {
+		level, msg = c.levels[ev.Outcome], logMessages[ev.Outcome]
+	}
+	if level != LogLevelOff && errors.Is(ev.Err, ErrBreakerOpen) {
+		level -= 4
+	}
+	if ev.KeyErr != nil && ev.Outcome != OutcomeKeyError { // KeyErrorShared
+		level = atLeast(level, c.levels[OutcomeKeyError])
+	}
+	if ev.Err != nil && errors.Is(ev.Err, ErrNegativeCost) {
+		level = atLeast(level, slog.LevelWarn)
+	}
+	if level == LogLevelOff {
+		return
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	ctx := context.Background()
+	if ev.Request != nil {
+		ctx = ev.Request.Context()
+	}
+	if !logger.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 14)
+	attrs = append(attrs,
+		slog.String("limiter", ev.Limiter),
+		slog.String("outcome", ev.Outcome.String()),
+		slog.String("action", ev.Action.String()),
+	)
+	if r := ev.Request; r != nil {
+		attrs = append(attrs, slog.String("method", r.Method))
+		if r.URL != nil {
+			attrs = append(attrs, slog.String("path", r.URL.Path))
+		}
+	}
+	if c.key && ev.Key != "" {
+		k := ev.Key
+		if c.redact != nil {
+			k = c.redact(k)
+		}
+		attrs = append(attrs, slog.String("key", k))
+	}
+	attrs = append(attrs, slog.Int64("cost", ev.Cost))
+	if res := ev.Result; res.Limit > 0 {
+		attrs = append(attrs, slog.Int64("limit", res.Limit), slog.Int64("remaining", res.Remaining))
+		switch {
+		case !res.Allowed:
+			attrs = append(attrs, slog.Duration("retry_after", res.RetryAfter))
+		case res.Delay > 0:
+			attrs = append(attrs, slog.Duration("delay", res.Delay))
+		}
+	}
+	if ev.Err != nil {
+		attrs = append(attrs, slog.Any("err", ev.Err))
+	}
+	if ev.KeyErr != nil {
+		attrs = append(attrs, slog.Any("key_error", ev.KeyErr))
+	}
+	if ev.Breaker != BreakerClosed {
+		attrs = append(attrs, slog.String("breaker", ev.Breaker.String()))
+	}
+	logger.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// atLeast returns level raised to floor; LogLevelOff counts as below every
+// level here.
+func atLeast(level, floor slog.Level) slog.Level {
+	if floor != LogLevelOff && (level == LogLevelOff || level < floor) {
+		return floor
+	}
+	return level
+}

@@ -1,0 +1,331 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// slogCapture is a slog.Handler that keeps the records it is given.
+type slogCapture struct {
+	level slog.Level
+	mu    sync.Mutex
+	recs  []slogRecord
+}
+
+type slogRecord struct {
+	level slog.Level
+	msg   string
+	attrs map[string]string
+}
+
+func (h *slogCapture) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+
+func (h *slogCapture) Handle(_ context.Context, r slog.Record) error {
+	rec := slogRecord{level: r.Level, msg: r.Message, attrs: map[string]string{}}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.attrs[a.Key] = a.Value.String()
+		return true
+	})
+	h.mu.Lock()
+	h.recs = append(h.recs, rec)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *slogCapture) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *slogCapture) WithGroup(string) slog.Handler      { return h }
+
+func (h *slogCapture) take() []slogRecord {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	recs := h.recs
+	h.recs = nil
+	return recs
+}
+
+func slogClientKey(r *http.Request) (string, error) {
+	if k := r.Header.Get("X-Client"); k != "" {
+		return k, nil
+	}
+	return "", core.ErrNoKey
+}
+
+func slogRequest(client string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/orders?id=7", nil)
+	if client != "" {
+		r.Header.Set("X-Client", client)
+	}
+	return r
+}
+
+var slogT0 = time.Unix(1_700_000_000, 0)
+
+func slogStopped() time.Time { return slogT0 }
+
+// slogLimiter returns a Limiter named "api" on a memory store with a
+// stopped clock, logging to a capture at level Debug.
+func slogLimiter(t *testing.T, store core.Store, limits []core.Limit, logOpts []core.LogOption, opts ...core.Option) (*core.Limiter, *slogCapture) {
+	t.Helper()
+	h := &slogCapture{level: slog.LevelDebug}
+	if store == nil {
+		store = core.NewMemoryStore(core.WithClock(slogStopped))
+	}
+	opts = append([]core.Option{core.WithName("api"), core.WithClock(slogStopped),
+		core.WithObserver(core.LogDenials(slog.New(h), logOpts...))}, opts...)
+	l, err := core.New(store, slogClientKey, limits, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, h
+}
+
+// slogFailing always fails.
+type slogFailing struct{}
+
+var errSlogDown = errors.New("store down")
+
+func (slogFailing) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
+	return core.Result{}, fmt.Errorf("take: %w", errSlogDown)
+}
+
+func wantRecord(t *testing.T, got slogRecord, level slog.Level, msg string, attrs map[string]string) {
+	t.Helper()
+	if got.level != level || got.msg != msg || !reflect.DeepEqual(got.attrs, attrs) {
+		t.Errorf("record\n got %v %q %v\nwant %v %q %v", got.level, got.msg, got.attrs, level, msg, attrs)
+	}
+}
+
+func TestLogDenialsDeniedAndKeyError(t *testing.T) {
+	l, h := slogLimiter(t, nil, []core.Limit{core.PerSecond(1)}, nil, core.OnKeyError(core.KeyErrorDeny))
+	l.Decide(slogRequest("alice")) // allowed: not logged
+	l.Decide(slogRequest("alice")) // denied
+	l.Decide(slogRequest(""))      // no key
+	recs := h.take()
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2: %v", len(recs), recs)
+	}
+	wantRecord(t, recs[0], slog.LevelInfo, "sluice: rate limit exceeded", map[string]string{
+		"limiter": "api", "outcome": "denied", "action": "refuse", "method": "POST", "path": "/orders",
+		"cost": "1", "limit": "1", "remaining": "0", "retry_after": "1s",
+	})
+	wantRecord(t, recs[1], slog.LevelWarn, "sluice: key function failed", map[string]string{
+		"limiter": "api", "outcome": "key_error", "action": "refuse", "method": "POST", "path": "/orders",
+		"cost": "0", "key_error": core.ErrNoKey.Error(),
+	})
+}
+
+func TestLogDenialsStoreFailures(t *testing.T) {
+	one := []core.Limit{core.PerSecond(1)}
+	for _, tc := range []struct {
+		policy        core.FailurePolicy
+		level         slog.Level // of the failure; one lower with the breaker open
+		msg, action   string
+		outcome       string
+		limit, remain string
+	}{
+		{core.FailClosed, slog.LevelError, "sluice: store unavailable, failing closed", "refuse", "failed_closed", "", ""},
+		{core.FailOpen, slog.LevelWarn, "sluice: store unavailable, failing open", "serve", "failed_open", "", ""},
+		{core.FailLocal, slog.LevelWarn, "sluice: store unavailable, local store decided", "serve", "fallback", "1", "0"},
+	} {
+		t.Run(tc.policy.String(), func(t *testing.T) {
+			l, h := slogLimiter(t, slogFailing{}, one, nil,
+				core.WithFailurePolicy(tc.policy), core.WithBreaker(1, time.Minute))
+			l.Decide(slogRequest("alice")) // fails, opens the breaker
+			l.Decide(slogRequest("bob"))   // breaker open: store not called
+			recs := h.take()
+			if len(recs) != 2 {
+				t.Fatalf("%d records, want 2: %v", len(recs), recs)
+			}
+			attrs := func(err, breaker string) map[string]string {
+				m := map[string]string{
+					"limiter": "api", "outcome": tc.outcome, "action": tc.action, "method": "POST",
+					"path": "/orders", "cost": "1", "err": err, "breaker": breaker,
+				}
+				if tc.limit != "" {
+					m["limit"], m["remaining"] = tc.limit, tc.remain
+				}
+				return m
+			}
+			wantRecord(t, recs[0], tc.level, tc.msg, attrs("take: store down", "open"))
+			wantRecord(t, recs[1], tc.level-4, tc.msg, attrs(core.ErrBreakerOpen.Error(), "open"))
+		})
+	}
+}
+
+func TestLogDenialsShadowAndDelayed(t *testing.T) {
+	l, h := slogLimiter(t, nil, []core.Limit{core.PerSecond(1)}, nil, core.WithShadow())
+	l.Decide(slogRequest("alice"))
+	l.Decide(slogRequest("alice"))
+	recs := h.take()
+	if len(recs) != 1 {
+		t.Fatalf("shadow: %d records, want 1: %v", len(recs), recs)
+	}
+	wantRecord(t, recs[0], slog.LevelInfo, "sluice: rate limit exceeded (shadow mode)", map[string]string{
+		"limiter": "api", "outcome": "shadow_denied", "action": "serve", "method": "POST", "path": "/orders",
+		"cost": "1", "limit": "1", "remaining": "0", "retry_after": "1s",
+	})
+
+	leaky := []core.Limit{{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Second, Burst: 1}}
+	l, h = slogLimiter(t, nil, leaky, nil)
+	l.Decide(slogRequest("alice")) // served at once: not logged
+	l.Decide(slogRequest("alice")) // queued for 1s
+	recs = h.take()
+	if len(recs) != 1 {
+		t.Fatalf("leaky: %d records, want 1: %v", len(recs), recs)
+	}
+	wantRecord(t, recs[0], slog.LevelDebug, "sluice: request delayed by rate limit", map[string]string{
+		"limiter": "api", "outcome": "delayed", "action": "hold", "method": "POST", "path": "/orders",
+		"cost": "1", "limit": "2", "remaining": "0", "delay": "1s",
+	})
+}
+
+func TestLogDenialsKey(t *testing.T) {
+	one := []core.Limit{core.PerSecond(1)}
+	for name, tc := range map[string]struct {
+		opts []core.LogOption
+		want string // "" for no key attribute
+	}{
+		"default":  {nil, ""},
+		"raw":      {[]core.LogOption{core.LogKey(nil)}, "alice"},
+		"redacted": {[]core.LogOption{core.LogKey(func(k string) string { return k[:1] + "…" })}, "a…"},
+	} {
+		l, h := slogLimiter(t, nil, one, tc.opts)
+		l.Decide(slogRequest("alice"))
+		l.Decide(slogRequest("alice"))
+		recs := h.take()
+		if len(recs) != 1 {
+			t.Fatalf("%s: %d records", name, len(recs))
+		}
+		if got, ok := recs[0].attrs["key"]; got != tc.want || ok != (tc.want != "") {
+			t.Errorf("%s: key attribute %q (present %v), want %q", name, got, ok, tc.want)
+		}
+	}
+}
+
+func TestLogDenialsLevels(t *testing.T) {
+	one := []core.Limit{core.PerSecond(1)}
+	// Denials lowered to Debug, allowed decisions turned on at Info.
+	l, h := slogLimiter(t, nil, one, []core.LogOption{
+		core.LogLevel(core.OutcomeDenied, slog.LevelDebug),
+		core.LogLevel(core.OutcomeAllowed, slog.LevelInfo),
+		nil, // ignored
+	})
+	h.level = slog.LevelInfo
+	l.Decide(slogRequest("alice"))
+	l.Decide(slogRequest("alice"))
+	recs := h.take()
+	if len(recs) != 1 || recs[0].attrs["outcome"] != "allowed" || recs[0].level != slog.LevelInfo {
+		t.Errorf("records %v, want the allowed one only", recs)
+	}
+
+	// Off, even for a Debug handler.
+	l, h = slogLimiter(t, nil, one, []core.LogOption{core.LogLevel(core.OutcomeDenied, core.LogLevelOff)})
+	l.Decide(slogRequest("alice"))
+	l.Decide(slogRequest("alice"))
+	if recs := h.take(); len(recs) != 0 {
+		t.Errorf("denials off: %v", recs)
+	}
+
+	// A key error under KeyErrorShared is logged at key_error's level
+	// although its outcome (allowed) is not logged; off with key_error.
+	l, h = slogLimiter(t, nil, one, nil)
+	l.Decide(slogRequest(""))
+	recs = h.take()
+	if len(recs) != 1 || recs[0].level != slog.LevelWarn || recs[0].attrs["outcome"] != "allowed" ||
+		recs[0].attrs["key_error"] != core.ErrNoKey.Error() || recs[0].msg != "sluice: request allowed" {
+		t.Errorf("shared key error: %v", recs)
+	}
+	l, h = slogLimiter(t, nil, one, []core.LogOption{core.LogLevel(core.OutcomeKeyError, core.LogLevelOff)})
+	l.Decide(slogRequest(""))
+	if recs := h.take(); len(recs) != 0 {
+		t.Errorf("key errors off: %v", recs)
+	}
+
+	// A negative cost is a bug in the cost function: Warn.
+	l, h = slogLimiter(t, nil, one, nil, core.WithCostFunc(func(*http.Request) int64 { return -1 }))
+	l.Decide(slogRequest("alice"))
+	recs = h.take()
+	if len(recs) != 1 || recs[0].level != slog.LevelWarn || !strings.Contains(recs[0].attrs["err"], "negative cost") {
+		t.Errorf("negative cost: %v", recs)
+	}
+
+	// Not enabled: nothing reaches the handler.
+	l, h = slogLimiter(t, nil, one, nil)
+	h.level = slog.LevelWarn
+	l.Decide(slogRequest("alice"))
+	l.Decide(slogRequest("alice"))
+	if recs := h.take(); len(recs) != 0 {
+		t.Errorf("Info denial with a Warn handler: %v", recs)
+	}
+}
+
+// Events from a caller other than a Limiter: no request, an outcome this
+// version does not know.
+func TestLogDenialsBareEvents(t *testing.T) {
+	h := &slogCapture{level: slog.LevelDebug}
+	observe := core.LogDenials(slog.New(h))
+	observe(core.Event{Limiter: "x", Outcome: core.OutcomeDenied, Cost: 2, Result: core.Result{Limit: 5, RetryAfter: time.Second}})
+	observe(core.Event{Limiter: "x", Outcome: core.Outcome(200)})
+	recs := h.take()
+	if len(recs) != 2 {
+		t.Fatalf("%d records", len(recs))
+	}
+	wantRecord(t, recs[0], slog.LevelInfo, "sluice: rate limit exceeded", map[string]string{
+		"limiter": "x", "outcome": "denied", "action": "serve", "cost": "2", "limit": "5", "remaining": "0", "retry_after": "1s",
+	})
+	wantRecord(t, recs[1], slog.LevelInfo, "sluice: decision", map[string]string{
+		"limiter": "x", "outcome": "outcome(200)", "action": "serve", "cost": "0",
+	})
+}
+
+// A nil logger logs to slog.Default() as it is at each record.
+func TestLogDenialsNilLogger(t *testing.T) {
+	old := slog.Default()
+	defer slog.SetDefault(old)
+	observe := core.LogDenials(nil)
+	h := &slogCapture{level: slog.LevelDebug}
+	slog.SetDefault(slog.New(h))
+	observe(core.Event{Limiter: "x", Outcome: core.OutcomeFailedClosed, Err: errSlogDown})
+	if recs := h.take(); len(recs) != 1 || recs[0].level != slog.LevelError {
+		t.Errorf("records %v", recs)
+	}
+}
+
+func ExampleLogDenials() {
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // for a stable output
+			}
+			return a
+		},
+	}))
+	now := func() time.Time { return time.Unix(1_700_000_000, 0) } // a stopped clock
+	byClient := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
+	limiter, err := core.New(core.NewMemoryStore(core.WithClock(now)), byClient,
+		[]core.Limit{core.PerSecond(1)},
+		core.WithName("api"), core.WithClock(now),
+		core.WithObserver(core.LogDenials(logger)))
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; i < 2; i++ {
+		r := httptest.NewRequest(http.MethodGet, "/search", nil)
+		r.Header.Set("X-Client", "203.0.113.7") // not logged: see LogKey
+		limiter.Decide(r)
+	}
+	// Output:
+	// level=INFO msg="sluice: rate limit exceeded" limiter=api outcome=denied action=refuse method=GET path=/search cost=1 limit=1 remaining=0 retry_after=1s
+}
