@@ -33,9 +33,9 @@ func conformancePrefix(tb testing.TB) string {
 	return "conformance-" + hex.EncodeToString(b[:]) + ":"
 }
 
-func newStore(tb testing.TB, client redis.UniversalClient, prefix string) core.Store {
+func newStore(tb testing.TB, client redis.UniversalClient, prefix string, opts ...redisstore.Option) core.Store {
 	tb.Helper()
-	s, err := redisstore.New(client, redisstore.WithPrefix(prefix))
+	s, err := redisstore.New(client, append([]redisstore.Option{redisstore.WithPrefix(prefix)}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -105,13 +105,17 @@ func TestConformanceMiniredis(t *testing.T) {
 	}
 	admin := dial(t)
 	prefix := conformancePrefix(t)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
 	storetest.Run(t, storetest.Harness{
-		NewStore: func(tb testing.TB) core.Store { return newStore(tb, dial(tb), prefix) },
-		Now: func() time.Time {
-			mu.Lock()
-			defer mu.Unlock()
-			return now
+		// The deny cache (on by default) follows the suite's clock.
+		NewStore: func(tb testing.TB) core.Store {
+			return newStore(tb, dial(tb), prefix, redisstore.WithTestClock(clock))
 		},
+		Now: clock,
 		// TIME and the TTLs move together.
 		Advance: func(_ testing.TB, d time.Duration) {
 			mu.Lock()

@@ -48,9 +48,10 @@ var (
 	diffCosts = []int64{0, 1, 1, 1, 2, 3, 5, 1_000_000, 1 << 52, 1<<52 + 1, math.MaxInt64}
 )
 
-// diffRun plays steps random Takes on mem and on take, advancing the clock
-// with advance, and fails at the first difference.
-func diffRun(t *testing.T, steps int, mem core.Store, now func() time.Time, advance func(time.Duration),
+// diffRun plays steps random Takes of 1 to maxLimits limits on mem and on
+// take, advancing the clock with advance, and fails at the first
+// difference.
+func diffRun(t *testing.T, steps, maxLimits int, mem core.Store, now func() time.Time, advance func(time.Duration),
 	take func(key string, n int64, limits []core.Limit) (core.Result, error)) {
 	t.Helper()
 	seed := int64(1)
@@ -62,7 +63,7 @@ func diffRun(t *testing.T, steps int, mem core.Store, now func() time.Time, adva
 	for i := 0; i < steps; i++ {
 		advance(diffSteps[rng.Intn(len(diffSteps))])
 		key := fmt.Sprint("k", rng.Intn(2))
-		limits := make([]core.Limit, 1+rng.Intn(3))
+		limits := make([]core.Limit, 1+rng.Intn(maxLimits))
 		for j := range limits {
 			limits[j] = diffPool[rng.Intn(len(diffPool))]
 		}
@@ -81,12 +82,19 @@ func diffRun(t *testing.T, steps int, mem core.Store, now func() time.Time, adva
 	}
 }
 
-// On miniredis (gopher-lua), with TIME and TTLs under control.
+// On miniredis (gopher-lua), with TIME and TTLs under control; single
+// limits, which take the script's fast paths, and up to three.
 func TestMiniMatchesMemoryStore(t *testing.T) {
+	for _, c := range []struct{ steps, maxLimits int }{{1500, 1}, {3000, 3}} {
+		t.Run(fmt.Sprint("limits ", c.maxLimits), func(t *testing.T) { miniMatches(t, c.steps, c.maxLimits) })
+	}
+}
+
+func miniMatches(t *testing.T, steps, maxLimits int) {
 	x := newMini(t)
 	x.advance(123456789 * time.Microsecond) // off every window boundary
-	mem := core.NewMemoryStore(core.WithMemoryClock(func() time.Time { return x.now }))
-	diffRun(t, 3000, mem, func() time.Time { return x.now }, x.advance,
+	mem := core.NewMemoryStore(core.WithClock(func() time.Time { return x.now }))
+	diffRun(t, steps, maxLimits, mem, func() time.Time { return x.now }, x.advance,
 		func(key string, n int64, limits []core.Limit) (core.Result, error) {
 			r, err := x.store.Take(context.Background(), key, n, limits...)
 			x.ttlsAll()
@@ -96,29 +104,44 @@ func TestMiniMatchesMemoryStore(t *testing.T) {
 
 // On a real redis-server (Lua 5.1). Its clock cannot be set, so each call
 // runs the script with the TIME line replaced by the test's clock, EVAL'd.
-// Keys then expire by the server's clock, not the test's; that does not
-// change any figure, because the TTLs are chosen so that a state past its
-// TTL decides exactly like an absent one.
+// Keys would then expire by the server's clock, which runs faster than the
+// test's whenever a step advances it by less than the real time a step
+// takes (a 7 µs window gets the 1 ms minimum TTL, and a loaded machine
+// takes longer than that between two Takes). So the script's TTLs get an
+// hour added: no key lapses during the run, and every state past its
+// nominal TTL must decide exactly like an absent one, which is the
+// property the TTLs rely on (TTLs themselves are checked by storetest on
+// miniredis, where the clock is the test's).
 func TestRedisMatchesMemoryStore(t *testing.T) {
+	for _, c := range []struct{ steps, maxLimits int }{{800, 1}, {1500, 3}} {
+		t.Run(fmt.Sprint("limits ", c.maxLimits), func(t *testing.T) { redisMatches(t, c.steps, c.maxLimits) })
+	}
+}
+
+func redisMatches(t *testing.T, steps, maxLimits int) {
 	srv := redistest.StartServer(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
 	s := realStore(t, client)
 	now := time.Unix(1_700_000_000, 987654_000).UTC()
-	mem := core.NewMemoryStore(core.WithMemoryClock(func() time.Time { return now }))
+	mem := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
 	const clockLine = "local t = call('TIME')"
-	if strings.Count(lua.Take, clockLine) != 1 {
-		t.Fatalf("script has no single %q line to replace", clockLine)
+	const ttlLine = "local function px(ttl)"
+	for _, line := range []string{clockLine, ttlLine} {
+		if strings.Count(lua.Take, line) != 1 {
+			t.Fatalf("script has no single %q line to replace", line)
+		}
 	}
+	base := strings.Replace(lua.Take, ttlLine, "local function px(ttl) ttl = ttl + 3600e6", 1)
 	calls := 0
-	diffRun(t, 1500, mem, func() time.Time { return now }, func(d time.Duration) { now = now.Add(d) },
+	diffRun(t, steps, maxLimits, mem, func() time.Time { return now }, func(d time.Duration) { now = now.Add(d) },
 		func(key string, n int64, limits []core.Limit) (core.Result, error) {
-			keys, args, err := s.request(key, n, limits)
+			keys, args, _, err := s.request(key, n, limits)
 			if err != nil {
 				return core.Result{}, err
 			}
 			us := now.UnixMicro()
-			script := strings.Replace(lua.Take, clockLine,
+			script := strings.Replace(base, clockLine,
 				fmt.Sprintf("local t = {'%d', '%d'}", us/1_000_000, us%1_000_000), 1)
 			if calls++; calls%500 == 0 {
 				client.ScriptFlush(context.Background()) // every EVAL'd script stays cached

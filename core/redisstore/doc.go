@@ -19,6 +19,14 @@
 // CROSSSLOT), user content can never pick the slot or break out of the tag,
 // and no Redis key grows past about 220 bytes however long the user key.
 //
+// Two things, both on by default, cut what Redis sees. The deny cache
+// (WithDenyCache) answers in process a Take that Redis has denied until a
+// known time, with the figures Redis would give, so a flood on an
+// exhausted key costs Redis one script call per RetryAfter. Automatic
+// pipelining (WithPipelining) sends a Take at once when the Store is idle
+// and, while its requests are in flight, queues concurrent Takes and sends
+// them together as one pipeline of EVALSHAs, one round trip for all.
+//
 // Redis 7.0 or later is required; miniredis works too, which makes tests
 // easy (see the example).
 package redisstore

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -50,4 +52,71 @@ func ExampleNew() {
 	// request 16: allowed=true remaining=0 retry=0s reset=32s
 	// request 17: allowed=false remaining=0 retry=2s reset=32s
 	// [myapp:rl:{=user:42}:g30/60000000b16p0]
+}
+
+func ExampleWithDenyCache() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	defer client.Close()
+
+	// 4096 is the default; WithDenyCache(0) turns the cache off.
+	store, err := redisstore.New(client, redisstore.WithDenyCache(4096))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limit := core.PerHour(1)
+	ctx := context.Background()
+	store.Take(ctx, "client:7", 1, limit) // allowed
+	res, _ := store.Take(ctx, "client:7", 1, limit)
+	fmt.Println("denied for about", res.RetryAfter.Round(time.Minute))
+
+	// Identical Takes are now answered in process until the denial ends.
+	before := mr.CommandCount()
+	for i := 0; i < 1000; i++ {
+		if res, _ := store.Take(ctx, "client:7", 1, limit); res.Allowed {
+			fmt.Println("allowed?")
+		}
+	}
+	fmt.Println("Redis commands for 1000 more denials:", mr.CommandCount()-before)
+	// Output:
+	// denied for about 1h0m0s
+	// Redis commands for 1000 more denials: 0
+}
+
+func ExampleWithPipelining() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	defer client.Close()
+
+	// At most 2 round trips in flight; concurrent Takes beyond that share
+	// pipelines. Every Take is still decided on its own, atomically.
+	store, err := redisstore.New(client, redisstore.WithPipelining(2))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limit := core.Limit{Algorithm: core.FixedWindow, Rate: 50, Period: time.Hour}
+	var wg sync.WaitGroup
+	var admitted atomic.Int64
+	for g := 0; g < 100; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := store.Take(context.Background(), "api", 1, limit)
+			if err == nil && res.Allowed {
+				admitted.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Println("admitted", admitted.Load(), "of 100")
+	// Output:
+	// admitted 50 of 100
 }

@@ -40,6 +40,7 @@ func newMini(tb testing.TB, opts ...Option) *mini {
 		tb.Fatal(err)
 	}
 	x := &mini{tb: tb, m: m, client: client, store: s, now: t0}
+	s.clock = func() int64 { return x.now.UnixMicro() } // the deny cache follows miniredis' clock
 	m.SetTime(t0)
 	return x
 }

@@ -43,22 +43,33 @@ var ErrInvalidPrefix = errors.New("redisstore: invalid key prefix")
 // limit and writes the states with their TTLs, so concurrent Takes from
 // any number of processes are decided atomically and agree on time.
 //
-// A Store holds no state of its own besides a small cache of prepared
-// limits; it is safe for concurrent use. Create it with New; the zero
-// value is not usable.
+// Besides a small cache of prepared limits, a Store holds a bounded cache
+// of recent denials (WithDenyCache) and a queue of Takes waiting for a
+// shared round trip (WithPipelining); both are on by default, and neither
+// changes any Result. It is safe for concurrent use. Create it with New;
+// the zero value is not usable.
 type Store struct {
 	client redis.UniversalClient
 	prefix string
 
 	cache  sync.Map // core.Limit -> *prepared
 	cached atomic.Int32
+
+	deny  *denyCache   // nil: off
+	pipe  *batcher     // nil: one round trip per Take
+	clock func() int64 // µs, monotonic; the deny cache's clock
+
+	cluster *clusterReload // nil unless client is a *redis.ClusterClient
 }
 
 // Option configures a Store.
 type Option func(*settings)
 
 type settings struct {
-	prefix string
+	prefix   string
+	deny     int
+	pipeline int
+	clock    func() int64
 }
 
 // WithPrefix sets the string every key starts with; the default is
@@ -67,6 +78,38 @@ type settings struct {
 // choose the Cluster slot) or control characters; New reports a bad one.
 func WithPrefix(prefix string) Option {
 	return func(s *settings) { s.prefix = prefix }
+}
+
+// WithDenyCache sets how many recent denials the Store remembers in
+// process; 0 turns the deny cache off. The default is DefaultDenyCacheSize.
+//
+// When Redis denies a Take of one limit whose outcome is certain to repeat
+// until its RetryAfter (see below), identical Takes (same key, limit and
+// cost) are answered from memory until then, with the Result Redis would
+// give: Allowed false, Remaining 0, the same Limit, and RetryAfter and
+// ResetAfter decreased by the time elapsed on the local monotonic clock.
+// Under a flood on an exhausted key Redis then sees one Take per
+// RetryAfter instead of every one. It is exact because nothing a Take does
+// can free a key before its RetryAfter; it assumes nothing else deletes or
+// rewrites sluice's keys meanwhile (a DEL or FLUSHALL, or a failover that
+// loses recent writes, frees keys in Redis that the cache still denies
+// until their RetryAfter). Time is counted from when the first
+// Take was sent, before Redis decided, so the cache ends, and its
+// RetryAfter figures are, at most one round trip early; never late.
+//
+// Remembered are: denials of cost 1; any cost on a fixed window that is
+// full (Remaining 0); any cost on a limit with a Penalty, until its lock
+// ends. Not remembered: Takes of several limits at once, peeks (n == 0),
+// a cost that can never pass without a penalty (RetryAfter InfDuration),
+// and other costs, whose Remaining may change before RetryAfter.
+//
+// The cache is a fixed table of size entries (rounded up to a power of two,
+// at least 256; about 120 bytes each plus the keys), split into
+// independently locked shards of 8-way sets; a new denial takes a free or
+// ended slot of its set, else replaces one of its live entries. A lookup
+// allocates nothing. size must be 0 to 16,777,216.
+func WithDenyCache(size int) Option {
+	return func(s *settings) { s.deny = size }
 }
 
 // New returns a Store that keeps its state in client, which may be a
@@ -102,7 +145,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil redis client")
 	}
-	s := settings{prefix: DefaultPrefix}
+	s := settings{prefix: DefaultPrefix, deny: DefaultDenyCacheSize, pipeline: DefaultPipeline, clock: monoMicros}
 	for _, o := range opts {
 		if o != nil {
 			o(&s)
@@ -111,7 +154,23 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if err := checkPrefix(s.prefix); err != nil {
 		return nil, err
 	}
-	return &Store{client: client, prefix: s.prefix}, nil
+	if s.deny < 0 || s.deny > maxDenyCacheSize {
+		return nil, fmt.Errorf("redisstore: WithDenyCache(%d): want 0 (off) to %d", s.deny, maxDenyCacheSize)
+	}
+	if s.pipeline < 0 || s.pipeline > maxPipeline {
+		return nil, fmt.Errorf("redisstore: WithPipelining(%d): want 0 (off) to %d", s.pipeline, maxPipeline)
+	}
+	st := &Store{client: client, prefix: s.prefix, clock: s.clock}
+	if s.deny > 0 {
+		st.deny = newDenyCache(s.deny)
+	}
+	if s.pipeline > 0 {
+		st.pipe = &batcher{client: client, max: s.pipeline}
+	}
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		st.cluster = &clusterReload{reload: cc.ReloadState}
+	}
+	return st, nil
 }
 
 func checkPrefix(p string) error {
@@ -137,6 +196,9 @@ type prepared struct {
 	state string // ":" + Spec.ID(), appended to the tagged key
 	lock  string // state + ":x"
 	args  [lua.ArgsPerLimit]any
+
+	alg     core.Algorithm
+	penalty int64 // µs
 }
 
 func (s *Store) prepare(l core.Limit) (*prepared, error) {
@@ -166,8 +228,10 @@ func (s *Store) prepare(l core.Limit) (*prepared, error) {
 	}
 	state := ":" + spec.ID()
 	p := &prepared{
-		state: state,
-		lock:  state + ":x",
+		state:   state,
+		lock:    state + ":x",
+		alg:     spec.Algorithm,
+		penalty: spec.Penalty,
 		args: [lua.ArgsPerLimit]any{
 			code,
 			strconv.FormatInt(spec.Rate, 10),
@@ -213,19 +277,43 @@ func (s *Store) Take(ctx context.Context, key string, n int64, limits ...core.Li
 	if len(limits) == 0 {
 		return core.Result{}, fmt.Errorf("redisstore: take: %w", core.ErrNoLimits)
 	}
-	keys, args, err := s.request(key, n, limits)
+	cache := s.deny != nil && n > 0 && len(limits) == 1
+	var t0 int64
+	if cache {
+		t0 = s.clock()
+		if r, ok := s.deny.get(key, n, limits[0], t0); ok {
+			if err := ctx.Err(); err != nil {
+				return core.Result{}, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
+			}
+			return r, nil
+		}
+	}
+	keys, args, first, err := s.request(key, n, limits)
 	if err != nil {
 		return core.Result{}, err
 	}
-	reply, err := takeScript.Run(ctx, s.client, keys, args...).Int64Slice()
+	var reply []int64
+	if s.pipe != nil {
+		reply, err = s.pipe.do(ctx, keys, args)
+	} else {
+		reply, err = takeScript.Run(ctx, s.client, keys, args...).Int64Slice()
+	}
 	if err != nil {
+		if s.cluster != nil {
+			s.cluster.kick(s.clock())
+		}
 		return core.Result{}, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
 	}
-	return decode(reply, len(limits))
+	r, err := decode(reply, len(limits))
+	if err == nil && cache && !r.Allowed {
+		s.deny.put(key, n, limits[0], first, t0, r)
+	}
+	return r, err
 }
 
-// request builds the script's KEYS and ARGV for one Take.
-func (s *Store) request(key string, n int64, limits []core.Limit) (keys []string, args []any, err error) {
+// request builds the script's KEYS and ARGV for one Take; first is the
+// first limit, prepared.
+func (s *Store) request(key string, n int64, limits []core.Limit) (keys []string, args []any, first *prepared, err error) {
 	base := s.prefix + "{" + hashTag(key) + "}"
 	keys = make([]string, 0, lua.KeysPerLimit*len(limits))
 	args = make([]any, 1, 1+lua.ArgsPerLimit*len(limits))
@@ -233,12 +321,15 @@ func (s *Store) request(key string, n int64, limits []core.Limit) (keys []string
 	for i, l := range limits {
 		p, err := s.prepare(l)
 		if err != nil {
-			return nil, nil, fmt.Errorf("redisstore: take: limit %d: %w", i, err)
+			return nil, nil, nil, fmt.Errorf("redisstore: take: limit %d: %w", i, err)
+		}
+		if i == 0 {
+			first = p
 		}
 		keys = append(keys, base+p.state, base+p.lock)
 		args = append(args, p.args[:]...)
 	}
-	return keys, args, nil
+	return keys, args, first, nil
 }
 
 // decode turns the script's reply into the Result of a Take over m limits.

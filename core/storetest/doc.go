@@ -26,9 +26,11 @@
 //   - Algorithms: hand-computed sequences for every algorithm, weighted
 //     requests (n > 1), peeks (n == 0 charges nothing), costs beyond
 //     capacity, penalties (the lock denies without charging and is not
-//     extended), and several limits in one Take (nothing is charged when one
-//     denies; the Result is the binding limit's, PerLimit is filled, ties go
-//     to the first). Every field of every Result is compared, among them
+//     extended; a peek and a cost beyond capacity during a lock get the
+//     lock's retry), and several limits in one Take (nothing is charged when
+//     one denies; the Result is the binding limit's, PerLimit is filled, ties
+//     go to the first; the same limit given twice is one state, charged and
+//     locked once). Every field of every Result is compared, among them
 //     redis-cell's figures: Limit{GCRA, 30, time.Minute, 16} first gives
 //     allowed, limit 16, remaining 15, retry 0, reset 2s.
 //   - ScriptFlush: the same with Harness.FlushScripts called before every
@@ -51,14 +53,19 @@
 // asserts every figure exactly. Without them the store runs on the wall
 // clock (a local Redis's TIME is that clock): the suite then sleeps, runs
 // the time-driven cases with every duration doubled (periods of 400 ms to
-// 2 s; the figures scale with them) and at the same time, and skips
-// SeedBoundaryBurst, Bounds and the case that needs 40 s. Each Take runs no
+// 2 s; the figures scale with them) and at the same time, runs
+// SeedBoundaryBurst at a tenth of its size (100 per 3 s; fixed window and
+// sliding log, each second's requests in its middle 80%, retried when a
+// request runs over 60 ms late), and skips Bounds and the case that needs
+// 40 s. Each Take runs no
 // earlier after the previous one than scheduled, so lateness only
 // accumulates, and more elapsed time only ever adds allowance; every
 // duration must then match within the lateness measured (plus 1 ms), and
 // every count exactly. A case that fell behind by more than the room its
-// figures leave (its margin, 100–300 ms) proves nothing and is retried on a
-// fresh key, up to three times, before it fails as overloaded.
+// figures leave (its margin, 100–300 ms; in the TTL case also never more
+// than the step's longest TTL, so the keys it judges cannot have lapsed
+// because the run was late) proves nothing and is retried on a fresh key,
+// up to three times, before it fails as overloaded.
 //
 // # Guarantees checked on random traffic
 //

@@ -32,7 +32,7 @@ func (c *fakeClock) Advance(_ testing.TB, d time.Duration) {
 // Redis store would also set Keys (SCAN and PTTL) and FlushScripts.
 func ExampleRun() {
 	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
-	store := core.NewMemoryStore(core.WithMemoryClock(clock.Now))
+	store := core.NewMemoryStore(core.WithClock(clock.Now))
 	h := storetest.Harness{
 		NewStore: func(testing.TB) core.Store { return store },
 		Now:      clock.Now,

@@ -341,6 +341,44 @@ func scenarios() []scenario {
 			},
 		},
 		{
+			// The same limit twice in one Take is one state, charged once:
+			// A: 3 per aligned second, given first and last; B: 4 per
+			// trailing second.
+			name: "Multi/Duplicate",
+			limits: []core.Limit{
+				{Algorithm: core.FixedWindow, Rate: 3, Period: time.Second},
+				{Algorithm: core.SlidingLog, Rate: 4, Period: time.Second},
+				{Algorithm: core.FixedWindow, Rate: 3, Period: time.Second},
+			},
+			align: time.Second, offset: 100 * ms,
+			margin: 150 * ms,
+			steps: []step{
+				{0, 1, multi(0, 0, allow(3, 2, 900*ms), allow(4, 3, time.Second), allow(3, 2, 900*ms))},
+				{0, 2, multi(0, 0, allow(3, 0, 900*ms), allow(4, 1, time.Second), allow(3, 0, 900*ms))},
+				// A denies (twice, equal retries: the first binds); B was
+				// not charged and reports its peek.
+				{0, 1, multi(0, 0, deny(3, 0, 900*ms, 900*ms), allow(4, 1, time.Second), deny(3, 0, 900*ms, 900*ms))},
+				// Next window; B's three entries, stamped at 0, have left.
+				{time.Second, 1, multi(0, 0, allow(3, 2, 900*ms), allow(4, 3, time.Second), allow(3, 2, 900*ms))},
+			},
+		},
+		{
+			// The same limit twice with a penalty: one state, one lock.
+			// T = dvt = 500ms, L = 700ms.
+			name: "Multi/DuplicatePenalty",
+			limits: []core.Limit{
+				{Algorithm: core.GCRA, Rate: 2, Period: time.Second, Burst: 1, Penalty: 700 * ms},
+				{Algorithm: core.GCRA, Rate: 2, Period: time.Second, Burst: 1, Penalty: 700 * ms},
+			},
+			margin: 150 * ms,
+			steps: []step{
+				{0, 1, multi(0, 0, allow(1, 0, 500*ms), allow(1, 0, 500*ms))},
+				{0, 1, multi(0, 0, deny(1, 0, 700*ms, 700*ms), deny(1, 0, 700*ms, 700*ms))},
+				{500 * ms, 1, multi(0, 0, deny(1, 0, 200*ms, 200*ms), deny(1, 0, 200*ms, 200*ms))},
+				{700 * ms, 1, multi(0, 0, allow(1, 0, 500*ms), allow(1, 0, 500*ms))},
+			},
+		},
+		{
 			// A: T = 200ms, dvt = 400ms; B: T = 200ms, limit 4, cap 800ms.
 			name: "Multi/GCRA+LeakyBucket",
 			limits: []core.Limit{

@@ -18,7 +18,8 @@ import (
 // stays within its bound (see the package documentation).
 func (s *suite) testSeed(t *testing.T) {
 	if !s.exact {
-		t.Skip("needs a controlled clock (Harness.Now and Advance): 2000 requests over 6 s")
+		s.testSeedWallClock(t)
+		return
 	}
 	const P = 3 * time.Second
 	// Figures computed by hand: admitted in each second.
@@ -100,6 +101,87 @@ func (s *suite) testSeed(t *testing.T) {
 			}
 		}
 	}
+}
+
+// testSeedWallClock is the seed scenario on a store that runs on this
+// machine's wall clock (a local redis-server), at a tenth of its size: 100
+// per 3 s against 1, 1, 98, 90, 10 and 0 requests per second, the first
+// second starting at a multiple of 3 s since the Unix epoch, so that the
+// fixed windows are the seconds 1–3 and 4–6. Each second's requests are
+// spread over its middle 80%, so that a request must run more than 100 ms
+// late to change window or second; an attempt that runs later than the
+// margin is retried on new keys. The fixed window admits all 200, 198 of
+// them in seconds 3–5; the sliding log admits 1, 1, 98, 1, 1, 0 and never
+// more than 100 in any 3 s span.
+func (s *suite) testSeedWallClock(t *testing.T) {
+	const (
+		P      = 3 * time.Second
+		R      = 100
+		margin = 60 * time.Millisecond
+	)
+	traffic := []int{1, 1, 98, 90, 10, 0}
+	cases := []struct {
+		alg       core.Algorithm
+		perSecond []int
+	}{
+		{core.FixedWindow, []int{1, 1, 98, 90, 10, 0}},
+		// The entries at 0.5 s and 1.5 s leave the log at 3.5 s and 4.5 s.
+		{core.SlidingLog, []int{1, 1, 98, 1, 1, 0}},
+	}
+	retry(t, func() (fails []string, late string) {
+		stores := s.stores(t)
+		keys := make([]string, len(cases))
+		limits := make([]core.Limit, len(cases))
+		for i, c := range cases {
+			keys[i] = newKey(t)
+			limits[i] = core.Limit{Algorithm: c.alg, Rate: R, Period: P}
+			warmUp(t, limits[i:i+1], stores[:]...)
+		}
+		admitted := make([][]int64, len(cases)) // µs since the start, as scheduled
+		ref := s.align(t, P, 0)
+		calls := 0
+		for sec, k := range traffic {
+			for j := 0; j < k; j++ {
+				at := time.Duration(sec)*time.Second + 100*time.Millisecond +
+					time.Duration(int64(2*j+1)*int64(800*time.Millisecond)/int64(2*k))
+				time.Sleep(time.Until(ref.Add(at)))
+				for i := range cases {
+					start := time.Now()
+					res := mustTake(t, stores[calls%2], keys[i], 1, limits[i])
+					if lag := time.Since(ref.Add(at)); lag > margin {
+						return nil, fmt.Sprintf("request %d of second %d ended %v after its schedule (margin %v; its Take took %v)",
+							j, sec+1, lag.Round(us), margin, time.Since(start).Round(us))
+					}
+					if res.Allowed {
+						admitted[i] = append(admitted[i], at.Microseconds())
+					}
+				}
+				calls++
+			}
+		}
+		for i, c := range cases {
+			got := make([]int, len(traffic))
+			units := make([]unit, len(admitted[i]))
+			for j, at := range admitted[i] {
+				got[at/1e6]++
+				units[j] = unit{at: at, n: 1}
+			}
+			if !slices.Equal(got, c.perSecond) {
+				fails = append(fails, fmt.Sprintf("%s: admitted per second %v, want %v", c.alg, got, c.perSecond))
+			}
+			switch c.alg {
+			case core.FixedWindow:
+				if n := countIn(units, 2e6, 5e6); n != 198 {
+					fails = append(fails, fmt.Sprintf("fixed window: %d admitted in seconds 3-5, want 198 (the seed's boundary burst)", n))
+				}
+			case core.SlidingLog:
+				if err := checkTrailing(units, P.Microseconds(), R); err != nil {
+					fails = append(fails, fmt.Sprintf("sliding log: %v", err))
+				}
+			}
+		}
+		return fails, ""
+	})
 }
 
 // unit is one admitted request: its time (µs) and cost.

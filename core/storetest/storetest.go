@@ -37,8 +37,9 @@ type Harness struct {
 	//
 	// When they are nil the store runs on this machine's wall clock (the
 	// Redis TIME of a local server is that clock): the suite sleeps, asserts
-	// every duration within the lateness it measured, and skips the cases
-	// that would take too long.
+	// every duration within the lateness it measured, runs SeedBoundaryBurst
+	// at a tenth of its size, and skips Bounds (pseudo-random traffic whose
+	// guarantees are checked on exact times).
 	Now     func() time.Time
 	Advance func(tb testing.TB, d time.Duration)
 

@@ -1,0 +1,104 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/redisstore"
+)
+
+// Several limits in one Take are decided in one script run: either every
+// limit admits and all are charged, or none is. Every key gets a TTL.
+func ExampleStore_Take() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	mr.SetTime(time.Unix(1_700_000_000, 0))
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer client.Close()
+	store, err := redisstore.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	perSecond := core.Limit{Algorithm: core.TokenBucket, Rate: 2, Period: time.Second}
+	perHour := core.Limit{Algorithm: core.FixedWindow, Rate: 100, Period: time.Hour}
+	for i := 0; i < 3; i++ {
+		res, err := store.Take(context.Background(), "user:42", 1, perSecond, perHour)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("allowed=%v binding=%d hourly remaining=%d\n", res.Allowed, res.Binding, res.PerLimit[1].Remaining)
+	}
+	for _, k := range mr.Keys() {
+		fmt.Println(k, mr.TTL(k))
+	}
+	// Output:
+	// allowed=true binding=0 hourly remaining=99
+	// allowed=true binding=0 hourly remaining=98
+	// allowed=false binding=0 hourly remaining=98
+	// sluice:{=user:42}:f100/3600000000b0p0 46m40s
+	// sluice:{=user:42}:t2/1000000b2p0 1s
+}
+
+// The Store behind a Limiter: every instance of a service given the same
+// Redis, limiter name and limits shares one allowance per client.
+func ExampleStore_withLimiter() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer client.Close()
+	store, err := redisstore.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	byClient := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
+
+	// Two instances of the service, one Redis.
+	var instances []*core.Limiter
+	for i := 0; i < 2; i++ {
+		l, err := core.New(store, byClient, []core.Limit{core.PerMinute(3)}, core.WithName("api"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		instances = append(instances, l)
+	}
+	for i := 0; i < 4; i++ {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set("X-Client", "alice")
+		d := instances[i%2].Decide(r)
+		fmt.Printf("instance %d: %s remaining=%d\n", i%2, d.Outcome, d.Result.Remaining)
+	}
+	// Output:
+	// instance 0: allowed remaining=2
+	// instance 1: allowed remaining=1
+	// instance 0: allowed remaining=0
+	// instance 1: denied remaining=0
+}
+
+func ExampleWithPrefix() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0"}) // New does not connect
+	defer client.Close()
+	for _, prefix := range []string{"billing:rl:", "bad{prefix}:", ""} {
+		_, err := redisstore.New(client, redisstore.WithPrefix(prefix))
+		fmt.Printf("%q ok=%v invalid=%v\n", prefix, err == nil, errors.Is(err, redisstore.ErrInvalidPrefix))
+	}
+	// Output:
+	// "billing:rl:" ok=true invalid=false
+	// "bad{prefix}:" ok=false invalid=true
+	// "" ok=false invalid=true
+}

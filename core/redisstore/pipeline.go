@@ -1,0 +1,221 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultPipeline is the number of round trips to Redis a Store keeps in
+// flight before it queues Takes for a pipeline, unless WithPipelining says
+// otherwise.
+const DefaultPipeline = 4
+
+// maxPipeline bounds WithPipelining.
+const maxPipeline = 1 << 16
+
+// maxBatch is the most Takes one pipeline carries; more wait for the next.
+const maxBatch = 512
+
+// WithPipelining sets how many round trips to Redis the Store has in flight
+// at once before concurrent Takes share them; 0 turns automatic pipelining
+// off (every Take is its own EVALSHA, as many in flight as the client's
+// pool allows). The default is DefaultPipeline.
+//
+// With pipelining on, a Take is sent at once, alone, when fewer than
+// inFlight requests of the Store are under way, so an idle Store adds no
+// latency. Otherwise it waits in a queue; when a request returns, everything
+// queued (up to 512 Takes) goes to Redis as one pipeline of EVALSHAs, one
+// network round trip and one read and write on each side for all of them.
+// Each Take is still its own script call, atomic and decided on its own.
+// On a Cluster the pipeline is split by node (go-redis routes each EVALSHA
+// by its keys' slot). Takes that meet NOSCRIPT are sent again as EVAL,
+// which loads the script.
+//
+// A Take whose context ends while it waits in the queue returns the
+// context's error at once and is never sent. One whose pipeline is already
+// sent returns the context's error too, but Redis may still charge it, as
+// for a Take that times out without pipelining. A pipeline waits for Redis
+// until the latest deadline of the contexts in it (with
+// ContextTimeoutEnabled; without, go-redis' ReadTimeout applies).
+// inFlight must be 0 to 65536.
+func WithPipelining(inFlight int) Option {
+	return func(s *settings) { s.pipeline = inFlight }
+}
+
+// batcher shares round trips between concurrent Takes. Up to max requests
+// are in flight; while all are, Takes queue, and the request that returns
+// first hands the queue to a goroutine that sends it as one pipeline,
+// then the next queue, until the queue is empty.
+type batcher struct {
+	client redis.UniversalClient
+	max    int
+
+	mu    sync.Mutex
+	busy  int     // requests in flight (senders)
+	queue []*call // waiting; non-empty only while busy == max
+	spare []*call // a drained queue, for reuse
+
+	pipelined atomic.Int64 // Takes sent in pipelines (for tests)
+	resent    atomic.Int64 // of which sent again after NOSCRIPT
+}
+
+// call is one queued Take.
+type call struct {
+	ctx   context.Context
+	keys  []string
+	args  []any
+	reply []int64
+	err   error
+	done  chan struct{}
+	state atomic.Int32 // callQueued, callSent, callAbandoned
+}
+
+const (
+	callQueued = iota
+	callSent
+	callAbandoned
+)
+
+// do runs the take script with keys and args and returns its reply.
+func (b *batcher) do(ctx context.Context, keys []string, args []any) ([]int64, error) {
+	b.mu.Lock()
+	if b.busy < b.max {
+		b.busy++
+		b.mu.Unlock()
+		reply, err := takeScript.Run(ctx, b.client, keys, args...).Int64Slice()
+		b.release()
+		return reply, err
+	}
+	c := &call{ctx: ctx, keys: keys, args: args, done: make(chan struct{})}
+	b.queue = append(b.queue, c)
+	b.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.reply, c.err
+	case <-ctx.Done():
+		// Never sent if it was still queued; otherwise its reply is dropped.
+		c.state.CompareAndSwap(callQueued, callAbandoned)
+		return nil, ctx.Err()
+	}
+}
+
+// release ends a request: the queue, if any, goes out as a pipeline from a
+// new goroutine (so that the caller returns now), which keeps this slot.
+func (b *batcher) release() {
+	b.mu.Lock()
+	var batch []*call
+	if len(b.queue) > 0 {
+		batch = b.take()
+	}
+	if len(batch) == 0 {
+		b.busy--
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	go b.drain(batch)
+}
+
+// take removes up to maxBatch calls from the queue and returns those
+// still wanted, marked sent; b.mu is held.
+func (b *batcher) take() []*call {
+	var batch []*call
+	if len(b.queue) <= maxBatch {
+		batch = b.queue
+		b.queue, b.spare = b.spare[:0], nil
+	} else {
+		batch = make([]*call, maxBatch)
+		copy(batch, b.queue)
+		n := copy(b.queue, b.queue[maxBatch:])
+		clear(b.queue[n:])
+		b.queue = b.queue[:n]
+	}
+	live := batch[:0]
+	for _, c := range batch {
+		if c.state.CompareAndSwap(callQueued, callSent) { // else abandoned
+			live = append(live, c)
+		}
+	}
+	clear(batch[len(live):])
+	return live
+}
+
+func (b *batcher) drain(batch []*call) {
+	for {
+		b.pipelined.Add(int64(len(batch)))
+		b.resent.Add(int64(send(b.client, batch)))
+		clear(batch)
+		b.mu.Lock()
+		if b.spare == nil && cap(batch) <= 4*maxBatch {
+			b.spare = batch[:0]
+		}
+		batch = nil
+		if len(b.queue) > 0 {
+			batch = b.take()
+		}
+		if len(batch) == 0 {
+			b.busy--
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+	}
+}
+
+// send runs every call of live in one pipeline, and those that met
+// NOSCRIPT again as EVAL in a second one; it returns how many were sent
+// twice.
+func send(client redis.UniversalClient, live []*call) (resent int) {
+	// The pipeline serves every call: it ends with the latest of their
+	// deadlines, or never when one of them has none.
+	ctx := context.Background()
+	if deadline, ok := live[0].ctx.Deadline(); ok {
+		for _, c := range live[1:] {
+			d, ok := c.ctx.Deadline()
+			if !ok {
+				deadline = time.Time{}
+				break
+			}
+			if d.After(deadline) {
+				deadline = d
+			}
+		}
+		if !deadline.IsZero() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
+	}
+	cmds := make([]*redis.Cmd, len(live))
+	pipe := client.Pipeline()
+	for i, c := range live {
+		cmds[i] = takeScript.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx) // every command carries its own error
+	var lost []int
+	for i, cmd := range cmds {
+		if isNoScript(cmd.Err()) {
+			lost = append(lost, i)
+		}
+	}
+	if len(lost) > 0 {
+		pipe = client.Pipeline()
+		for _, i := range lost {
+			cmds[i] = takeScript.Eval(ctx, pipe, live[i].keys, live[i].args...)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	for i, c := range live {
+		c.reply, c.err = cmds[i].Int64Slice()
+		close(c.done)
+	}
+	return len(lost)
+}
+
+func isNoScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}

@@ -1,0 +1,207 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// flood runs goroutines × per Takes of cost 1 on keys key0..key(keys-1)
+// against limit l and returns how many each key admitted. flush, when set,
+// runs every 4 Takes of goroutine 0.
+func flood(t *testing.T, s *Store, prefix string, keys, goroutines, per int, l core.Limit, flush func()) []int64 {
+	t.Helper()
+	admitted := make([]atomic.Int64, keys)
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				k := (g + i) % keys
+				r, err := s.Take(context.Background(), prefix+strconv.Itoa(k), 1, l)
+				if err != nil {
+					t.Errorf("take: %v", err)
+					return
+				}
+				if r.Allowed {
+					admitted[k].Add(1)
+				}
+				if flush != nil && g == 0 && i%4 == 2 {
+					flush()
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	out := make([]int64, keys)
+	for i := range admitted {
+		out[i] = admitted[i].Load()
+	}
+	return out
+}
+
+// checkExact floods limits with pipelining off, on with one request in
+// flight and on with four, the deny cache off so that every Take reaches
+// Redis: each key admits exactly its limit. It returns how many pipelined
+// Takes met NOSCRIPT and were sent again.
+func checkExact(t *testing.T, client redis.UniversalClient, flush func()) (resent int64) {
+	t.Helper()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	for _, l := range []core.Limit{
+		{Algorithm: core.GCRA, Rate: 50, Period: time.Hour},
+		{Algorithm: core.SlidingLog, Rate: 50, Period: time.Hour},
+		{Algorithm: core.FixedWindow, Rate: 50, Period: time.Hour},
+	} {
+		for _, inFlight := range []int{0, 1, 4} {
+			s, err := New(client, WithPipelining(inFlight), WithDenyCache(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			prefix := fmt.Sprintf("pipe:%s:%s:%d:", run, mustID(t, l), inFlight)
+			got := flood(t, s, prefix, 8, 48, 20, l, flush) // 120 Takes per key
+			for k, n := range got {
+				if n != 50 {
+					t.Errorf("%v, pipelining %d: key %d admitted %d of 120, want 50", l, inFlight, k, n)
+				}
+			}
+			if inFlight > 0 {
+				if s.pipe.pipelined.Load() == 0 {
+					t.Errorf("%v, pipelining %d: no Take was pipelined", l, inFlight)
+				}
+				resent += s.pipe.resent.Load()
+			}
+		}
+	}
+	return resent
+}
+
+func TestRedisPipelineExact(t *testing.T) {
+	t.Parallel()
+	checkExact(t, sharedClient(t), nil)
+}
+
+func TestClusterPipelineExact(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.SharedCluster(t)
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	checkExact(t, client, nil)
+}
+
+// SCRIPT FLUSH during a flood: Takes that meet NOSCRIPT in a pipeline are
+// sent again as EVAL, none fails and none is charged twice.
+func TestRedisPipelineNoScript(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	resent := checkExact(t, client, func() {
+		if err := client.ScriptFlush(context.Background()).Err(); err != nil {
+			t.Error(err)
+		}
+	})
+	if resent == 0 {
+		t.Error("no pipelined Take met NOSCRIPT")
+	}
+}
+
+func TestClusterPipelineNoScript(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.StartCluster(t, 3, 0)
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	resent := checkExact(t, client, func() {
+		err := client.ForEachMaster(context.Background(), func(ctx context.Context, node *redis.Client) error {
+			return node.ScriptFlush(ctx).Err()
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	if resent == 0 {
+		t.Error("no pipelined Take met NOSCRIPT")
+	}
+}
+
+// A queued Take whose context ends returns at once and is never sent.
+func TestRedisPipelineCanceled(t *testing.T) {
+	srv := redistest.StartServer(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	s, err := New(client, WithPipelining(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := core.Limit{Algorithm: core.FixedWindow, Rate: 100, Period: time.Hour}
+	takeOK(t, s, "warm", 1, l) // loads the script
+
+	srv.Freeze(t)
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.Take(context.Background(), "c", 1, l) // holds the only slot
+		first <- err
+	}()
+	for i := 0; ; i++ {
+		s.pipe.mu.Lock()
+		busy := s.pipe.busy
+		s.pipe.mu.Unlock()
+		if busy == 1 {
+			break
+		}
+		if i > 1000 {
+			t.Fatal("first Take never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = s.Take(ctx, "c", 1, l)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("queued Take: %v, want context.DeadlineExceeded", err)
+	}
+	if waited := time.Since(start); waited > 2*time.Second {
+		t.Errorf("queued Take returned after %v", waited)
+	}
+	srv.Thaw(t)
+	if err := <-first; err != nil {
+		t.Fatalf("first Take: %v", err)
+	}
+	// Only the first Take was charged.
+	if r := takeOK(t, s, "c", 0, l); r.Remaining != 99 && r.Remaining != 100 { // 100 if the hour turned
+		t.Errorf("after the canceled Take: %+v, want Remaining 99", r)
+	}
+	if s.pipe.pipelined.Load() != 0 {
+		t.Errorf("%d Takes pipelined, want 0 (the canceled one is dropped)", s.pipe.pipelined.Load())
+	}
+}
+
+// Options: bad sizes are refused, 0 turns pipelining off.
+func TestPipeliningOption(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer client.Close()
+	for _, n := range []int{-1, maxPipeline + 1} {
+		if _, err := New(client, WithPipelining(n)); err == nil {
+			t.Errorf("WithPipelining(%d) accepted", n)
+		}
+	}
+	s, err := New(client, WithPipelining(0))
+	if err != nil || s.pipe != nil {
+		t.Errorf("WithPipelining(0): %v, pipelining %v", err, s.pipe != nil)
+	}
+	s, err = New(client)
+	if err != nil || s.pipe == nil || s.pipe.max != DefaultPipeline {
+		t.Errorf("default: %v, pipelining %+v", err, s.pipe)
+	}
+}
