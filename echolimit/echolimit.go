@@ -1,6 +1,9 @@
 package echolimit
 
 import (
+	"sync/atomic"
+	"unsafe"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/core"
@@ -38,31 +41,93 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 			opt(&cfg)
 		}
 	}
-	onRefuse := cfg.onRefuse
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			r := c.Request()
-			if p := c.Path(); p != "" {
-				r.Pattern = p
+	m := &middleware{l: l, onRefuse: cfg.onRefuse}
+	return m.wrap
+}
+
+// middleware is what New returns, as a method value.
+type middleware struct {
+	l        *core.Limiter
+	onRefuse func(echo.Context, core.Decision) error
+	// wrapped remembers the handlers wrap made for the first few distinct
+	// next handlers. Echo applies the middleware given to Echo.Use (and to
+	// a route) on every request, which would otherwise allocate a new
+	// closure per request; with a cached one, a request through a route
+	// it has seen costs no allocation here.
+	wrapped [wrapCacheSize]wrapSlot
+}
+
+// wrapCacheSize is the number of next handlers whose wrapped form is
+// remembered. A route's handler is one; a middleware registered after
+// this one and that makes a new handler per request is not cacheable:
+// its first few handlers take the slots (and stay referenced), then every
+// request through it builds a closure as it would without a cache.
+const wrapCacheSize = 16
+
+// wrapSlot is written once: h first, then next, so a reader that finds
+// next finds h.
+type wrapSlot struct {
+	claimed atomic.Bool
+	next    atomic.Pointer[byte] // the identity of the next handler (see funcID)
+	h       atomic.Value         // echo.HandlerFunc wrapping it
+}
+
+// funcID returns the identity of a func value: the address of its closure
+// (or of the static function value). Two func values with the same
+// identity are the same function with the same captured variables; a
+// cached slot keeps its next handler alive, so its address cannot be
+// reused by another one.
+func funcID(f echo.HandlerFunc) *byte {
+	return *(**byte)(unsafe.Pointer(&f))
+}
+
+func (m *middleware) wrap(next echo.HandlerFunc) echo.HandlerFunc {
+	id := funcID(next)
+	if id == nil {
+		return m.handler(next)
+	}
+	for i := range m.wrapped {
+		slot := &m.wrapped[i]
+		switch slot.next.Load() {
+		case id:
+			return slot.h.Load().(echo.HandlerFunc)
+		case nil:
+			if !slot.claimed.CompareAndSwap(false, true) {
+				continue // being filled by another request
 			}
-			d := l.Decide(r)
-			resp := c.Response()
-			d.SetHeaders(resp.Header())
-			switch d.Action {
-			case core.Serve:
-				return next(c)
-			case core.Hold:
-				if d.Wait(r.Context()) == nil {
-					return next(c)
-				}
-			}
-			if onRefuse != nil {
-				return onRefuse(c, d)
-			}
-			// Written here, once; returning an error instead would have
-			// echo's error handler write a second response.
-			d.WriteResponse(resp)
-			return nil
+			h := m.handler(next)
+			slot.h.Store(h)
+			slot.next.Store(id)
+			return h
 		}
+	}
+	return m.handler(next)
+}
+
+func (m *middleware) handler(next echo.HandlerFunc) echo.HandlerFunc {
+	l, onRefuse := m.l, m.onRefuse
+	return func(c echo.Context) error {
+		r := c.Request()
+		if p := c.Path(); p != "" {
+			r.Pattern = p
+		}
+		d := l.Decide(r)
+		resp := c.Response()
+		d.SetHeaders(resp.Header())
+		switch d.Action {
+		case core.Serve:
+			return next(c)
+		case core.Hold:
+			if d.Wait(r.Context()) == nil {
+				return next(c)
+			}
+		}
+		if onRefuse != nil {
+			return onRefuse(c, d)
+		}
+		// Written here, once; returning an error instead would have
+		// echo's error handler write a second response.
+		d.WriteResponse(resp)
+		return nil
 	}
 }

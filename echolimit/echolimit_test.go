@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func byHeader(r *http.Request) (string, error) {
 func newLimiter(t *testing.T, key core.KeyFunc, limits []core.Limit, opts ...core.Option) *core.Limiter {
 	t.Helper()
 	now := func() time.Time { return t0 }
-	store := core.NewMemoryStore(core.WithMemoryClock(now))
+	store := core.NewMemoryStore(core.WithClock(now))
 	l, err := core.New(store, key, limits, append([]core.Option{core.WithClock(now)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -171,4 +172,52 @@ func TestNilLimiterPanicsAtConstruction(t *testing.T) {
 		}
 	}()
 	echolimit.New(nil)
+}
+
+// Echo applies Use middleware on every request; the middleware remembers
+// what it made for each next handler. Every request must still reach its
+// own route's handler, also through more routes than the cache holds and
+// behind a middleware that makes a new handler per request.
+func TestWrappedHandlersReachTheirRoute(t *testing.T) {
+	for _, withInner := range []bool{false, true} {
+		testWrappedHandlers(t, withInner)
+	}
+}
+
+func testWrappedHandlers(t *testing.T, withInner bool) {
+	errorsHandled := 0
+	e := newEcho(&errorsHandled)
+	limits := []core.Limit{{Algorithm: core.FixedWindow, Rate: 1000, Period: time.Hour}}
+	e.Use(echolimit.New(newLimiter(t, byHeader, limits)))
+	// Registered after the limiter, so its per-request closure is the
+	// limiter's next handler.
+	var inner int
+	if withInner {
+		e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+			return func(c echo.Context) error { inner++; return next(c) }
+		})
+	}
+	const routes = 40
+	for i := 0; i < routes; i++ {
+		name := "r" + strconv.Itoa(i)
+		e.GET("/"+name, func(c echo.Context) error { return c.String(http.StatusOK, name) })
+	}
+	for round := 0; round < 3; round++ {
+		for i := 0; i < routes; i++ {
+			name := "r" + strconv.Itoa(i)
+			w := get(e, "/"+name, "a", nil)
+			if w.Code != http.StatusOK || w.Body.String() != name {
+				t.Fatalf("inner %v, round %d, GET /%s: %d %q", withInner, round, name, w.Code, w.Body.String())
+			}
+			if want := strconv.Itoa(1000 - (round*routes + i + 1)); w.Header().Get("X-RateLimit-Remaining") != want {
+				t.Fatalf("inner %v, round %d, GET /%s: remaining %q, want %s (one charge per request)", withInner, round, name, w.Header().Get("X-RateLimit-Remaining"), want)
+			}
+		}
+	}
+	if withInner && inner != 3*routes {
+		t.Fatalf("inner middleware ran %d times, want %d", inner, 3*routes)
+	}
+	if errorsHandled != 0 {
+		t.Fatalf("error handler ran %d times", errorsHandled)
+	}
 }

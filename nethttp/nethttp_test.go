@@ -26,7 +26,7 @@ func byHeader(r *http.Request) (string, error) {
 func newLimiter(t *testing.T, key core.KeyFunc, limits []core.Limit, opts ...core.Option) *core.Limiter {
 	t.Helper()
 	now := func() time.Time { return t0 }
-	store := core.NewMemoryStore(core.WithMemoryClock(now))
+	store := core.NewMemoryStore(core.WithClock(now))
 	l, err := core.New(store, key, limits, append([]core.Option{core.WithClock(now)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,42 @@
+package echolimit_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/echolimit"
+	"github.com/sluicehq/sluice/keyfuncs"
+)
+
+// OnRefuse can hand the refusal to echo's HTTPErrorHandler by returning an
+// error; the rate-limit headers and Retry-After are already set.
+func ExampleOnRefuse() {
+	key, err := keyfuncs.IP()
+	if err != nil {
+		panic(err)
+	}
+	limiter, err := core.New(core.NewMemoryStore(), key, []core.Limit{core.PerMinute(1)}, core.WithName("search"))
+	if err != nil {
+		panic(err)
+	}
+	e := echo.New()
+	g := e.Group("/api", echolimit.New(limiter, echolimit.OnRefuse(func(c echo.Context, d core.Decision) error {
+		return echo.NewHTTPError(d.Response().Status, "slow down")
+	})))
+	g.GET("/search", func(c echo.Context) error { return c.String(http.StatusOK, "results\n") })
+
+	for i := 0; i < 2; i++ {
+		r := httptest.NewRequest(http.MethodGet, "/api/search", nil)
+		r.RemoteAddr = "203.0.113.7:40000"
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, r)
+		fmt.Printf("%d retry-after=%q %s", w.Code, w.Header().Get("Retry-After"), w.Body.String())
+	}
+	// Output:
+	// 200 retry-after="" results
+	// 429 retry-after="60" {"message":"slow down"}
+}
