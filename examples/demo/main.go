@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/promlimit"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitCode reports err on w and returns the process exit status: 0 for
+// nil, 2 for a bad flag, 1 otherwise.
+func exitCode(err error, w io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(w, "demo: %v\nRun 'demo -h' for the flags.\n", err)
+		return 2
+	}
+	fmt.Fprintf(w, "demo: %v\n", err)
+	return 1
+}
+
+// shutdownTimeout bounds the graceful shutdown: requests in flight (held
+// ones included) get this long to finish.
+const shutdownTimeout = 10 * time.Second
+
+// run is the demo: it parses args, serves until ctx ends, then shuts down
+// gracefully and returns nil. stdout gets only the "listening on" line;
+// stderr gets the log. A bad command line returns a *usageError before
+// anything listens; -h prints the usage on stdout and returns nil.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseConfig(args)
+	if errors.Is(err, errHelp) {
+		_, err = fmt.Fprint(stdout, usageText)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+
+	var store core.Store = core.NewMemoryStore()
+	client := cfg.redisClient()
+	if client != nil {
+		defer client.Close()
+		if store, err = redisstore.New(client); err != nil {
+			return fmt.Errorf("redis store: %w", err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	metrics, err := promlimit.New(reg)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	limiter, err := cfg.newLimiter(store, core.WithObserver(metrics.Observe))
+	if err != nil {
+		return err
+	}
+	if err := metrics.Track(limiter); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	handler := newHandler(cfg.framework, limiter, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          log.New(stderr, "demo: http: ", 0),
+	}
+	fmt.Fprintf(stderr, "demo: %s, GET / limited to %v per %s key, store %s, failure %s, headers %s\n",
+		cfg.framework, cfg.limit, cfg.keyDesc(), cfg.storeName(), cfg.failure, cfg.headers)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	var wg sync.WaitGroup
+	if client != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			checkRedis(ctx, client, cfg, stderr)
+		}()
+	}
+	defer wg.Wait()
+
+	if _, err := fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr()); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("writing to stdout: %w", err)
+	}
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	fmt.Fprintln(stderr, "demo: shut down")
+	return nil
+}

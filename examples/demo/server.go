@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/labstack/echo/v4"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/echolimit"
+	"github.com/sluicehq/sluice/ginlimit"
+	"github.com/sluicehq/sluice/keyfuncs"
+	"github.com/sluicehq/sluice/nethttp"
+)
+
+// redisDialTimeout bounds a connection attempt to Redis. The Limiter's
+// per-decision timeout (core.DefaultTimeout) bounds each decision anyway;
+// this bounds the startup check and background dials.
+const redisDialTimeout = 500 * time.Millisecond
+
+// keyFunc builds the key function -key asks for.
+func (c *config) keyFunc() (core.KeyFunc, error) {
+	var ipOpts []keyfuncs.IPOption
+	if len(c.trusted) > 0 {
+		ipOpts = append(ipOpts, keyfuncs.WithTrustedProxies(c.trusted...))
+	}
+	switch c.keyKind {
+	case "header":
+		k, err := keyfuncs.Header(c.keyHeader)
+		if err != nil {
+			return nil, usageErrorf("-key header:%s: %w", c.keyHeader, err)
+		}
+		return k, nil
+	case "route":
+		return keyfuncs.Route(), nil
+	}
+	ip, err := keyfuncs.IP(ipOpts...)
+	if err != nil {
+		return nil, usageErrorf("-trusted-proxies: %w", err)
+	}
+	if c.keyKind == "ip" {
+		return ip, nil
+	}
+	user, err := keyfuncs.JWT("sub", keyfuncs.HMACSecret(c.jwtSecret))
+	if err != nil {
+		return nil, usageErrorf("-jwt-secret: %w", err)
+	}
+	// A request without a valid token (none, forged, expired) is limited
+	// by its address: it can never spend a user's allowance.
+	return keyfuncs.Fallback(user, ip), nil
+}
+
+// redisClient returns the client -redis or -cluster asks for, or nil for
+// the memory store. Retries are off (a re-sent script may charge a request
+// twice) and the context's deadline bounds every call, as redisstore.New
+// recommends.
+func (c *config) redisClient() redis.UniversalClient {
+	switch {
+	case c.redisURL != nil:
+		opt := *c.redisURL
+		opt.MaxRetries = -1
+		opt.ContextTimeoutEnabled = true
+		if opt.DialTimeout == 0 {
+			opt.DialTimeout = redisDialTimeout
+		}
+		opt.DialerRetries = 1
+		return redis.NewClient(&opt)
+	case c.cluster != nil:
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                 c.cluster,
+			MaxRetries:            -1,
+			ContextTimeoutEnabled: true,
+			DialTimeout:           redisDialTimeout,
+			DialerRetries:         1,
+		})
+	}
+	return nil
+}
+
+// newLimiter builds the limiter of GET /.
+func (c *config) newLimiter(store core.Store, opts ...core.Option) (*core.Limiter, error) {
+	key, err := c.keyFunc()
+	if err != nil {
+		return nil, err
+	}
+	opts = append([]core.Option{
+		core.WithName(c.name),
+		core.WithFailurePolicy(c.failure),
+		core.WithHeaders(c.headers),
+		core.WithTimeout(c.timeout),
+	}, opts...)
+	l, err := core.New(store, key, []core.Limit{c.limit}, opts...)
+	if err != nil {
+		return nil, usageErrorf("%w", err)
+	}
+	return l, nil
+}
+
+func writeOK(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "ok")
+}
+
+var ginReleaseMode sync.Once
+
+// newHandler routes GET / through l with the framework's adapter; /healthz
+// and /metrics (served by metrics) are not limited.
+func newHandler(framework string, l *core.Limiter, metrics http.Handler) http.Handler {
+	ok := http.HandlerFunc(writeOK)
+	switch framework {
+	case "gin":
+		ginReleaseMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
+		r := gin.New()
+		r.GET("/", ginlimit.New(l), gin.WrapH(ok))
+		r.GET("/healthz", gin.WrapH(ok))
+		r.GET("/metrics", gin.WrapH(metrics))
+		return r
+	case "echo":
+		e := echo.New()
+		e.HideBanner = true
+		e.HidePort = true
+		e.GET("/", echo.WrapHandler(ok), echolimit.New(l))
+		e.GET("/healthz", echo.WrapHandler(ok))
+		e.GET("/metrics", echo.WrapHandler(metrics))
+		return e
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", nethttp.Middleware(l)(ok))
+	mux.Handle("GET /healthz", ok)
+	mux.Handle("GET /metrics", metrics)
+	return mux
+}
+
+// checkRedis reports on w whether Redis answers, without holding up the
+// start: the demo serves either way, following -failure.
+func checkRedis(ctx context.Context, client redis.UniversalClient, c *config, w io.Writer) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := client.Ping(ctx).Err(); err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return // shutting down
+		}
+		fmt.Fprintf(w, "demo: %s is not answering (%v); requests follow -failure %s until it does\n",
+			c.storeName(), err, c.failure)
+		return
+	}
+	fmt.Fprintf(w, "demo: %s answers\n", c.storeName())
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/keyfuncs"
+	"github.com/sluicehq/sluice/nethttp"
+)
+
+// newServer returns the server's handler, limited per client IP by limits
+// read from path, and the reloader that keeps them in step with the file.
+func newServer(path string, logger *slog.Logger) (http.Handler, *reloader, error) {
+	clientIP, err := keyfuncs.IP()
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := newReloader(path, logger, func(limits []core.Limit) (*core.Limiter, error) {
+		return core.New(core.NewMemoryStore(), clientIP, limits,
+			core.WithName("api"), core.WithHeaders(core.HeadersBoth))
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /", nethttp.Middleware(r.limiter)(http.HandlerFunc(
+		func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintln(w, "ok")
+		})))
+	return mux, r, nil
+}
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
+	path := flag.String("limits", "examples/reload/limits.txt", "limits file: one limit per line, like \"10/s burst 20\"")
+	poll := flag.Duration("poll", 2*time.Second, "how often to check the limits file for changes")
+	flag.Parse()
+	if *poll <= 0 {
+		log.Fatalf("-poll %v must be positive", *poll)
+	}
+
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	handler, r, err := newServer(*path, logger)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go r.run(ctx, *poll, hup)
+
+	srv := &http.Server{Addr: *addr, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	stopped := make(chan struct{})
+	go func() { // on SIGINT or SIGTERM, let the requests in flight finish
+		defer close(stopped)
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	logger.Info("listening", "url", "http://"+*addr, "pid", os.Getpid())
+	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		log.Fatal(err)
+	}
+	<-stopped
+}

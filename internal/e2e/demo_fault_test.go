@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// demoTimeout is the demos' deadline in TestDemoRedisKilled: a dead Redis
+// refuses connections at once, and a roomy deadline keeps a slow moment of
+// the machine from sending a request to the local fallback before the
+// fault.
+const demoTimeout = time.Second
+
+// TestDemoRedisKilled kills the redis-server behind three demo processes
+// (net/http, Gin, Echo; -failure local) under load and restarts it: every
+// request is answered (200 or 429) within the deadline plus slack, and the
+// three limit together again soon after the restart. A probe every 100 ms
+// sends 30 requests for a fresh client, 10 to each demo, against a limit
+// of 20: the local fallback stores (one per process) serve all 30, Redis
+// exactly 20; the test reports when the probes turn exact again.
+func TestDemoRedisKilled(t *testing.T) {
+	const limit = 20
+	srv := redistest.StartServer(t)
+	urls := startDemos(t,
+		"-redis", "redis://"+srv.Addr+"/0",
+		"-name", uniq("killed"),
+		"-algorithm", "sliding_log",
+		"-rate", strconv.Itoa(limit),
+		"-period", longPeriod().String(),
+		"-key", "header:"+clientHeader,
+		"-failure", "local",
+		"-timeout", demoTimeout.String(),
+	)
+	ctx := context.Background()
+	hc := newHTTPClient(16)
+	defer hc.CloseIdleConnections()
+	probe := func() stats {
+		client := uniq("probe")
+		return summarize(load{client: hc, urls: urls, workers: 6, n: 30, key: func(int) string { return client }}.run(ctx))
+	}
+	if st := probe(); st.status[http.StatusOK] != limit {
+		t.Fatalf("before the fault: %s; want exactly %d×200 across the three", st, limit)
+	}
+
+	stop := make(chan struct{})
+	var rs []reply
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		base := uniq("load")
+		rs = load{client: hc, urls: urls, workers: 6, stop: stop, key: func(i int) string { return base + "-" + strconv.Itoa(i) }}.run(ctx)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	killAt := time.Now()
+	srv.Kill(t)
+	time.Sleep(300 * time.Millisecond)
+	down := probe()
+	time.Sleep(time.Until(killAt.Add(1500 * time.Millisecond)))
+	srv.Restart(t)
+	restarted := time.Now()
+	var back time.Duration
+	probes := 0
+	for {
+		probes++
+		if st := probe(); st.status[http.StatusOK] == limit {
+			back = time.Since(restarted)
+			break
+		}
+		if time.Since(restarted) > recoveryBound {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	close(stop)
+	<-done
+	all := summarize(rs)
+	t.Logf("three demos, Redis killed for %v: load %s", restarted.Sub(killAt).Round(time.Millisecond), all)
+	t.Logf("probe while Redis was down (local fallback in each process): %s", down)
+	if back == 0 {
+		t.Fatalf("probes still not exact %v after the restart (%d probes)", recoveryBound, probes)
+	}
+	t.Logf("probes exact again %v after the restart (%d probes)", back.Round(time.Millisecond), probes)
+	if all.errs != 0 {
+		t.Errorf("%d requests got no HTTP answer (first: %v)", all.errs, all.first)
+	}
+	for code, n := range all.status {
+		if code != http.StatusOK && code != http.StatusTooManyRequests {
+			t.Errorf("status %d ×%d under FailLocal", code, n)
+		}
+	}
+	if m := all.max(); m > demoTimeout+faultSlack {
+		t.Errorf("slowest answer took %v, want at most %v", m, demoTimeout+faultSlack)
+	}
+	if down.status[http.StatusOK] != 30 || down.errs != 0 {
+		t.Errorf("probe while Redis was down: %s; want all 30 served by the three local stores (10 each, under the limit of 20)", down)
+	}
+}
+
+// TestDemoHostile drives real demo processes with hostile clients: one
+// keyed by IP without trusted proxies, whose client rotates every
+// forwarding header, and one keyed by the sub of a verified JWT (else the
+// IP), whose client sends tokens claiming a victim (wrong secret, expired,
+// alg none). The rotating client gets one allowance; the forger spends its
+// own address's allowance, not the victim's, and no response body names
+// an error.
+func TestDemoHostile(t *testing.T) {
+	const limit = 20
+	redisURL := "redis://" + redistest.Shared(t).Addr + "/0"
+	// -failure closed and a roomy deadline: a slow moment must not admit
+	// a request through the local fallback.
+	common := []string{"-redis", redisURL, "-algorithm", "sliding_log", "-rate", strconv.Itoa(limit), "-period", longPeriod().String(),
+		"-failure", "closed", "-timeout", "2s"}
+
+	ipDemo := startDemo(t, append([]string{"-name", uniq("ip"), "-key", "ip"}, common...)...)
+	r := newRand(7, 8)
+	st := send(t, clientFrom("127.0.0.8"), ipDemo.URL, 10*limit, func(i int, req *http.Request) {
+		if i%2 == 0 {
+			forge(req, randIPv4(r))
+		} else {
+			forge(req, randIPv6(r))
+		}
+	})
+	wantServed(t, "demo -key ip, forged forwarding headers", st, limit)
+
+	secret := "e2e-demo-secret-0123456789abcdefghij"
+	jwtDemo := startDemo(t, append([]string{"-name", uniq("jwt"), "-key", "jwt", "-jwt-secret", secret}, common...)...)
+	now := time.Now()
+	sign := func(m jwt.SigningMethod, key any, exp time.Time) string {
+		s, err := jwt.NewWithClaims(m, jwt.MapClaims{"sub": "victim", "exp": exp.Unix()}).SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	bad := []string{
+		sign(jwt.SigningMethodHS256, []byte("another-secret-0123456789abcdefghij"), now.Add(time.Hour)),
+		sign(jwt.SigningMethodHS256, []byte(secret), now.Add(-time.Hour)),
+		sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, now.Add(time.Hour)),
+	}
+	valid := sign(jwt.SigningMethodHS256, []byte(secret), now.Add(time.Hour))
+	hc := clientFrom("127.0.0.9")
+	rs := load{client: hc, urls: []string{jwtDemo.URL}, workers: 4, n: 10 * limit, keep: true,
+		prepare: func(i int, req *http.Request) { req.Header.Set("Authorization", "Bearer "+bad[i%len(bad)]) }}.run(context.Background())
+	hc.CloseIdleConnections()
+	wantServed(t, "demo -key jwt, forged tokens claiming the victim", summarize(rs), limit)
+	for _, rp := range rs {
+		if rp.status == http.StatusTooManyRequests && leaks(rp.body) {
+			t.Errorf("429 body %q names an error", rp.body)
+		}
+	}
+	st = send(t, clientFrom("127.0.0.9"), jwtDemo.URL, 2*limit, func(_ int, req *http.Request) {
+		req.Header.Set("Authorization", "Bearer "+valid)
+	})
+	wantServed(t, "demo -key jwt, the victim from the forger's address", st, limit)
+}
