@@ -15,6 +15,11 @@
 // computed from the same run, and the last line printed is a one-line
 // summary of the ratios that issue 4's targets name.
 //
+// sluice runs twice on Redis: sluice-redis/<algorithm> is a redisstore.Store
+// with its defaults (automatic pipelining and the deny cache on), and
+// sluice-plain/<algorithm> the same with both off, one EVALSHA round trip
+// per decision.
+//
 // The module is separate from the library so that the library never depends
 // on the peers it is compared with. go test -bench . in this directory runs
 // the in-memory comparisons (serial and parallel, with allocations).

@@ -348,11 +348,12 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2fx", a/b)
 }
 
-// sluiceNames lists the sluice contenders of a group that ran on the path.
+// sluiceNames lists the sluice contenders of a group that ran on the path,
+// with their default options (the sluice-plain/ ones aside).
 func sluiceNames(results []*caseResult, group, path string, conc int) []*caseResult {
 	var out []*caseResult
 	for _, r := range results {
-		if r.im.sluice && r.im.group == group && r.path == path && r.conc == conc {
+		if r.im.sluice && r.im.group == group && r.path == path && r.conc == conc && !strings.HasPrefix(r.im.name, "sluice-plain/") {
 			out = append(out, r)
 		}
 	}

@@ -34,6 +34,18 @@ func sluiceImpls() []impl {
 				return redisDecide(st, sluiceLimit(alg, q)), nop, nil
 			}})
 	}
+	// The same without automatic pipelining and without the deny cache:
+	// one EVALSHA round trip per decision, as before issue 4.
+	for _, alg := range core.Algorithms {
+		out = append(out, impl{name: "sluice-plain/" + string(alg), group: "redis", sluice: true, timeAll: true,
+			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
+				st, err := redisstore.New(rdb, redisstore.WithPipelining(0), redisstore.WithDenyCache(0))
+				if err != nil {
+					return nil, nil, err
+				}
+				return redisDecide(st, sluiceLimit(alg, q)), nop, nil
+			}})
+	}
 	for _, alg := range core.Algorithms {
 		out = append(out, impl{name: "sluice-mem/" + string(alg), group: "memory", sluice: true,
 			build: func(_ *redis.Client, q quota) (func() decideFunc, func(), error) {

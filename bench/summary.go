@@ -38,8 +38,14 @@ func summary(results []*caseResult, mem []memResult, adapters []adapterResult) s
 	ul := find(results, "ulule-redis", "allow", c)
 	v, ok := div(gcra, rr)
 	parts = append(parts, check("allow c64 gcra/redis_rate", v, ok, ">=", 1.4, "%.2fx"))
+	if v, ok := div(find(results, "sluice-plain/gcra", "allow", c), rr); ok {
+		parts = append(parts, fmt.Sprintf("(unpipelined %.2fx)", v))
+	}
 	v, ok = div(fw, ul)
 	parts = append(parts, check("fixed_window/ulule", v, ok, ">=", 1.1, "%.2fx"))
+	if v, ok := div(find(results, "sluice-plain/fixed_window", "allow", c), ul); ok {
+		parts = append(parts, fmt.Sprintf("(unpipelined %.2fx)", v))
+	}
 	algs := sluiceNames(results, "redis", "allow", c)
 	if len(algs) > 0 && ul != nil {
 		worst, worstName := 0.0, ""
@@ -117,6 +123,10 @@ func summary(results []*caseResult, mem []memResult, adapters []adapterResult) s
 		g := gcra.redisCPU / float64(gcra.decisions)
 		r := rr.redisCPU / float64(rr.decisions)
 		parts = append(parts, check(fmt.Sprintf("Redis CPU/dec gcra %.2fµs / redis_rate %.2fµs", g*1e6, r*1e6), g/r, true, "<=", 0.6, "%.2fx"))
+		if p := find(results, "sluice-plain/gcra", "allow", c); p != nil && p.decisions > 0 {
+			u := p.redisCPU / float64(p.decisions)
+			parts = append(parts, fmt.Sprintf("(unpipelined %.2fµs, %.2fx)", u*1e6, u/r))
+		}
 	} else {
 		parts = append(parts, "Redis CPU gcra/redis_rate n/a")
 	}
