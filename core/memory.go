@@ -295,6 +295,17 @@ func (s *MemoryStore) Len() int {
 // Take keeps no reference to key (a new state stores a copy), so a caller
 // may pass a key built in a buffer it reuses.
 func (s *MemoryStore) Take(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
+	return s.take(ctx, key, n, limits, true)
+}
+
+// Peek returns the Result Take would return now, without charging
+// anything or setting a penalty lock (see Peeker). It fails like Take.
+func (s *MemoryStore) Peek(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
+	return s.take(ctx, key, n, limits, false)
+}
+
+// take decides a Take; charge false makes it a Peek.
+func (s *MemoryStore) take(ctx context.Context, key string, n int64, limits []Limit, charge bool) (Result, error) {
 	if s == nil || s.shards == nil {
 		return Result{}, errNilMemoryStore
 	}
@@ -313,9 +324,46 @@ func (s *MemoryStore) Take(ctx context.Context, key string, n int64, limits ...L
 		}
 	}
 	if len(limits) == 1 {
-		return s.takeOne(key, n, &limits[0])
+		return s.takeOne(key, n, &limits[0], charge)
 	}
-	return s.takeMany(key, n, limits)
+	return s.takeMany(key, n, limits, charge)
+}
+
+// Reset deletes the states of key under limits, penalty locks included
+// (see Resetter). It fails like Take for a bad key or limit.
+func (s *MemoryStore) Reset(ctx context.Context, key string, limits ...Limit) error {
+	if _, err := s.take(ctx, key, 0, limits, false); err != nil {
+		return err // the checks of Take: store, key, limits, ctx
+	}
+	sps := make([]algSpec, len(limits))
+	for i := range limits {
+		spec, err := limits[i].Spec()
+		if err != nil {
+			return fmt.Errorf("limits[%d]: %w", i, err)
+		}
+		sps[i] = toAlgSpec(&spec)
+	}
+	key, digest := storedKey(key)
+	sh, h := s.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for i := range sps {
+		if st, ok := sh.find(key, digest, &sps[i], stateHash(h, &sps[i])); ok {
+			sh.remove(st)
+		}
+	}
+	return nil
+}
+
+// clear forgets every state.
+func (s *MemoryStore) clear() {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		clear(sh.states)
+		sh.overflow = nil
+		sh.mu.Unlock()
+	}
 }
 
 // storedKey returns the form a key is stored under: itself, or for a key
@@ -370,7 +418,7 @@ func (s *MemoryStore) shardOf(key string) (*memoryShard, uint64) {
 	return &s.shards[h&s.mask], h
 }
 
-func (s *MemoryStore) takeOne(key string, n int64, limit *Limit) (Result, error) {
+func (s *MemoryStore) takeOne(key string, n int64, limit *Limit, charge bool) (Result, error) {
 	key, digest := storedKey(key)
 	sh, h := s.shardOf(key)
 	sh.mu.Lock()
@@ -379,13 +427,14 @@ func (s *MemoryStore) takeOne(key string, n int64, limit *Limit) (Result, error)
 		return Result{}, err
 	}
 	var o outcome
-	s.decideOne(sh, key, digest, stateHash(h, sp), sp, n, &o)
+	s.decideOne(sh, key, digest, stateHash(h, sp), sp, n, charge, &o)
 	sh.mu.Unlock()
 	return o.result(), nil
 }
 
-// decideOne decides a Take over one limit. The caller holds sh.mu.
-func (s *MemoryStore) decideOne(sh *memoryShard, key string, digest bool, h uint64, sp *algSpec, n int64, o *outcome) {
+// decideOne decides a Take over one limit, and writes it when charge is
+// set. The caller holds sh.mu.
+func (s *MemoryStore) decideOne(sh *memoryShard, key string, digest bool, h uint64, sp *algSpec, n int64, charge bool, o *outcome) {
 	now := s.now().UnixMicro()
 	var fresh memoryState
 	st, found := sh.find(key, digest, sp, h)
@@ -394,11 +443,13 @@ func (s *MemoryStore) decideOne(sh *memoryShard, key string, digest bool, h uint
 	}
 	evaluate(o, sp, st, now, n)
 	switch {
-	case o.allowed && n > 0:
-		apply(st, o, sp, n)
-	case !o.allowed && !o.byLock && sp.penalty > 0 && n > 0:
+	case !charge || n == 0:
 		// A peek writes nothing, not even a lock (it can only be denied
 		// by the algorithm when the clock went backwards).
+		return
+	case o.allowed:
+		apply(st, o, sp, n)
+	case !o.byLock && sp.penalty > 0:
 		lock(st, sp, now)
 	default:
 		return
@@ -430,7 +481,7 @@ func (e *limitEval) state() *memoryState {
 	return &e.fresh
 }
 
-func (s *MemoryStore) takeMany(key string, n int64, limits []Limit) (Result, error) {
+func (s *MemoryStore) takeMany(key string, n int64, limits []Limit, charge bool) (Result, error) {
 	var scratch [4]limitEval
 	evs := scratch[:0]
 	if len(limits) > len(scratch) {
@@ -474,7 +525,7 @@ func (s *MemoryStore) takeMany(key string, n int64, limits []Limit) (Result, err
 			}
 		}
 	}
-	s.decideMany(sh, key, h, evs, n)
+	s.decideMany(sh, key, h, evs, n, charge)
 	sh.mu.Unlock()
 	perLimit := make([]Result, len(evs))
 	for i := range evs {
@@ -483,8 +534,9 @@ func (s *MemoryStore) takeMany(key string, n int64, limits []Limit) (Result, err
 	return Combine(perLimit), nil
 }
 
-// decideMany decides a Take over several limits. The caller holds sh.mu.
-func (s *MemoryStore) decideMany(sh *memoryShard, key string, keyHash uint64, evs []limitEval, n int64) {
+// decideMany decides a Take over several limits, and writes it when
+// charge is set. The caller holds sh.mu.
+func (s *MemoryStore) decideMany(sh *memoryShard, key string, keyHash uint64, evs []limitEval, n int64, charge bool) {
 	now := s.now().UnixMicro()
 	allowed := true
 	for i := range evs {
@@ -497,7 +549,7 @@ func (s *MemoryStore) decideMany(sh *memoryShard, key string, keyHash uint64, ev
 		e := &evs[i]
 		switch {
 		case allowed:
-			if n == 0 || e.dup {
+			if n == 0 || e.dup || !charge {
 				continue
 			}
 			apply(e.state(), &e.o, &e.sp, n)
@@ -505,7 +557,7 @@ func (s *MemoryStore) decideMany(sh *memoryShard, key string, keyHash uint64, ev
 			// Not charged: report what a peek sees.
 			evaluate(&e.o, &e.sp, e.state(), now, 0)
 			continue
-		case !e.o.byLock && e.sp.penalty > 0 && !e.dup && n > 0:
+		case !e.o.byLock && e.sp.penalty > 0 && !e.dup && n > 0 && charge:
 			lock(e.state(), &e.sp, now)
 		default:
 			continue

@@ -88,3 +88,28 @@ func Combine(perLimit []Result) Result {
 	}
 	return out
 }
+
+// Peeker is a Store that can tell what a Take would return without
+// making it. Limiter.Status uses it; MemoryStore and the Redis store
+// implement it.
+type Peeker interface {
+	// Peek returns exactly the Result that Take(ctx, key, n, limits...)
+	// would return at this instant, and changes nothing: no state is
+	// charged and no penalty lock is set. It takes the arguments and
+	// returns the errors of Take.
+	Peek(ctx context.Context, key string, n int64, limits ...Limit) (Result, error)
+}
+
+// Resetter is a Store that can forget a key. Limiter.Reset uses it;
+// MemoryStore and the Redis store implement it.
+type Resetter interface {
+	// Reset deletes the state of key under each of limits, penalty locks
+	// included, so that the key's next Take sees a fresh allowance. A
+	// store shared between processes also drops whatever it or the other
+	// processes keep of key locally before Reset returns or shortly after
+	// (the Redis store: see its documentation). Limits that hold no state
+	// for key are ignored. It returns the errors of Take for a bad key or
+	// limit, and the store's error when it fails; a failed Reset may have
+	// cleared some of the limits and can be repeated.
+	Reset(ctx context.Context, key string, limits ...Limit) error
+}

@@ -6,7 +6,9 @@
 --   KEYS[2i-1]  state key            (string; a sorted set for sliding_log)
 --   KEYS[2i]    penalty lock key     (state key .. ":x"; read only when L > 0)
 -- ARGV:
---   ARGV[1]     n, the cost (0 peeks; the caller clamps it to 2^53)
+--   ARGV[1]     n, the cost (0 peeks; the caller clamps it to 2^53); -n
+--               decides a cost of n exactly as n would, writing nothing
+--               (a dry run: no state, no penalty lock)
 --   ARGV[6i-4]  algorithm: g gcra, k leaky_bucket, t token_bucket,
 --               f fixed_window, w sliding_window, l sliding_log
 --   ARGV[6i-3]  R, rate per period
@@ -31,6 +33,8 @@ end
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local n = tonumber(ARGV[1])
+local write = n > 0
+if n < 0 then n = -n end
 
 local function str(x) return format('%.0f', x) end
 
@@ -82,10 +86,8 @@ if #KEYS == 2 and ARGV[7] == '0' then
         retry = newTat - now - tol
       else
         ok, used = 1, newTat - now
-        if n > 0 then
-          if a == 'k' then delay = newTat - T - now end
-          call('SET', key, str(newTat), 'PX', px(used))
-        end
+        if a == 'k' and n > 0 then delay = newTat - T - now end
+        if write then call('SET', key, str(newTat), 'PX', px(used)) end
       end
     end
     local rem = 0
@@ -106,7 +108,7 @@ if #KEYS == 2 and ARGV[7] == '0' then
       retry = INF
     elseif c + n <= R then
       ok, c = 1, c + n
-      if n > 0 then call('SET', key, str(win) .. ':' .. str(c), 'PX', px(left)) end
+      if write then call('SET', key, str(win) .. ':' .. str(c), 'PX', px(left)) end
     else
       retry = left
     end
@@ -134,7 +136,7 @@ if #KEYS == 2 and ARGV[7] == '0' then
       retry = INF
     elseif tok >= n * P then
       ok, tok = 1, tok - n * P
-      if n > 0 then call('SET', key, str(tok) .. ':' .. str(now), 'PX', px(cdiv(cap - tok, R))) end
+      if write then call('SET', key, str(tok) .. ':' .. str(now), 'PX', px(cdiv(cap - tok, R))) end
     else
       retry = cdiv(n * P - tok, R)
     end
@@ -370,6 +372,7 @@ end
 if n > 0 then
   if all then
     for i = 1, m do
+      if not write then break end -- a dry run
       local l = lims[i]
       local w = l.w
       if l.a == 'l' then
@@ -400,7 +403,7 @@ if n > 0 then
       if out[k] == 1 then
         -- allowed but not charged: report what a peek sees
         out[k], out[k + 1], out[k + 2], out[k + 3], out[k + 4], out[k + 5] = eval(l, 0)
-      elseif l.L > 0 and not l.locked then
+      elseif write and l.L > 0 and not l.locked then
         call('SET', l.lock, str(now + l.L), 'PX', px(l.L))
       end
     end

@@ -3,14 +3,11 @@ package redisstore
 import (
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
 )
-
-// DefaultDenyCacheSize is the number of denials a Store remembers unless
-// WithDenyCache says otherwise.
-const DefaultDenyCacheSize = 4096
 
 // maxDenyCacheSize bounds WithDenyCache (entries are about 120 bytes).
 const maxDenyCacheSize = 1 << 24
@@ -33,6 +30,12 @@ const denyWays = 8
 // Only denials whose every figure is known until they end are stored (see
 // cacheable), so an answer from the cache is the one Redis would give.
 type denyCache struct {
+	// live is set while the Store's listener is subscribed to resets:
+	// only then may the cache answer.
+	live atomic.Bool
+	// gen counts the resets seen (and the listener's outages): a denial
+	// is stored only if none came since its Take was sent.
+	gen    atomic.Uint64
 	seed   maphash.Seed
 	shards [denyShards]denyShard
 	mask   uint64 // sets per shard - 1
@@ -118,9 +121,10 @@ func (c *denyCache) get(key string, n int64, l core.Limit, now int64) (core.Resu
 	return r, true
 }
 
-// put remembers r, the Result of Take(key, n, l) sent at t0 (µs), when it is
-// a denial that identical Takes will get until it ends (see cacheable).
-func (c *denyCache) put(key string, n int64, l core.Limit, p *prepared, t0 int64, r core.Result) {
+// put remembers r, the Result of Take(key, n, l) sent at t0 (µs) in
+// generation gen, when it is a denial that identical Takes will get until
+// it ends (see cacheable), and no reset came since gen.
+func (c *denyCache) put(key string, n int64, l core.Limit, p *prepared, t0 int64, gen uint64, r core.Result) {
 	retry, ok := cacheable(n, p, r)
 	if !ok {
 		return
@@ -128,6 +132,12 @@ func (c *denyCache) put(key string, n int64, l core.Limit, p *prepared, t0 int64
 	h := c.hash(key, n, l)
 	sh, set := c.set(h)
 	sh.mu.Lock()
+	// forget and clear move gen before they lock a shard, so either they
+	// see this entry or this sees their gen.
+	if c.gen.Load() != gen {
+		sh.mu.Unlock()
+		return
+	}
 	// The same Take's slot, else a free or ended one, else one chosen by
 	// the hash.
 	var e *denyEntry
@@ -149,6 +159,44 @@ func (c *denyCache) put(key string, n int64, l core.Limit, p *prepared, t0 int64
 		retry: retry, reset: int64(r.ResetAfter / time.Microsecond), lim: r.Limit,
 	}
 	sh.mu.Unlock()
+}
+
+// forget drops every denial of key (a reset).
+func (c *denyCache) forget(key string) {
+	c.gen.Add(1)
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		for j := range sh.e {
+			if e := &sh.e[j]; e.until != 0 && e.key == key {
+				*e = denyEntry{}
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// suspend stops the cache from answering and empties it: resets may go
+// unheard until reopen.
+func (c *denyCache) suspend() {
+	c.live.Store(false)
+	c.clear()
+}
+
+// reopen empties the cache and lets it answer again.
+func (c *denyCache) reopen() {
+	c.clear()
+	c.live.Store(true)
+}
+
+func (c *denyCache) clear() {
+	c.gen.Add(1)
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		clear(sh.e)
+		sh.mu.Unlock()
+	}
 }
 
 // cacheable reports whether r, the Result of a Take of cost n on the one

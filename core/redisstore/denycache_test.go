@@ -18,6 +18,9 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
+// denySize is the deny cache size the tests turn on (the README's).
+const denySize = 4096
+
 // denyCases are limits whose denials the cache keeps, with the cost that
 // is denied: every algorithm at cost 1, a full fixed window at a larger
 // cost, and penalties (new locks and locks longer or shorter than the
@@ -50,7 +53,7 @@ func TestMiniDenyCacheMatchesUncached(t *testing.T) {
 	steps := []time.Duration{0, time.Microsecond, 999 * time.Microsecond, 37 * time.Millisecond, 111 * time.Millisecond, 333 * time.Millisecond}
 	for _, c := range denyCases {
 		t.Run(fmt.Sprintf("%v cost %d", c.l, c.n), func(t *testing.T) {
-			cached, plain := newMini(t), newMini(t, WithDenyCache(0))
+			cached, plain := newMini(t, WithDenyCache(denySize)), newMini(t)
 			cached.advance(123456789 * time.Microsecond)
 			plain.advance(123456789 * time.Microsecond)
 			hits := 0
@@ -85,7 +88,7 @@ func TestMiniDenyCacheMatchesUncached(t *testing.T) {
 // longer; then the next Take goes to Redis.
 func TestMiniDenyCacheExpiresAtRetry(t *testing.T) {
 	for _, c := range denyCases {
-		x := newMini(t)
+		x := newMini(t, WithDenyCache(denySize))
 		key := fmt.Sprint("exp:", c.l, c.n)
 		for i := 0; x.take(key, 1, c.l).Allowed; i++ {
 			if i > 100 {
@@ -118,7 +121,7 @@ func TestMiniDenyCacheExpiresAtRetry(t *testing.T) {
 // Peeks, Takes of several limits, costs whose Remaining may change and
 // costs that can never pass without a penalty always go to Redis.
 func TestMiniDenyCacheSkips(t *testing.T) {
-	x := newMini(t)
+	x := newMini(t, WithDenyCache(denySize))
 	g := core.Limit{Algorithm: core.GCRA, Rate: 2, Period: time.Hour}
 	f := core.Limit{Algorithm: core.FixedWindow, Rate: 2, Period: time.Hour}
 	x.take("k", 2, g)
@@ -145,7 +148,7 @@ func TestMiniDenyCacheSkips(t *testing.T) {
 
 // A hit allocates nothing.
 func TestMiniDenyCacheHitAllocs(t *testing.T) {
-	x := newMini(t)
+	x := newMini(t, WithDenyCache(denySize))
 	l := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Hour}
 	x.take("alloc", 1, l)
 	if r := x.take("alloc", 1, l); r.Allowed {
@@ -181,7 +184,7 @@ func TestDenyCacheBounded(t *testing.T) {
 	l := core.PerHour(1)
 	denied := core.Result{Limit: 1, RetryAfter: time.Hour}
 	for i := 0; i < 10000; i++ {
-		c.put(strconv.Itoa(i), 1, l, p, 0, denied)
+		c.put(strconv.Itoa(i), 1, l, p, 0, 0, denied)
 	}
 	after := 0
 	for i := range c.shards {
@@ -211,7 +214,7 @@ func TestDenyCacheBounded(t *testing.T) {
 
 // A canceled context fails even a Take the cache could answer.
 func TestMiniDenyCacheCanceled(t *testing.T) {
-	x := newMini(t)
+	x := newMini(t, WithDenyCache(denySize))
 	l := core.PerHour(1)
 	x.take("c", 1, l)
 	x.take("c", 1, l)
@@ -229,11 +232,8 @@ func TestRedisDenyCacheFlood(t *testing.T) {
 	srv := redistest.StartServer(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
-	s := realStore(t, client)
-	plain, err := New(client, WithDenyCache(0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := realStore(t, client, WithDenyCache(denySize))
+	plain := realStore(t, client)
 	limits := []core.Limit{
 		{Algorithm: core.GCRA, Rate: 10, Period: time.Hour},
 		{Algorithm: core.TokenBucket, Rate: 10, Period: time.Hour},
@@ -306,7 +306,7 @@ func TestRedisDenyCacheFlood(t *testing.T) {
 // A flood cycling over 1000 denied keys with the default size: after one
 // round, almost every Take is a hit (the bench's deny path).
 func TestDenyCacheCycleHits(t *testing.T) {
-	c := newDenyCache(DefaultDenyCacheSize)
+	c := newDenyCache(denySize)
 	p := &prepared{alg: core.GCRA}
 	l := core.PerHour(10)
 	denied := core.Result{Limit: 10, RetryAfter: time.Hour}
@@ -318,7 +318,7 @@ func TestDenyCacheCycleHits(t *testing.T) {
 				if round > 0 {
 					misses++
 				}
-				c.put(key, 1, l, p, int64(round), denied)
+				c.put(key, 1, l, p, int64(round), 0, denied)
 			}
 		}
 	}

@@ -42,6 +42,8 @@ func newMini(tb testing.TB, opts ...Option) *mini {
 	x := &mini{tb: tb, m: m, client: client, store: s, now: t0}
 	s.clock = func() int64 { return x.now.UnixMicro() } // the deny cache follows miniredis' clock
 	m.SetTime(t0)
+	tb.Cleanup(func() { _ = s.Close() })
+	waitListening(tb, s)
 	return x
 }
 

@@ -21,12 +21,14 @@ import (
 
 const slack = 250 * time.Millisecond // time two consecutive calls may be apart
 
-func realStore(tb testing.TB, client redis.UniversalClient) *Store {
+func realStore(tb testing.TB, client redis.UniversalClient, opts ...Option) *Store {
 	tb.Helper()
-	s, err := New(client)
+	s, err := New(client, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Cleanup(func() { _ = s.Close() })
+	waitListening(tb, s)
 	return s
 }
 

@@ -59,7 +59,8 @@ type Store struct {
 	pipe  *batcher     // nil: one round trip per Take
 	clock func() int64 // µs, monotonic; the deny cache's clock
 
-	cluster *clusterReload // nil unless client is a *redis.ClusterClient
+	cluster  *clusterReload // nil unless client is a *redis.ClusterClient
+	listener *listener      // nil unless the deny cache is on
 }
 
 // Option configures a Store.
@@ -145,7 +146,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil redis client")
 	}
-	s := settings{prefix: DefaultPrefix, deny: DefaultDenyCacheSize, pipeline: DefaultPipeline, clock: monoMicros}
+	s := settings{prefix: DefaultPrefix, pipeline: DefaultPipeline, clock: monoMicros}
 	for _, o := range opts {
 		if o != nil {
 			o(&s)
@@ -163,6 +164,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	st := &Store{client: client, prefix: s.prefix, clock: s.clock}
 	if s.deny > 0 {
 		st.deny = newDenyCache(s.deny)
+		st.startListener()
 	}
 	if s.pipeline > 0 {
 		st.pipe = &batcher{client: client, max: s.pipeline}
@@ -265,32 +267,51 @@ func (s *Store) prepare(l core.Limit) (*prepared, error) {
 // client's error, wrapped, when Redis fails; it then charges nothing that
 // it knows of (see New about client retries).
 func (s *Store) Take(ctx context.Context, key string, n int64, limits ...core.Limit) (core.Result, error) {
-	if s == nil || s.client == nil {
-		return core.Result{}, errors.New("redisstore: take on a Store not made by New")
+	if err := s.check(key, n, limits); err != nil {
+		return core.Result{}, err
 	}
-	if key == "" {
-		return core.Result{}, fmt.Errorf("redisstore: take: %w", core.ErrEmptyKey)
+	if s.deny == nil || n == 0 || len(limits) != 1 || !s.deny.live.Load() {
+		r, _, err := s.run(ctx, key, n, limits)
+		return r, err
 	}
-	if n < 0 {
-		return core.Result{}, fmt.Errorf("redisstore: take %d: %w", n, core.ErrNegativeCost)
-	}
-	if len(limits) == 0 {
-		return core.Result{}, fmt.Errorf("redisstore: take: %w", core.ErrNoLimits)
-	}
-	cache := s.deny != nil && n > 0 && len(limits) == 1
-	var t0 int64
-	if cache {
-		t0 = s.clock()
-		if r, ok := s.deny.get(key, n, limits[0], t0); ok {
-			if err := ctx.Err(); err != nil {
-				return core.Result{}, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
-			}
-			return r, nil
+	// The deny cache: its generation is read before the clock, so that a
+	// reset announced from here on keeps this Take's denial out of it.
+	gen := s.deny.gen.Load()
+	t0 := s.clock()
+	if r, ok := s.deny.get(key, n, limits[0], t0); ok {
+		if err := ctx.Err(); err != nil {
+			return core.Result{}, fmt.Errorf("redisstore: take %d on 1 limit(s): %w", n, err)
 		}
+		return r, nil
 	}
+	r, first, err := s.run(ctx, key, n, limits)
+	if err == nil && !r.Allowed {
+		s.deny.put(key, n, limits[0], first, t0, gen, r)
+	}
+	return r, err
+}
+
+// check reports bad arguments to Take, Peek or Reset.
+func (s *Store) check(key string, n int64, limits []core.Limit) error {
+	switch {
+	case s == nil || s.client == nil:
+		return errors.New("redisstore: take on a Store not made by New")
+	case key == "":
+		return fmt.Errorf("redisstore: take: %w", core.ErrEmptyKey)
+	case n < 0:
+		return fmt.Errorf("redisstore: take %d: %w", n, core.ErrNegativeCost)
+	case len(limits) == 0:
+		return fmt.Errorf("redisstore: take: %w", core.ErrNoLimits)
+	}
+	return nil
+}
+
+// run sends one script call for a Take of n, or for a dry run of -n when n
+// is negative, and returns its Result and the first limit, prepared.
+func (s *Store) run(ctx context.Context, key string, n int64, limits []core.Limit) (core.Result, *prepared, error) {
 	keys, args, first, err := s.request(key, n, limits)
 	if err != nil {
-		return core.Result{}, err
+		return core.Result{}, nil, err
 	}
 	var reply []int64
 	if s.pipe != nil {
@@ -302,13 +323,10 @@ func (s *Store) Take(ctx context.Context, key string, n int64, limits ...core.Li
 		if s.cluster != nil {
 			s.cluster.kick(s.clock())
 		}
-		return core.Result{}, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
+		return core.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
 	}
 	r, err := decode(reply, len(limits))
-	if err == nil && cache && !r.Allowed {
-		s.deny.put(key, n, limits[0], first, t0, r)
-	}
-	return r, err
+	return r, first, err
 }
 
 // request builds the script's KEYS and ARGV for one Take; first is the
@@ -353,12 +371,16 @@ func decode(reply []int64, m int) (core.Result, error) {
 	return core.Combine(per), nil
 }
 
-// costArg renders n for the script. Every limit's capacity is below
-// lua.MaxCost, so a larger n is sent as lua.MaxCost: it is denied with
-// RetryAfter core.InfDuration all the same, and no arithmetic overflows.
+// costArg renders n for the script (negative: a dry run of -n). Every
+// limit's capacity is below lua.MaxCost, so a larger cost is sent as
+// lua.MaxCost: it is denied with RetryAfter core.InfDuration all the same,
+// and no arithmetic overflows.
 func costArg(n int64) string {
-	if n > lua.MaxCost {
+	switch {
+	case n > lua.MaxCost:
 		n = lua.MaxCost
+	case n < -lua.MaxCost:
+		n = -lua.MaxCost
 	}
 	return strconv.FormatInt(n, 10)
 }

@@ -1,0 +1,136 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// resetChannel is the Pub/Sub channel, after the prefix, on which Reset
+// announces the keys it cleared.
+const resetChannel = "reset"
+
+// Peek returns exactly the Result that Take would return now, without
+// charging anything or setting a penalty lock (core.Peeker): the script
+// decides the cost as Take does and writes nothing. It never answers from
+// the deny cache. It fails like Take.
+func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...core.Limit) (core.Result, error) {
+	if err := s.check(key, n, limits); err != nil {
+		return core.Result{}, err
+	}
+	r, _, err := s.run(ctx, key, -n, limits)
+	return r, err
+}
+
+// Reset deletes the state of key under each of limits, penalty locks
+// included, in one DEL (core.Resetter). Then, before it returns, it drops
+// the key from this Store's deny cache and announces the key on the Pub/Sub
+// channel <prefix>reset, so that every other Store with a deny cache on the
+// same Redis and prefix drops it too, within a round trip of Redis. A Store
+// whose subscription is broken answers nothing from its deny cache until
+// it has subscribed again, and then starts with an empty cache: a Reset it
+// missed cannot leave a stale denial behind.
+//
+// Reset fails like Take for a bad key or limit, and with the client's
+// error, wrapped, when Redis fails; the key may then be partly reset, and
+// calling Reset again is safe.
+func (s *Store) Reset(ctx context.Context, key string, limits ...core.Limit) error {
+	if err := s.check(key, 0, limits); err != nil {
+		return err
+	}
+	keys, _, _, err := s.request(key, 0, limits)
+	if err != nil {
+		return err
+	}
+	if err := s.client.Del(ctx, keys...).Err(); err != nil {
+		return fmt.Errorf("redisstore: reset: %w", err)
+	}
+	if s.deny != nil {
+		s.deny.forget(key)
+	}
+	if err := s.client.Publish(ctx, s.prefix+resetChannel, key).Err(); err != nil {
+		return fmt.Errorf("redisstore: reset: announcing the reset: %w", err)
+	}
+	return nil
+}
+
+// Close stops what the Store runs in the background (the subscription that
+// keeps its deny cache exact). It does not close the Redis client, which
+// the caller owns. The Store must not be used after Close.
+func (s *Store) Close() error {
+	if s == nil || s.listener == nil {
+		return nil
+	}
+	s.listener.stop()
+	return nil
+}
+
+// listener keeps a deny cache exact across processes: it subscribes to the
+// reset channel, drops every key announced there from the cache, and keeps
+// the cache off (empty, answering nothing) whenever it is not subscribed,
+// since a Reset may then go unheard.
+type listener struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu sync.Mutex
+	ps *redis.PubSub
+}
+
+// listenBackoff is the wait between attempts to subscribe while Redis is
+// unreachable.
+const listenBackoff = 250 * time.Millisecond
+
+func (s *Store) startListener() {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &listener{cancel: cancel, done: make(chan struct{})}
+	l.ps = s.client.Subscribe(ctx, s.prefix+resetChannel)
+	s.listener = l
+	go func() {
+		defer close(l.done)
+		l.run(ctx, s.deny)
+	}()
+}
+
+func (l *listener) run(ctx context.Context, c *denyCache) {
+	for ctx.Err() == nil {
+		msg, err := l.ps.Receive(ctx)
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				c.reopen() // resets may have been missed before this
+			}
+		case *redis.Message:
+			c.forget(m.Payload)
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			// go-redis reconnects and subscribes again on the next
+			// Receive; until then nothing may be answered from the cache.
+			c.suspend()
+			sleep(ctx, listenBackoff)
+		}
+	}
+}
+
+func (l *listener) stop() {
+	l.cancel()
+	l.mu.Lock()
+	_ = l.ps.Close() // ends a Receive blocked on the connection
+	l.mu.Unlock()
+	<-l.done
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
