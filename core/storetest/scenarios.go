@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -543,6 +544,9 @@ func (s *suite) playOnce(t *testing.T, sc scenario, steps []step, flush bool) (f
 				s.h.FlushScripts(t)
 			}
 		}
+		if s.exact {
+			fails = append(fails, s.checkPeek(t, stores[(i+1)%2], key, i, st, sc.limits)...)
+		}
 		start := time.Now()
 		got, err := take(t, stores[i%2], key, st.n, sc.limits...)
 		end := time.Now()
@@ -564,4 +568,25 @@ func (s *suite) playOnce(t *testing.T, sc scenario, steps []step, flush bool) (f
 		prevAt, prevEnd = st.at, end
 	}
 	return fails, ""
+}
+
+// checkPeek peeks at step st before it is taken, through the other store
+// instance, when the store is a core.Peeker: the Result must be the one the
+// Take is about to return (the Take that follows shows it charged nothing).
+func (s *suite) checkPeek(tb testing.TB, st core.Store, key string, i int, stp step, limits []core.Limit) []string {
+	p, ok := st.(core.Peeker)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := p.Peek(ctx, key, stp.n, limits...)
+	where := fmt.Sprintf("peek before step %d (at %v, n=%d, limits %v)", i, stp.at, stp.n, limits)
+	if err != nil {
+		return []string{fmt.Sprintf("%s: %v", where, err)}
+	}
+	if d := diffResult(got, stp.want, 0); len(d) > 0 {
+		return []string{fmt.Sprintf("%s: %v\n\tgot  %s\n\twant %s", where, d, fmtResult(got), fmtResult(stp.want))}
+	}
+	return nil
 }

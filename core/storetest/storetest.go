@@ -85,6 +85,7 @@ func Run(t *testing.T, h Harness) {
 		}
 		s.testScenarios(t, true)
 	})
+	t.Run("Reset", s.testReset)
 	t.Run("Concurrency", s.testConcurrency)
 	t.Run("TTL", s.testTTL)
 	t.Run("SeedBoundaryBurst", s.testSeed)
