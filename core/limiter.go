@@ -58,10 +58,15 @@ type Limiter struct {
 	keyDenied   Response
 
 	style HeaderStyle
-	// cfg is the limits in force: Decide loads it once per request, and
-	// SetLimits replaces it (under mu) without ever modifying one.
+	// cfg is the limits in force for requests of no plan: Decide loads it
+	// (or the request's plan's) once per request, and SetLimits replaces it
+	// (under mu) without ever modifying one.
 	cfg atomic.Pointer[limiterConfig]
-	mu  sync.Mutex
+	// planOf names a request's plan (nil: no plans); plans holds the
+	// plans' configs, replaced as a whole (under mu) by SetPlans.
+	planOf func(*http.Request) string
+	plans  atomic.Pointer[planConfigs]
+	mu     sync.Mutex
 }
 
 // DefaultTimeout is the per-decision deadline for a store call when
@@ -118,11 +123,12 @@ func New(store Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, er
 		breaker:     breaker{threshold: DefaultBreakerFailures, cooldown: DefaultBreakerCooldown},
 	}
 	style := HeadersLegacy
+	var plans map[string][]Limit
 	for _, opt := range opts {
 		if opt == nil {
 			continue
 		}
-		if err := opt.applyLimiter(&options{l: l, style: &style}); err != nil {
+		if err := opt.applyLimiter(&options{l: l, style: &style, plans: &plans}); err != nil {
 			return nil, err
 		}
 	}
@@ -136,7 +142,13 @@ func New(store Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, er
 	}
 	l.keyPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + ":"
 	l.style = style
-	l.cfg.Store(l.newConfig(limits, specs, nil))
+	l.cfg.Store(l.newConfig("", limits, specs, nil))
+	if l.planOf != nil {
+		if err := l.SetPlans(plans); err != nil {
+			return nil, err
+		}
+	}
+	l.watchResets()
 	return l, nil
 }
 
@@ -160,7 +172,8 @@ func specsOf(limits []Limit) ([]Spec, error) {
 // from it. It is never modified once published in Limiter.cfg, so a
 // decision sees one consistent set, headers included.
 type limiterConfig struct {
-	limits  []Limit // as given to New or SetLimits
+	plan    string  // "" for the limits given to New or SetLimits
+	limits  []Limit // as given to New, SetLimits or SetPlans
 	specs   []Spec
 	headers headerPlan // read by Decision.SetHeaders
 	// take is what the store is charged: limits, then the guards' limits.
@@ -182,11 +195,12 @@ type guard struct {
 	until     time.Time
 }
 
-func (l *Limiter) newConfig(limits []Limit, specs []Spec, guards []guard) *limiterConfig {
+func (l *Limiter) newConfig(plan string, limits []Limit, specs []Spec, guards []guard) *limiterConfig {
 	c := &limiterConfig{
+		plan:    plan,
 		limits:  append([]Limit(nil), limits...),
 		specs:   specs,
-		headers: newHeaderPlan(l.style, l.name, specs),
+		headers: newHeaderPlan(l.style, policyName(l.name, plan), specs),
 		guards:  guards,
 	}
 	c.take = c.limits
@@ -252,7 +266,7 @@ func (l *Limiter) SetLimits(limits []Limit) error {
 	defer l.mu.Unlock()
 	old := l.cfg.Load()
 	now := l.now()
-	l.cfg.Store(l.newConfig(limits, specs, guardsFor(old, specs, now)))
+	l.cfg.Store(l.newConfig("", limits, specs, guardsFor(old, specs, now)))
 	return nil
 }
 
@@ -341,14 +355,18 @@ func horizon(s Spec) time.Duration {
 	return time.Duration(us) * time.Microsecond
 }
 
-// dropExpiredGuards replaces the config in force by one without the
-// guards that have ended by now, and returns the config in force.
-func (l *Limiter) dropExpiredGuards(now time.Time) *limiterConfig {
+// dropExpiredGuards replaces the config in force for the plan of cfg by
+// one without the guards that have ended by now, and returns the config in
+// force for that plan.
+func (l *Limiter) dropExpiredGuards(cfg *limiterConfig, now time.Time) *limiterConfig {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c := l.cfg.Load()
+	c := l.configNamed(cfg.plan)
+	if c.plan != cfg.plan {
+		return cfg // the plan is gone (SetPlans): finish with what it had
+	}
 	if c.expires.IsZero() || now.Before(c.expires) {
-		return c // another decision or SetLimits got here first
+		return c // another decision, SetLimits or SetPlans got here first
 	}
 	var live []guard
 	for _, g := range c.guards {
@@ -356,8 +374,8 @@ func (l *Limiter) dropExpiredGuards(now time.Time) *limiterConfig {
 			live = append(live, g)
 		}
 	}
-	next := l.newConfig(c.limits, c.specs, live)
-	l.cfg.Store(next)
+	next := l.newConfig(c.plan, c.limits, c.specs, live)
+	l.publish(next)
 	return next
 }
 
@@ -598,6 +616,7 @@ func (d Decision) Wait(ctx context.Context) error {
 // synchronously, before Decide returns.
 type Event struct {
 	Limiter string        // the Limiter's name
+	Plan    string        // the plan whose limits decided ("": the Limiter's own; see WithPlans)
 	Outcome Outcome       // why
 	Action  Action        // what the adapter does
 	Request *http.Request // the request decided on
@@ -626,8 +645,6 @@ type Event struct {
 // request; it never fails: errors are handled by the failure policy and
 // the key-error rule, and reported to observers.
 func (l *Limiter) Decide(r *http.Request) Decision {
-	// The limits in force, loaded once: a concurrent SetLimits does not
-	// change what this decision is made with.
 	cfg := l.cfg.Load()
 	if l.skip != nil && l.skip(r) {
 		d := Decision{Action: Serve, Outcome: OutcomeSkipped, l: cfg}
@@ -666,6 +683,10 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 	} else {
 		storeKey = l.keyPrefix + key
 	}
+	// The limits in force for the request's plan, loaded once: a
+	// concurrent SetLimits or SetPlans does not change what this decision
+	// is made with.
+	cfg = l.configFor(r)
 
 	cost := l.cost
 	var err error
@@ -690,7 +711,7 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 	if !cfg.expires.IsZero() {
 		now = l.now()
 		if !now.Before(cfg.expires) {
-			cfg = l.dropExpiredGuards(now)
+			cfg = l.dropExpiredGuards(cfg, now)
 		}
 	}
 	call, probe := l.breaker.allow(l.now)
@@ -780,6 +801,9 @@ func (l *Limiter) fromResult(d *Decision, res Result, fallback bool) {
 
 func (l *Limiter) observe(ev Event, d *Decision) {
 	ev.Limiter = l.name
+	if d.l != nil {
+		ev.Plan = d.l.plan
+	}
 	ev.Outcome = d.Outcome
 	ev.Action = d.Action
 	ev.Result = d.Result

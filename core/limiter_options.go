@@ -23,6 +23,7 @@ func (f optionFunc) applyLimiter(o *options) error { return f(o) }
 type options struct {
 	l     *Limiter
 	style *HeaderStyle
+	plans *map[string][]Limit
 }
 
 // MaxNameLength bounds the length of a Limiter's name.
@@ -41,17 +42,26 @@ const MaxNameLength = 128
 // state.
 func WithName(name string) Option {
 	return optionFunc(func(o *options) error {
-		if name == "" || len(name) > MaxNameLength {
-			return fmt.Errorf("%w: name must be 1 to %d characters, got %d", ErrInvalidOption, MaxNameLength, len(name))
-		}
-		for i := 0; i < len(name); i++ {
-			if c := name[i]; c < 0x20 || c > 0x7e {
-				return fmt.Errorf("%w: name %q: only printable ASCII characters are allowed", ErrInvalidOption, name)
-			}
+		if err := checkName("name", name); err != nil {
+			return err
 		}
 		o.l.name = name
 		return nil
 	})
+}
+
+// checkName reports a name (of a Limiter or a plan) that is not 1 to
+// MaxNameLength printable ASCII characters.
+func checkName(what, name string) error {
+	if name == "" || len(name) > MaxNameLength {
+		return fmt.Errorf("%w: %s must be 1 to %d characters, got %d", ErrInvalidOption, what, MaxNameLength, len(name))
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c > 0x7e {
+			return fmt.Errorf("%w: %s %q: only printable ASCII characters are allowed", ErrInvalidOption, what, name)
+		}
+	}
+	return nil
 }
 
 // WithCost sets what every request costs, in units of the limits' Rate.

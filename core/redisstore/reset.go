@@ -60,21 +60,64 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...core.Limit) err
 	return nil
 }
 
+// OnReset registers f to be called with the key of every Reset made on
+// this Redis under this prefix, through any Store in any process, shortly
+// after it (core.ResetNotifier), and with "" whenever the Store has
+// (re)subscribed to the announcements, since it may have missed some. A
+// core.Limiter registers to clear its fallback store. The first call
+// starts the Store's subscription (one connection of the client, held
+// until Close) if the deny cache has not.
+func (s *Store) OnReset(f func(key string)) {
+	if f == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hooks = append(s.hooks, f)
+	if s.listener == nil {
+		s.startListener()
+	}
+}
+
+// announced runs what a reset of key (or of everything, for "") means for
+// this process: the deny cache drops it, and the hooks are told.
+func (s *Store) announced(key string) {
+	if s.deny != nil {
+		if key == "" {
+			s.deny.reopen()
+		} else {
+			s.deny.forget(key)
+		}
+	}
+	s.mu.Lock()
+	hooks := s.hooks
+	s.mu.Unlock()
+	for _, f := range hooks {
+		f(key)
+	}
+}
+
 // Close stops what the Store runs in the background (the subscription that
-// keeps its deny cache exact). It does not close the Redis client, which
-// the caller owns. The Store must not be used after Close.
+// keeps its deny cache and its Limiters' fallbacks exact). It does not
+// close the Redis client, which the caller owns. The Store must not be
+// used after Close.
 func (s *Store) Close() error {
-	if s == nil || s.listener == nil {
+	if s == nil {
 		return nil
 	}
-	s.listener.stop()
+	s.mu.Lock()
+	l := s.listener
+	s.mu.Unlock()
+	if l != nil {
+		l.stop()
+	}
 	return nil
 }
 
-// listener keeps a deny cache exact across processes: it subscribes to the
-// reset channel, drops every key announced there from the cache, and keeps
-// the cache off (empty, answering nothing) whenever it is not subscribed,
-// since a Reset may then go unheard.
+// listener keeps local state exact across processes: it subscribes to the
+// reset channel and hands every key announced there to Store.announced,
+// and it keeps the deny cache off (empty, answering nothing) whenever it
+// is not subscribed, since a Reset may then go unheard.
 type listener struct {
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -87,6 +130,7 @@ type listener struct {
 // unreachable.
 const listenBackoff = 250 * time.Millisecond
 
+// startListener starts the subscription. The caller holds s.mu (or is New).
 func (s *Store) startListener() {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &listener{cancel: cancel, done: make(chan struct{})}
@@ -94,25 +138,27 @@ func (s *Store) startListener() {
 	s.listener = l
 	go func() {
 		defer close(l.done)
-		l.run(ctx, s.deny)
+		l.run(ctx, s)
 	}()
 }
 
-func (l *listener) run(ctx context.Context, c *denyCache) {
+func (l *listener) run(ctx context.Context, s *Store) {
 	for ctx.Err() == nil {
 		msg, err := l.ps.Receive(ctx)
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
-				c.reopen() // resets may have been missed before this
+				s.announced("") // resets may have been missed before this
 			}
 		case *redis.Message:
-			c.forget(m.Payload)
+			s.announced(m.Payload)
 		}
 		if err != nil && !errors.Is(err, context.Canceled) {
 			// go-redis reconnects and subscribes again on the next
 			// Receive; until then nothing may be answered from the cache.
-			c.suspend()
+			if s.deny != nil {
+				s.deny.suspend()
+			}
 			sleep(ctx, listenBackoff)
 		}
 	}

@@ -59,8 +59,11 @@ type Store struct {
 	pipe  *batcher     // nil: one round trip per Take
 	clock func() int64 // µs, monotonic; the deny cache's clock
 
-	cluster  *clusterReload // nil unless client is a *redis.ClusterClient
-	listener *listener      // nil unless the deny cache is on
+	cluster *clusterReload // nil unless client is a *redis.ClusterClient
+
+	mu       sync.Mutex
+	hooks    []func(key string) // OnReset
+	listener *listener          // nil until the deny cache or OnReset needs it
 }
 
 // Option configures a Store.

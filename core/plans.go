@@ -1,0 +1,191 @@
+package core
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+)
+
+// planConfigs holds the config of each plan by name. It is never modified
+// once published in Limiter.plans.
+type planConfigs map[string]*limiterConfig
+
+// WithPlans gives requests limits by plan: plan names a request's plan
+// (say, from its API key's record: "free", "pro"), and plans holds the
+// limits of each plan. A request whose plan is "" or not in plans gets
+// the limits given to New. plan is called once per decision, after the key
+// function, with the request; it must be safe for concurrent use and fast
+// (look the plan up in memory, not in a database per request).
+//
+// Every plan's limits are validated by New; an invalid one is reported
+// with the plan's name and the limit's index. Plan names must be 1 to
+// MaxNameLength printable ASCII characters. SetPlans replaces the plans
+// while the Limiter serves.
+//
+// Each plan is enforced like a Limiter's own limits: the headers describe
+// the plan's limits (the IETF RateLimit-Policy names them
+// "<limiter name>.<plan>", or the plan alone for an unnamed Limiter), and
+// observers see the plan in Event.Plan. State is kept per client and per
+// limit, whatever the plan: a client that moves to another plan keeps the
+// state of every limit the two plans share (the same algorithm, rate,
+// period, burst and penalty) and starts afresh on the others. An upgrade
+// from "100/m" to "10000/m" therefore takes effect at once, with the new
+// plan's full allowance, and so does a downgrade; give both plans a common
+// limit when usage must carry over.
+func WithPlans(plan func(r *http.Request) string, plans map[string][]Limit) Option {
+	return optionFunc(func(o *options) error {
+		if plan == nil {
+			return fmt.Errorf("%w: WithPlans: plan function is nil", ErrInvalidOption)
+		}
+		if _, err := planSpecs(plans); err != nil {
+			return err
+		}
+		o.l.planOf = plan
+		*o.plans = plans
+		return nil
+	})
+}
+
+// planSpecs validates plans.
+func planSpecs(plans map[string][]Limit) (map[string][]Spec, error) {
+	if len(plans) == 0 {
+		return nil, fmt.Errorf("%w: no plans", ErrInvalidOption)
+	}
+	out := make(map[string][]Spec, len(plans))
+	for name, limits := range plans {
+		if err := checkName("plan", name); err != nil {
+			return nil, err
+		}
+		specs, err := specsOf(limits)
+		if err != nil {
+			return nil, fmt.Errorf("plan %q: %w", name, err)
+		}
+		out[name] = specs
+	}
+	return out, nil
+}
+
+// SetPlans replaces the plans of a Limiter made with WithPlans, while it
+// serves, with the guarantees of SetLimits, plan by plan: plans are
+// validated first, and on error nothing changes; each decision is made
+// entirely with the old plans or entirely with the new ones; within a plan
+// that exists before and after, unchanged limits keep their state and a
+// limit replaced by a tighter one stays in force as a guard (see
+// SetLimits). A plan that is removed sends its requests to the Limiter's
+// own limits; a plan that is added starts afresh. The limits given to New
+// (or SetLimits) are not affected.
+func (l *Limiter) SetPlans(plans map[string][]Limit) error {
+	if l.planOf == nil {
+		return fmt.Errorf("%w: SetPlans on a Limiter made without WithPlans", ErrInvalidOption)
+	}
+	specs, err := planSpecs(plans)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.plans.Load()
+	now := l.now()
+	next := make(planConfigs, len(plans))
+	for name, limits := range plans {
+		var guards []guard
+		if old != nil && (*old)[name] != nil {
+			guards = guardsFor((*old)[name], specs[name], now)
+		}
+		next[name] = l.newConfig(name, limits, specs[name], guards)
+	}
+	l.plans.Store(&next)
+	return nil
+}
+
+// Plans returns a copy of the plans set by WithPlans or the last SetPlans
+// (nil without plans).
+func (l *Limiter) Plans() map[string][]Limit {
+	ps := l.plans.Load()
+	if ps == nil {
+		return nil
+	}
+	out := make(map[string][]Limit, len(*ps))
+	for name, c := range *ps {
+		out[name] = append([]Limit(nil), c.limits...)
+	}
+	return out
+}
+
+// configFor returns the config in force for r's plan.
+func (l *Limiter) configFor(r *http.Request) *limiterConfig {
+	if l.planOf == nil {
+		return l.cfg.Load()
+	}
+	return l.configNamed(l.planOf(r))
+}
+
+// configNamed returns the config in force for the plan named plan: the
+// Limiter's own for "" or an unknown plan.
+func (l *Limiter) configNamed(plan string) *limiterConfig {
+	if ps := l.plans.Load(); ps != nil && plan != "" {
+		if c := (*ps)[plan]; c != nil {
+			return c
+		}
+	}
+	return l.cfg.Load()
+}
+
+// publish puts c in force for its plan. The caller holds l.mu.
+func (l *Limiter) publish(c *limiterConfig) {
+	if c.plan == "" {
+		l.cfg.Store(c)
+		return
+	}
+	old := *l.plans.Load()
+	next := make(planConfigs, len(old))
+	for name, pc := range old {
+		next[name] = pc
+	}
+	next[c.plan] = c
+	l.plans.Store(&next)
+}
+
+// allLimits returns every limit that holds state for the Limiter's
+// clients: its own, every plan's and every guard's, each once.
+func (l *Limiter) allLimits() []Limit {
+	cfgs := []*limiterConfig{l.cfg.Load()}
+	if ps := l.plans.Load(); ps != nil {
+		names := make([]string, 0, len(*ps))
+		for name := range *ps {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			cfgs = append(cfgs, (*ps)[name])
+		}
+	}
+	seen := map[string]bool{}
+	var out []Limit
+	for _, c := range cfgs {
+		for i, lim := range c.take {
+			id := ""
+			if i < len(c.specs) {
+				id = c.specs[i].ID()
+			} else {
+				id = c.guards[i-len(c.specs)].spec.ID()
+			}
+			if !seen[id] {
+				seen[id] = true
+				out = append(out, lim)
+			}
+		}
+	}
+	return out
+}
+
+// policyName is the IETF policy name of a Limiter's plan.
+func policyName(name, plan string) string {
+	switch {
+	case plan == "":
+		return name
+	case name == "":
+		return plan
+	}
+	return name + "." + plan
+}
