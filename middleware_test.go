@@ -129,6 +129,7 @@ func newRedisStore(t *testing.T, c redis.UniversalClient, opts ...redisstore.Opt
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
@@ -181,11 +182,11 @@ var storeKinds = []storeKind{
 				m := miniredis.RunT(t)
 				m.SetTime(t0)
 				c := &fakeClock{now: t0, mini: m}
-				// The deny cache counts down on the local monotonic
-				// clock, which this Redis clock does not follow: a denial
-				// would outlive an advance of the fake clock. The real
-				// Redis env keeps the cache on.
-				live := newRedisStore(t, redisClient(t, m.Addr()), redisstore.WithDenyCache(0))
+				// The default configuration: what the README's testing
+				// pattern uses (the deny cache, off by default, would
+				// count down on the local clock, which this Redis clock
+				// does not follow).
+				live := newRedisStore(t, redisClient(t, m.Addr()))
 				return &env{clock: c, live: live, dead: dead}
 			}
 		},
@@ -203,7 +204,10 @@ var storeKinds = []storeKind{
 			return func(t *testing.T) *env {
 				// A prefix of its own per subtest: no state is shared.
 				prefix := fmt.Sprintf("mwtest:%d:%d:", os.Getpid(), prefixSeq.Add(1))
-				return &env{live: newRedisStore(t, live, redisstore.WithPrefix(prefix)), dead: dead}
+				// The deny cache on, so that its answers go through the
+				// table too.
+				store := newRedisStore(t, live, redisstore.WithPrefix(prefix), redisstore.WithDenyCache(4096))
+				return &env{live: store, dead: dead}
 			}
 		},
 	},
@@ -532,6 +536,84 @@ func scenarios(tok jwtTokens) []scenario {
 				{status: 429, rl: &rl{limit: 3, remaining: 0, reset: 3 * T, retry: T}},
 				{advance: T, status: 200, rl: &rl{limit: 3, remaining: 0, reset: 4 * T}},
 				{status: 429, rl: &rl{limit: 3, remaining: 0, reset: 4 * T, retry: 2 * T}},
+			},
+		})
+	}
+
+	{ // Plans by API key, the only code a service needs beyond New: free
+		// keys get 2/h, pro keys 4/h, anything else the Limiter's own 1/h.
+		// Each plan's IETF policy is named after it; a pro key exhausted
+		// does not touch a free one.
+		free, pro, own := core.PerHour(2), core.PerHour(4), core.PerHour(1)
+		Tf, Tp, To := interval(free), interval(pro), interval(own)
+		plan := func(r *http.Request) string {
+			k := r.Header.Get("X-Api-Key")
+			if i := strings.IndexByte(k, '-'); i > 0 {
+				return k[:i]
+			}
+			return ""
+		}
+		key := func(k string) map[string]string { return map[string]string{"X-Api-Key": k} }
+		ietf := func(name string, r int64, reset time.Duration) []member { return []member{{name, r, reset}} }
+		pf, pp, po := policy("api.free", free), policy("api.pro", pro), policy("api", own)
+		rows = append(rows, scenario{
+			name: "plans by API key",
+			routes: func(s *setup) []route {
+				k, err := keyfuncs.Header("X-Api-Key")
+				if err != nil {
+					s.t.Fatal(err)
+				}
+				return []route{{path: "/api", l: s.limiter("api", k, []core.Limit{own},
+					core.WithHeaders(core.HeadersBoth),
+					core.WithPlans(plan, map[string][]core.Limit{"free": {free}, "pro": {pro}}))}}
+			},
+			steps: []step{
+				{header: key("free-1"), status: 200, rl: &rl{limit: 2, remaining: 1, reset: Tf, policy: pf, ietf: ietf("api.free", 1, Tf)}},
+				{header: key("free-1"), status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * Tf, policy: pf, ietf: ietf("api.free", 0, 2*Tf)}},
+				{header: key("free-1"), status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * Tf, retry: Tf, policy: pf, ietf: ietf("api.free", 0, 2*Tf)}},
+				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 3, reset: Tp, policy: pp, ietf: ietf("api.pro", 3, Tp)}},
+				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 2, reset: 2 * Tp, policy: pp, ietf: ietf("api.pro", 2, 2*Tp)}},
+				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 1, reset: 3 * Tp, policy: pp, ietf: ietf("api.pro", 1, 3*Tp)}},
+				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 0, reset: 4 * Tp, policy: pp, ietf: ietf("api.pro", 0, 4*Tp)}},
+				{header: key("pro-1"), status: 429, rl: &rl{limit: 4, remaining: 0, reset: 4 * Tp, retry: Tp, policy: pp, ietf: ietf("api.pro", 0, 4*Tp)}},
+				{header: key("other-1"), status: 200, rl: &rl{limit: 1, remaining: 0, reset: To, policy: po, ietf: ietf("api", 0, To)}},
+				{header: key("other-1"), status: 429, rl: &rl{limit: 1, remaining: 0, reset: To, retry: To, policy: po, ietf: ietf("api", 0, To)}},
+			},
+		})
+	}
+
+	// The README's testing pattern, for every algorithm: exhaust a client,
+	// move the clock (on miniredis: SetTime and FastForward), and the
+	// client is served again, with the default configuration. Limits of
+	// 2/min (LeakyBucket: 20/s, whose second request is held 50 ms); the
+	// clock starts 20 s into a minute. Retry-After, from ALGORITHMS.md:
+	// GCRA and TokenBucket T = 30 s; FixedWindow the 40 s left of the
+	// window; SlidingLog until the first entry is a minute old; and
+	// SlidingWindow (P-e) + P - ⌊(R-1)·P/c⌋ = 40 + 60 - 30 s.
+	for _, c := range []struct {
+		lim   core.Limit
+		held  time.Duration // the second request's delay
+		retry time.Duration
+	}{
+		{core.Limit{Algorithm: core.GCRA, Rate: 2, Period: time.Minute}, 0, 30 * time.Second},
+		{core.Limit{Algorithm: core.TokenBucket, Rate: 2, Period: time.Minute}, 0, 30 * time.Second},
+		{core.Limit{Algorithm: core.FixedWindow, Rate: 2, Period: time.Minute}, 0, 40 * time.Second},
+		{core.Limit{Algorithm: core.SlidingWindow, Rate: 2, Period: time.Minute}, 0, 70 * time.Second},
+		{core.Limit{Algorithm: core.SlidingLog, Rate: 2, Period: time.Minute}, 0, time.Minute},
+		{core.Limit{Algorithm: core.LeakyBucket, Rate: 20, Period: time.Second, Burst: 1}, 50 * time.Millisecond, 50 * time.Millisecond},
+	} {
+		lim := c.lim
+		rows = append(rows, scenario{
+			name:      "moving time serves again " + string(lim.Algorithm),
+			fakeClock: true,
+			routes: func(s *setup) []route {
+				return s.api([]core.Limit{lim}, core.WithHeaders(core.HeadersNone))
+			},
+			steps: []step{
+				{status: 200},
+				{status: 200, heldUntil: c.held},
+				{status: 429, rl: &rl{retry: c.retry}},
+				{advance: 2 * time.Minute, status: 200, heldUntil: 2 * time.Minute},
 			},
 		})
 	}
