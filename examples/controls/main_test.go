@@ -1,0 +1,71 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+func TestControls(t *testing.T) {
+	h, err := newHandler(core.NewMemoryStore(), "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(method, path string, header ...string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, path, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			r.Header.Set(header[i], header[i+1])
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	status := func(key string) map[string]any {
+		w := do("GET", "/rate_limit", "X-API-Key", key)
+		var m map[string]any
+		if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil || w.Code != http.StatusOK {
+			t.Fatalf("/rate_limit: %d %q", w.Code, w.Body)
+		}
+		return m
+	}
+	served := func(key string, n int) int {
+		ok := 0
+		for i := 0; i < n; i++ {
+			if do("GET", "/api/items/1", "X-API-Key", key).Code == http.StatusOK {
+				ok++
+			}
+		}
+		return ok
+	}
+
+	// Plans: each key gets its plan's allowance.
+	for key, want := range map[string]int{"free-a": 100, "pro-b": 120, "nobody": 10} {
+		if got := served(key, 120); got != want {
+			t.Errorf("%s: %d of 120 served, want %d", key, got, want)
+		}
+	}
+	// Status charges nothing and says what the next request gets.
+	before := status("pro-b")
+	if s := status("pro-b"); s["remaining"] != before["remaining"] || s["remaining"] != float64(10_000-121) {
+		t.Errorf("pro status %v then %v, want remaining %d both times", before, s, 10_000-121)
+	}
+	if s := status("free-a"); s["allowed"] != false || s["plan"] != "free" || s["retry_after"].(float64) < 1 {
+		t.Errorf("exhausted free key: status %v", s)
+	}
+	// Reset: admin only, then the key is served again at once.
+	if w := do("POST", "/admin/reset?key=free-a", "X-Admin-Token", "guess"); w.Code != http.StatusForbidden {
+		t.Errorf("reset with a wrong token: %d", w.Code)
+	}
+	if w := do("POST", "/admin/reset?key=free-a", "X-Admin-Token", "secret"); w.Code != http.StatusNoContent {
+		t.Fatalf("reset: %d %q", w.Code, w.Body)
+	}
+	if s := status("free-a"); s["allowed"] != true || s["remaining"] != float64(99) {
+		t.Errorf("after reset: status %v, want allowed with 99 left after the next", s)
+	}
+	if got := served("free-a", 101); got != 100 {
+		t.Errorf("after reset: %d of 101 served, want 100", got)
+	}
+}
