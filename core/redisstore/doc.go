@@ -10,23 +10,32 @@
 //
 // Keys have the form
 //
-//	<prefix>{<tag>}:<limit id>        state
-//	<prefix>{<tag>}:<limit id>:x      penalty lock
+//	<prefix>{<tag>}:<limit id>        state (a string; a sorted set for sliding_log)
+//	<prefix>{<tag>}:<limit id>:x      penalty lock (only while one holds)
 //
-// where tag is "=" + the key when the key is 1 to 64 bytes of
-// [A-Za-z0-9._:@/-], and "#" + 32 hex digits of its SHA-256 otherwise. The
-// braces make every key of one Take hash to one Redis Cluster slot (no
-// CROSSSLOT), user content can never pick the slot or break out of the tag,
-// and no Redis key grows past about 220 bytes however long the user key.
+// where prefix is "sluice:" unless WithPrefix says otherwise; tag is "=" +
+// the key when the key is 1 to 64 bytes of [A-Za-z0-9._:@/-], and "#" + 32
+// hex digits of its SHA-256 otherwise; and limit id is core.Spec.ID
+// (algorithm, rate, period, burst and penalty in µs). The key a
+// core.Limiter passes is "<len(name)>:<name>:<client key>", so the client
+// "alice" of a Limiter named "api" under a 100/m GCRA limit is
+// sluice:{=3:api:alice}:g:100:60000000:100:0. The braces make every key of
+// one Take hash to one Redis Cluster slot (no CROSSSLOT), user content can
+// never pick the slot or break out of the tag, and no Redis key grows past
+// about 220 bytes however long the user key. Resets are announced on the
+// Pub/Sub channel <prefix>reset. Use core.Limiter.Reset (or Store.Reset)
+// rather than deleting keys by hand: it also clears what processes keep
+// locally.
 //
-// Two things, both on by default, cut what Redis sees. The deny cache
-// (WithDenyCache) answers in process a Take that Redis has denied until a
-// known time, with the figures Redis would give, so a flood on an
-// exhausted key costs Redis one script call per RetryAfter. Automatic
-// pipelining (WithPipelining) sends a Take at once when the Store is idle
-// and, while its requests are in flight, queues concurrent Takes and sends
-// them together as one pipeline of EVALSHAs, one round trip for all.
+// Automatic pipelining (WithPipelining, on by default) sends a Take at once
+// when the Store is idle and, while its requests are in flight, queues
+// concurrent Takes and sends them together as one pipeline of EVALSHAs, one
+// round trip for all. The deny cache (WithDenyCache, off by default)
+// answers in process a Take that Redis has denied until a known time, with
+// the figures Redis would give, so a flood on an exhausted key costs Redis
+// one script call per RetryAfter.
 //
-// Redis 7.0 or later is required; miniredis works too, which makes tests
-// easy (see the example).
+// Redis 7.0 or later is required. miniredis works too, for tests that move
+// time: keep the deny cache off there, and move miniredis' TIME (SetTime)
+// and its key expiry (FastForward) together (see the example).
 package redisstore

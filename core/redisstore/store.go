@@ -43,11 +43,13 @@ var ErrInvalidPrefix = errors.New("redisstore: invalid key prefix")
 // limit and writes the states with their TTLs, so concurrent Takes from
 // any number of processes are decided atomically and agree on time.
 //
-// Besides a small cache of prepared limits, a Store holds a bounded cache
-// of recent denials (WithDenyCache) and a queue of Takes waiting for a
-// shared round trip (WithPipelining); both are on by default, and neither
-// changes any Result. It is safe for concurrent use. Create it with New;
-// the zero value is not usable.
+// Besides a small cache of prepared limits, a Store holds a queue of Takes
+// waiting for a shared round trip (WithPipelining, on by default) and,
+// when asked, a bounded cache of recent denials (WithDenyCache); neither
+// changes any Result. It implements core.Peeker, core.Resetter and
+// core.ResetNotifier. It is safe for concurrent use. Create it with New;
+// the zero value is not usable. Close stops its background subscription,
+// if it has one.
 type Store struct {
 	client redis.UniversalClient
 	prefix string
@@ -85,7 +87,8 @@ func WithPrefix(prefix string) Option {
 }
 
 // WithDenyCache sets how many recent denials the Store remembers in
-// process; 0 turns the deny cache off. The default is DefaultDenyCacheSize.
+// process; 0, the default, leaves the deny cache off. 4096 suits most
+// services.
 //
 // When Redis denies a Take of one limit whose outcome is certain to repeat
 // until its RetryAfter (see below), identical Takes (same key, limit and
@@ -93,13 +96,21 @@ func WithPrefix(prefix string) Option {
 // give: Allowed false, Remaining 0, the same Limit, and RetryAfter and
 // ResetAfter decreased by the time elapsed on the local monotonic clock.
 // Under a flood on an exhausted key Redis then sees one Take per
-// RetryAfter instead of every one. It is exact because nothing a Take does
-// can free a key before its RetryAfter; it assumes nothing else deletes or
-// rewrites sluice's keys meanwhile (a DEL or FLUSHALL, or a failover that
-// loses recent writes, frees keys in Redis that the cache still denies
-// until their RetryAfter). Time is counted from when the first
+// RetryAfter instead of every one. Time is counted from when the first
 // Take was sent, before Redis decided, so the cache ends, and its
 // RetryAfter figures are, at most one round trip early; never late.
+//
+// It is exact because nothing a Take does can free a key before its
+// RetryAfter. What else frees a key is handled as follows. A Reset (by
+// any Store on the same Redis and prefix) is announced over Pub/Sub, and
+// every Store with a deny cache drops the key within a round trip; the
+// cache subscribes in New and answers nothing until it has subscribed, nor
+// while its subscription is broken (it starts empty again when it is back,
+// as announcements may have been missed). Not handled, which is why the
+// cache is off by default: keys deleted by hand (DEL, FLUSHALL), a
+// failover that loses recent writes, and a Redis clock that jumps (a test
+// moving miniredis' clock): the cache keeps denying until its own clock
+// says the denial ends.
 //
 // Remembered are: denials of cost 1; any cost on a fixed window that is
 // full (Remaining 0); any cost on a limit with a Penalty, until its lock
@@ -118,7 +129,8 @@ func WithDenyCache(size int) Option {
 
 // New returns a Store that keeps its state in client, which may be a
 // *redis.Client, a *redis.ClusterClient, a *redis.Ring or a failover
-// client. Redis 7.0 or later is required. New does not contact Redis: the
+// client. Redis 7.0 or later is required. New does not wait for Redis
+// (with the deny cache on, it starts subscribing in the background): the
 // script is loaded on first use, and again whenever Redis has lost it
 // (restart, failover, SCRIPT FLUSH, a new Cluster node).
 //
