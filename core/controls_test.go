@@ -343,3 +343,27 @@ func TestResetClearsFallback(t *testing.T) {
 	}
 	_ = l
 }
+
+// Event.Limit is the limit that bound each decision, and Event.Plan the
+// plan that decided.
+func TestEventNamesBindingLimitAndPlan(t *testing.T) {
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	perSecond, perHour := PerSecond(10), PerHour(3)
+	var got []Event
+	l, err := New(NewMemoryStore(WithClock(clock.Now)), headerKey, []Limit{PerMinute(1)}, WithClock(clock.Now),
+		WithPlans(planHeader, map[string][]Limit{"pro": {perSecond, perHour}}),
+		WithObserver(func(ev Event) { got = append(got, ev) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ {
+		l.Decide(clientRequest("a", "pro"))
+	}
+	l.Decide(clientRequest("b", ""))
+	want := []Limit{perHour, perHour, perHour, perHour, PerMinute(1)} // the least remaining, then the denying one
+	for i, ev := range got {
+		if ev.Limit != want[i] || (i < 4) != (ev.Plan == "pro") {
+			t.Errorf("decision %d: Event.Limit %v, Plan %q; want %v", i, ev.Limit, ev.Plan, want[i])
+		}
+	}
+}

@@ -617,6 +617,10 @@ func (d Decision) Wait(ctx context.Context) error {
 type Event struct {
 	Limiter string        // the Limiter's name
 	Plan    string        // the plan whose limits decided ("": the Limiter's own; see WithPlans)
+	// Limit is the limit that bound the decision (Result.Binding, as given
+	// to New, SetLimits or SetPlans), when a store decided; the zero Limit
+	// otherwise.
+	Limit Limit
 	Outcome Outcome       // why
 	Action  Action        // what the adapter does
 	Request *http.Request // the request decided on
@@ -803,6 +807,9 @@ func (l *Limiter) observe(ev Event, d *Decision) {
 	ev.Limiter = l.name
 	if d.l != nil {
 		ev.Plan = d.l.plan
+		if b := d.Result.Binding; d.Result.Limit != 0 && b >= 0 && b < len(d.l.limits) {
+			ev.Limit = d.l.limits[b]
+		}
 	}
 	ev.Outcome = d.Outcome
 	ev.Action = d.Action
