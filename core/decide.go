@@ -1,0 +1,194 @@
+package core
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Decide makes the decision for one request. Adapters call it once per
+// request; it never fails: errors are handled by the failure policy and
+// the key-error rule, and reported to observers.
+func (l *Limiter) Decide(r *http.Request) Decision {
+	if l.skip != nil && l.skip(r) {
+		return l.finish(r, Decision{Action: Serve, Outcome: OutcomeSkipped, l: l.cfg.Load()}, Event{})
+	}
+	key, storeKey, keyErr := l.keyOf(r)
+	if keyErr != nil && l.keyRule != KeyErrorShared {
+		return l.finish(r, l.keyRefusal(), Event{KeyErr: keyErr})
+	}
+	// The limits in force for the request's plan, loaded once: a
+	// concurrent SetLimits or SetPlans does not change what this decision
+	// is made with.
+	cfg := l.configFor(r)
+	cost, costErr := l.costOf(r)
+	ev := Event{Key: key, Cost: cost, Err: costErr, KeyErr: keyErr}
+	return l.finish(r, l.consult(r.Context(), cfg, storeKey, cost, &ev), ev)
+}
+
+// keyOf returns the request's key and the store key it is charged under.
+// A request without a key is charged, under KeyErrorShared, to the
+// Limiter's namespace itself, which no real key (never empty) maps to.
+func (l *Limiter) keyOf(r *http.Request) (key, storeKey string, err error) {
+	key, err = l.key(r)
+	if err == nil && key == "" {
+		err = errEmptyKey
+	}
+	if err != nil {
+		return "", l.keyPrefix, err
+	}
+	return key, l.keyPrefix + key, nil
+}
+
+// keyRefusal is the decision for a request without a key under
+// KeyErrorDeny or KeyErrorAllow.
+func (l *Limiter) keyRefusal() Decision {
+	d := Decision{Action: Serve, Outcome: OutcomeKeyError, l: l.cfg.Load()}
+	if l.keyRule == KeyErrorDeny {
+		d.Action, d.resp = Refuse, &l.keyDenied
+	}
+	return d
+}
+
+// costOf returns what r costs; a negative cost from the cost function is
+// replaced by the default cost and reported.
+func (l *Limiter) costOf(r *http.Request) (int64, error) {
+	if l.costFunc == nil {
+		return l.cost, nil
+	}
+	if c := l.costFunc(r); c >= 0 {
+		return c, nil
+	}
+	return l.cost, errNegativeCost
+}
+
+// consult decides with the store, or by the failure policy when the store
+// fails, and notes the latency and the store's error in ev.
+func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey string, cost int64, ev *Event) Decision {
+	// The clock is read lazily: the breaker needs it only when open or
+	// after a failure, the headers once per decision, and the limits only
+	// while a changed limit's guard is in force (see SetLimits).
+	var now time.Time
+	if !cfg.expires.IsZero() {
+		now = l.now()
+		if !now.Before(cfg.expires) {
+			cfg = l.dropExpiredGuards(cfg, now)
+		}
+	}
+	res, end, err := l.take(ctx, cfg, storeKey, cost, ev)
+	if l.clock == nil && !end.IsZero() {
+		now = end
+	}
+	d := Decision{l: cfg}
+	switch {
+	case err == nil:
+		l.fromResult(&d, cfg.fold(res))
+	case ctx.Err() != nil:
+		// The client is gone: no policy serves it (see OutcomeCanceled).
+		d.Action, d.Outcome, d.resp = Refuse, OutcomeCanceled, &l.unavailable
+	default:
+		l.onFailure(ctx, &d, storeKey, cost, ev)
+	}
+	if err != nil {
+		ev.Err = err
+	}
+	if now.IsZero() {
+		now = l.now()
+	}
+	d.now = now
+	return d
+}
+
+// take calls the store through the circuit breaker, within the
+// per-decision timeout, and returns when the call ended (zero when the
+// breaker is open).
+func (l *Limiter) take(ctx context.Context, cfg *limiterConfig, storeKey string, cost int64, ev *Event) (Result, time.Time, error) {
+	call, probe := l.breaker.allow(l.now)
+	if !call {
+		return Result{}, time.Time{}, ErrBreakerOpen
+	}
+	tctx := ctx
+	if l.timeout > 0 && !l.local {
+		var cancel context.CancelFunc
+		tctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+	}
+	start := time.Now()
+	res, err := l.store.Take(tctx, storeKey, cost, cfg.take...)
+	end := time.Now()
+	ev.Latency = end.Sub(start)
+	// A request whose client went away says nothing about the store.
+	l.breaker.done(probe, err != nil, err != nil && ctx.Err() != nil, l.now)
+	return res, end, err
+}
+
+// onFailure decides by the failure policy, the store having failed.
+func (l *Limiter) onFailure(ctx context.Context, d *Decision, storeKey string, cost int64, ev *Event) {
+	switch l.policy {
+	case FailOpen:
+		d.Action, d.Outcome = Serve, OutcomeFailedOpen
+	case FailClosed:
+		d.Action, d.Outcome, d.resp = Refuse, OutcomeFailedClosed, &l.unavailable
+	default: // FailLocal
+		start := time.Now()
+		res, err := l.fallback.Take(ctx, storeKey, cost, d.l.take...)
+		ev.Latency += time.Since(start)
+		if err != nil {
+			d.Action, d.Outcome = Serve, OutcomeFailedOpen
+			return
+		}
+		l.fromResult(d, d.l.fold(res))
+		d.Outcome = OutcomeFallback
+	}
+}
+
+// fromResult fills d from a store's result.
+func (l *Limiter) fromResult(d *Decision, res Result) {
+	d.Result = res
+	switch {
+	case !res.Allowed:
+		d.Action, d.Outcome, d.resp = Refuse, OutcomeDenied, &l.deny
+	case res.Delay > 0:
+		d.Action, d.Outcome, d.Delay, d.resp = Hold, OutcomeDelayed, res.Delay, &l.unavailable
+	default:
+		d.Action, d.Outcome = Serve, OutcomeAllowed
+	}
+}
+
+// finish applies shadow mode to d (everything is served, nothing held;
+// a denial is reported as OutcomeShadowDenied, a delay as allowed), tells
+// the observers, and returns d.
+func (l *Limiter) finish(r *http.Request, d Decision, ev Event) Decision {
+	if l.shadow {
+		switch d.Outcome {
+		case OutcomeDenied:
+			d.Outcome = OutcomeShadowDenied
+		case OutcomeDelayed:
+			d.Outcome = OutcomeAllowed
+		}
+		d.Action, d.Delay, d.resp = Serve, 0, nil
+	}
+	if len(l.observers) > 0 {
+		ev.Request = r
+		l.observe(ev, &d)
+	}
+	return d
+}
+
+func (l *Limiter) observe(ev Event, d *Decision) {
+	ev.Limiter = l.name
+	if d.l != nil {
+		ev.Plan = d.l.plan
+		if b := d.Result.Binding; d.Result.Limit != 0 && b >= 0 && b < len(d.l.limits) {
+			ev.Limit = d.l.limits[b]
+		}
+	}
+	ev.Outcome = d.Outcome
+	ev.Action = d.Action
+	ev.Result = d.Result
+	ev.Breaker = l.Breaker()
+	ev.Shadow = l.shadow
+	for _, f := range l.observers {
+		f(ev)
+	}
+}

@@ -1,0 +1,227 @@
+package core
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Action says what an adapter does with a request.
+type Action uint8
+
+const (
+	// Serve: call the next handler now.
+	Serve Action = iota
+	// Hold: wait Decision.Delay (Decision.Wait), then serve. If the wait
+	// is cut short by the request's context, write Decision.Response
+	// instead.
+	Hold
+	// Refuse: do not call the next handler; write Decision.Response
+	// (Decision.WriteResponse).
+	Refuse
+)
+
+func (a Action) String() string {
+	switch a {
+	case Serve:
+		return "serve"
+	case Hold:
+		return "hold"
+	case Refuse:
+		return "refuse"
+	}
+	return "action(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Outcome is why a Decision was made. The string values are stable and
+// suitable as metric labels.
+type Outcome uint8
+
+const (
+	// OutcomeAllowed: the store admitted the request (in shadow mode, also
+	// one it admitted with a delay, which shadow mode does not apply).
+	OutcomeAllowed Outcome = iota
+	// OutcomeDenied: the store denied the request; it is refused (429).
+	OutcomeDenied
+	// OutcomeDelayed: the store admitted the request after a delay
+	// (LeakyBucket); it is held.
+	OutcomeDelayed
+	// OutcomeShadowDenied: the store denied the request, and it is served
+	// because the Limiter is in shadow mode.
+	OutcomeShadowDenied
+	// OutcomeFailedOpen: the store failed (or the breaker is open) and the
+	// request is served without a decision: FailOpen, or FailLocal when
+	// the local store failed too.
+	OutcomeFailedOpen
+	// OutcomeFailedClosed: the store failed (or the breaker is open) and the
+	// request is refused with the unavailable response (503), FailClosed.
+	OutcomeFailedClosed
+	// OutcomeFallback: the store failed (or the breaker is open) and the
+	// local store decided, FailLocal. Result and Action say what it decided.
+	OutcomeFallback
+	// OutcomeSkipped: the skip function exempted the request; no store was
+	// called and no headers are set.
+	OutcomeSkipped
+	// OutcomeKeyError: the key function failed and the key-error rule is
+	// KeyErrorDeny (the request is refused, 403) or KeyErrorAllow (it is
+	// served unlimited). Under KeyErrorShared the outcome is the shared
+	// bucket's, and Event.KeyErr reports the failure.
+	OutcomeKeyError
+	// OutcomeCanceled: the request's context ended (the client went away,
+	// or a server deadline passed) before the store decided. The request
+	// is refused with the unavailable response, which no one may read,
+	// whatever the failure policy: serving it would let a client that
+	// drops its connections run the handler unlimited. Nothing is charged
+	// unless the store charged before the context ended. In shadow mode it
+	// is served.
+	OutcomeCanceled
+)
+
+var outcomeNames = [...]string{
+	OutcomeAllowed:      "allowed",
+	OutcomeDenied:       "denied",
+	OutcomeDelayed:      "delayed",
+	OutcomeShadowDenied: "shadow_denied",
+	OutcomeFailedOpen:   "failed_open",
+	OutcomeFailedClosed: "failed_closed",
+	OutcomeFallback:     "fallback",
+	OutcomeSkipped:      "skipped",
+	OutcomeKeyError:     "key_error",
+	OutcomeCanceled:     "canceled",
+}
+
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Response is a complete HTTP response that an adapter writes instead of
+// calling the next handler. An empty ContentType sets no Content-Type
+// header. Body is shared between requests: do not modify it.
+type Response struct {
+	Status      int
+	ContentType string
+	Body        []byte
+}
+
+var (
+	defaultDenyResponse = Response{
+		Status:      http.StatusTooManyRequests,
+		ContentType: "application/json",
+		Body:        []byte(`{"error":"rate limit exceeded"}` + "\n"),
+	}
+	defaultUnavailableResponse = Response{
+		Status:      http.StatusServiceUnavailable,
+		ContentType: "application/json",
+		Body:        []byte(`{"error":"service unavailable"}` + "\n"),
+	}
+	defaultKeyDeniedResponse = Response{
+		Status:      http.StatusForbidden,
+		ContentType: "application/json",
+		Body:        []byte(`{"error":"forbidden"}` + "\n"),
+	}
+)
+
+// Decision is what the Limiter decided for one request. Adapters call
+// SetHeaders on the response headers first (before the next handler runs,
+// so the headers are on every response of a limited route), then act on
+// Action. Decision is a small value; it is not retained by the Limiter.
+type Decision struct {
+	// Action is what the adapter does with the request.
+	Action Action
+	// Delay is how long to hold the request when Action is Hold.
+	Delay time.Duration
+	// Outcome is why.
+	Outcome Outcome
+	// Result is the store's (or the local fallback store's) result. It is
+	// the zero Result (Limit 0) when no store decided: skipped requests,
+	// key errors under KeyErrorDeny or KeyErrorAllow, FailOpen and
+	// FailClosed.
+	Result Result
+
+	l    *limiterConfig // the limits it was made with (nil: zero Decision)
+	now  time.Time      // when the decision was made, by the Limiter's clock
+	resp *Response      // what to write for Refuse, or for a Hold cut short
+}
+
+// Response returns what to write when Action is Refuse (the deny response
+// for a denial, the unavailable response under FailClosed, the key-error
+// response under KeyErrorDeny), or when a Hold is cut short (the
+// unavailable response). It is the zero Response for Serve.
+func (d Decision) Response() Response {
+	if d.resp == nil {
+		return Response{}
+	}
+	return *d.resp
+}
+
+// WriteResponse writes Response to w: its Content-Type, status and body.
+// Write errors are ignored: they mean the client has gone.
+func (d Decision) WriteResponse(w http.ResponseWriter) {
+	resp := d.resp
+	if resp == nil {
+		return
+	}
+	if resp.ContentType != "" {
+		w.Header()["Content-Type"] = []string{resp.ContentType}
+	}
+	w.WriteHeader(resp.Status)
+	if len(resp.Body) > 0 {
+		_, _ = w.Write(resp.Body)
+	}
+}
+
+// Wait holds the caller for Delay when Action is Hold, and returns nil
+// once the request may be served. It returns ctx.Err() early if ctx ends
+// first (the client has gone, or a server deadline passed); the adapter then
+// writes Response (503) instead of serving. For any other Action it
+// returns nil at once.
+func (d Decision) Wait(ctx context.Context) error {
+	if d.Action != Hold || d.Delay <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d.Delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Event describes one decision, for logs and metrics. Observers receive it
+// synchronously, before Decide returns.
+type Event struct {
+	Limiter string // the Limiter's name
+	Plan    string // the plan whose limits decided ("": the Limiter's own; see WithPlans)
+	// Limit is the limit that bound the decision (Result.Binding, as given
+	// to New, SetLimits or SetPlans), when a store decided; the zero Limit
+	// otherwise.
+	Limit   Limit
+	Outcome Outcome       // why
+	Action  Action        // what the adapter does
+	Request *http.Request // the request decided on
+	// Key is what the key function returned ("" when it failed). It may
+	// identify a person (an address, a user id): log it with care.
+	Key    string
+	Cost   int64  // the cost charged (or that would have been)
+	Result Result // as in Decision.Result
+	// Latency is the time spent in Store.Take (and in the local store,
+	// under FailLocal); 0 when no store was called.
+	Latency time.Duration
+	// Err is what went wrong with the store: its error (a context error
+	// when the per-decision timeout passed), or ErrBreakerOpen. It also
+	// reports a negative cost from the cost function. nil otherwise.
+	Err error
+	// KeyErr is the key function's error, when it failed.
+	KeyErr error
+	// Breaker is the circuit breaker's state after the decision.
+	Breaker BreakerState
+	// Shadow reports that the Limiter is in shadow mode: Action is then
+	// always Serve, whatever Outcome says.
+	Shadow bool
+}

@@ -1,0 +1,243 @@
+package core
+
+import "time"
+
+// limiterConfig is a set of limits in force and what the Limiter derives
+// from it. It is never modified once published in Limiter.cfg, so a
+// decision sees one consistent set, headers included.
+type limiterConfig struct {
+	plan    string  // "" for the limits given to New or SetLimits
+	limits  []Limit // as given to New, SetLimits or SetPlans
+	specs   []Spec
+	headers headerPlan // read by Decision.SetHeaders
+	// take is what the store is charged: limits, then the guards' limits.
+	take   []Limit
+	guards []guard
+	// expires is the earliest guard's end (zero without guards): from
+	// then on Decide replaces the config with one without that guard.
+	expires time.Time
+}
+
+// A guard keeps a limit that SetLimits replaced by a tighter one in force
+// for as long as the state it built up before the swap can matter (its
+// horizon), so that tightening a limit does not hand every client the new
+// limit's full allowance: see SetLimits.
+type guard struct {
+	limit     Limit
+	spec      Spec
+	successor int // index in limiterConfig.limits of the limit that replaced it
+	until     time.Time
+}
+
+func (l *Limiter) newConfig(plan string, limits []Limit, specs []Spec, guards []guard) *limiterConfig {
+	c := &limiterConfig{
+		plan:    plan,
+		limits:  append([]Limit(nil), limits...),
+		specs:   specs,
+		headers: newHeaderPlan(l.style, policyName(l.name, plan), specs),
+		guards:  guards,
+	}
+	c.take = c.limits
+	if len(guards) > 0 {
+		c.take = make([]Limit, 0, len(limits)+len(guards))
+		c.take = append(c.take, c.limits...)
+		for _, g := range guards {
+			c.take = append(c.take, g.limit)
+			if c.expires.IsZero() || g.until.Before(c.expires) {
+				c.expires = g.until
+			}
+		}
+	}
+	return c
+}
+
+// SetLimits replaces the limits the Limiter enforces, while it serves.
+// limits are validated as in New; on error (wrapping ErrInvalidOption and
+// ErrNoLimits, or ErrInvalidLimit) nothing changes. The swap is atomic:
+// each decision is made entirely with the old limits or entirely with the
+// new ones (limits, store calls and headers alike); decisions in flight
+// finish with the limits they started with. SetLimits is safe for
+// concurrent use with Decide and with itself (calls are serialized; the
+// last one wins). The headers follow the new limits at once, including
+// the IETF policies (one per limit, numbered in the new order).
+//
+// What happens to the state clients built up:
+//
+//   - A limit that is unchanged keeps its state exactly. Stores key state by
+//     the limit's arithmetic (Spec.ID: algorithm, rate, period, burst and
+//     penalty after defaults), not by its position, so reordering limits,
+//     adding or removing others, or rewriting one in an equivalent form
+//     ("100/m" and "100/m gcra burst 100") loses nothing.
+//   - A changed limit is a new limit to the store, with fresh state: two
+//     different limits never share state (a counter kept for 100/m means
+//     something else to 10/m, and to another algorithm nothing at all).
+//   - So that tightening a limit does not hand every client the new
+//     limit's full allowance, a limit replaced by a tighter one stays in
+//     force as a guard until the state built up before the swap no longer
+//     matters: the time it takes to refill completely after exhaustion
+//     (Burst·Period/Rate for GCRA, TokenBucket and LeakyBucket, Period for
+//     FixedWindow and SlidingLog, 2·Period for SlidingWindow) plus its
+//     Penalty, from the swap. Meanwhile a request must pass both; a client
+//     that had used up the old limit stays refused until the old limit
+//     would have let it through, and then gets no more than the new limit.
+//     The guard never admits more than the new limit alone would; its
+//     figures are folded into the new limit's (Remaining is the smaller,
+//     Retry-After the longer), so headers name only the new limits.
+//     A limit replaces another when both have the same algorithm and
+//     period and no other limit added or removed in the same call has
+//     them; it is tighter when its rate or burst is smaller or its penalty
+//     longer. A loosened limit (or one changed to another period or
+//     algorithm, or simply removed) takes effect at once, with fresh state:
+//     a raised quota is not held back by usage counted against the old one.
+//
+// The guard's horizon is measured by the Limiter's clock (WithClock).
+func (l *Limiter) SetLimits(limits []Limit) error {
+	specs, err := specsOf(limits)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.cfg.Load()
+	now := l.now()
+	l.cfg.Store(l.newConfig("", limits, specs, guardsFor(old, specs, now)))
+	return nil
+}
+
+// guardsFor returns the guards of a swap from old to the limits specs: the
+// old limits replaced by tighter ones, and old's guards still in force
+// whose successor is unchanged.
+func guardsFor(old *limiterConfig, specs []Spec, now time.Time) []guard {
+	index := make(map[string]int, len(specs)) // Spec.ID → first index in specs
+	for i := len(specs) - 1; i >= 0; i-- {
+		index[specs[i].ID()] = i
+	}
+	oldIDs := make(map[string]bool, len(old.specs)+len(old.guards))
+	for _, s := range old.specs {
+		oldIDs[s.ID()] = true
+	}
+	var gs []guard
+	for _, g := range old.guards {
+		if !now.Before(g.until) {
+			continue
+		}
+		if _, again := index[g.spec.ID()]; again {
+			continue // enforced as a limit again: charging it twice would count double
+		}
+		if j, ok := index[old.specs[g.successor].ID()]; ok {
+			g.successor = j
+			gs = append(gs, g)
+		}
+	}
+
+	// Pair the removed limits with the added ones of the same algorithm
+	// and period, when each side has exactly one.
+	type class struct {
+		alg    Algorithm
+		period int64
+	}
+	removed := map[class][]int{}
+	seen := map[string]bool{}
+	for i, s := range old.specs {
+		if _, kept := index[s.ID()]; !kept && !seen[s.ID()] {
+			seen[s.ID()] = true
+			k := class{s.Algorithm, s.Period}
+			removed[k] = append(removed[k], i)
+		}
+	}
+	added := map[class][]int{}
+	for i, s := range specs {
+		if !oldIDs[s.ID()] && index[s.ID()] == i {
+			k := class{s.Algorithm, s.Period}
+			added[k] = append(added[k], i)
+		}
+	}
+	for i, o := range old.specs {
+		k := class{o.Algorithm, o.Period}
+		rs, as := removed[k], added[k]
+		if len(rs) != 1 || rs[0] != i || len(as) != 1 {
+			continue
+		}
+		n := specs[as[0]]
+		if n.Rate < o.Rate || n.Burst < o.Burst || n.Penalty > o.Penalty {
+			gs = append(gs, guard{limit: old.limits[i], spec: o, successor: as[0], until: now.Add(horizon(o))})
+		}
+	}
+	return gs
+}
+
+// horizon returns how long after its last charge a limit's state can still
+// refuse a request: the time to refill completely, plus the penalty.
+func horizon(s Spec) time.Duration {
+	var us int64
+	switch s.Algorithm {
+	case GCRA:
+		us = s.Burst * s.Interval
+	case LeakyBucket:
+		us = (s.Burst + 1) * s.Interval
+	case TokenBucket:
+		us = (s.Burst*s.Period + s.Rate - 1) / s.Rate
+	case SlidingWindow:
+		us = 2 * s.Period
+	default: // FixedWindow, SlidingLog
+		us = s.Period
+	}
+	us += s.Penalty // both below 2^53 (Validate)
+	if us > int64(InfDuration/time.Microsecond) {
+		return InfDuration
+	}
+	return time.Duration(us) * time.Microsecond
+}
+
+// dropExpiredGuards replaces the config in force for the plan of cfg by
+// one without the guards that have ended by now, and returns the config in
+// force for that plan.
+func (l *Limiter) dropExpiredGuards(cfg *limiterConfig, now time.Time) *limiterConfig {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.configNamed(cfg.plan)
+	if c.plan != cfg.plan {
+		return cfg // the plan is gone (SetPlans): finish with what it had
+	}
+	if c.expires.IsZero() || now.Before(c.expires) {
+		return c // another decision, SetLimits or SetPlans got here first
+	}
+	var live []guard
+	for _, g := range c.guards {
+		if now.Before(g.until) {
+			live = append(live, g)
+		}
+	}
+	next := l.newConfig(c.plan, c.limits, c.specs, live)
+	l.publish(next)
+	return next
+}
+
+// fold turns the Result of a Take over cfg.take into one over cfg.limits:
+// each guard's result is folded into its successor's (refused if either
+// refused, the smaller Remaining, the longer RetryAfter, ResetAfter and
+// Delay). Without guards it returns res as is.
+func (c *limiterConfig) fold(res Result) Result {
+	if len(c.guards) == 0 || len(res.PerLimit) != len(c.take) {
+		return res
+	}
+	n := len(c.limits)
+	own := make([]Result, n)
+	copy(own, res.PerLimit[:n])
+	for i, g := range c.guards {
+		gr, s := &res.PerLimit[n+i], &own[g.successor]
+		if !gr.Allowed {
+			if s.Allowed {
+				s.Allowed, s.RetryAfter = false, gr.RetryAfter
+			} else {
+				s.RetryAfter = max(s.RetryAfter, gr.RetryAfter)
+			}
+			s.Remaining = 0
+		} else {
+			s.Remaining = min(s.Remaining, gr.Remaining)
+		}
+		s.ResetAfter = max(s.ResetAfter, gr.ResetAfter)
+		s.Delay = max(s.Delay, gr.Delay)
+	}
+	return Combine(own)
+}
