@@ -145,7 +145,35 @@ func (p *limitParser) fail(off int, format string, args ...any) error {
 	return &ParseError{Input: p.in, Offset: off, Msg: fmt.Sprintf(format, args...), Err: ErrInvalidLimit}
 }
 
+// parse reads "RATE/PERIOD" and then the options in any order.
 func (p *limitParser) parse() (Limit, error) {
+	l, err := p.ratePeriod()
+	if err != nil {
+		return l, err
+	}
+	seen := map[string]bool{}
+	for {
+		tok, off := p.token()
+		if tok == "" {
+			return l, nil
+		}
+		word := strings.ToLower(tok)
+		if word != "burst" && word != "penalty" {
+			err = p.algorithm(&l, tok, off, seen)
+		} else if seen[word] {
+			err = p.fail(off, "%s given twice", word)
+		} else {
+			seen[word] = true
+			err = p.option(&l, word)
+		}
+		if err != nil {
+			return l, err
+		}
+	}
+}
+
+// ratePeriod reads the leading "RATE/PERIOD".
+func (p *limitParser) ratePeriod() (Limit, error) {
 	var l Limit
 	tok, off := p.token()
 	if tok == "" {
@@ -164,72 +192,65 @@ func (p *limitParser) parse() (Limit, error) {
 		return l, p.fail(off, "rate %q %v", rate, err)
 	}
 	l.Rate = r
-	if period == "" {
-		return l, p.fail(off+slash+1, `missing period after "/" (like "s", "m", "h", "d" or "10s")`)
-	}
-	if c := period[0]; c < '0' || c > '9' {
+	off += slash + 1
+	switch {
+	case period == "":
+		return l, p.fail(off, `missing period after "/" (like "s", "m", "h", "d" or "10s")`)
+	case period[0] < '0' || period[0] > '9':
 		u, ok := durationUnit(strings.ToLower(period))
 		if !ok {
-			return l, p.fail(off+slash+1, `unknown period unit %q (want s, m, h, d, a long name like "minute", or a duration like "10s")`, period)
+			return l, p.fail(off, `unknown period unit %q (want s, m, h, d, a long name like "minute", or a duration like "10s")`, period)
 		}
 		l.Period = time.Duration(u)
-	} else if d, err := parseDuration(period); err != nil {
-		return l, p.fail(off+slash+1, "period: %v", err)
-	} else {
+	default:
+		d, err := parseDuration(period)
+		if err != nil {
+			return l, p.fail(off, "period: %v", err)
+		}
 		l.Period = d
 	}
+	return l, nil
+}
 
-	var seenAlg, seenBurst, seenPenalty bool
-	for {
-		tok, off := p.token()
-		if tok == "" {
-			return l, nil
+// option reads the argument of "burst" or "penalty" into l.
+func (p *limitParser) option(l *Limit, word string) error {
+	arg, off := p.token()
+	if word == "burst" {
+		if arg == "" {
+			return p.fail(off, "burst needs a count, like \"burst 20\"")
 		}
-		word := strings.ToLower(tok)
-		switch word {
-		case "burst":
-			if seenBurst {
-				return l, p.fail(off, "burst given twice")
-			}
-			seenBurst = true
-			arg, aoff := p.token()
-			if arg == "" {
-				return l, p.fail(aoff, "burst needs a count, like \"burst 20\"")
-			}
-			b, err := parseCount(arg)
-			if err != nil {
-				return l, p.fail(aoff, "burst %q %v", arg, err)
-			}
-			l.Burst = b
-		case "penalty":
-			if seenPenalty {
-				return l, p.fail(off, "penalty given twice")
-			}
-			seenPenalty = true
-			arg, aoff := p.token()
-			if arg == "" {
-				return l, p.fail(aoff, "penalty needs a duration, like \"penalty 1m\"")
-			}
-			d, err := parseDuration(arg)
-			if err != nil {
-				return l, p.fail(aoff, "penalty: %v", err)
-			}
-			l.Penalty = d
-		default:
-			alg, ok := algorithmNamed(word)
-			if !ok {
-				if strings.IndexByte(tok, '/') >= 0 {
-					return l, p.fail(off, "unexpected %q: only one RATE/PERIOD per limit", tok)
-				}
-				return l, p.fail(off, "unexpected %q: want \"burst N\", \"penalty DURATION\" or an algorithm (gcra, token_bucket, fixed_window, sliding_window, sliding_log, leaky_bucket)", tok)
-			}
-			if seenAlg {
-				return l, p.fail(off, "algorithm given twice (%s, then %s)", string(l.Algorithm), string(alg))
-			}
-			seenAlg = true
-			l.Algorithm = alg
+		b, err := parseCount(arg)
+		if err != nil {
+			return p.fail(off, "burst %q %v", arg, err)
 		}
+		l.Burst = b
+		return nil
 	}
+	if arg == "" {
+		return p.fail(off, "penalty needs a duration, like \"penalty 1m\"")
+	}
+	d, err := parseDuration(arg)
+	if err != nil {
+		return p.fail(off, "penalty: %v", err)
+	}
+	l.Penalty = d
+	return nil
+}
+
+// algorithm reads an algorithm's name, tok at off, into l.
+func (p *limitParser) algorithm(l *Limit, tok string, off int, seen map[string]bool) error {
+	alg, ok := algorithmNamed(strings.ToLower(tok))
+	switch {
+	case !ok && strings.IndexByte(tok, '/') >= 0:
+		return p.fail(off, "unexpected %q: only one RATE/PERIOD per limit", tok)
+	case !ok:
+		return p.fail(off, "unexpected %q: want \"burst N\", \"penalty DURATION\" or an algorithm (gcra, token_bucket, fixed_window, sliding_window, sliding_log, leaky_bucket)", tok)
+	case seen["algorithm"]:
+		return p.fail(off, "algorithm given twice (%s, then %s)", string(l.Algorithm), string(alg))
+	}
+	seen["algorithm"] = true
+	l.Algorithm = alg
+	return nil
 }
 
 func algorithmNamed(word string) (Algorithm, bool) {
