@@ -112,10 +112,6 @@ func guardsFor(old *limiterConfig, specs []Spec, now time.Time) []guard {
 	for i := len(specs) - 1; i >= 0; i-- {
 		index[specs[i].ID()] = i
 	}
-	oldIDs := make(map[string]bool, len(old.specs)+len(old.guards))
-	for _, s := range old.specs {
-		oldIDs[s.ID()] = true
-	}
 	var gs []guard
 	for _, g := range old.guards {
 		if !now.Before(g.until) {
@@ -129,21 +125,33 @@ func guardsFor(old *limiterConfig, specs []Spec, now time.Time) []guard {
 			gs = append(gs, g)
 		}
 	}
+	pairs := replacements(old.specs, specs, index)
+	for i, o := range old.specs {
+		j, ok := pairs[i]
+		if n := specs[j]; ok && (n.Rate < o.Rate || n.Burst < o.Burst || n.Penalty > o.Penalty) {
+			gs = append(gs, guard{limit: old.limits[i], spec: o, successor: j, until: now.Add(horizon(o))})
+		}
+	}
+	return gs
+}
 
-	// Pair the removed limits with the added ones of the same algorithm
-	// and period, when each side has exactly one.
+// replacements pairs the limits removed from old with those added in
+// specs (index maps each Spec.ID of specs to its first index): an old
+// limit i is replaced by the new limit j when they are the only removed
+// and the only added limit of their algorithm and period.
+func replacements(old, specs []Spec, index map[string]int) map[int]int {
 	type class struct {
 		alg    Algorithm
 		period int64
 	}
 	removed := map[class][]int{}
-	seen := map[string]bool{}
-	for i, s := range old.specs {
-		if _, kept := index[s.ID()]; !kept && !seen[s.ID()] {
-			seen[s.ID()] = true
+	oldIDs := make(map[string]bool, len(old))
+	for i, s := range old {
+		if _, kept := index[s.ID()]; !kept && !oldIDs[s.ID()] {
 			k := class{s.Algorithm, s.Period}
 			removed[k] = append(removed[k], i)
 		}
+		oldIDs[s.ID()] = true
 	}
 	added := map[class][]int{}
 	for i, s := range specs {
@@ -152,18 +160,13 @@ func guardsFor(old *limiterConfig, specs []Spec, now time.Time) []guard {
 			added[k] = append(added[k], i)
 		}
 	}
-	for i, o := range old.specs {
-		k := class{o.Algorithm, o.Period}
-		rs, as := removed[k], added[k]
-		if len(rs) != 1 || rs[0] != i || len(as) != 1 {
-			continue
-		}
-		n := specs[as[0]]
-		if n.Rate < o.Rate || n.Burst < o.Burst || n.Penalty > o.Penalty {
-			gs = append(gs, guard{limit: old.limits[i], spec: o, successor: as[0], until: now.Add(horizon(o))})
+	pairs := map[int]int{}
+	for k, rs := range removed {
+		if as := added[k]; len(rs) == 1 && len(as) == 1 {
+			pairs[rs[0]] = as[0]
 		}
 	}
-	return gs
+	return pairs
 }
 
 // horizon returns how long after its last charge a limit's state can still
