@@ -117,14 +117,7 @@ func newHeaderPlan(style HeaderStyle, name string, specs []Spec) headerPlan {
 // which the limit's rate admits q (q·Period/Rate; the Period itself when q
 // is the Rate), at least 1.
 func quota(s Spec) (q, w int64) {
-	switch s.Algorithm {
-	case GCRA, TokenBucket:
-		q = s.Burst
-	case LeakyBucket:
-		q = s.Burst + 1
-	default:
-		q = s.Rate
-	}
+	q = s.Capacity()
 	// ceil(q·P / (R·1e6)) exactly: q·P can exceed 64 bits.
 	num := new(big.Int).Mul(big.NewInt(q), big.NewInt(s.Period))
 	den := new(big.Int).Mul(big.NewInt(s.Rate), big.NewInt(int64(time.Second/time.Microsecond)))

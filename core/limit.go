@@ -156,9 +156,8 @@ func (l Limit) normalize() (Spec, error) {
 	if s.Algorithm == "" {
 		s.Algorithm = GCRA
 	}
-	switch s.Algorithm {
-	case GCRA, TokenBucket, FixedWindow, SlidingWindow, SlidingLog, LeakyBucket:
-	default:
+	f := facts[s.Algorithm]
+	if f == nil {
 		return Spec{}, invalid(l, "unknown algorithm %q (want one of gcra, token_bucket, fixed_window, sliding_window, sliding_log, leaky_bucket)", string(l.Algorithm))
 	}
 	if l.Rate <= 0 {
@@ -185,44 +184,17 @@ func (l Limit) normalize() (Spec, error) {
 	if s.Period >= maxExact || s.Penalty >= maxExact {
 		return Spec{}, invalid(l, "period and penalty must be below 2^53 microseconds")
 	}
-	switch s.Algorithm {
-	case FixedWindow, SlidingWindow, SlidingLog:
-		if l.Burst != 0 {
-			return Spec{}, invalid(l, "%s takes no burst; leave Burst 0", string(s.Algorithm))
-		}
-	default:
-		if s.Burst == 0 {
-			s.Burst = s.Rate
-		}
+	switch {
+	case !f.burst && l.Burst != 0:
+		return Spec{}, invalid(l, "%s takes no burst; leave Burst 0", string(s.Algorithm))
+	case f.burst && s.Burst == 0:
+		s.Burst = s.Rate
 	}
-	switch s.Algorithm {
-	case GCRA, LeakyBucket:
-		if s.Rate > s.Period {
-			return Spec{}, invalid(l, "more than one event per microsecond cannot be timed; lower the rate or lengthen the period")
-		}
+	if s.Algorithm == GCRA || s.Algorithm == LeakyBucket {
 		s.Interval = (s.Period + s.Rate - 1) / s.Rate
-		// The tolerance (Burst+1)·T and every TAT offset must stay exact.
-		if s.Burst >= maxExact/s.Interval-1 {
-			return Spec{}, invalid(l, "burst × period/rate is too large")
-		}
-	case TokenBucket:
-		// Tokens are kept scaled by P: capacity B·P and refill R·elapsed.
-		if s.Burst > maxExact/s.Period || s.Rate > maxExact/s.Period {
-			return Spec{}, invalid(l, "burst × period and rate × period must be below 2^53 µs")
-		}
-	case SlidingWindow:
-		// The weighted estimate compares sums of counts × P (up to 3·R·P).
-		if s.Rate > maxExact/(4*s.Period) {
-			return Spec{}, invalid(l, "rate × period must be below 2^51 µs")
-		}
-	case SlidingLog:
-		if s.Rate > MaxSlidingLogRate {
-			return Spec{}, invalid(l, "sliding_log keeps one entry per event: rate must be at most %d", MaxSlidingLogRate)
-		}
-	case FixedWindow:
-		if s.Rate >= maxExact {
-			return Spec{}, invalid(l, "rate must be below 2^53")
-		}
+	}
+	if msg := f.bounds(&s); msg != "" {
+		return Spec{}, invalid(l, "%s", msg)
 	}
 	return s, nil
 }
@@ -231,21 +203,7 @@ func (l Limit) normalize() (Spec, error) {
 // different limits apart in a store: two limits share state on a key exactly
 // when every field that shapes their arithmetic is equal. Example: "g30/60000000b16p0".
 func (s Spec) ID() string {
-	var c string
-	switch s.Algorithm {
-	case GCRA:
-		c = "g"
-	case TokenBucket:
-		c = "t"
-	case FixedWindow:
-		c = "f"
-	case SlidingWindow:
-		c = "w"
-	case SlidingLog:
-		c = "l"
-	case LeakyBucket:
-		c = "k"
-	}
+	c := facts[s.Algorithm].code
 	return c + strconv.FormatInt(s.Rate, 10) + "/" + strconv.FormatInt(s.Period, 10) +
 		"b" + strconv.FormatInt(s.Burst, 10) + "p" + strconv.FormatInt(s.Penalty, 10)
 }

@@ -172,20 +172,7 @@ func replacements(old, specs []Spec, index map[string]int) map[int]int {
 // horizon returns how long after its last charge a limit's state can still
 // refuse a request: the time to refill completely, plus the penalty.
 func horizon(s Spec) time.Duration {
-	var us int64
-	switch s.Algorithm {
-	case GCRA:
-		us = s.Burst * s.Interval
-	case LeakyBucket:
-		us = (s.Burst + 1) * s.Interval
-	case TokenBucket:
-		us = (s.Burst*s.Period + s.Rate - 1) / s.Rate
-	case SlidingWindow:
-		us = 2 * s.Period
-	default: // FixedWindow, SlidingLog
-		us = s.Period
-	}
-	us += s.Penalty // both below 2^53 (Validate)
+	us := facts[s.Algorithm].horizon(&s) + s.Penalty // both below 2^53 (Validate)
 	if us > int64(InfDuration/time.Microsecond) {
 		return InfDuration
 	}
