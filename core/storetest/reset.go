@@ -3,7 +3,6 @@ package storetest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -118,7 +117,7 @@ func exhaust(tb testing.TB, st core.Store, key string, l core.Limit) {
 			return
 		}
 		if i > int(l.Rate) {
-			tb.Fatal(fmt.Sprintf("%v: still allowed after %d requests", l, i+1))
+			tb.Fatalf("%v: still allowed after %d requests", l, i+1)
 		}
 	}
 }
