@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -65,9 +67,9 @@ func (l *Limiter) costOf(r *http.Request) (int64, error) {
 // consult decides with the store, or by the failure policy when the store
 // fails, and notes the latency and the store's error in ev.
 func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey string, cost int64, ev *Event) Decision {
-	// The clock is read lazily: the breaker needs it only when open or
-	// after a failure, the headers once per decision, and the limits only
-	// while a changed limit's guard is in force (see SetLimits).
+	// The clock is read lazily: the headers need it once per decision,
+	// and the limits only while a changed limit's guard is in force (see
+	// SetLimits).
 	var now time.Time
 	if !cfg.expires.IsZero() {
 		now = l.now()
@@ -76,7 +78,7 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 		}
 	}
 	res, end, err := l.take(ctx, cfg, storeKey, cost, ev)
-	if l.clock == nil && !end.IsZero() {
+	if l.clock == nil {
 		now = end
 	}
 	d := Decision{l: cfg}
@@ -99,14 +101,9 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 	return d
 }
 
-// take calls the store through the circuit breaker, within the
-// per-decision timeout, and returns when the call ended (zero when the
-// breaker is open).
+// take calls the store within the per-decision timeout, and returns when
+// the call ended.
 func (l *Limiter) take(ctx context.Context, cfg *limiterConfig, storeKey string, cost int64, ev *Event) (Result, time.Time, error) {
-	call, probe := l.breaker.allow(l.now)
-	if !call {
-		return Result{}, time.Time{}, ErrBreakerOpen
-	}
 	tctx := ctx
 	if l.timeout > 0 && !l.local {
 		var cancel context.CancelFunc
@@ -117,8 +114,10 @@ func (l *Limiter) take(ctx context.Context, cfg *limiterConfig, storeKey string,
 	res, err := l.store.Take(tctx, storeKey, cost, cfg.take...)
 	end := time.Now()
 	ev.Latency = end.Sub(start)
-	// A request whose client went away says nothing about the store.
-	l.breaker.done(probe, err != nil, err != nil && ctx.Err() != nil, l.now)
+	if err != nil && tctx != ctx && tctx.Err() == context.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
+		// The store's client may say "i/o timeout": it is the deadline.
+		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+	}
 	return res, end, err
 }
 
@@ -186,7 +185,6 @@ func (l *Limiter) observe(ev Event, d *Decision) {
 	ev.Outcome = d.Outcome
 	ev.Action = d.Action
 	ev.Result = d.Result
-	ev.Breaker = l.Breaker()
 	ev.Shadow = l.shadow
 	for _, f := range l.observers {
 		f(ev)

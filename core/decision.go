@@ -50,14 +50,14 @@ const (
 	// OutcomeShadowDenied: the store denied the request, and it is served
 	// because the Limiter is in shadow mode.
 	OutcomeShadowDenied
-	// OutcomeFailedOpen: the store failed (or the breaker is open) and the
+	// OutcomeFailedOpen: the store failed (or its breaker is open) and the
 	// request is served without a decision: FailOpen, or FailLocal when
 	// the local store failed too.
 	OutcomeFailedOpen
-	// OutcomeFailedClosed: the store failed (or the breaker is open) and the
+	// OutcomeFailedClosed: the store failed (or its breaker is open) and the
 	// request is refused with the unavailable response (503), FailClosed.
 	OutcomeFailedClosed
-	// OutcomeFallback: the store failed (or the breaker is open) and the
+	// OutcomeFallback: the store failed (or its breaker is open) and the
 	// local store decided, FailLocal. Result and Action say what it decided.
 	OutcomeFallback
 	// OutcomeSkipped: the skip function exempted the request; no store was
@@ -214,13 +214,12 @@ type Event struct {
 	// under FailLocal); 0 when no store was called.
 	Latency time.Duration
 	// Err is what went wrong with the store: its error (a context error
-	// when the per-decision timeout passed), or ErrBreakerOpen. It also
-	// reports a negative cost from the cost function. nil otherwise.
+	// when the per-decision timeout passed; one wrapping ErrBreakerOpen
+	// when the store did not try). It also reports a negative cost from
+	// the cost function. nil otherwise.
 	Err error
 	// KeyErr is the key function's error, when it failed.
 	KeyErr error
-	// Breaker is the circuit breaker's state after the decision.
-	Breaker BreakerState
 	// Shadow reports that the Limiter is in shadow mode: Action is then
 	// always Serve, whatever Outcome says.
 	Shadow bool

@@ -300,7 +300,7 @@ func ExampleWithObserver() {
 func ExampleWithFailurePolicy() {
 	for _, p := range []core.FailurePolicy{core.FailLocal, core.FailOpen, core.FailClosed} {
 		limiter, err := core.New(failingStore{}, byClient, []core.Limit{core.PerMinute(1)},
-			core.WithFailurePolicy(p), core.WithBreaker(0, 0))
+			core.WithFailurePolicy(p))
 		if err != nil {
 			panic(err)
 		}
@@ -315,36 +315,6 @@ func ExampleWithFailurePolicy() {
 	// local       serve/fallback refuse/fallback
 	// open        serve/failed_open serve/failed_open
 	// closed      refuse/failed_closed refuse/failed_closed
-}
-
-// After a few consecutive store failures the breaker opens: the store is
-// left alone until the cooldown has passed.
-func ExampleWithBreaker() {
-	now := time.Unix(1_700_000_000, 0)
-	calls := 0
-	store := storeFunc(func() error { calls++; return errors.New("timeout") })
-	limiter, err := core.New(store, byClient, []core.Limit{core.PerMinute(100)},
-		core.WithBreaker(3, 10*time.Second), core.WithClock(func() time.Time { return now }))
-	if err != nil {
-		panic(err)
-	}
-	for i := 0; i < 5; i++ {
-		limiter.Decide(request("alice"))
-	}
-	fmt.Println(limiter.Breaker(), "store called", calls, "times")
-	now = now.Add(10 * time.Second)
-	limiter.Decide(request("alice")) // the probe
-	fmt.Println(limiter.Breaker(), "store called", calls, "times")
-	// Output:
-	// open store called 3 times
-	// open store called 4 times
-}
-
-// storeFunc is a Store whose every Take returns f's error.
-type storeFunc func() error
-
-func (f storeFunc) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
-	return core.Result{}, f()
 }
 
 // Requests without a key can share one bucket (the default), be refused,
@@ -525,7 +495,7 @@ func ExampleMemoryStore_Take_peek() {
 func ExampleWithFallbackStore() {
 	local := core.NewMemoryStore(core.WithMaxKeys(10_000))
 	limiter, err := core.New(failingStore{}, byClient, []core.Limit{core.PerMinute(2)},
-		core.WithFallbackStore(local), core.WithBreaker(0, 0))
+		core.WithFallbackStore(local))
 	if err != nil {
 		panic(err)
 	}

@@ -23,9 +23,10 @@ import (
 //
 // When the store fails or is slower than the per-decision timeout, the
 // failure policy decides (FailLocal by default: a local memory store with
-// the same limits). A circuit breaker stops calling a store that keeps
-// failing and probes it again after a cooldown. A request whose key cannot
-// be extracted follows the key-error rule; it never skips limiting silently.
+// the same limits). Failing fast while the store is away is the store's
+// job, shared by every Limiter on it (the Redis store has a circuit breaker
+// per server; see the redisstore package). A request whose key cannot be
+// extracted follows the key-error rule; it never skips limiting silently.
 // The client never sees a 500 or an error text from the Limiter.
 //
 // There is no useful zero value: create Limiters with New. A Limiter is
@@ -46,7 +47,6 @@ type Limiter struct {
 	fallback Store
 	timeout  time.Duration // 0: no limiter deadline
 	local    bool          // store is a *MemoryStore: no deadline needed
-	breaker  breaker
 
 	keyRule     KeyErrorRule
 	shadow      bool
@@ -72,21 +72,22 @@ type Limiter struct {
 // WithTimeout is not given. A healthy Redis answers in well under a
 // millisecond on a LAN and in a few milliseconds across zones; 100ms leaves
 // room for a GC pause or a retransmit without tripping the failure policy,
-// while a dead store costs at most this much per request until the circuit
-// breaker opens (and nothing afterwards).
+// while a dead store costs at most this much per request until the store's
+// circuit breaker opens (and nothing afterwards).
 const DefaultTimeout = 100 * time.Millisecond
 
-// Default circuit-breaker settings: the breaker opens after this many
-// consecutive store failures and probes the store again after the cooldown.
-const (
-	DefaultBreakerFailures = 5
-	DefaultBreakerCooldown = time.Second
-)
+// MinTimeout is the smallest per-decision deadline WithTimeout accepts
+// (other than 0, no deadline): a shorter one could not reach even a Redis
+// on the same host, and every decision would follow the failure policy.
+const MinTimeout = time.Millisecond
 
 // Errors reported to observers (Event.Err) and by New.
 var (
-	// ErrBreakerOpen is the Event.Err of a decision made without calling
-	// the store because the circuit breaker is open.
+	// ErrBreakerOpen is wrapped by the error a Store returns when it knows,
+	// without trying, that it cannot answer now: its circuit breaker for
+	// the server that holds the key is open (see the redisstore package).
+	// It is then the Event.Err of the decision, which follows the failure
+	// policy at once.
 	ErrBreakerOpen = errors.New("sluice: circuit breaker open, store not called")
 	// ErrInvalidOption is wrapped by every error New returns for a bad
 	// argument or option, except an invalid Limit: that error (from New
@@ -119,7 +120,6 @@ func New(store Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, er
 		deny:        defaultDenyResponse,
 		unavailable: defaultUnavailableResponse,
 		keyDenied:   defaultKeyDeniedResponse,
-		breaker:     breaker{threshold: DefaultBreakerFailures, cooldown: DefaultBreakerCooldown},
 	}
 	style := HeadersLegacy
 	var plans map[string][]Limit
@@ -173,10 +173,6 @@ func (l *Limiter) Name() string { return l.name }
 // Limits returns a copy of the limits the Limiter enforces, as given to
 // New or to the last SetLimits.
 func (l *Limiter) Limits() []Limit { return append([]Limit(nil), l.cfg.Load().limits...) }
-
-// Breaker returns the circuit breaker's current state (BreakerClosed when
-// the breaker is disabled).
-func (l *Limiter) Breaker() BreakerState { return BreakerState(l.breaker.state.Load()) }
 
 func (l *Limiter) now() time.Time {
 	if l.clock != nil {

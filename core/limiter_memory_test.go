@@ -165,7 +165,7 @@ func TestMemoryLeakyBucketHold(t *testing.T) {
 func TestMemoryFallback(t *testing.T) {
 	clock := newFakeClock(t0)
 	local := NewMemoryStore(WithClock(clock.Now))
-	l := mustNew(t, &scriptStore{take: failingTake}, []Limit{PerSecond(2)}, WithFallbackStore(local), WithClock(clock.Now), WithBreaker(0, 0))
+	l := mustNew(t, &scriptStore{take: failingTake}, []Limit{PerSecond(2)}, WithFallbackStore(local), WithClock(clock.Now))
 	for i, want := range []Action{Serve, Serve, Refuse} {
 		d, h := decideHeaders(l, request("a"))
 		if d.Action != want || d.Outcome != OutcomeFallback || h.Get(HeaderLimit) != "2" {

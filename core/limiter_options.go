@@ -173,8 +173,8 @@ func WithFallbackStore(s Store) Option {
 // call counts as a failure and the failure policy decides. The deadline is
 // a child of the request's context, so a client that goes away also ends
 // the call (without counting against the store). 0 sets no deadline of the
-// Limiter's own. The default is DefaultTimeout. A *MemoryStore never
-// blocks and gets no deadline.
+// Limiter's own; otherwise d must be at least MinTimeout. The default is
+// DefaultTimeout. A *MemoryStore never blocks and gets no deadline.
 //
 // The Limiter never retries a store call. A call that timed out may still
 // have been charged by the store (the script may have run), so a request
@@ -182,30 +182,11 @@ func WithFallbackStore(s Store) Option {
 // locally; it is never counted twice by the same store.
 func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) error {
-		if d < 0 {
-			return fmt.Errorf("%w: timeout %v must not be negative", ErrInvalidOption, d)
+		if d < 0 || d > 0 && d < MinTimeout {
+			return fmt.Errorf("%w: timeout %v: want 0 (no deadline) or at least %v; a shorter one never reaches the store",
+				ErrInvalidOption, d, MinTimeout)
 		}
 		o.l.timeout = d
-		return nil
-	})
-}
-
-// WithBreaker configures the circuit breaker. It opens after failures
-// consecutive store failures (errors or timeouts); while it is open, the
-// failure policy applies at once, without calling the store. After cooldown
-// one request probes the store (half-open): success closes the breaker,
-// failure opens it for another cooldown. failures 0 disables the breaker.
-// The defaults are DefaultBreakerFailures and DefaultBreakerCooldown.
-func WithBreaker(failures int, cooldown time.Duration) Option {
-	return optionFunc(func(o *options) error {
-		if failures < 0 || failures > 1<<30 {
-			return fmt.Errorf("%w: breaker failures %d out of range [0, 2^30]", ErrInvalidOption, failures)
-		}
-		if failures > 0 && cooldown <= 0 {
-			return fmt.Errorf("%w: breaker cooldown %v must be positive", ErrInvalidOption, cooldown)
-		}
-		o.l.breaker.threshold = int32(failures)
-		o.l.breaker.cooldown = cooldown
 		return nil
 	})
 }

@@ -157,8 +157,8 @@ func TestNewRejectsBadArguments(t *testing.T) {
 		"unknown policy":      WithFailurePolicy(FailurePolicy(9)),
 		"nil fallback":        WithFallbackStore(nil),
 		"negative timeout":    WithTimeout(-time.Millisecond),
-		"negative breaker":    WithBreaker(-1, time.Second),
-		"zero cooldown":       WithBreaker(3, 0),
+		"timeout below min":   WithTimeout(MinTimeout - 1),
+		"1ns timeout":         WithTimeout(time.Nanosecond),
 		"nil observer":        WithObserver(nil),
 		"unknown headers":     WithHeaders(HeaderStyle(9)),
 		"unknown key rule":    OnKeyError(KeyErrorRule(9)),
@@ -173,7 +173,7 @@ func TestNewRejectsBadArguments(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrInvalidOption", name, err)
 		}
 	}
-	if _, err := New(st, keyFromHeader, perSecond10, WithBreaker(0, 0), WithTimeout(0), WithName(`a "quoted" \ name`)); err != nil {
+	if _, err := New(st, keyFromHeader, perSecond10, WithTimeout(0), WithTimeout(MinTimeout), WithName(`a "quoted" \ name`)); err != nil {
 		t.Errorf("valid options rejected: %v", err)
 	}
 }
@@ -469,153 +469,6 @@ func TestTimeout(t *testing.T) {
 	}
 }
 
-func TestClientGoneDoesNotTripBreaker(t *testing.T) {
-	st := &scriptStore{take: func(ctx context.Context, _ string, _ int64) (Result, error) {
-		return Result{}, ctx.Err()
-	}}
-	l := mustNew(t, st, perSecond10, WithBreaker(1, time.Hour), WithFailurePolicy(FailOpen))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	for i := 0; i < 3; i++ {
-		l.Decide(request("a").WithContext(ctx))
-	}
-	if l.Breaker() != BreakerClosed || st.NumCalls() != 3 {
-		t.Fatalf("breaker %v after %d calls from gone clients, want closed after 3", l.Breaker(), st.NumCalls())
-	}
-}
-
-func TestBreaker(t *testing.T) {
-	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	var failing atomic.Bool
-	failing.Store(true)
-	st := &scriptStore{take: func(context.Context, string, int64) (Result, error) {
-		if failing.Load() {
-			return Result{}, errStoreDown
-		}
-		return Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Second}, nil
-	}}
-	rec := &recorder{}
-	l := mustNew(t, st, perSecond10, WithBreaker(3, 10*time.Second), WithFailurePolicy(FailClosed),
-		WithClock(clock.Now), WithObserver(rec.observe))
-
-	// Failures that are not consecutive do not open it.
-	failing.Store(true)
-	l.Decide(request("a"))
-	l.Decide(request("a"))
-	failing.Store(false)
-	l.Decide(request("a"))
-	failing.Store(true)
-	l.Decide(request("a"))
-	l.Decide(request("a"))
-	if l.Breaker() != BreakerClosed {
-		t.Fatalf("breaker %v after 2+2 failures split by a success, want closed", l.Breaker())
-	}
-	d := l.Decide(request("a")) // third consecutive failure
-	if l.Breaker() != BreakerOpen || d.Outcome != OutcomeFailedClosed {
-		t.Fatalf("after 3 consecutive failures: breaker %v, outcome %v", l.Breaker(), d.Outcome)
-	}
-	if ev := rec.last(t); ev.Breaker != BreakerOpen {
-		t.Errorf("event breaker %v, want open", ev.Breaker)
-	}
-
-	// Open: the policy applies without calling the store.
-	calls := st.NumCalls()
-	for i := 0; i < 5; i++ {
-		if d := l.Decide(request("a")); d.Outcome != OutcomeFailedClosed || d.Action != Refuse {
-			t.Fatalf("open: decision %v/%v", d.Action, d.Outcome)
-		}
-	}
-	if st.NumCalls() != calls {
-		t.Fatalf("open breaker called the store %d times", st.NumCalls()-calls)
-	}
-	if ev := rec.last(t); !errors.Is(ev.Err, ErrBreakerOpen) {
-		t.Errorf("open: event Err %v, want ErrBreakerOpen", ev.Err)
-	}
-
-	// Cooldown not over yet.
-	clock.Advance(10*time.Second - time.Nanosecond)
-	l.Decide(request("a"))
-	if st.NumCalls() != calls {
-		t.Fatal("store called before the cooldown ended")
-	}
-	// Half-open probe fails: open for another cooldown.
-	clock.Advance(time.Nanosecond)
-	l.Decide(request("a"))
-	if st.NumCalls() != calls+1 || l.Breaker() != BreakerOpen {
-		t.Fatalf("failed probe: %d calls, breaker %v; want 1 call and open", st.NumCalls()-calls, l.Breaker())
-	}
-	l.Decide(request("a"))
-	if st.NumCalls() != calls+1 {
-		t.Fatal("store called right after a failed probe")
-	}
-	// Probe succeeds: closed, the store is called again.
-	clock.Advance(10 * time.Second)
-	failing.Store(false)
-	if d := l.Decide(request("a")); d.Outcome != OutcomeAllowed {
-		t.Fatalf("successful probe: outcome %v", d.Outcome)
-	}
-	if l.Breaker() != BreakerClosed {
-		t.Fatalf("breaker %v after a successful probe, want closed", l.Breaker())
-	}
-	l.Decide(request("a"))
-	if st.NumCalls() != calls+3 {
-		t.Fatalf("closed: %d calls, want %d", st.NumCalls(), calls+3)
-	}
-}
-
-func TestBreakerHalfOpenProbesOnce(t *testing.T) {
-	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	release := make(chan struct{})
-	entered := make(chan struct{}, 10)
-	var failing atomic.Bool
-	failing.Store(true)
-	st := &scriptStore{take: func(context.Context, string, int64) (Result, error) {
-		if failing.Load() {
-			return Result{}, errStoreDown
-		}
-		entered <- struct{}{}
-		<-release
-		return Result{Allowed: true, Limit: 10, Remaining: 9}, nil
-	}}
-	l := mustNew(t, st, perSecond10, WithBreaker(1, time.Second), WithFailurePolicy(FailOpen), WithClock(clock.Now), WithTimeout(0))
-	l.Decide(request("a"))
-	if l.Breaker() != BreakerOpen {
-		t.Fatalf("breaker %v, want open", l.Breaker())
-	}
-	clock.Advance(time.Second)
-	failing.Store(false)
-	done := make(chan Decision)
-	go func() { done <- l.Decide(request("a")) }()
-	<-entered
-	if l.Breaker() != BreakerHalfOpen {
-		t.Fatalf("breaker %v during the probe, want half_open", l.Breaker())
-	}
-	// While the probe is under way, others follow the policy at once.
-	for i := 0; i < 3; i++ {
-		if d := l.Decide(request("b")); d.Outcome != OutcomeFailedOpen {
-			t.Fatalf("during probe: outcome %v, want failed_open", d.Outcome)
-		}
-	}
-	close(release)
-	if d := <-done; d.Outcome != OutcomeAllowed {
-		t.Fatalf("probe outcome %v", d.Outcome)
-	}
-	if st.NumCalls() != 2 || l.Breaker() != BreakerClosed {
-		t.Fatalf("%d store calls, breaker %v; want 2 and closed", st.NumCalls(), l.Breaker())
-	}
-}
-
-func TestBreakerDisabled(t *testing.T) {
-	st := &scriptStore{take: failingTake}
-	l := mustNew(t, st, perSecond10, WithBreaker(0, 0), WithFailurePolicy(FailOpen))
-	for i := 0; i < 20; i++ {
-		l.Decide(request("a"))
-	}
-	if st.NumCalls() != 20 || l.Breaker() != BreakerClosed {
-		t.Fatalf("disabled breaker: %d calls, state %v", st.NumCalls(), l.Breaker())
-	}
-}
-
 func TestDeniedAndDelayed(t *testing.T) {
 	res := deniedResult(700 * time.Millisecond)
 	st := &scriptStore{take: func(context.Context, string, int64) (Result, error) { return res, nil }}
@@ -701,7 +554,7 @@ func TestObserverEvent(t *testing.T) {
 	}
 	ev := a[0]
 	if ev.Limiter != "obs" || ev.Key != "client-1" || ev.Cost != 4 || ev.Request != r || ev.Outcome != OutcomeAllowed ||
-		ev.Action != Serve || !ev.Result.Allowed || ev.Err != nil || ev.KeyErr != nil || ev.Breaker != BreakerClosed || ev.Latency <= 0 {
+		ev.Action != Serve || !ev.Result.Allowed || ev.Err != nil || ev.KeyErr != nil || ev.Latency <= 0 {
 		t.Fatalf("event %+v", ev)
 	}
 }
@@ -737,7 +590,6 @@ func TestStringers(t *testing.T) {
 		{OutcomeFailedOpen.String(), "failed_open"}, {OutcomeFallback.String(), "fallback"},
 		{FailLocal.String(), "local"}, {FailClosed.String(), "closed"},
 		{HeadersIETF.String(), "ietf"}, {KeyErrorShared.String(), "shared"},
-		{BreakerHalfOpen.String(), "half_open"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("String() = %q, want %q", tc.got, tc.want)
@@ -753,7 +605,7 @@ func TestDecideConcurrent(t *testing.T) {
 		}
 		return Result{Allowed: true, Limit: 10, Remaining: 5, ResetAfter: time.Second}, nil
 	}}
-	l := mustNew(t, st, perSecond10, WithBreaker(2, time.Millisecond), WithFallbackStore(&scriptStore{}), WithHeaders(HeadersBoth))
+	l := mustNew(t, st, perSecond10, WithFallbackStore(&scriptStore{}), WithHeaders(HeadersBoth))
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)

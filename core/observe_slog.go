@@ -96,8 +96,7 @@ func LogKey(redact func(key string) string) LogOption {
 // refuse), method, path (the URL path, without the query), cost; and when a
 // store decided: limit and remaining (the X-RateLimit figures), retry_after
 // (denials) or delay (delayed); err (Event.Err) and key_error
-// (Event.KeyErr) when set; breaker when the breaker is not closed. The
-// client key is not logged unless LogKey is given.
+// (Event.KeyErr) when set. The client key is not logged unless LogKey is given.
 //
 // Every denied request makes a record: under a flood that is one per
 // refused request. Lower the denials' level with LogLevel, or use a
@@ -175,9 +174,6 @@ func (c *logConfig) log(logger *slog.Logger, ev Event) {
 	}
 	if ev.KeyErr != nil {
 		attrs = append(attrs, slog.Any("key_error", ev.KeyErr))
-	}
-	if ev.Breaker != BreakerClosed {
-		attrs = append(attrs, slog.String("breaker", ev.Breaker.String()))
 	}
 	logger.LogAttrs(ctx, level, msg, attrs...)
 }

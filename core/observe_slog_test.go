@@ -91,12 +91,18 @@ func slogLimiter(t *testing.T, store core.Store, limits []core.Limit, logOpts []
 	return l, h
 }
 
-// slogFailing always fails.
-type slogFailing struct{}
+// slogFailing always fails: the first Take with errSlogDown, the later ones
+// with its breaker open.
+type slogFailing struct{ calls *int }
 
 var errSlogDown = errors.New("store down")
 
-func (slogFailing) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
+func (s slogFailing) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
+	if s.calls != nil {
+		if *s.calls++; *s.calls > 1 {
+			return core.Result{}, core.ErrBreakerOpen
+		}
+	}
 	return core.Result{}, fmt.Errorf("take: %w", errSlogDown)
 }
 
@@ -140,26 +146,25 @@ func TestLogDenialsStoreFailures(t *testing.T) {
 		{core.FailLocal, slog.LevelWarn, "sluice: store unavailable, local store decided", "serve", "fallback", "1", "0"},
 	} {
 		t.Run(tc.policy.String(), func(t *testing.T) {
-			l, h := slogLimiter(t, slogFailing{}, one, nil,
-				core.WithFailurePolicy(tc.policy), core.WithBreaker(1, time.Minute))
-			l.Decide(slogRequest("alice")) // fails, opens the breaker
-			l.Decide(slogRequest("bob"))   // breaker open: store not called
+			l, h := slogLimiter(t, slogFailing{calls: new(int)}, one, nil, core.WithFailurePolicy(tc.policy))
+			l.Decide(slogRequest("alice")) // fails
+			l.Decide(slogRequest("bob"))   // the store's breaker is open
 			recs := h.take()
 			if len(recs) != 2 {
 				t.Fatalf("%d records, want 2: %v", len(recs), recs)
 			}
-			attrs := func(err, breaker string) map[string]string {
+			attrs := func(err string) map[string]string {
 				m := map[string]string{
 					"limiter": "api", "outcome": tc.outcome, "action": tc.action, "method": "POST",
-					"path": "/orders", "cost": "1", "err": err, "breaker": breaker,
+					"path": "/orders", "cost": "1", "err": err,
 				}
 				if tc.limit != "" {
 					m["limit"], m["remaining"] = tc.limit, tc.remain
 				}
 				return m
 			}
-			wantRecord(t, recs[0], tc.level, tc.msg, attrs("take: store down", "open"))
-			wantRecord(t, recs[1], tc.level-4, tc.msg, attrs(core.ErrBreakerOpen.Error(), "open"))
+			wantRecord(t, recs[0], tc.level, tc.msg, attrs("take: store down"))
+			wantRecord(t, recs[1], tc.level-4, tc.msg, attrs(core.ErrBreakerOpen.Error()))
 		})
 	}
 }

@@ -376,7 +376,7 @@ func limitLabels(limits []core.Limit) ([]string, []int64, error) {
 // and outcome have been seen.
 func (c *Collector) Observe(ev core.Event) {
 	ls := c.limiter(ev.Limiter)
-	ls.breaker.Set(float64(ev.Breaker))
+
 	if ev.Latency > 0 {
 		ls.latency.Observe(ev.Latency.Seconds())
 	}

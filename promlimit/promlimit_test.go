@@ -230,54 +230,13 @@ func TestTrackNamesLimits(t *testing.T) {
 	}
 }
 
-func TestFallbackAndBreaker(t *testing.T) {
-	c, reg := newCollector(t)
-	clock := newClock()
-	store := &flakyStore{next: core.NewMemoryStore(core.WithClock(clock.Now))}
-	local := core.NewMemoryStore(core.WithClock(clock.Now))
-	l := newLimiter(t, store, []core.Limit{core.PerSecond(3)},
-		core.WithName("api"), core.WithClock(clock.Now), core.WithFallbackStore(local),
-		core.WithBreaker(2, time.Minute), core.WithObserver(c.Observe))
-
-	store.fail.Store(true)
-	decide(l, 1, "alice") // store fails: local store decides; breaker still closed
-	wantSeries(t, reg, "sluice_breaker_state", map[string]float64{`limiter="api"`: 0})
-	decide(l, 1, "alice") // second failure opens the breaker
-	wantSeries(t, reg, "sluice_breaker_state", map[string]float64{`limiter="api"`: 1})
-	decide(l, 2, "alice") // breaker open: store not called; the local store denies the 4th
-	if n := store.calls.Load(); n != 2 {
-		t.Fatalf("store called %d times, want 2", n)
-	}
-
-	wantSeries(t, reg, "sluice_decisions_total", map[string]float64{
-		`limit="3",limiter="api",outcome="fallback"`: 4,
-	})
-	wantSeries(t, reg, "sluice_store_errors_total", map[string]float64{
-		`kind="breaker_open",limiter="api"`: 2,
-		`kind="canceled",limiter="api"`:     0,
-		`kind="error",limiter="api"`:        2,
-		`kind="timeout",limiter="api"`:      0,
-	})
-	// The local store was called every time.
-	wantSeries(t, reg, "sluice_store_latency_seconds", map[string]float64{`limiter="api"`: 4})
-
-	// After the cooldown the probe succeeds and the breaker closes.
-	store.fail.Store(false)
-	clock.Advance(time.Minute)
-	decide(l, 1, "alice")
-	wantSeries(t, reg, "sluice_breaker_state", map[string]float64{`limiter="api"`: 0})
-	if got := series(t, reg, "sluice_decisions_total")[`limit="3",limiter="api",outcome="allowed"`]; got != 1 {
-		t.Errorf("allowed after recovery = %v, want 1", got)
-	}
-}
-
 func TestOutcomes(t *testing.T) {
 	c, reg := newCollector(t)
 	clock := newClock()
 	mem := core.NewMemoryStore(core.WithClock(clock.Now))
 	down := &flakyStore{next: mem}
 	down.fail.Store(true)
-	common := []core.Option{core.WithClock(clock.Now), core.WithObserver(c.Observe), core.WithBreaker(0, 0)}
+	common := []core.Option{core.WithClock(clock.Now), core.WithObserver(c.Observe)}
 	opts := func(name string, more ...core.Option) []core.Option {
 		return append(append([]core.Option{core.WithName(name)}, common...), more...)
 	}
@@ -338,7 +297,7 @@ func TestObserveEvents(t *testing.T) {
 	c.Observe(core.Event{Limiter: "a", Outcome: core.OutcomeFailedOpen, Err: fmt.Errorf("take: %w", context.Canceled), Latency: time.Millisecond})
 	c.Observe(core.Event{Limiter: "a", Outcome: core.Outcome(200)})
 	c.Observe(core.Event{Limiter: "a", Outcome: core.Outcome(200)})
-	c.Observe(core.Event{Limiter: "a", Outcome: core.OutcomeFallback, Breaker: core.BreakerHalfOpen,
+	c.Observe(core.Event{Limiter: "a", Outcome: core.OutcomeFallback,
 		Result: core.Result{Allowed: true, Limit: 7, Binding: 1}})
 	wantSeries(t, reg, "x_decisions_total", map[string]float64{
 		`limit="none",limiter="a",outcome="failed_open"`:  1,
@@ -348,7 +307,6 @@ func TestObserveEvents(t *testing.T) {
 	if got := series(t, reg, "x_store_errors_total")[`kind="canceled",limiter="a"`]; got != 1 {
 		t.Errorf("canceled = %v, want 1", got)
 	}
-	wantSeries(t, reg, "x_breaker_state", map[string]float64{`limiter="a"`: 2})
 	wantSeries(t, reg, "x_store_latency_seconds", map[string]float64{`limiter="a"`: 1})
 }
 
@@ -528,7 +486,7 @@ func benchEvents() []core.Event {
 		{Limiter: "api", Outcome: core.OutcomeAllowed, Result: res, Latency: 40 * time.Microsecond},
 		{Limiter: "api", Outcome: core.OutcomeDenied, Result: core.Result{Limit: 100}, Latency: 40 * time.Microsecond},
 		{Limiter: "api", Outcome: core.OutcomeFallback, Result: res, Latency: 3 * time.Millisecond,
-			Err: fmt.Errorf("take: %w", context.DeadlineExceeded), Breaker: core.BreakerOpen},
+			Err: fmt.Errorf("take: %w", context.DeadlineExceeded)},
 	}
 }
 

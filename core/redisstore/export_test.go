@@ -1,6 +1,13 @@
 package redisstore
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/core"
+)
 
 // WithTestClock makes the deny cache read now instead of the monotonic
 // clock, for tests whose Redis clock is under their control (miniredis).
@@ -33,3 +40,28 @@ func waitListening(tb interface {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// BreakerState names the state of the breaker of the server that holds
+// key's state under limit: "closed", "open" or "loading".
+func BreakerState(s *Store, key string, limit Limit) string {
+	keys, _, _, err := s.request(key, 1, []Limit{limit})
+	if err != nil {
+		panic(err)
+	}
+	switch s.health.nodeFor(context.Background(), keys[0]).state.Load() {
+	case stateClosed:
+		return "closed"
+	case stateOpen:
+		return "open"
+	}
+	return "loading"
+}
+
+// WithScriptLoader replaces what a probe loads, for tests that hold a probe
+// in its loading phase.
+func WithScriptLoader(load func(context.Context) error) Option {
+	return func(s *settings) { s.load = func(ctx context.Context, _ redis.Scripter) error { return load(ctx) } }
+}
+
+// Limit is core.Limit, for BreakerState's callers.
+type Limit = core.Limit

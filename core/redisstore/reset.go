@@ -98,12 +98,15 @@ func (s *Store) announced(key string) {
 }
 
 // Close stops what the Store runs in the background (the subscription that
-// keeps its deny cache and its Limiters' fallbacks exact). It does not
-// close the Redis client, which the caller owns. The Store must not be
-// used after Close.
+// keeps its deny cache and its Limiters' fallbacks exact, and the probes of
+// open circuit breakers). It does not close the Redis client, which the
+// caller owns. The Store must not be used after Close.
 func (s *Store) Close() error {
 	if s == nil {
 		return nil
+	}
+	if s.health != nil {
+		s.health.close()
 	}
 	s.mu.Lock()
 	l := s.listener

@@ -62,6 +62,7 @@ type Store struct {
 	clock func() int64 // µs, monotonic; the deny cache's clock
 
 	cluster *clusterReload // nil unless client is a *redis.ClusterClient
+	health  *health        // the circuit breakers (WithBreaker)
 
 	mu       sync.Mutex
 	hooks    []func(key string) // OnReset
@@ -75,7 +76,10 @@ type settings struct {
 	prefix   string
 	deny     int
 	pipeline int
+	failures int
+	cooldown time.Duration
 	clock    func() int64
+	load     func(context.Context, redis.Scripter) error // what a probe loads
 }
 
 // WithPrefix sets the string every key starts with; the default is
@@ -161,7 +165,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil redis client")
 	}
-	s := settings{prefix: DefaultPrefix, pipeline: DefaultPipeline, clock: monoMicros}
+	s := settings{prefix: DefaultPrefix, pipeline: DefaultPipeline, clock: monoMicros,
+		failures: DefaultBreakerFailures, cooldown: DefaultBreakerCooldown, load: loadScripts}
 	for _, o := range opts {
 		if o != nil {
 			o(&s)
@@ -176,7 +181,11 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if s.pipeline < 0 || s.pipeline > maxPipeline {
 		return nil, fmt.Errorf("redisstore: WithPipelining(%d): want 0 (off) to %d", s.pipeline, maxPipeline)
 	}
+	if err := checkBreaker(s.failures, s.cooldown); err != nil {
+		return nil, err
+	}
 	st := &Store{client: client, prefix: s.prefix, clock: s.clock}
+	st.health = newHealth(client, s.failures, s.cooldown, s.load)
 	if s.deny > 0 {
 		st.deny = newDenyCache(s.deny)
 		st.startListener()
@@ -186,6 +195,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	if cc, ok := client.(*redis.ClusterClient); ok {
 		st.cluster = &clusterReload{reload: cc.ReloadState}
+		st.health.reload = func() { st.cluster.kick(st.clock()) }
 	}
 	return st, nil
 }
@@ -204,6 +214,31 @@ func checkPrefix(p string) error {
 		case c < 0x20 || c == 0x7f:
 			return fmt.Errorf("%w %q: control character at byte %d", ErrInvalidPrefix, p, i)
 		}
+	}
+	return nil
+}
+
+// loadScripts loads the Store's scripts into c (every master, for a
+// Cluster client).
+func loadScripts(ctx context.Context, c redis.Scripter) error {
+	return takeScript.Load(ctx, c).Err()
+}
+
+// Ping checks that Redis answers the Store's client and accepts its
+// commands, and loads the Store's scripts. Call it at start-up: an error
+// that Redis returned (redis.Error: a database that does not exist, a
+// wrong password, a server that refuses scripts) will not heal by itself,
+// and every decision would then follow the failure policy; a network error
+// (Redis not started yet) may, as the Store reconnects by itself.
+func (s *Store) Ping(ctx context.Context) error {
+	if s == nil || s.client == nil {
+		return errors.New("redisstore: ping on a Store not made by New")
+	}
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redisstore: ping: %w", err)
+	}
+	if err := loadScripts(ctx, s.client); err != nil {
+		return fmt.Errorf("redisstore: loading the scripts: %w", err)
 	}
 	return nil
 }
@@ -328,12 +363,17 @@ func (s *Store) run(ctx context.Context, key string, n int64, limits []core.Limi
 	if err != nil {
 		return core.Result{}, nil, err
 	}
+	server := s.health.nodeFor(ctx, keys[0])
+	if err := server.admit(ctx); err != nil {
+		return core.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
+	}
 	var reply []int64
 	if s.pipe != nil {
 		reply, err = s.pipe.do(ctx, keys, args)
 	} else {
 		reply, err = takeScript.Run(ctx, s.client, keys, args...).Int64Slice()
 	}
+	server.report(ctx, err)
 	if err != nil {
 		if s.cluster != nil {
 			s.cluster.kick(s.clock())

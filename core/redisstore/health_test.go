@@ -1,0 +1,316 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/lua"
+)
+
+var perMinute10 = core.PerMinute(10)
+
+func miniStore(t *testing.T, opts ...redisstore.Option) (*miniredis.Miniredis, *redisstore.Store) {
+	t.Helper()
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	st, err := redisstore.New(client, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return m, st
+}
+
+func take(st *redisstore.Store, key string) error {
+	_, err := st.Take(context.Background(), key, 1, perMinute10)
+	return err
+}
+
+func wantState(t *testing.T, st *redisstore.Store, key, want string) {
+	t.Helper()
+	if got := redisstore.BreakerState(st, key, perMinute10); got != want {
+		t.Fatalf("breaker %s, want %s", got, want)
+	}
+}
+
+// The breaker opens on the threshold-th consecutive failure; then Takes
+// fail with ErrBreakerOpen without a command reaching Redis. Failures
+// split by a success, and calls whose caller went away, do not count.
+func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
+	m, st := miniStore(t, redisstore.WithBreaker(3, time.Hour))
+	m.SetError("ERR injected")
+	for i := 0; i < 2; i++ {
+		if err := take(st, "a"); err == nil || errors.Is(err, core.ErrBreakerOpen) {
+			t.Fatalf("failure %d: %v, want the server's error", i+1, err)
+		}
+	}
+	m.SetError("")
+	if err := take(st, "a"); err != nil {
+		t.Fatal(err)
+	}
+	m.SetError("ERR injected")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := 0; i < 5; i++ {
+		_, _ = st.Take(ctx, "a", 1, perMinute10) // the caller went away
+	}
+	for i := 0; i < 2; i++ {
+		_ = take(st, "a")
+	}
+	wantState(t, st, "a", "closed")
+	if err := take(st, "a"); errors.Is(err, core.ErrBreakerOpen) {
+		t.Fatalf("third consecutive failure: %v, want the server's error", err)
+	}
+	wantState(t, st, "a", "open")
+	before := m.CommandCount()
+	for _, key := range []string{"a", "b", "c"} {
+		if err := take(st, key); !errors.Is(err, core.ErrBreakerOpen) {
+			t.Fatalf("open breaker: %v, want ErrBreakerOpen", err)
+		}
+		if _, err := st.Peek(context.Background(), key, 1, perMinute10); !errors.Is(err, core.ErrBreakerOpen) {
+			t.Fatalf("open breaker, Peek: %v, want ErrBreakerOpen", err)
+		}
+	}
+	if n := m.CommandCount() - before; n != 0 {
+		t.Errorf("%d commands reached Redis with the breaker open", n)
+	}
+}
+
+// A call that runs out of time opens the breaker at once: its caller has
+// already waited the whole per-decision timeout.
+func TestBreakerOpensOnTimeout(t *testing.T) {
+	srv := redistest.StartServer(t)
+	st := realStore(t, srv.Addr, redisstore.WithBreaker(5, time.Hour))
+	if err := take(st, "a"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Freeze(t)
+	defer srv.Thaw(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var ne net.Error
+	if _, err := st.Take(ctx, "a", 1, perMinute10); !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &ne) && ne.Timeout()) {
+		t.Fatalf("frozen server: %v, want a timeout", err)
+	}
+	wantState(t, st, "a", "open")
+	if err := take(st, "b"); !errors.Is(err, core.ErrBreakerOpen) {
+		t.Fatalf("after a timeout: %v, want ErrBreakerOpen", err)
+	}
+}
+
+func realStore(t *testing.T, addr string, opts ...redisstore.Option) *redisstore.Store {
+	t.Helper()
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true,
+		DialTimeout: time.Second, DialerRetries: 1})
+	t.Cleanup(func() { _ = client.Close() })
+	st, err := redisstore.New(client, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// An open breaker is probed in the background, without traffic: once Redis
+// is back, the breaker closes, and the scripts are loaded before it does.
+func TestBreakerProbesInBackground(t *testing.T) {
+	srv := redistest.StartServer(t)
+	st := realStore(t, srv.Addr, redisstore.WithBreaker(1, 20*time.Millisecond))
+	srv.Kill(t)
+	if err := take(st, "a"); err == nil || errors.Is(err, core.ErrBreakerOpen) {
+		t.Fatalf("dead server: %v, want a connection error", err)
+	}
+	wantState(t, st, "a", "open")
+	srv.Restart(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for redisstore.BreakerState(st, "a", perMinute10) != "closed" {
+		if time.Now().After(deadline) {
+			t.Fatal("breaker still open 10s after Redis came back, without traffic")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	admin := srv.Client(t)
+	sha := redis.NewScript(lua.Take).Hash()
+	if ok, err := admin.ScriptExists(context.Background(), sha).Result(); err != nil || !ok[0] {
+		t.Fatalf("script loaded when the breaker closed: %v %v, want true", ok, err)
+	}
+	if err := take(st, "a"); err != nil {
+		t.Fatalf("after the probe: %v", err)
+	}
+}
+
+// Once a probe has reached Redis, Takes wait for it to load the scripts
+// instead of failing at once; when it has, they go to Redis.
+func TestBreakerWaitsWhileScriptsLoad(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	load := func(ctx context.Context) error {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	m, st := miniStore(t, redisstore.WithBreaker(1, 5*time.Millisecond), redisstore.WithScriptLoader(load))
+	m.SetError("ERR injected")
+	_ = take(st, "a")
+	wantState(t, st, "a", "open")
+	m.SetError("")
+	<-entered
+	wantState(t, st, "a", "loading")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if _, err := st.Take(ctx, "a", 1, perMinute10); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("while the scripts load: %v, want to wait until the deadline", err)
+	}
+	done := make(chan error)
+	go func() { done <- take(st, "a") }()
+	time.Sleep(10 * time.Millisecond)
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("Take that waited for the probe: %v, want it decided by Redis", err)
+	}
+	wantState(t, st, "a", "closed")
+}
+
+// Six Limiters on one Store share its breaker: when Redis dies, at most one
+// request in all waits out the per-decision timeout, whatever the client's
+// dial settings, and every later one fails at once.
+func TestBreakerSharedByLimiters(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		opts     redis.Options
+		timeouts int // at most
+		failures int // at most, before the breaker opens
+	}{
+		// go-redis waits DialerRetryTimeout (100ms) after every failed dial.
+		{"go-redis dial defaults", redis.Options{MaxRetries: -1, ContextTimeoutEnabled: true}, 1, 1},
+		{"dials that fail fast", redis.Options{MaxRetries: -1, ContextTimeoutEnabled: true,
+			DialTimeout: 500 * time.Millisecond, DialerRetries: 1, DialerRetryTimeout: time.Millisecond},
+			0, redisstore.DefaultBreakerFailures},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			opts := c.opts
+			opts.Addr = srv.Addr
+			client := redis.NewClient(&opts)
+			t.Cleanup(func() { _ = client.Close() })
+			st, err := redisstore.New(client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			counts := map[string]int{}
+			var limiters []*core.Limiter
+			for i := 0; i < 6; i++ {
+				l, err := core.New(st, clientKey, []core.Limit{perMinute10}, core.WithName(fmt.Sprint("route-", i)),
+					core.WithObserver(func(ev core.Event) {
+						counts[errKind(ev.Err)]++
+					}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				l.Decide(requestFrom("warm-up"))
+				limiters = append(limiters, l)
+			}
+			clear(counts)
+			srv.Kill(t)
+			for i := 0; i < 60; i++ {
+				limiters[i%6].Decide(requestFrom("alice"))
+			}
+			t.Logf("errors by kind: %v", counts)
+			if counts["timeout"] > c.timeouts {
+				t.Errorf("%d requests waited out the timeout, want at most %d", counts["timeout"], c.timeouts)
+			}
+			if n := counts["timeout"] + counts["error"]; n > c.failures {
+				t.Errorf("%d requests reached the dead server, want at most %d", n, c.failures)
+			}
+			if counts["breaker"] < 60-c.failures {
+				t.Errorf("%d of 60 failed at once, want at least %d", counts["breaker"], 60-c.failures)
+			}
+		})
+	}
+}
+
+func errKind(err error) string {
+	switch {
+	case err == nil:
+		return "none"
+	case errors.Is(err, core.ErrBreakerOpen):
+		return "breaker"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timeout"
+	}
+	return "error"
+}
+
+func TestWithBreakerRejectsBadSettings(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer client.Close()
+	for _, o := range []redisstore.Option{
+		redisstore.WithBreaker(-1, time.Second),
+		redisstore.WithBreaker(1<<30+1, time.Second),
+		redisstore.WithBreaker(3, 0),
+		redisstore.WithBreaker(3, 2*time.Hour),
+	} {
+		if _, err := redisstore.New(client, o); err == nil {
+			t.Errorf("bad breaker settings accepted")
+		}
+	}
+	if _, err := redisstore.New(client, redisstore.WithBreaker(0, 0)); err != nil {
+		t.Errorf("WithBreaker(0, 0) (off): %v", err)
+	}
+}
+
+// With the breaker off every call goes to Redis.
+func TestBreakerOff(t *testing.T) {
+	m, st := miniStore(t, redisstore.WithBreaker(0, 0))
+	m.SetError("ERR injected")
+	for i := 0; i < 20; i++ {
+		if err := take(st, "a"); err == nil || errors.Is(err, core.ErrBreakerOpen) {
+			t.Fatalf("breaker off, call %d: %v, want the server's error", i, err)
+		}
+	}
+}
+
+// Ping reports a database that does not exist: the server's error, which
+// will not heal by waiting.
+func TestPingReportsConfigurationErrors(t *testing.T) {
+	srv := redistest.StartServer(t)
+	st := realStore(t, srv.Addr)
+	if err := st.Ping(context.Background()); err != nil {
+		t.Fatalf("healthy server: %v", err)
+	}
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 99, MaxRetries: -1})
+	defer client.Close()
+	bad, err := redisstore.New(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	err = bad.Ping(context.Background())
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		t.Fatalf("database 99: %v, want the server's error (redis.Error)", err)
+	}
+	t.Logf("database 99: %v", err)
+}
