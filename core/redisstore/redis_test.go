@@ -461,7 +461,7 @@ func TestRedisTimedOutTakeChargedOnce(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ReadTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { _ = client.Close() })
 	s := realStore(t, client, WithBreaker(0, 0)) // the timeout below would open it
-	takeOK(t, s, "stuck", 0, l) // connect and load the script while the server runs
+	takeOK(t, s, "stuck", 0, l)                  // connect and load the script while the server runs
 	srv.Freeze(t)
 	_, err := s.Take(context.Background(), "stuck", 1, l)
 	srv.Thaw(t)
