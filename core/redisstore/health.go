@@ -67,6 +67,7 @@ type health struct {
 	cooldown  time.Duration
 	load      func(context.Context, redis.Scripter) error // the Store's scripts
 	reload    func()                                      // a Cluster's slot map; nil otherwise
+	pipe      func() *batcher                             // a node's batcher; nil: no pipelining
 
 	cluster *redis.ClusterClient // nil: one server
 	whole   *node                // the only server, or a Cluster whose map is unknown
@@ -77,8 +78,8 @@ type health struct {
 	stopped sync.Once
 }
 
-func newHealth(client redis.UniversalClient, failures int, cooldown time.Duration, load func(context.Context, redis.Scripter) error) *health {
-	h := &health{threshold: int32(failures), cooldown: cooldown, load: load, stop: make(chan struct{})}
+func newHealth(client redis.UniversalClient, failures int, cooldown time.Duration, load func(context.Context, redis.Scripter) error, pipe func() *batcher) *health {
+	h := &health{threshold: int32(failures), cooldown: cooldown, load: load, pipe: pipe, stop: make(chan struct{})}
 	h.whole = h.newNode("", client)
 	if cc, ok := client.(*redis.ClusterClient); ok {
 		h.cluster = cc
@@ -86,11 +87,13 @@ func newHealth(client redis.UniversalClient, failures int, cooldown time.Duratio
 	return h
 }
 
-// node is the breaker of one server.
+// node is the breaker of one server, and the queue of its Takes waiting
+// for a shared round trip: a server that stalls holds up only its own.
 type node struct {
 	h      *health
 	client redis.UniversalClient // what a probe calls
 	open   error                 // returned while open
+	pipe   *batcher              // nil: no pipelining
 
 	state    atomic.Int32 // stateClosed, stateOpen, stateLoading
 	failures atomic.Int32 // consecutive, while closed
@@ -109,7 +112,11 @@ func (h *health) newNode(addr string, client redis.UniversalClient) *node {
 	if addr != "" {
 		what = "redis " + addr
 	}
-	return &node{h: h, client: client, open: fmt.Errorf("%s: %w", what, core.ErrBreakerOpen)}
+	n := &node{h: h, client: client, open: fmt.Errorf("%s: %w", what, core.ErrBreakerOpen)}
+	if h.pipe != nil {
+		n.pipe = h.pipe()
+	}
+	return n
 }
 
 // nodeFor returns the breaker of the server that holds key.
@@ -127,6 +134,15 @@ func (h *health) nodeFor(ctx context.Context, key string) *node {
 	}
 	n, _ := h.nodes.LoadOrStore(addr, h.newNode(addr, c))
 	return n.(*node)
+}
+
+// each calls f with every node known.
+func (h *health) each(f func(*node)) {
+	f(h.whole)
+	h.nodes.Range(func(_, n any) bool {
+		f(n.(*node))
+		return true
+	})
 }
 
 // admit returns nil when a call may go to the server now, the breaker's

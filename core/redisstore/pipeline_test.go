@@ -76,10 +76,11 @@ func checkExact(t *testing.T, client redis.UniversalClient, flush func()) (resen
 				}
 			}
 			if inFlight > 0 {
-				if s.pipe.pipelined.Load() == 0 {
+				pipelined, n := pipeStats(s)
+				if pipelined == 0 {
 					t.Errorf("%v, pipelining %d: no Take was pipelined", l, inFlight)
 				}
-				resent += s.pipe.resent.Load()
+				resent += n
 			}
 		}
 	}
@@ -155,9 +156,10 @@ func TestRedisPipelineCanceled(t *testing.T) {
 		first <- err
 	}()
 	for i := 0; ; i++ {
-		s.pipe.mu.Lock()
-		busy := s.pipe.busy
-		s.pipe.mu.Unlock()
+		pipe := s.health.whole.pipe
+		pipe.mu.Lock()
+		busy := pipe.busy
+		pipe.mu.Unlock()
 		if busy == 1 {
 			break
 		}
@@ -184,8 +186,8 @@ func TestRedisPipelineCanceled(t *testing.T) {
 	if r := takeOK(t, s, "c", 0, l); r.Remaining != 99 && r.Remaining != 100 { // 100 if the hour turned
 		t.Errorf("after the canceled Take: %+v, want Remaining 99", r)
 	}
-	if s.pipe.pipelined.Load() != 0 {
-		t.Errorf("%d Takes pipelined, want 0 (the canceled one is dropped)", s.pipe.pipelined.Load())
+	if n, _ := pipeStats(s); n != 0 {
+		t.Errorf("%d Takes pipelined, want 0 (the canceled one is dropped)", n)
 	}
 }
 
@@ -199,11 +201,23 @@ func TestPipeliningOption(t *testing.T) {
 		}
 	}
 	s, err := New(client, WithPipelining(0))
-	if err != nil || s.pipe != nil {
-		t.Errorf("WithPipelining(0): %v, pipelining %v", err, s.pipe != nil)
+	if err != nil || s.health.whole.pipe != nil {
+		t.Errorf("WithPipelining(0): %v, pipelining %v", err, s.health.whole.pipe != nil)
 	}
 	s, err = New(client)
-	if err != nil || s.pipe == nil || s.pipe.max != DefaultPipeline {
-		t.Errorf("default: %v, pipelining %+v", err, s.pipe)
+	if err != nil || s.health.whole.pipe == nil || s.health.whole.pipe.max != DefaultPipeline {
+		t.Errorf("default: %v, pipelining %+v", err, s.health.whole.pipe)
 	}
+}
+
+// pipeStats returns how many Takes s sent in pipelines, and how many of
+// them again after NOSCRIPT, over all its servers.
+func pipeStats(s *Store) (pipelined, resent int64) {
+	s.health.each(func(n *node) {
+		if n.pipe != nil {
+			pipelined += n.pipe.pipelined.Load()
+			resent += n.pipe.resent.Load()
+		}
+	})
+	return pipelined, resent
 }

@@ -58,7 +58,6 @@ type Store struct {
 	cached atomic.Int32
 
 	deny  *denyCache   // nil: off
-	pipe  *batcher     // nil: one round trip per Take
 	clock func() int64 // µs, monotonic; the deny cache's clock
 
 	cluster *clusterReload // nil unless client is a *redis.ClusterClient
@@ -185,13 +184,14 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	st := &Store{client: client, prefix: s.prefix, clock: s.clock}
-	st.health = newHealth(client, s.failures, s.cooldown, s.load)
+	var pipe func() *batcher
+	if s.pipeline > 0 {
+		pipe = func() *batcher { return &batcher{client: client, max: s.pipeline} }
+	}
+	st.health = newHealth(client, s.failures, s.cooldown, s.load, pipe)
 	if s.deny > 0 {
 		st.deny = newDenyCache(s.deny)
 		st.startListener()
-	}
-	if s.pipeline > 0 {
-		st.pipe = &batcher{client: client, max: s.pipeline}
 	}
 	if cc, ok := client.(*redis.ClusterClient); ok {
 		st.cluster = &clusterReload{reload: cc.ReloadState}
@@ -368,8 +368,8 @@ func (s *Store) run(ctx context.Context, key string, n int64, limits []core.Limi
 		return core.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
 	}
 	var reply []int64
-	if s.pipe != nil {
-		reply, err = s.pipe.do(ctx, keys, args)
+	if server.pipe != nil {
+		reply, err = server.pipe.do(ctx, keys, args)
 	} else {
 		reply, err = takeScript.Run(ctx, s.client, keys, args...).Int64Slice()
 	}

@@ -160,3 +160,50 @@ func TestDemoHostile(t *testing.T) {
 	})
 	wantServed(t, "demo -key jwt, the victim from the forger's address", st, limit)
 }
+
+// TestDemoRecoveryBurst: two demo processes share a fixed window of 50 per
+// API key; Redis is killed under traffic (the stores' breakers open) and
+// restarted, and a little later a burst of 200 requests from 32 workers
+// for a new key must get exactly 50 through, under -failure local and
+// closed (closed: no 503 once Redis answers), five times in a row. The
+// breakers close in the background within a cooldown (1 s) of Redis
+// answering, so no request of the burst is decided by a process alone.
+// Background traffic on other keys runs throughout.
+func TestDemoRecoveryBurst(t *testing.T) {
+	const limit, burst, workers, rounds = 50, 200, 32, 5
+	for _, policy := range []string{"local", "closed"} {
+		t.Run(policy, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			urls := startDemosOf(t, []string{"nethttp", "gin"},
+				"-redis", "redis://"+srv.Addr+"/0", "-name", uniq("burst"),
+				"-algorithm", "fixed_window", "-rate", strconv.Itoa(limit), "-period", longPeriod().String(),
+				"-key", "header:"+clientHeader, "-failure", policy, "-timeout", demoTimeout.String())
+			ctx := context.Background()
+			hc := newHTTPClient(workers + 4)
+			defer hc.CloseIdleConnections()
+			stop := make(chan struct{})
+			done := make(chan []reply)
+			go func() {
+				base := uniq("background")
+				done <- load{client: hc, urls: urls, workers: 2, stop: stop,
+					key: func(i int) string { return base + "-" + strconv.Itoa(i%100) }}.run(ctx)
+			}()
+			for round := 1; round <= rounds; round++ {
+				srv.Kill(t)
+				time.Sleep(700 * time.Millisecond) // traffic while Redis is down
+				srv.Restart(t)
+				time.Sleep(2500 * time.Millisecond)
+				key := uniq("tenant")
+				st := summarize(load{client: hc, urls: urls, workers: workers, n: burst,
+					key: func(int) string { return key }}.run(ctx))
+				t.Logf("round %d: %s", round, st)
+				if st.status[http.StatusOK] != limit || st.status[http.StatusTooManyRequests] != burst-limit {
+					t.Errorf("round %d: %s; want exactly %d×200 and %d×429", round, st, limit, burst-limit)
+				}
+			}
+			close(stop)
+			bg := summarize(<-done)
+			t.Logf("background traffic: %s", bg)
+		})
+	}
+}

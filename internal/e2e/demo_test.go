@@ -177,8 +177,14 @@ func launchDemo(t *testing.T, bin string, args ...string) (*demo, error) {
 // same args, concurrently, and returns their URLs.
 func startDemos(t *testing.T, args ...string) []string {
 	t.Helper()
+	return startDemosOf(t, []string{"nethttp", "gin", "echo"}, args...)
+}
+
+// startDemosOf starts one demo per framework given, with the same args,
+// concurrently, and returns their URLs.
+func startDemosOf(t *testing.T, frameworks []string, args ...string) []string {
+	t.Helper()
 	bin := demoBinary(t)
-	frameworks := []string{"nethttp", "gin", "echo"}
 	urls := make([]string, len(frameworks))
 	errs := make([]error, len(frameworks))
 	var wg sync.WaitGroup

@@ -218,3 +218,73 @@ func keysOnNode(t *testing.T, ctx context.Context, c *redistest.Cluster, killed 
 	t.Fatalf("found %d of %d keys on the nodes asked for", len(keys), n)
 	return nil, nil
 }
+
+// TestFaultClusterMasterDown kills one master of a 3-master Cluster
+// without replicas (its slots stay unserved) and sends a mix of traffic:
+// as many requests for keys on the dead master as for keys on the two live
+// ones. The Store's breaker for the dead master opens on its first
+// timeout, so its keys follow the failure policy (FailLocal here) at once
+// while the live masters' breakers stay closed: their keys are decided by
+// the Cluster, exactly (faultLimit of 2×faultLimit+20 per key), and fast.
+func TestFaultClusterMasterDown(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	ctx := context.Background()
+	rdb := newClusterClient(c.Addrs)
+	defer rdb.Close()
+	store, err := redisstore.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	svc := newService(t, store, faultLimits(), core.WithTimeout(faultTimeout), core.WithFailurePolicy(core.FailLocal))
+	defer svc.Close()
+	killed := map[*redistest.Server]bool{}
+	dead := c.Nodes[0]
+	deadKeys, _ := keysOnNode(t, ctx, c, killed, svc, 4, dead)
+	liveKeys := make([]string, 0, 4)
+	for _, m := range c.Nodes[1:3] {
+		ks, _ := keysOnNode(t, ctx, c, killed, svc, 2, m)
+		liveKeys = append(liveKeys, ks...)
+	}
+	dead.Kill(t)
+	killed[dead] = true
+	before := svc.tally.snapshot()
+
+	const perKey = 2*faultLimit + 20
+	keys := append(append([]string(nil), liveKeys...), deadKeys...)
+	hc := newHTTPClient(8)
+	defer hc.CloseIdleConnections()
+	rs := load{client: hc, urls: []string{svc.URL}, workers: 8, n: perKey * len(keys),
+		key: func(i int) string { return keys[i%len(keys)] }}.run(ctx)
+	d := svc.tally.snapshot().sub(before)
+	var live, down []reply
+	for _, r := range rs {
+		if r.index%len(keys) < len(liveKeys) {
+			live = append(live, r)
+		} else {
+			down = append(down, r)
+		}
+	}
+	ls, ds := summarize(live), summarize(down)
+	t.Logf("keys on the live masters: %s", ls)
+	t.Logf("keys on the dead master: %s", ds)
+	t.Logf("decisions: %s", d)
+	t.Logf("FIGURE live-master p99 %v with one master of three dead", ls.pct(0.99))
+	// One allowance was spent by keysOnNode on each key.
+	if want := len(liveKeys) * (faultLimit - 1); ls.status[http.StatusOK] != want || ls.errs != 0 {
+		t.Errorf("live masters: %s; want exactly %d×200 (%d keys)", ls, want, len(liveKeys))
+	}
+	if ds.errs != 0 || ds.status[http.StatusOK]+ds.status[http.StatusTooManyRequests] != ds.sent {
+		t.Errorf("dead master: %s; want every request answered 200 or 429 by the fallback", ds)
+	}
+	if n := d.errs["timeout"]; n > 8 {
+		t.Errorf("%d requests waited out the deadline, want at most one per worker (8) before the breaker opened", n)
+	}
+	bound := 10 * time.Millisecond
+	if raceEnabled {
+		bound = 50 * time.Millisecond // the race detector's cost; still far below the dead master's 100 ms
+	}
+	if p := ls.pct(0.99); p > bound {
+		t.Errorf("live masters' p99 %v, want under %v: they must not wait for the dead master", p, bound)
+	}
+}

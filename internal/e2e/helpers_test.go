@@ -272,6 +272,7 @@ type reply struct {
 	header  http.Header
 	at      time.Time // when it was sent
 	target  int       // index of the URL it went to
+	index   int       // i, the request's number in its load
 }
 
 // load describes a run of the load generator: workers goroutines send
@@ -333,7 +334,7 @@ func (l load) run(ctx context.Context) []reply {
 
 func (l load) one(ctx context.Context, i int) reply {
 	target := i % len(l.urls)
-	rp := reply{at: time.Now(), target: target}
+	rp := reply{at: time.Now(), target: target, index: i}
 	if l.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.timeout)
