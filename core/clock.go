@@ -5,24 +5,28 @@ import (
 	"time"
 )
 
-// ClockOption is the option WithClock returns. It configures both a
-// MemoryStore (NewMemoryStore) and a Limiter (New), so a test can hand the
-// same fake clock to both.
+// ClockOption is the option WithClock returns. It configures a MemoryStore
+// (NewMemoryStore), a Limiter (New) and LogDenials, so a test can hand the
+// same fake clock to all of them.
 type ClockOption struct {
 	now func() time.Time
 }
 
-// WithClock sets the clock a MemoryStore decides by, or the clock a Limiter
-// reads for X-RateLimit-Reset and the circuit breaker's cooldown. The
-// default is time.Now. It is meant for tests: give the store and the
-// Limiter the same fake clock to make every decision reproducible. A nil
-// clock selects time.Now in NewMemoryStore and is an error in New.
+// WithClock sets the clock a MemoryStore decides by, the clock a Limiter
+// reads for X-RateLimit-Reset and the circuit breaker's cooldown, or the
+// clock LogDenials measures its repeat interval with (LogRepeatInterval).
+// The default is time.Now. It is meant for tests: give the store, the
+// Limiter and the log observer the same fake clock to make every decision
+// and record reproducible. A nil clock selects time.Now in NewMemoryStore
+// and LogDenials and is an error in New.
 //
 // A Redis store has no such option: it always decides by the Redis
 // server's TIME.
 func WithClock(now func() time.Time) ClockOption { return ClockOption{now: now} }
 
 func (c ClockOption) applyMemory(m *memoryConfig) { m.now = c.now }
+
+func (c ClockOption) applyLog(l *logConfig) { l.repeats.now = c.now }
 
 func (c ClockOption) applyLimiter(o *options) error {
 	if c.now == nil {

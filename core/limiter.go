@@ -100,10 +100,12 @@ var (
 
 // New returns a Limiter that charges each request against limits, for the
 // client key identifies, in store. store, key and at least one limit are
-// required; every limit is validated. Options set the rest; see Option.
+// required: a nil store, or an interface holding a nil pointer (say a nil
+// *MemoryStore), is an error wrapping ErrInvalidOption; every limit is
+// validated. Options set the rest; see Option.
 func New(store Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, error) {
-	if store == nil {
-		return nil, fmt.Errorf("%w: store is nil", ErrInvalidOption)
+	if err := checkStore("store", store); err != nil {
+		return nil, err
 	}
 	if key == nil {
 		return nil, fmt.Errorf("%w: key function is nil", ErrInvalidOption)

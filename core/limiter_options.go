@@ -158,11 +158,12 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // WithFallbackStore sets the local store FailLocal decides with (for a
 // memory store with your own options). It is called without the timeout and
 // the circuit breaker. The default is NewMemoryStore(). It has no effect
-// under other failure policies.
+// under other failure policies. A nil s, or one holding a nil pointer, is
+// an error wrapping ErrInvalidOption.
 func WithFallbackStore(s Store) Option {
 	return optionFunc(func(o *options) error {
-		if s == nil {
-			return fmt.Errorf("%w: fallback store is nil", ErrInvalidOption)
+		if err := checkStore("fallback store", s); err != nil {
+			return err
 		}
 		o.l.fallback = s
 		return nil

@@ -5,18 +5,32 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"time"
 )
 
 // LogLevelOff, given to LogLevel, stops LogDenials from logging an outcome.
 const LogLevelOff = slog.Level(math.MaxInt)
 
-// LogOption configures LogDenials.
-type LogOption func(*logConfig)
+// DefaultLogRepeatInterval is how often, at most, LogDenials writes a
+// record of store failures or of key errors for one Limiter, unless
+// LogRepeatInterval says otherwise.
+const DefaultLogRepeatInterval = 10 * time.Second
+
+// LogOption configures LogDenials: LogLevel, LogKey, LogRepeatInterval, and
+// WithClock (the ClockOption a MemoryStore and a Limiter also take).
+type LogOption interface {
+	applyLog(*logConfig)
+}
+
+type logOptionFunc func(*logConfig)
+
+func (f logOptionFunc) applyLog(c *logConfig) { f(c) }
 
 type logConfig struct {
-	levels [numOutcomes]slog.Level
-	key    bool
-	redact func(string) string
+	levels  [numOutcomes]slog.Level
+	key     bool
+	redact  func(string) string
+	repeats repeats
 }
 
 const numOutcomes = int(OutcomeCanceled) + 1
@@ -52,11 +66,11 @@ var logMessages = [numOutcomes]string{
 // LogLevelOff stops logging them. It also turns on outcomes that are off by
 // default (OutcomeAllowed, OutcomeSkipped).
 func LogLevel(o Outcome, level slog.Level) LogOption {
-	return func(c *logConfig) {
+	return logOptionFunc(func(c *logConfig) {
 		if int(o) < numOutcomes {
 			c.levels[o] = level
 		}
-	}
+	})
 }
 
 // LogKey makes LogDenials log the client key (Event.Key) as the "key"
@@ -66,10 +80,18 @@ func LogLevel(o Outcome, level slog.Level) LogOption {
 // hashes the key (with a secret: a plain hash of an IPv4 address is
 // reversed by trying all 2^32).
 func LogKey(redact func(key string) string) LogOption {
-	return func(c *logConfig) {
+	return logOptionFunc(func(c *logConfig) {
 		c.key = true
 		c.redact = redact
-	}
+	})
+}
+
+// LogRepeatInterval sets how often, at most, LogDenials writes a record of
+// each repeated kind (store failures, key errors) for one Limiter; see
+// LogDenials. d ≤ 0 writes every record. The default is
+// DefaultLogRepeatInterval.
+func LogRepeatInterval(d time.Duration) LogOption {
+	return logOptionFunc(func(c *logConfig) { c.repeats.every = d })
 }
 
 // LogDenials returns an observer, for WithObserver, that logs the decisions
@@ -85,7 +107,7 @@ func LogKey(redact func(key string) string) LogOption {
 //	allowed, skipped                   not logged
 //
 // A decision made without calling the store because the circuit breaker is
-// open (Event.Err is ErrBreakerOpen) is logged one level lower (Error
+// open (Event.Err wraps ErrBreakerOpen) is logged one level lower (Error
 // becomes Warn, Warn becomes Info, Info becomes Debug): the failures that
 // opened the breaker were logged at the full level. A decision with a key
 // error under KeyErrorShared is logged at least at key_error's level, and
@@ -95,25 +117,66 @@ func LogKey(redact func(key string) string) LogOption {
 // Each record has the attributes limiter, outcome, action (serve, hold,
 // refuse), method, path (the URL path, without the query), cost; and when a
 // store decided: limit and remaining (the X-RateLimit figures), retry_after
-// (denials) or delay (delayed); err (Event.Err) and key_error
-// (Event.KeyErr) when set. The client key is not logged unless LogKey is given.
+// (denials; "never" for a request whose cost exceeds what the limit ever
+// admits, RetryAfter InfDuration) or delay (delayed); err (Event.Err) and
+// key_error (Event.KeyErr) when set. The client key is not logged unless
+// LogKey is given.
+//
+// Store failures (failed_open, failed_closed, fallback) and key errors
+// (Event.KeyErr set, as for a request without a valid token on a JWT
+// route) come in floods: during a store outage every request fails, and a
+// misbehaving client can send any number of requests without a key.
+// LogDenials writes the first record of each of these two kinds for a
+// Limiter at once, then at most one record of that kind and Limiter per
+// DefaultLogRepeatInterval (10s; see LogRepeatInterval), counting the
+// others: the next record of the kind has the attribute suppressed, the
+// number left out since the previous one. When the interval has passed and
+// no record of the kind came, the first decision observed afterwards (of
+// any Limiter, logged or not) writes a record with the message "sluice:
+// similar records suppressed" and the attributes limiter, kind
+// ("store_error" or "key_error") and suppressed, at the highest level of
+// those left out. The interval is measured with the clock given with
+// WithClock (time.Now by default).
 //
 // Every denied request makes a record: under a flood that is one per
 // refused request. Lower the denials' level with LogLevel, or use a
 // sampling or rate-limited slog.Handler, where that is too many; for rates,
 // use metrics (promlimit). The observer is safe for concurrent use; it does
-// no work when the logger is not enabled for the record's level.
+// no work when the logger is not enabled for the record's level, beyond one
+// atomic load while left-out records wait to be counted.
 func LogDenials(logger *slog.Logger, opts ...LogOption) func(Event) {
-	cfg := logConfig{levels: defaultLogLevels}
+	cfg := &logConfig{levels: defaultLogLevels, repeats: repeats{every: DefaultLogRepeatInterval}}
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&cfg)
+			opt.applyLog(cfg)
 		}
 	}
 	return func(ev Event) { cfg.log(logger, ev) }
 }
 
 func (c *logConfig) log(logger *slog.Logger, ev Event) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	ctx := context.Background()
+	if ev.Request != nil {
+		ctx = ev.Request.Context()
+	}
+	level, msg := c.levelOf(ev)
+	write, suppressed := level != LogLevelOff && logger.Enabled(ctx, level), int64(0)
+	if kind := repeatKindOf(ev); write && kind != repeatNone {
+		write, suppressed = c.repeats.admit(ev.Limiter, kind, level)
+	}
+	if c.repeats.pending.Load() > 0 {
+		c.summarize(logger)
+	}
+	if write {
+		logger.LogAttrs(ctx, level, msg, c.attrs(ev, suppressed)...)
+	}
+}
+
+// levelOf returns the level and message of ev's record.
+func (c *logConfig) levelOf(ev Event) (slog.Level, string) {
 	level, msg := slog.LevelInfo, "sluice: decision" // an outcome this file does not know yet
 	if int(ev.Outcome) < numOutcomes {
 		level, msg = c.levels[ev.Outcome], logMessages[ev.Outcome]
@@ -127,19 +190,12 @@ func (c *logConfig) log(logger *slog.Logger, ev Event) {
 	if ev.Err != nil && errors.Is(ev.Err, ErrNegativeCost) {
 		level = atLeast(level, slog.LevelWarn)
 	}
-	if level == LogLevelOff {
-		return
-	}
-	if logger == nil {
-		logger = slog.Default()
-	}
-	ctx := context.Background()
-	if ev.Request != nil {
-		ctx = ev.Request.Context()
-	}
-	if !logger.Enabled(ctx, level) {
-		return
-	}
+	return level, msg
+}
+
+// attrs returns the attributes of ev's record; suppressed > 0 is the
+// number of similar records left out before it.
+func (c *logConfig) attrs(ev Event, suppressed int64) []slog.Attr {
 	attrs := make([]slog.Attr, 0, 14)
 	attrs = append(attrs,
 		slog.String("limiter", ev.Limiter),
@@ -163,6 +219,8 @@ func (c *logConfig) log(logger *slog.Logger, ev Event) {
 	if res := ev.Result; res.Limit > 0 {
 		attrs = append(attrs, slog.Int64("limit", res.Limit), slog.Int64("remaining", res.Remaining))
 		switch {
+		case !res.Allowed && res.RetryAfter == InfDuration:
+			attrs = append(attrs, slog.String("retry_after", "never"))
 		case !res.Allowed:
 			attrs = append(attrs, slog.Duration("retry_after", res.RetryAfter))
 		case res.Delay > 0:
@@ -175,7 +233,22 @@ func (c *logConfig) log(logger *slog.Logger, ev Event) {
 	if ev.KeyErr != nil {
 		attrs = append(attrs, slog.Any("key_error", ev.KeyErr))
 	}
-	logger.LogAttrs(ctx, level, msg, attrs...)
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Int64("suppressed", suppressed))
+	}
+	return attrs
+}
+
+// summarize writes a record for each kind whose left-out records are due
+// to be counted.
+func (c *logConfig) summarize(logger *slog.Logger) {
+	for _, s := range c.repeats.due() {
+		if logger.Enabled(context.Background(), s.level) {
+			logger.LogAttrs(context.Background(), s.level, "sluice: similar records suppressed",
+				slog.String("limiter", s.limiter), slog.String("kind", s.kind.String()),
+				slog.Int64("suppressed", s.n))
+		}
+	}
 }
 
 // atLeast returns level raised to floor; LogLevelOff counts as below every

@@ -91,18 +91,12 @@ func slogLimiter(t *testing.T, store core.Store, limits []core.Limit, logOpts []
 	return l, h
 }
 
-// slogFailing always fails: the first Take with errSlogDown, the later ones
-// with its breaker open.
-type slogFailing struct{ calls *int }
+// slogFailing always fails.
+type slogFailing struct{}
 
 var errSlogDown = errors.New("store down")
 
-func (s slogFailing) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
-	if s.calls != nil {
-		if *s.calls++; *s.calls > 1 {
-			return core.Result{}, core.ErrBreakerOpen
-		}
-	}
+func (slogFailing) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
 	return core.Result{}, fmt.Errorf("take: %w", errSlogDown)
 }
 
@@ -136,7 +130,7 @@ func TestLogDenialsStoreFailures(t *testing.T) {
 	one := []core.Limit{core.PerSecond(1)}
 	for _, tc := range []struct {
 		policy        core.FailurePolicy
-		level         slog.Level // of the failure; one lower with the breaker open
+		level         slog.Level
 		msg, action   string
 		outcome       string
 		limit, remain string
@@ -146,26 +140,164 @@ func TestLogDenialsStoreFailures(t *testing.T) {
 		{core.FailLocal, slog.LevelWarn, "sluice: store unavailable, local store decided", "serve", "fallback", "1", "0"},
 	} {
 		t.Run(tc.policy.String(), func(t *testing.T) {
-			l, h := slogLimiter(t, slogFailing{calls: new(int)}, one, nil, core.WithFailurePolicy(tc.policy))
-			l.Decide(slogRequest("alice")) // fails
-			l.Decide(slogRequest("bob"))   // the store's breaker is open
+			l, h := slogLimiter(t, slogFailing{}, one, []core.LogOption{core.LogRepeatInterval(0)},
+				core.WithFailurePolicy(tc.policy))
+			l.Decide(slogRequest("alice"))
 			recs := h.take()
-			if len(recs) != 2 {
-				t.Fatalf("%d records, want 2: %v", len(recs), recs)
+			if len(recs) != 1 {
+				t.Fatalf("%d records, want 1: %v", len(recs), recs)
 			}
-			attrs := func(err string) map[string]string {
-				m := map[string]string{
-					"limiter": "api", "outcome": tc.outcome, "action": tc.action, "method": "POST",
-					"path": "/orders", "cost": "1", "err": err,
-				}
-				if tc.limit != "" {
-					m["limit"], m["remaining"] = tc.limit, tc.remain
-				}
-				return m
+			want := map[string]string{
+				"limiter": "api", "outcome": tc.outcome, "action": tc.action, "method": "POST",
+				"path": "/orders", "cost": "1", "err": "take: store down",
 			}
-			wantRecord(t, recs[0], tc.level, tc.msg, attrs("take: store down"))
-			wantRecord(t, recs[1], tc.level-4, tc.msg, attrs(core.ErrBreakerOpen.Error()))
+			if tc.limit != "" {
+				want["limit"], want["remaining"] = tc.limit, tc.remain
+			}
+			wantRecord(t, recs[0], tc.level, tc.msg, want)
 		})
+	}
+}
+
+// A decision made without calling the store because a circuit breaker is
+// open is logged one level lower than the failures that opened it.
+func TestLogDenialsBreakerOpenLevel(t *testing.T) {
+	h := &slogCapture{level: slog.LevelDebug}
+	observe := core.LogDenials(slog.New(h), core.LogRepeatInterval(0))
+	open := fmt.Errorf("redis: %w", core.ErrBreakerOpen)
+	observe(core.Event{Limiter: "x", Outcome: core.OutcomeFailedClosed, Err: errSlogDown})
+	observe(core.Event{Limiter: "x", Outcome: core.OutcomeFailedClosed, Err: open})
+	observe(core.Event{Limiter: "x", Outcome: core.OutcomeFallback, Err: open})
+	var levels []slog.Level
+	for _, r := range h.take() {
+		levels = append(levels, r.level)
+	}
+	if want := []slog.Level{slog.LevelError, slog.LevelWarn, slog.LevelInfo}; !reflect.DeepEqual(levels, want) {
+		t.Errorf("levels %v, want %v", levels, want)
+	}
+}
+
+// slogClock is a fake clock for LogDenials' repeat interval.
+type slogClock struct{ now time.Time }
+
+func (c *slogClock) Now() time.Time          { return c.now }
+func (c *slogClock) Advance(d time.Duration) { c.now = c.now.Add(d) }
+
+// During a store outage and under a flood of requests without a key, the
+// first record of each kind is written at once, then at most one per
+// interval, counting the ones left out; denials are not aggregated.
+func TestLogDenialsRepeats(t *testing.T) {
+	clock := &slogClock{now: slogT0}
+	h := &slogCapture{level: slog.LevelDebug}
+	observe := core.LogDenials(slog.New(h), core.WithClock(clock.Now))
+	api, err := core.New(core.NewMemoryStore(core.WithClock(slogStopped)), slogClientKey,
+		[]core.Limit{core.PerSecond(1)}, core.WithName("api"), core.WithClock(slogStopped),
+		core.OnKeyError(core.KeyErrorDeny), core.WithObserver(observe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decide := func(n int, client string) {
+		for i := 0; i < n; i++ {
+			api.Decide(slogRequest(client))
+		}
+	}
+	// What a Limiter under FailOpen reports while its store is down.
+	fail := func(limiter string, n int) {
+		for i := 0; i < n; i++ {
+			observe(core.Event{Limiter: limiter, Outcome: core.OutcomeFailedOpen, Cost: 1,
+				Err: fmt.Errorf("take: %w", errSlogDown)})
+		}
+	}
+	summary := func(limiter, kind, n string) map[string]string {
+		return map[string]string{"limiter": limiter, "kind": kind, "suppressed": n}
+	}
+	const summaryMsg = "sluice: similar records suppressed"
+
+	fail("api", 5) // the first failure is written
+	decide(3, "")  // the first key error too
+	fail("web", 2) // another Limiter: its own first record
+	recs := h.take()
+	if len(recs) != 3 || recs[0].attrs["outcome"] != "failed_open" || recs[1].attrs["outcome"] != "key_error" ||
+		recs[2].attrs["limiter"] != "web" || recs[0].attrs["suppressed"] != "" {
+		t.Fatalf("first records: %v", recs)
+	}
+	clock.Advance(9 * time.Second)
+	fail("api", 2)
+	if recs := h.take(); len(recs) != 0 {
+		t.Fatalf("within the interval: %v", recs)
+	}
+	// 10s after the first: the next failure is written with the count of
+	// those left out (4 + 2), and the other kinds' counts are reported.
+	clock.Advance(time.Second)
+	fail("api", 1)
+	recs = h.take()
+	if len(recs) != 3 {
+		t.Fatalf("after the interval: %d records: %v", len(recs), recs)
+	}
+	got := map[string]slogRecord{}
+	for _, r := range recs {
+		got[r.attrs["limiter"]+" "+r.attrs["kind"]+r.attrs["outcome"]] = r
+	}
+	wantRecord(t, got["api key_error"], slog.LevelWarn, summaryMsg, summary("api", "key_error", "2"))
+	wantRecord(t, got["web store_error"], slog.LevelWarn, summaryMsg, summary("web", "store_error", "1"))
+	if r := got["api failed_open"]; r.attrs["suppressed"] != "6" || r.attrs["err"] != "take: store down" {
+		t.Errorf("failure after the interval: %v", r)
+	}
+
+	// The store comes back: the failures left out since are reported by
+	// the first decision after the interval, logged or not.
+	clock.Advance(time.Second)
+	fail("api", 3)
+	decide(1, "carol") // allowed, within the interval: nothing
+	if recs := h.take(); len(recs) != 0 {
+		t.Fatalf("within the interval: %v", recs)
+	}
+	clock.Advance(10 * time.Second)
+	decide(1, "dave") // allowed
+	recs = h.take()
+	if len(recs) != 1 {
+		t.Fatalf("after recovery: %v", recs)
+	}
+	wantRecord(t, recs[0], slog.LevelWarn, summaryMsg, summary("api", "store_error", "3"))
+
+	// Denials are written one per request.
+	decide(4, "erin")
+	if recs := h.take(); len(recs) != 3 {
+		t.Errorf("denials: %d records, want 3", len(recs))
+	}
+}
+
+// Concurrent failures of one Limiter while the clock stands still: one
+// record, and after the interval one count of all the others (run with
+// -race).
+func TestLogDenialsRepeatsConcurrent(t *testing.T) {
+	var mu sync.Mutex
+	now := slogT0
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	h := &slogCapture{level: slog.LevelDebug}
+	observe := core.LogDenials(slog.New(h), core.WithClock(clock))
+	const goroutines, each = 8, 200
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				observe(core.Event{Limiter: "api", Outcome: core.OutcomeFailedOpen, Err: errSlogDown})
+			}
+		}()
+	}
+	wg.Wait()
+	if recs := h.take(); len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	mu.Lock()
+	now = now.Add(core.DefaultLogRepeatInterval)
+	mu.Unlock()
+	observe(core.Event{Limiter: "api", Outcome: core.OutcomeSkipped})
+	recs := h.take()
+	if len(recs) != 1 || recs[0].attrs["suppressed"] != fmt.Sprint(goroutines*each-1) {
+		t.Errorf("count: %v", recs)
 	}
 }
 
@@ -283,8 +415,9 @@ func TestLogDenialsBareEvents(t *testing.T) {
 	observe := core.LogDenials(slog.New(h))
 	observe(core.Event{Limiter: "x", Outcome: core.OutcomeDenied, Cost: 2, Result: core.Result{Limit: 5, RetryAfter: time.Second}})
 	observe(core.Event{Limiter: "x", Outcome: core.Outcome(200)})
+	observe(core.Event{Limiter: "x", Outcome: core.OutcomeDenied, Cost: 9, Result: core.Result{Limit: 5, RetryAfter: core.InfDuration}})
 	recs := h.take()
-	if len(recs) != 2 {
+	if len(recs) != 3 {
 		t.Fatalf("%d records", len(recs))
 	}
 	wantRecord(t, recs[0], slog.LevelInfo, "sluice: rate limit exceeded", map[string]string{
@@ -292,6 +425,10 @@ func TestLogDenialsBareEvents(t *testing.T) {
 	})
 	wantRecord(t, recs[1], slog.LevelInfo, "sluice: decision", map[string]string{
 		"limiter": "x", "outcome": "outcome(200)", "action": "serve", "cost": "0",
+	})
+	// A cost the limit never admits: no wait helps.
+	wantRecord(t, recs[2], slog.LevelInfo, "sluice: rate limit exceeded", map[string]string{
+		"limiter": "x", "outcome": "denied", "action": "serve", "cost": "9", "limit": "5", "remaining": "0", "retry_after": "never",
 	})
 }
 

@@ -42,8 +42,11 @@ type ipConfig struct {
 // ("192.0.2.10", "::1"). Only when the peer of a request (its RemoteAddr) lies
 // inside one of them does IP read a forwarding header, and only trusted hops
 // are skipped when walking it. IPv4-mapped IPv6 prefixes
-// ("::ffff:10.0.0.0/104") are converted to IPv4 ones. "::/0" covers IPv6
-// only; IPv4 needs "0.0.0.0/0". Invalid text makes IP return an error.
+// ("::ffff:10.0.0.0/104") are converted to IPv4 ones; an IPv6 prefix never
+// covers IPv4 or IPv4-mapped addresses. Invalid text makes IP return an
+// error, and so does a prefix that covers every address of its family
+// ("0.0.0.0/0", "::/0", "::ffff:0.0.0.0/96": any prefix of length 0 once
+// converted): trusting every peer lets every client choose its key.
 // The option may be given several times; the lists add up.
 func WithTrustedProxies(cidrs ...string) IPOption {
 	cidrs = append([]string(nil), cidrs...)
@@ -51,7 +54,8 @@ func WithTrustedProxies(cidrs ...string) IPOption {
 }
 
 // WithTrustedPrefixes is WithTrustedProxies for already parsed prefixes.
-// Invalid (zero) prefixes make IP return an error.
+// Invalid (zero) prefixes, and prefixes covering every address of their
+// family, make IP return an error.
 func WithTrustedPrefixes(prefixes ...netip.Prefix) IPOption {
 	prefixes = append([]netip.Prefix(nil), prefixes...)
 	return func(c *ipConfig) { c.prefixes = append(c.prefixes, prefixes...) }
@@ -145,8 +149,9 @@ type ipKeyer struct {
 // address is needed is another error; client-written entries left of the
 // client address are never parsed.
 //
-// IP returns an error for invalid options: an unparsable CIDR, a prefix
-// length out of range, several forwarding-header options, or a forwarding
+// IP returns an error for invalid options: an unparsable CIDR, a trusted
+// prefix covering every address of its family, a prefix length out of
+// range, several forwarding-header options, or a forwarding
 // header option without any trusted proxy. The returned KeyFunc is safe for
 // concurrent use.
 func IP(opts ...IPOption) (core.KeyFunc, error) {
@@ -163,18 +168,9 @@ func IP(opts ...IPOption) (core.KeyFunc, error) {
 	if cfg.ipv4Bits <= 0 || cfg.ipv4Bits > 32 {
 		return nil, fmt.Errorf("keyfuncs: IPv4 prefix length %d out of range (1..32)", cfg.ipv4Bits)
 	}
-	for _, s := range cfg.cidrs {
-		p, err := parseTrusted(s)
-		if err != nil {
-			return nil, err
-		}
-		k.trusted = append(k.trusted, p)
-	}
-	for _, p := range cfg.prefixes {
-		if !p.IsValid() {
-			return nil, errors.New("keyfuncs: invalid trusted prefix (zero netip.Prefix)")
-		}
-		k.trusted = append(k.trusted, normalizePrefix(p))
+	var err error
+	if k.trusted, err = trustedPrefixes(cfg); err != nil {
+		return nil, err
 	}
 	switch len(cfg.sources) {
 	case 0:
@@ -194,6 +190,47 @@ func IP(opts ...IPOption) (core.KeyFunc, error) {
 		k.headerName = http.CanonicalHeaderKey(cfg.headerName)
 	}
 	return k.key, nil
+}
+
+// trustedPrefixes returns the validated, normalised trusted prefixes of cfg.
+func trustedPrefixes(cfg ipConfig) ([]netip.Prefix, error) {
+	var trusted []netip.Prefix
+	for _, s := range cfg.cidrs {
+		p, err := parseTrusted(s)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkTrusted(p, s); err != nil {
+			return nil, err
+		}
+		trusted = append(trusted, p)
+	}
+	for _, p := range cfg.prefixes {
+		if !p.IsValid() {
+			return nil, errors.New("keyfuncs: invalid trusted prefix (zero netip.Prefix)")
+		}
+		if err := checkTrusted(normalizePrefix(p), p.String()); err != nil {
+			return nil, err
+		}
+		trusted = append(trusted, normalizePrefix(p))
+	}
+	return trusted, nil
+}
+
+// checkTrusted refuses a normalised trusted prefix that covers every
+// address of its family (its length is 0: "0.0.0.0/0", "::/0",
+// "::ffff:0.0.0.0/96"): every request would then come from a trusted
+// proxy, and the client would choose its key by writing the header.
+func checkTrusted(p netip.Prefix, text string) error {
+	if p.Bits() != 0 {
+		return nil
+	}
+	family := "IPv6"
+	if p.Addr().Is4() {
+		family = "IPv4"
+	}
+	return fmt.Errorf("keyfuncs: trusted proxy %q covers every %s address, so every client could choose its own key "+
+		"by sending a forwarding header; list the proxies' own addresses or networks", text, family)
 }
 
 // parseTrusted parses a trusted CIDR or single address.

@@ -316,8 +316,8 @@ func TestIPTrustedProxyForms(t *testing.T) {
 		{"unmasked CIDR", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.1.2.3/8")}, "10.9.9.9:1", true},
 		{"surrounding spaces", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(" 10.0.0.0/8 ")}, "10.9.9.9:1", true},
 		{"link-local with zone", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("fe80::/10")}, "[fe80::1%eth0]:1", true},
-		{"::/0 does not cover IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/0")}, "10.0.0.1:1", false},
-		{"::/0 does not cover mapped IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/0")}, "[::ffff:10.0.0.1]:1", false},
+		{"::/1 does not cover IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/1")}, "10.0.0.1:1", false},
+		{"::/1 does not cover mapped IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/1")}, "[::ffff:10.0.0.1]:1", false},
 		{"lists add up", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithTrustedProxies("192.0.2.0/24")}, "192.0.2.1:1", true},
 		{"netip prefix, mapped", []keyfuncs.IPOption{keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("::ffff:10.0.0.0/104"))}, "10.0.0.1:1", true},
 	}
@@ -382,6 +382,39 @@ func TestIPConfigErrors(t *testing.T) {
 	} {
 		if _, err := keyfuncs.IP(opts...); err != nil {
 			t.Errorf("IP(%d options): %v", len(opts), err)
+		}
+	}
+}
+
+// A trusted prefix that covers every address of its family would let every
+// client choose its key: IP refuses it, in every spelling.
+func TestIPRefusesTrustingEveryone(t *testing.T) {
+	for _, opt := range []keyfuncs.IPOption{
+		keyfuncs.WithTrustedProxies("0.0.0.0/0"),
+		keyfuncs.WithTrustedProxies("::/0"),
+		keyfuncs.WithTrustedProxies("10.0.0.0/8", "::/0"),
+		keyfuncs.WithTrustedProxies("192.0.2.1/0"), // unmasked
+		keyfuncs.WithTrustedProxies("2001:db8::/0"),
+		keyfuncs.WithTrustedProxies("::ffff:0.0.0.0/96"), // IPv4-mapped: all of IPv4
+		keyfuncs.WithTrustedProxies(" ::ffff:10.0.0.0/96 "),
+		keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("0.0.0.0/0")),
+		keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("::/0")),
+		keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("::ffff:0.0.0.0/96")),
+	} {
+		fn, err := keyfuncs.IP(opt)
+		if err == nil || fn != nil {
+			t.Errorf("IP accepted a prefix covering everyone")
+			continue
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "keyfuncs: trusted proxy ") || !strings.Contains(msg, "covers every") {
+			t.Errorf("unclear error %q", msg)
+		}
+	}
+	// Short prefixes that leave addresses untrusted are accepted; so is the
+	// mapped form of a real network.
+	for _, cidr := range []string{"0.0.0.0/1", "::/1", "::ffff:0.0.0.0/95", "::ffff:10.0.0.0/104"} {
+		if _, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(cidr)); err != nil {
+			t.Errorf("%s: %v", cidr, err)
 		}
 	}
 }

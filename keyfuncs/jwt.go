@@ -17,13 +17,21 @@ import (
 )
 
 // ErrInvalidToken is wrapped by the error of a JWT KeyFunc when a request
-// carries a token that fails verification: malformed, forged or wrongly
-// signed, signed with an algorithm the key does not allow, expired, not yet
-// valid, or with the wrong issuer or audience. The error also wraps the
-// golang-jwt error (jwt.ErrTokenExpired, jwt.ErrTokenSignatureInvalid, ...).
+// carries a token that fails verification: longer than the maximum length
+// (see WithTokenMaxLength), malformed, forged or wrongly signed, signed
+// with an algorithm the key does not allow, expired, not yet valid, or with
+// the wrong issuer or audience. The error also wraps the golang-jwt error
+// (jwt.ErrTokenExpired, jwt.ErrTokenSignatureInvalid, ...) when golang-jwt
+// found the fault.
 // It never wraps core.ErrNoKey: a request with no token is anonymous, a
 // request with a bad token is suspect, and a Limiter may treat them apart.
 var ErrInvalidToken = errors.New("keyfuncs: invalid token")
+
+// DefaultTokenMaxLength is the longest token, in bytes, that JWT parses
+// unless WithTokenMaxLength says otherwise. Tokens seen in practice are
+// well under 4 KiB; a longer one is refused before any decoding, so that a
+// forged megabyte token costs its sender more than it costs the server.
+const DefaultTokenMaxLength = 8192
 
 // Minimum key sizes JWT accepts.
 const (
@@ -196,6 +204,7 @@ type jwtConfig struct {
 	leeway         time.Duration
 	optionalExpiry bool
 	now            func() time.Time
+	maxLength      int
 }
 
 // WithTokenHeader reads the token from the header name instead of
@@ -209,6 +218,15 @@ func WithTokenHeader(name string) JWTOption {
 // "Authorization: Bearer".
 func WithTokenCookie(name string) JWTOption {
 	return func(c *jwtConfig) { c.sources++; c.source, c.name = fromCookie, name }
+}
+
+// WithTokenMaxLength sets the longest token, in bytes, that JWT accepts
+// (n > 0); a longer one is an error wrapping ErrInvalidToken, found before
+// any base64, JSON or signature work. The default is DefaultTokenMaxLength.
+// As WithMaxLength does for Header, the bound keeps the cost of a request
+// small whatever a client sends.
+func WithTokenMaxLength(n int) JWTOption {
+	return func(c *jwtConfig) { c.maxLength = n }
 }
 
 // WithIssuer requires the "iss" claim to equal iss. An empty iss requires
@@ -261,8 +279,9 @@ const maxLeeway = 5 * time.Minute
 //   - no token (no Authorization header, another scheme, no cookie), or a
 //     valid token whose claim is missing, null or empty: an error wrapping
 //     core.ErrNoKey, an anonymous request;
-//   - a token that fails verification: an error wrapping ErrInvalidToken
-//     (and the golang-jwt cause), never core.ErrNoKey;
+//   - a token that fails verification, or is longer than the maximum
+//     length: an error wrapping ErrInvalidToken (and the golang-jwt cause,
+//     if any), never core.ErrNoKey;
 //   - a valid token whose claim is neither a string nor a number, or a
 //     header sent on several lines: another error.
 //
@@ -271,7 +290,7 @@ const maxLeeway = 5 * time.Minute
 // else's.
 //
 // JWT returns an error for an invalid key, an empty claim name or invalid
-// options. The returned KeyFunc is safe for concurrent use.
+// options (a maximum token length ≤ 0 among them). The returned KeyFunc is safe for concurrent use.
 func JWT(claim string, key JWTKey, opts ...JWTOption) (core.KeyFunc, error) {
 	if claim == "" {
 		return nil, errors.New("keyfuncs: JWT needs a claim name")
@@ -282,28 +301,14 @@ func JWT(claim string, key JWTKey, opts ...JWTOption) (core.KeyFunc, error) {
 	if key.keyfunc == nil {
 		return nil, errors.New("keyfuncs: JWT needs a key (HMACSecret, PublicKeys or KeyLookup)")
 	}
-	var cfg jwtConfig
+	cfg := jwtConfig{maxLength: DefaultTokenMaxLength}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&cfg)
 		}
 	}
-	if cfg.sources > 1 {
-		return nil, errors.New("keyfuncs: give at most one of WithTokenHeader, WithTokenCookie")
-	}
-	switch cfg.source {
-	case fromHeader:
-		if !validHeaderName(cfg.name) {
-			return nil, fmt.Errorf("keyfuncs: invalid token header name %q", cfg.name)
-		}
-		cfg.name = http.CanonicalHeaderKey(cfg.name)
-	case fromCookie:
-		if !validHeaderName(cfg.name) { // cookie names are tokens too
-			return nil, fmt.Errorf("keyfuncs: invalid token cookie name %q", cfg.name)
-		}
-	}
-	if cfg.leeway < 0 || cfg.leeway > maxLeeway {
-		return nil, fmt.Errorf("keyfuncs: leeway %v out of range (0..%v)", cfg.leeway, maxLeeway)
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	popts := []jwt.ParserOption{
 		jwt.WithValidMethods(key.methods),
@@ -329,8 +334,34 @@ func JWT(claim string, key JWTKey, opts ...JWTOption) (core.KeyFunc, error) {
 		keyfunc: key.keyfunc,
 		source:  cfg.source,
 		name:    cfg.name,
+		maxLen:  cfg.maxLength,
 	}
 	return v.key, nil
+}
+
+// check validates c and canonicalizes its header name.
+func (c *jwtConfig) check() error {
+	if c.sources > 1 {
+		return errors.New("keyfuncs: give at most one of WithTokenHeader, WithTokenCookie")
+	}
+	switch c.source {
+	case fromHeader:
+		if !validHeaderName(c.name) {
+			return fmt.Errorf("keyfuncs: invalid token header name %q", c.name)
+		}
+		c.name = http.CanonicalHeaderKey(c.name)
+	case fromCookie:
+		if !validHeaderName(c.name) { // cookie names are tokens too
+			return fmt.Errorf("keyfuncs: invalid token cookie name %q", c.name)
+		}
+	}
+	if c.leeway < 0 || c.leeway > maxLeeway {
+		return fmt.Errorf("keyfuncs: leeway %v out of range (0..%v)", c.leeway, maxLeeway)
+	}
+	if c.maxLength <= 0 {
+		return fmt.Errorf("keyfuncs: token max length %d, want > 0", c.maxLength)
+	}
+	return nil
 }
 
 // jwtKeyer holds one JWT KeyFunc's configuration; immutable after JWT
@@ -341,6 +372,7 @@ type jwtKeyer struct {
 	keyfunc jwt.Keyfunc
 	source  tokenSource
 	name    string
+	maxLen  int
 }
 
 func (v *jwtKeyer) key(r *http.Request) (string, error) {
@@ -350,6 +382,9 @@ func (v *jwtKeyer) key(r *http.Request) (string, error) {
 	raw, err := v.token(r)
 	if err != nil {
 		return "", err
+	}
+	if len(raw) > v.maxLen {
+		return "", fmt.Errorf("%w: token of %d bytes exceeds the maximum of %d", ErrInvalidToken, len(raw), v.maxLen)
 	}
 	claims := jwt.MapClaims{}
 	if _, err := v.parser.ParseWithClaims(raw, claims, v.keyfunc); err != nil {

@@ -7,40 +7,54 @@
 //	...
 //	limiter, err := core.New(store, key, limits,
 //		core.WithName("api"), core.WithObserver(metrics.Observe))
-//	...
-//	metrics.Track(limiter) // optional: readable "limit" label values
 //
 // It exports, with the namespace "sluice" unless WithNamespace says
 // otherwise:
 //
-//	sluice_decisions_total{limiter, limit, outcome}    counter
-//	sluice_store_latency_seconds{limiter}              histogram
-//	sluice_store_errors_total{limiter, kind}           counter
-//	sluice_breaker_state{limiter}                      gauge
+//	sluice_decisions_total{limiter, plan, limit, outcome}  counter
+//	sluice_store_latency_seconds{limiter}                  histogram
+//	sluice_store_errors_total{limiter, kind}               counter
 //
-// limiter is the Limiter's name (core.WithName). outcome is
-// core.Outcome.String(): allowed, denied, delayed, shadow_denied,
-// failed_open, failed_closed, fallback, skipped, key_error or canceled. limit names
-// the binding limit of the decision (core.Result.Binding): for a Limiter
-// passed to Track (or named in WithLimits), the limit in ParseLimit's
-// syntax with its defaults spelt out ("10/s gcra burst 10", "1000/3s
-// fixed_window"); otherwise its X-RateLimit-Limit figure ("10"); "none"
-// when no store decided (skipped, key errors, failed_open, failed_closed).
+// limiter is the Limiter's name (core.WithName).
+//
+// plan is the request's plan under core.WithPlans (core.Event.Plan), and
+// empty (PlanNone) when the Limiter's own limits decided: a Limiter without
+// plans, or a request whose plan is "" or unknown. Prometheus reads an
+// empty label value as no label, so {plan=""} selects these.
+//
+// limit names the limit that bound the decision (core.Event.Limit) in
+// core.ParseLimit's syntax with its defaults spelt out, so that equal
+// limits get equal labels however they were written ("10/s gcra burst 10",
+// "1000/3s fixed_window penalty 1m"); "none" (LimitNone) when no store
+// decided (skipped, key errors under KeyErrorDeny or KeyErrorAllow,
+// failed_open, failed_closed, canceled). It follows core.Limiter.SetLimits
+// and SetPlans with no help: each decision names the limit it was made
+// with.
+//
+// outcome is core.Outcome.String() (allowed, denied, delayed,
+// shadow_denied, failed_open, failed_closed, skipped, key_error, canceled),
+// except that core.OutcomeFallback (the store failed and the local fallback
+// store decided) is split by what the local store decided:
+// fallback_allowed (served, or held under a LeakyBucket) and
+// fallback_denied (refused; served anyway in shadow mode), see
+// OutcomeFallbackAllowed and OutcomeFallbackDenied.
+//
 // The client key is never a label: the number of series is bounded by the
-// number of limiters, limits and outcomes.
+// number of limiters, plans, limits and outcomes.
 //
 // The latency histogram observes core.Event.Latency, the time spent in
 // Store.Take (plus the local store under core.FailLocal), for decisions
-// that called a store. kind in store_errors_total is "timeout" (the
-// per-decision deadline passed), "canceled" (the request's context ended),
-// "breaker_open" (the store was not called because the circuit breaker is
-// open) or "error" (any other store error); all four series of a limiter
-// exist, at 0, from its first decision. breaker_state is the circuit
-// breaker's state after the latest decision: 0 closed, 1 open, 2 half-open
-// (core.BreakerState).
+// that called a store; its buckets are DefaultLatencyBuckets unless
+// WithLatencyBuckets says otherwise. kind in store_errors_total is
+// "timeout" (the per-decision deadline passed), "canceled" (the request's
+// context ended), "breaker_open" (the store was not called because a
+// circuit breaker is open: the error wraps core.ErrBreakerOpen) or "error"
+// (any other store error); all four series of a limiter exist, at 0, from
+// its first decision. There is no gauge of the breaker's state: the
+// breaker belongs to the store.
 //
 // Observe is safe for concurrent use and allocation-free once a limiter,
-// limit and outcome have been seen: the metric children are cached per
-// limiter, so a decision costs a few atomic operations and two small map
-// lookups.
+// plan, limit and outcome label have been seen together: the metric
+// children are cached per limiter, so a decision costs a few atomic
+// operations and two small map lookups.
 package promlimit

@@ -12,8 +12,8 @@ import (
 	"github.com/sluicehq/sluice/promlimit"
 )
 
-// One Collector observes every Limiter; Track makes the limit label name
-// the limits. Serve the registry with promhttp.HandlerFor.
+// One Collector observes every Limiter; the limit label names the limit
+// that bound each decision. Serve the registry with promhttp.HandlerFor.
 func ExampleNew() {
 	reg := prometheus.NewRegistry() // nil uses prometheus.DefaultRegisterer
 	metrics, err := promlimit.New(reg)
@@ -27,9 +27,6 @@ func ExampleNew() {
 		[]core.Limit{core.PerSecond(2)},
 		core.WithName("api"), core.WithClock(now), core.WithObserver(metrics.Observe))
 	if err != nil {
-		panic(err)
-	}
-	if err := metrics.Track(limiter); err != nil {
 		panic(err)
 	}
 
@@ -59,6 +56,6 @@ func ExampleNew() {
 		}
 	}
 	// Output:
-	// sluice_decisions_total{limit="2/s gcra burst 2",limiter="api",outcome="allowed"} 2
-	// sluice_decisions_total{limit="2/s gcra burst 2",limiter="api",outcome="denied"} 1
+	// sluice_decisions_total{limit="2/s gcra burst 2",limiter="api",outcome="allowed",plan=""} 2
+	// sluice_decisions_total{limit="2/s gcra burst 2",limiter="api",outcome="denied",plan=""} 1
 }

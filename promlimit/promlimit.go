@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,32 +19,50 @@ import (
 // another.
 const DefaultNamespace = "sluice"
 
-// DefaultLatencyBuckets are the store latency histogram's upper bounds, in
-// seconds: from 50µs (the memory store, a Redis on the same host) to 1s,
-// with DefaultTimeout (100ms) among them so that timeouts land in the last
-// buckets.
-var DefaultLatencyBuckets = []float64{
+// defaultLatencyBuckets backs DefaultLatencyBuckets.
+var defaultLatencyBuckets = [...]float64{
 	0.00005, 0.0001, 0.00025, 0.0005,
 	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1,
 }
 
-// ErrInvalidOption is wrapped by every error New returns for a bad option,
-// and by SetLimits and Track for a bad argument.
+// DefaultLatencyBuckets returns the store latency histogram's default upper
+// bounds, in seconds: 50µs, 100µs, 250µs, 500µs, 1ms, 2.5ms, 5ms, 10ms,
+// 25ms, 50ms, 100ms, 250ms and 1s; from the memory store or a Redis on the
+// same host to well past core.DefaultTimeout (100ms), which is among them so
+// that timeouts land in the last buckets. Each call returns a new slice:
+// changing it changes nothing else.
+func DefaultLatencyBuckets() []float64 { return append([]float64(nil), defaultLatencyBuckets[:]...) }
+
+// ErrInvalidOption is wrapped by every error New returns for a bad option.
 var ErrInvalidOption = errors.New("promlimit: invalid option")
 
-// Label values of the limit label that do not name a limit.
+// Label values that name no limit, plan or ordinary outcome.
 const (
-	// LimitNone is the limit label of decisions no store made: skipped
-	// requests, key errors under KeyErrorDeny or KeyErrorAllow, FailOpen
-	// and FailClosed.
+	// LimitNone is the limit label of decisions no store made (the Event's
+	// Limit is the zero core.Limit): skipped requests, key errors under
+	// KeyErrorDeny or KeyErrorAllow, FailOpen, FailClosed and canceled
+	// requests.
 	LimitNone = "none"
+	// PlanNone is the plan label of requests of no plan: the Limiter has no
+	// plans (core.WithPlans), or the request's plan is "" or unknown and
+	// the Limiter's own limits decided. It is empty, which Prometheus also
+	// reads as the label being absent; it cannot clash with a plan's name,
+	// which is never empty.
+	PlanNone = ""
+	// OutcomeFallbackAllowed and OutcomeFallbackDenied are the outcome
+	// labels of core.OutcomeFallback decisions (the store failed and the
+	// local fallback store decided) that the local store allowed (served,
+	// or held under a LeakyBucket) and denied (refused, or served anyway in
+	// shadow mode).
+	OutcomeFallbackAllowed = "fallback_allowed"
+	OutcomeFallbackDenied  = "fallback_denied"
 )
 
 // Values of the kind label of store_errors_total.
 const (
 	KindTimeout     = "timeout"      // the per-decision deadline passed
 	KindCanceled    = "canceled"     // the request's context ended first
-	KindBreakerOpen = "breaker_open" // the store was not called: breaker open
+	KindBreakerOpen = "breaker_open" // the store was not called: its error wraps core.ErrBreakerOpen
 	KindError       = "error"        // any other error from the store
 )
 
@@ -58,9 +75,25 @@ const (
 	kindError
 )
 
-// numOutcomes is the number of outcomes core defines; Observe caches a
-// counter for each. A later outcome still counts, through the slower path.
-const numOutcomes = int(core.OutcomeCanceled) + 1
+// numOutcomes is the number of outcomes core defines. Observe caches a
+// counter for each, and one more for fallback_denied (outcomeFallbackDenied);
+// a later outcome still counts, through the slower path.
+const (
+	numOutcomes           = int(core.OutcomeCanceled) + 1
+	outcomeFallbackDenied = numOutcomes
+	numOutcomeLabels      = numOutcomes + 1
+)
+
+// outcomeLabels are the outcome label values by outcomeIndex.
+var outcomeLabels = func() [numOutcomeLabels]string {
+	var ls [numOutcomeLabels]string
+	for o := 0; o < numOutcomes; o++ {
+		ls[o] = core.Outcome(o).String()
+	}
+	ls[core.OutcomeFallback] = OutcomeFallbackAllowed
+	ls[outcomeFallbackDenied] = OutcomeFallbackDenied
+	return ls
+}()
 
 // Collector is a prometheus.Collector of Limiter decisions (see the package
 // documentation for the metrics). Create it with New, which registers it,
@@ -73,43 +106,37 @@ type Collector struct {
 	decisions   *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	storeErrors *prometheus.CounterVec
-	breaker     *prometheus.GaugeVec
 
-	// limiters maps a limiter name to its cached metric children. It is
-	// copied on write (under mu), so the read path takes no lock.
+	// limiters maps a limiter name to its cached metric children, and
+	// labels a limit to its label. Both are copied on write (under mu), so
+	// the read path takes no lock.
 	limiters atomic.Pointer[map[string]*limiterState]
+	labels   atomic.Pointer[map[core.Limit]string]
 	mu       sync.Mutex
 }
 
 // limiterState caches one limiter's metric children.
 type limiterState struct {
 	name    string
-	breaker prometheus.Gauge
 	latency prometheus.Observer
 	errs    [len(kinds)]prometheus.Counter
 
-	table atomic.Pointer[limitTable] // replaced by SetLimits, copied on write
-	mu    sync.Mutex                 // serializes writers of table
+	sets atomic.Pointer[map[setKey]*outcomeSet] // copied on write, under mu
+	mu   sync.Mutex
 }
 
-// limitTable holds a limiter's decision counters by binding limit.
-type limitTable struct {
-	labels  []string // limit label by binding index; nil when not known
-	figures []int64  // each limit's X-RateLimit-Limit figure, by binding index
-	sets    map[limitKey]*outcomeSet
+// setKey names the decisions_total children of one limiter that share a
+// plan and a binding limit.
+type setKey struct {
+	plan  string
+	limit core.Limit // the zero Limit when no store decided
 }
 
-// limitKey identifies a binding limit from a Result alone.
-type limitKey struct {
-	binding int
-	figure  int64 // Result.Limit; 0 when no store decided
-}
-
-// outcomeSet holds the decisions_total children of one limiter and limit,
-// one per outcome, created on first use.
+// outcomeSet holds the decisions_total children of one limiter, plan and
+// limit, one per outcome label, created on first use.
 type outcomeSet struct {
-	label    string
-	counters [numOutcomes]atomic.Pointer[counterBox]
+	plan, limit string // label values
+	counters    [numOutcomeLabels]atomic.Pointer[counterBox]
 }
 
 type counterBox struct{ prometheus.Counter }
@@ -127,8 +154,6 @@ type config struct {
 	namespace   string
 	buckets     []float64
 	constLabels prometheus.Labels
-	limits      map[string][]core.Limit
-	limitOrder  []string
 }
 
 // WithNamespace sets the prefix of every metric name (DefaultNamespace,
@@ -187,15 +212,15 @@ func WithLatencyBuckets(buckets ...float64) Option {
 // WithConstLabels adds labels with fixed values to every metric, for
 // instance the service or the instance's zone. Their names must be classic
 // Prometheus label names ([a-zA-Z_][a-zA-Z0-9_]*, not starting with "__")
-// other than the Collector's own labels (limiter, limit, outcome, kind) and
-// le; values must be valid UTF-8.
+// other than the Collector's own labels (limiter, plan, limit, outcome,
+// kind) and le; values must be valid UTF-8.
 func WithConstLabels(labels prometheus.Labels) Option {
 	return optionFunc(func(c *config) error {
 		for name, v := range labels {
 			switch {
 			case !validName(name, false) || strings.HasPrefix(name, "__"):
 				return fmt.Errorf("%w: constant label name %q is not a valid label name", ErrInvalidOption, name)
-			case name == "limiter" || name == "limit" || name == "outcome" || name == "kind" || name == "le":
+			case reservedLabel(name):
 				return fmt.Errorf("%w: constant label %q is reserved", ErrInvalidOption, name)
 			case !utf8.ValidString(v):
 				return fmt.Errorf("%w: constant label %s: value %q is not valid UTF-8", ErrInvalidOption, name, v)
@@ -211,32 +236,13 @@ func WithConstLabels(labels prometheus.Labels) Option {
 	})
 }
 
-// WithLimits tells the Collector the limits of the Limiter named limiter,
-// in the order given to core.New, so that the limit label names them; it is
-// SetLimits at construction. Track does the same from the Limiter itself.
-func WithLimits(limiter string, limits ...core.Limit) Option {
-	return optionFunc(func(c *config) error {
-		if _, _, err := limitLabels(limits); err != nil {
-			return err
-		}
-		if c.limits == nil {
-			c.limits = map[string][]core.Limit{}
-		}
-		if _, seen := c.limits[limiter]; !seen {
-			c.limitOrder = append(c.limitOrder, limiter)
-		}
-		c.limits[limiter] = append([]core.Limit(nil), limits...)
-		return nil
-	})
-}
-
 // New returns a Collector and registers it with reg
 // (prometheus.DefaultRegisterer when reg is nil). It fails for a bad option
 // and when registration fails, for instance because a Collector with the
 // same namespace and constant labels is already registered with reg (the
 // error then wraps a prometheus.AlreadyRegisteredError).
 func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
-	cfg := config{namespace: DefaultNamespace, buckets: DefaultLatencyBuckets}
+	cfg := config{namespace: DefaultNamespace, buckets: DefaultLatencyBuckets()}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -249,9 +255,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace:   cfg.namespace,
 			Name:        "decisions_total",
-			Help:        "Rate-limit decisions, by limiter, binding limit and outcome.",
+			Help:        "Rate-limit decisions, by limiter, plan, binding limit and outcome.",
 			ConstLabels: cfg.constLabels,
-		}, []string{"limiter", "limit", "outcome"}),
+		}, []string{"limiter", "plan", "limit", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace:   cfg.namespace,
 			Name:        "store_latency_seconds",
@@ -265,20 +271,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 			Help:        "Decisions whose store failed or was not called because the circuit breaker was open, by kind (timeout, canceled, breaker_open, error).",
 			ConstLabels: cfg.constLabels,
 		}, []string{"limiter", "kind"}),
-		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace:   cfg.namespace,
-			Name:        "breaker_state",
-			Help:        "Circuit-breaker state after the latest decision: 0 closed, 1 open, 2 half-open.",
-			ConstLabels: cfg.constLabels,
-		}, []string{"limiter"}),
 	}
-	empty := map[string]*limiterState{}
-	c.limiters.Store(&empty)
-	for _, name := range cfg.limitOrder {
-		if err := c.SetLimits(name, cfg.limits[name]...); err != nil {
-			return nil, err // validated by WithLimits already
-		}
-	}
+	c.limiters.Store(&map[string]*limiterState{})
+	c.labels.Store(&map[core.Limit]string{})
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
@@ -293,7 +288,6 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.decisions.Describe(ch)
 	c.latency.Describe(ch)
 	c.storeErrors.Describe(ch)
-	c.breaker.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -301,82 +295,23 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.decisions.Collect(ch)
 	c.latency.Collect(ch)
 	c.storeErrors.Collect(ch)
-	c.breaker.Collect(ch)
 }
 
-// Track tells the Collector l's name and limits, so that the limit label
-// names l's limits ("10/s gcra burst 10") instead of giving their
-// X-RateLimit-Limit figures. It is SetLimits(l.Name(), l.Limits()...): a
-// snapshot, so call it again after l.SetLimits.
-func (c *Collector) Track(l *core.Limiter) error {
-	if l == nil {
-		return fmt.Errorf("%w: nil Limiter", ErrInvalidOption)
+// reservedLabel reports whether name is one of the Collector's own label
+// names, which WithConstLabels may not use.
+func reservedLabel(name string) bool {
+	switch name {
+	case "limiter", "plan", "limit", "outcome", "kind", "le":
+		return true
 	}
-	return c.SetLimits(l.Name(), l.Limits()...)
-}
-
-// SetLimits tells the Collector the limits of the Limiter named limiter, in
-// the order given to core.New, so that the limit label names the binding
-// limit of each decision in ParseLimit's syntax with defaults spelt out
-// ("10/s gcra burst 10", "1000/3s fixed_window penalty 1m"). With no limits
-// it forgets them: the label goes back to the X-RateLimit-Limit figure.
-//
-// An Event names its binding limit by index (Result.Binding), so the
-// labels are only as current as the limits given here: a decision whose
-// X-RateLimit-Limit figure is not the one of the limit at its index (the
-// Limiter's limits were changed and SetLimits not called) is labelled with
-// the figure rather than misnamed. Later decisions use the new labels;
-// counted ones keep theirs. It fails for an invalid limit. It is safe to
-// call while decisions are observed.
-func (c *Collector) SetLimits(limiter string, limits ...core.Limit) error {
-	labels, figures, err := limitLabels(limits)
-	if err != nil {
-		return err
-	}
-	ls := c.limiter(limiter)
-	ls.mu.Lock()
-	ls.table.Store(&limitTable{labels: labels, figures: figures, sets: map[limitKey]*outcomeSet{}})
-	ls.mu.Unlock()
-	return nil
-}
-
-// limitLabels returns the limit label of each limit, its String with the
-// algorithm and burst defaults applied (so that equal limits get equal
-// labels however they were written), and its X-RateLimit-Limit figure
-// (ALGORITHMS.md: Burst, Burst+1 for LeakyBucket, Rate for the window
-// algorithms).
-func limitLabels(limits []core.Limit) ([]string, []int64, error) {
-	if len(limits) == 0 {
-		return nil, nil, nil
-	}
-	labels := make([]string, len(limits))
-	figures := make([]int64, len(limits))
-	for i, l := range limits {
-		s, err := l.Spec()
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: limit %d: %w", ErrInvalidOption, i, err)
-		}
-		labels[i] = core.Limit{
-			Algorithm: s.Algorithm, Rate: l.Rate, Period: l.Period, Burst: s.Burst, Penalty: l.Penalty,
-		}.String()
-		switch s.Algorithm {
-		case core.GCRA, core.TokenBucket:
-			figures[i] = s.Burst
-		case core.LeakyBucket:
-			figures[i] = s.Burst + 1
-		default:
-			figures[i] = s.Rate
-		}
-	}
-	return labels, figures, nil
+	return false
 }
 
 // Observe records one decision. Pass it to core.WithObserver. It is safe
-// for concurrent use and does not allocate once the Event's limiter, limit
-// and outcome have been seen.
+// for concurrent use and does not allocate once the Event's limiter, plan,
+// limit and outcome label have been seen together.
 func (c *Collector) Observe(ev core.Event) {
 	ls := c.limiter(ev.Limiter)
-
 	if ev.Latency > 0 {
 		ls.latency.Observe(ev.Latency.Seconds())
 	}
@@ -385,7 +320,7 @@ func (c *Collector) Observe(ev core.Event) {
 			ls.errs[k].Inc()
 		}
 	}
-	c.decision(ls, ev.Result, ev.Outcome).Inc()
+	c.decision(ls, ev).Inc()
 }
 
 // errorKind classifies Event.Err; ok is false for an error that is not the
@@ -404,6 +339,18 @@ func errorKind(err error) (kind int, ok bool) {
 	return kindError, true
 }
 
+// outcomeIndex returns the index of ev's outcome label in outcomeLabels;
+// numOutcomeLabels or more for an outcome core does not define yet.
+func outcomeIndex(ev core.Event) int {
+	if ev.Outcome == core.OutcomeFallback && !ev.Result.Allowed {
+		return outcomeFallbackDenied
+	}
+	if int(ev.Outcome) >= numOutcomes {
+		return numOutcomeLabels + int(ev.Outcome)
+	}
+	return int(ev.Outcome)
+}
+
 // limiter returns the cached children of the limiter named name, creating
 // them on first use.
 func (c *Collector) limiter(name string) *limiterState {
@@ -416,15 +363,12 @@ func (c *Collector) limiter(name string) *limiterState {
 	if ls := old[name]; ls != nil {
 		return ls
 	}
-	ls := &limiterState{
-		name:    name,
-		breaker: c.breaker.WithLabelValues(name),
-		latency: c.latency.WithLabelValues(name),
-	}
+	label := labelValue(name)
+	ls := &limiterState{name: label, latency: c.latency.WithLabelValues(label)}
 	for i, k := range kinds {
-		ls.errs[i] = c.storeErrors.WithLabelValues(name, k)
+		ls.errs[i] = c.storeErrors.WithLabelValues(label, k)
 	}
-	ls.table.Store(&limitTable{sets: map[limitKey]*outcomeSet{}})
+	ls.sets.Store(&map[setKey]*outcomeSet{})
 	m := make(map[string]*limiterState, len(old)+1)
 	for k, v := range old {
 		m[k] = v
@@ -434,52 +378,80 @@ func (c *Collector) limiter(name string) *limiterState {
 	return ls
 }
 
-// decision returns the decisions_total child for ls, the binding limit of
-// res and o.
-func (c *Collector) decision(ls *limiterState, res core.Result, o core.Outcome) prometheus.Counter {
-	key := limitKey{binding: res.Binding, figure: res.Limit}
-	if res.Limit == 0 {
-		key = limitKey{binding: -1}
-	}
-	set := ls.table.Load().sets[key]
+// labelValue returns s as a label value: client_golang panics on invalid
+// UTF-8, which an Event not made by a Limiter may hold.
+func labelValue(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+// decision returns the decisions_total child of ls for ev's plan, limit
+// and outcome label.
+func (c *Collector) decision(ls *limiterState, ev core.Event) prometheus.Counter {
+	key := setKey{plan: ev.Plan, limit: ev.Limit}
+	set := (*ls.sets.Load())[key]
 	if set == nil {
-		set = ls.addSet(key)
+		set = ls.addSet(key, c.limitLabel(ev.Limit))
 	}
-	if int(o) >= numOutcomes {
-		return c.decisions.WithLabelValues(ls.name, set.label, o.String())
+	o := outcomeIndex(ev)
+	if o >= numOutcomeLabels {
+		return c.decisions.WithLabelValues(ls.name, set.plan, set.limit, ev.Outcome.String())
 	}
 	if b := set.counters[o].Load(); b != nil {
 		return b.Counter
 	}
-	b := &counterBox{c.decisions.WithLabelValues(ls.name, set.label, o.String())}
+	b := &counterBox{c.decisions.WithLabelValues(ls.name, set.plan, set.limit, outcomeLabels[o])}
 	// Concurrent first uses may both store: they hold the same child.
 	set.counters[o].Store(b)
 	return b.Counter
 }
 
-// addSet adds the outcome set of key to ls's table.
-func (ls *limiterState) addSet(key limitKey) *outcomeSet {
+// addSet adds the outcome set of key, whose limit label is limit, to ls.
+func (ls *limiterState) addSet(key setKey, limit string) *outcomeSet {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	t := ls.table.Load()
-	if set := t.sets[key]; set != nil {
+	old := *ls.sets.Load()
+	if set := old[key]; set != nil {
 		return set
 	}
-	var label string
-	switch {
-	case key.binding < 0:
-		label = LimitNone
-	case key.binding < len(t.labels) && t.figures[key.binding] == key.figure:
-		label = t.labels[key.binding]
-	default:
-		label = strconv.FormatInt(key.figure, 10)
+	set := &outcomeSet{plan: labelValue(key.plan), limit: limit}
+	m := make(map[setKey]*outcomeSet, len(old)+1)
+	for k, v := range old {
+		m[k] = v
 	}
-	set := &outcomeSet{label: label}
-	sets := make(map[limitKey]*outcomeSet, len(t.sets)+1)
-	for k, v := range t.sets {
-		sets[k] = v
-	}
-	sets[key] = set
-	ls.table.Store(&limitTable{labels: t.labels, figures: t.figures, sets: sets})
+	m[key] = set
+	ls.sets.Store(&m)
 	return set
+}
+
+// limitLabel returns the limit label of l, cached per Limit value.
+func (c *Collector) limitLabel(l core.Limit) string {
+	if s, ok := (*c.labels.Load())[l]; ok {
+		return s
+	}
+	s := labelValue(limitString(l))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := *c.labels.Load()
+	m := make(map[core.Limit]string, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[l] = s
+	c.labels.Store(&m)
+	return s
+}
+
+// limitString is l in ParseLimit's syntax with the algorithm and burst
+// defaults applied, so that equal limits get equal labels however they
+// were written ("10/s gcra burst 10"); LimitNone for the zero Limit, and
+// l.String() for an invalid one (from an Event no Limiter made).
+func limitString(l core.Limit) string {
+	if l == (core.Limit{}) {
+		return LimitNone
+	}
+	s, err := l.Spec()
+	if err != nil {
+		return l.String()
+	}
+	return core.Limit{
+		Algorithm: s.Algorithm, Rate: l.Rate, Period: l.Period, Burst: s.Burst, Penalty: l.Penalty,
+	}.String()
 }

@@ -172,9 +172,9 @@ func TestMemoryStoreDecisions(t *testing.T) {
 	decide(l, 2, "")      // no key: KeyErrorDeny
 
 	wantSeries(t, reg, "sluice_decisions_total", map[string]float64{
-		`limit="2",limiter="api",outcome="allowed"`:      3,
-		`limit="2",limiter="api",outcome="denied"`:       1,
-		`limit="none",limiter="api",outcome="key_error"`: 2,
+		`limit="2/s gcra burst 2",limiter="api",outcome="allowed",plan=""`: 3,
+		`limit="2/s gcra burst 2",limiter="api",outcome="denied",plan=""`:  1,
+		`limit="none",limiter="api",outcome="key_error",plan=""`:           2,
 	})
 	// Only the four decisions that called the store are timed.
 	wantSeries(t, reg, "sluice_store_latency_seconds", map[string]float64{`limiter="api"`: 4})
@@ -184,50 +184,101 @@ func TestMemoryStoreDecisions(t *testing.T) {
 		`kind="error",limiter="api"`:        0,
 		`kind="timeout",limiter="api"`:      0,
 	})
-	wantSeries(t, reg, "sluice_breaker_state", map[string]float64{`limiter="api"`: 0})
+	// The breaker belongs to the store now: no gauge of it here.
+	wantSeries(t, reg, "sluice_breaker_state", map[string]float64{})
 }
 
-func TestTrackNamesLimits(t *testing.T) {
+// The limit label is the Event's binding limit, defaults spelt out, with no
+// help from the caller: equal limits get equal labels however written, and
+// a change of limits shows at the next decision.
+func TestLimitLabel(t *testing.T) {
 	c, reg := newCollector(t)
 	clock := newClock()
 	store := core.NewMemoryStore(core.WithClock(clock.Now))
-	l := newLimiter(t, store, []core.Limit{core.PerSecond(10), {Rate: 2, Period: time.Hour}},
-		core.WithName("api"), core.WithClock(clock.Now), core.WithObserver(c.Observe))
-	if err := c.Track(l); err != nil {
-		t.Fatal(err)
+	opts := func(name string) []core.Option {
+		return []core.Option{core.WithName(name), core.WithClock(clock.Now), core.WithObserver(c.Observe)}
 	}
 	// The hourly limit binds: allowed while it has the least remaining,
 	// then it denies.
+	l := newLimiter(t, store, []core.Limit{core.PerSecond(10), {Rate: 2, Period: time.Hour}}, opts("api")...)
 	decide(l, 3, "alice")
-	// The same limits, untracked, on another limiter: figures.
-	l2 := newLimiter(t, store, []core.Limit{core.PerSecond(10), {Rate: 2, Period: time.Hour}},
-		core.WithName("web"), core.WithClock(clock.Now), core.WithObserver(c.Observe))
-	decide(l2, 3, "alice")
+	// The same limit written with its defaults, on another limiter.
+	l2 := newLimiter(t, store, []core.Limit{{Algorithm: core.GCRA, Rate: 2, Period: time.Hour, Burst: 2}}, opts("web")...)
+	decide(l2, 1, "alice")
+
+	if err := l.SetLimits([]core.Limit{{Rate: 5, Period: time.Hour, Algorithm: core.FixedWindow, Penalty: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	decide(l, 1, "carol")
 
 	wantSeries(t, reg, "sluice_decisions_total", map[string]float64{
-		`limit="2/h gcra burst 2",limiter="api",outcome="allowed"`: 2,
-		`limit="2/h gcra burst 2",limiter="api",outcome="denied"`:  1,
-		`limit="2",limiter="web",outcome="allowed"`:                2,
-		`limit="2",limiter="web",outcome="denied"`:                 1,
+		`limit="2/h gcra burst 2",limiter="api",outcome="allowed",plan=""`:            2,
+		`limit="2/h gcra burst 2",limiter="api",outcome="denied",plan=""`:             1,
+		`limit="2/h gcra burst 2",limiter="web",outcome="allowed",plan=""`:            1,
+		`limit="5/h fixed_window penalty 1m",limiter="api",outcome="allowed",plan=""`: 1,
 	})
+}
 
-	// After the Limiter's limits change, the old labels no longer match
-	// the figures: the label falls back to the figure until Track again.
-	if err := l.SetLimits([]core.Limit{{Rate: 5, Period: time.Hour, Algorithm: core.FixedWindow}}); err != nil {
-		t.Fatal(err)
+// The plan label is Event.Plan: the request's plan's limits decided, or ""
+// (PlanNone) for the Limiter's own.
+func TestPlanLabel(t *testing.T) {
+	c, reg := newCollector(t)
+	clock := newClock()
+	store := core.NewMemoryStore(core.WithClock(clock.Now))
+	planOf := func(r *http.Request) string { return r.Header.Get("X-Plan") }
+	plans := map[string][]core.Limit{"free": {core.PerMinute(1)}, "pro": {core.PerMinute(100)}}
+	l := newLimiter(t, store, []core.Limit{core.PerMinute(1)}, core.WithName("api"), core.WithClock(clock.Now),
+		core.WithObserver(c.Observe), core.WithPlans(planOf, plans))
+	for _, rq := range []struct{ client, plan string }{
+		{"a", "free"}, {"a", "free"}, {"b", "pro"}, {"c", ""}, {"d", "unknown"},
+	} {
+		r := request(rq.client)
+		r.Header.Set("X-Plan", rq.plan)
+		l.Decide(r)
 	}
-	decide(l, 1, "carol")
-	if err := c.Track(l); err != nil {
-		t.Fatal(err)
+	wantSeries(t, reg, "sluice_decisions_total", map[string]float64{
+		`limit="1/m gcra burst 1",limiter="api",outcome="allowed",plan="free"`:    1,
+		`limit="1/m gcra burst 1",limiter="api",outcome="denied",plan="free"`:     1,
+		`limit="100/m gcra burst 100",limiter="api",outcome="allowed",plan="pro"`: 1,
+		`limit="1/m gcra burst 1",limiter="api",outcome="allowed",plan=""`:        2,
+	})
+	if promlimit.PlanNone != "" {
+		t.Errorf("PlanNone = %q", promlimit.PlanNone)
 	}
-	decide(l, 1, "carol")
-	got := series(t, reg, "sluice_decisions_total")
-	if v := got[`limit="5",limiter="api",outcome="allowed"`]; v != 1 {
-		t.Errorf("before Track: %v", got)
+}
+
+// Fallback decisions are split by what the local store decided.
+func TestFallbackAllowedAndDenied(t *testing.T) {
+	c, reg := newCollector(t)
+	clock := newClock()
+	store := &flakyStore{next: core.NewMemoryStore(core.WithClock(clock.Now))}
+	local := core.NewMemoryStore(core.WithClock(clock.Now))
+	newL := func(name string, more ...core.Option) *core.Limiter {
+		return newLimiter(t, store, []core.Limit{core.PerSecond(3)}, append([]core.Option{core.WithName(name),
+			core.WithClock(clock.Now), core.WithFallbackStore(local), core.WithObserver(c.Observe)}, more...)...)
 	}
-	if v := got[`limit="5/h fixed_window",limiter="api",outcome="allowed"`]; v != 1 {
-		t.Errorf("after Track: %v", got)
+	l := newL("api")
+	shadow := newL("shadow", core.WithShadow())
+
+	store.fail.Store(true)
+	decide(l, 4, "alice")    // the local store allows 3 and denies the 4th
+	decide(shadow, 4, "bob") // the same, served anyway
+	store.fail.Store(false)
+	decide(l, 1, "carol") // the store is back
+
+	wantSeries(t, reg, "sluice_decisions_total", map[string]float64{
+		`limit="3/s gcra burst 3",limiter="api",outcome="fallback_allowed",plan=""`:    3,
+		`limit="3/s gcra burst 3",limiter="api",outcome="fallback_denied",plan=""`:     1,
+		`limit="3/s gcra burst 3",limiter="api",outcome="allowed",plan=""`:             1,
+		`limit="3/s gcra burst 3",limiter="shadow",outcome="fallback_allowed",plan=""`: 3,
+		`limit="3/s gcra burst 3",limiter="shadow",outcome="fallback_denied",plan=""`:  1,
+	})
+	errs := series(t, reg, "sluice_store_errors_total")
+	if errs[`kind="error",limiter="api"`] != 4 || errs[`kind="error",limiter="shadow"`] != 4 {
+		t.Errorf("store errors: %v", errs)
 	}
+	// The local store was timed every time, the store once more.
+	wantSeries(t, reg, "sluice_store_latency_seconds", map[string]float64{`limiter="api"`: 5, `limiter="shadow"`: 4})
 }
 
 func TestOutcomes(t *testing.T) {
@@ -254,17 +305,18 @@ func TestOutcomes(t *testing.T) {
 	// A negative cost is reported in Event.Err but is no store error.
 	decide(newLimiter(t, mem, one, opts("neg", core.WithCostFunc(func(*http.Request) int64 { return -1 }))...), 1, "a")
 
+	const one1 = `limit="1/s gcra burst 1"`
 	wantSeries(t, reg, "sluice_decisions_total", map[string]float64{
-		`limit="1",limiter="shadow",outcome="allowed"`:          1,
-		`limit="1",limiter="shadow",outcome="shadow_denied"`:    1,
-		`limit="3",limiter="leaky",outcome="allowed"`:           1,
-		`limit="3",limiter="leaky",outcome="delayed"`:           1,
-		`limit="none",limiter="open",outcome="failed_open"`:     2,
-		`limit="none",limiter="closed",outcome="failed_closed"`: 2,
-		`limit="none",limiter="skip",outcome="skipped"`:         2,
-		`limit="none",limiter="keyallow",outcome="key_error"`:   1,
-		`limit="none",limiter="slow",outcome="failed_open"`:     1,
-		`limit="1",limiter="neg",outcome="allowed"`:             1,
+		one1 + `,limiter="shadow",outcome="allowed",plan=""`:                         1,
+		one1 + `,limiter="shadow",outcome="shadow_denied",plan=""`:                   1,
+		`limit="1/s leaky_bucket burst 2",limiter="leaky",outcome="allowed",plan=""`: 1,
+		`limit="1/s leaky_bucket burst 2",limiter="leaky",outcome="delayed",plan=""`: 1,
+		`limit="none",limiter="open",outcome="failed_open",plan=""`:                  2,
+		`limit="none",limiter="closed",outcome="failed_closed",plan=""`:              2,
+		`limit="none",limiter="skip",outcome="skipped",plan=""`:                      2,
+		`limit="none",limiter="keyallow",outcome="key_error",plan=""`:                1,
+		`limit="none",limiter="slow",outcome="failed_open",plan=""`:                  1,
+		one1 + `,limiter="neg",outcome="allowed",plan=""`:                            1,
 	})
 	errs := series(t, reg, "sluice_store_errors_total")
 	var nonzero []string
@@ -290,24 +342,36 @@ func TestOutcomes(t *testing.T) {
 	}
 }
 
-// Events from a caller other than a Limiter: a canceled context, and an
-// outcome core does not define yet.
+// Events from a caller other than a Limiter: a canceled context, an open
+// breaker, an outcome core does not define yet, an invalid limit, and
+// label values that are not UTF-8.
 func TestObserveEvents(t *testing.T) {
 	c, reg := newCollector(t, promlimit.WithNamespace("x"))
+	lim := core.Limit{Algorithm: core.TokenBucket, Rate: 7, Period: time.Minute}
 	c.Observe(core.Event{Limiter: "a", Outcome: core.OutcomeFailedOpen, Err: fmt.Errorf("take: %w", context.Canceled), Latency: time.Millisecond})
 	c.Observe(core.Event{Limiter: "a", Outcome: core.Outcome(200)})
 	c.Observe(core.Event{Limiter: "a", Outcome: core.Outcome(200)})
-	c.Observe(core.Event{Limiter: "a", Outcome: core.OutcomeFallback,
-		Result: core.Result{Allowed: true, Limit: 7, Binding: 1}})
+	c.Observe(core.Event{Limiter: "a", Plan: "p", Outcome: core.OutcomeFallback, Limit: lim,
+		Err: fmt.Errorf("redis: %w", core.ErrBreakerOpen), Result: core.Result{Allowed: true, Limit: 7}})
+	c.Observe(core.Event{Limiter: "a", Plan: "p", Outcome: core.OutcomeFallback, Limit: lim,
+		Err: core.ErrBreakerOpen, Action: core.Refuse})
+	c.Observe(core.Event{Limiter: "a", Outcome: core.OutcomeDenied, Limit: core.Limit{Rate: -1, Period: time.Second}})
+	c.Observe(core.Event{Limiter: "\xff", Plan: "\xfe", Outcome: core.OutcomeAllowed})
 	wantSeries(t, reg, "x_decisions_total", map[string]float64{
-		`limit="none",limiter="a",outcome="failed_open"`:  1,
-		`limit="none",limiter="a",outcome="outcome(200)"`: 2,
-		`limit="7",limiter="a",outcome="fallback"`:        1,
+		`limit="none",limiter="a",outcome="failed_open",plan=""`:                                     1,
+		`limit="none",limiter="a",outcome="outcome(200)",plan=""`:                                    2,
+		`limit="7/m token_bucket burst 7",limiter="a",outcome="fallback_allowed",plan="p"`:           1,
+		`limit="7/m token_bucket burst 7",limiter="a",outcome="fallback_denied",plan="p"`:            1,
+		`limit="-1/s",limiter="a",outcome="denied",plan=""`:                                          1,
+		fmt.Sprintf("limit=%q,limiter=%q,outcome=%q,plan=%q", "none", "\uFFFD", "allowed", "\uFFFD"): 1,
 	})
-	if got := series(t, reg, "x_store_errors_total")[`kind="canceled",limiter="a"`]; got != 1 {
-		t.Errorf("canceled = %v, want 1", got)
+	errs := series(t, reg, "x_store_errors_total")
+	if errs[`kind="canceled",limiter="a"`] != 1 || errs[`kind="breaker_open",limiter="a"`] != 2 {
+		t.Errorf("store errors: %v", errs)
 	}
-	wantSeries(t, reg, "x_store_latency_seconds", map[string]float64{`limiter="a"`: 1})
+	if got := series(t, reg, "x_store_latency_seconds")[`limiter="a"`]; got != 1 {
+		t.Errorf("latency samples = %v, want 1", got)
+	}
 }
 
 func TestOptions(t *testing.T) {
@@ -315,20 +379,29 @@ func TestOptions(t *testing.T) {
 		promlimit.WithNamespace(""),
 		promlimit.WithLatencyBuckets(0.001, 0.01),
 		promlimit.WithConstLabels(prometheus.Labels{"service": "shop"}),
-		promlimit.WithLimits("api", core.Limit{Algorithm: core.TokenBucket, Rate: 5, Period: time.Minute}),
 		nil, // ignored, like core's
 	)
 	c.Observe(core.Event{Limiter: "api", Outcome: core.OutcomeDenied, Latency: 5 * time.Millisecond,
-		Result: core.Result{Limit: 5}})
+		Limit: core.Limit{Algorithm: core.TokenBucket, Rate: 5, Period: time.Minute}, Result: core.Result{Limit: 5}})
 	wantSeries(t, reg, "decisions_total", map[string]float64{
-		`limit="5/m token_bucket burst 5",limiter="api",outcome="denied",service="shop"`: 1,
+		`limit="5/m token_bucket burst 5",limiter="api",outcome="denied",plan="",service="shop"`: 1,
 	})
-	mfs, err := reg.Gather()
+	bounds, counts := histogram(t, reg, "store_latency_seconds")
+	if !reflect.DeepEqual(bounds, []float64{0.001, 0.01}) || !reflect.DeepEqual(counts, []uint64{0, 1}) {
+		t.Errorf("buckets %v counts %v", bounds, counts)
+	}
+}
+
+// histogram returns the bucket bounds and cumulative counts of the first
+// series of the histogram name in g.
+func histogram(t *testing.T, g prometheus.Gatherer, name string) ([]float64, []uint64) {
+	t.Helper()
+	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "store_latency_seconds" {
+		if mf.GetName() != name {
 			continue
 		}
 		var bounds []float64
@@ -337,12 +410,31 @@ func TestOptions(t *testing.T) {
 			bounds = append(bounds, b.GetUpperBound())
 			counts = append(counts, b.GetCumulativeCount())
 		}
-		if !reflect.DeepEqual(bounds, []float64{0.001, 0.01}) || !reflect.DeepEqual(counts, []uint64{0, 1}) {
-			t.Errorf("buckets %v counts %v", bounds, counts)
-		}
-		return
+		return bounds, counts
 	}
-	t.Error("no store_latency_seconds")
+	t.Fatalf("no %s", name)
+	return nil, nil
+}
+
+// DefaultLatencyBuckets hands out copies: a caller changing one changes
+// neither the next copy nor the Collectors' buckets.
+func TestDefaultLatencyBuckets(t *testing.T) {
+	want := []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}
+	b := promlimit.DefaultLatencyBuckets()
+	if !reflect.DeepEqual(b, want) {
+		t.Fatalf("DefaultLatencyBuckets() = %v", b)
+	}
+	for i := range b {
+		b[i] = 42
+	}
+	if got := promlimit.DefaultLatencyBuckets(); !reflect.DeepEqual(got, want) {
+		t.Errorf("after changing a copy: %v", got)
+	}
+	c, reg := newCollector(t)
+	c.Observe(core.Event{Limiter: "api", Latency: time.Millisecond})
+	if bounds, _ := histogram(t, reg, "sluice_store_latency_seconds"); !reflect.DeepEqual(bounds, want) {
+		t.Errorf("default buckets %v", bounds)
+	}
 }
 
 func TestBadOptions(t *testing.T) {
@@ -352,8 +444,8 @@ func TestBadOptions(t *testing.T) {
 		"decreasing buckets": promlimit.WithLatencyBuckets(0.1, 0.01),
 		"equal buckets":      promlimit.WithLatencyBuckets(0.1, 0.1),
 		"reserved label":     promlimit.WithConstLabels(prometheus.Labels{"limiter": "x"}),
+		"plan label":         promlimit.WithConstLabels(prometheus.Labels{"plan": "x"}),
 		"le label":           promlimit.WithConstLabels(prometheus.Labels{"le": "x"}),
-		"bad limit":          promlimit.WithLimits("api", core.Limit{Rate: 0, Period: time.Second}),
 		"namespace":          promlimit.WithNamespace("bad-ns"),
 		"namespace digit":    promlimit.WithNamespace("1ns"),
 		"label name":         promlimit.WithConstLabels(prometheus.Labels{"bad-name": "x"}),
@@ -375,15 +467,6 @@ func TestBadOptions(t *testing.T) {
 		if _, err := promlimit.New(prometheus.NewRegistry(), promlimit.WithNamespace(ns)); err != nil {
 			t.Errorf("namespace %q: %v", ns, err)
 		}
-	}
-
-	c, _ := newCollector(t)
-	if err := c.Track(nil); !errors.Is(err, promlimit.ErrInvalidOption) {
-		t.Errorf("Track(nil): %v", err)
-	}
-	if err := c.SetLimits("api", core.PerSecond(1), core.Limit{Rate: 1}); !errors.Is(err, promlimit.ErrInvalidOption) ||
-		!errors.Is(err, core.ErrInvalidLimit) {
-		t.Errorf("SetLimits(bad): %v", err)
 	}
 }
 
@@ -414,8 +497,8 @@ func TestDefaultRegisterer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer prometheus.DefaultRegisterer.Unregister(c)
-	c.Observe(core.Event{Limiter: "api", Outcome: core.OutcomeAllowed, Result: core.Result{Allowed: true, Limit: 4}})
-	if got := series(t, prometheus.DefaultGatherer, "promlimit_default_test_decisions_total"); got[`limit="4",limiter="api",outcome="allowed"`] != 1 {
+	c.Observe(core.Event{Limiter: "api", Outcome: core.OutcomeAllowed, Limit: core.PerSecond(4), Result: core.Result{Allowed: true, Limit: 4}})
+	if got := series(t, prometheus.DefaultGatherer, "promlimit_default_test_decisions_total"); got[`limit="4/s gcra burst 4",limiter="api",outcome="allowed",plan=""`] != 1 {
 		t.Errorf("default gatherer: %v", got)
 	}
 	if _, err := promlimit.New(nil, promlimit.WithNamespace("promlimit_default_test")); err == nil {
@@ -426,8 +509,9 @@ func TestDefaultRegisterer(t *testing.T) {
 	}
 }
 
-// Concurrent decisions on several limiters while their labels change: no
-// count is lost (run with -race).
+// Concurrent decisions on several limiters, plans and limits, each seen
+// for the first time by several goroutines at once: no count is lost (run
+// with -race).
 func TestConcurrentObserve(t *testing.T) {
 	c, reg := newCollector(t)
 	const goroutines, each = 8, 500
@@ -438,19 +522,15 @@ func TestConcurrentObserve(t *testing.T) {
 			defer wg.Done()
 			name := fmt.Sprintf("l%d", g%3)
 			for i := 0; i < each; i++ {
-				c.Observe(core.Event{Limiter: name, Outcome: core.Outcome(i % 3),
-					Result: core.Result{Limit: 10, Binding: 0}, Latency: time.Microsecond})
-				if i%100 == 0 {
-					if err := c.SetLimits(name, core.PerSecond(10)); err != nil {
-						t.Error(err)
-					}
-				}
+				c.Observe(core.Event{Limiter: name, Plan: fmt.Sprint(i % 2), Outcome: core.Outcome(i % 3),
+					Limit: core.PerSecond(int64(1 + i%5)), Latency: time.Microsecond})
 			}
 		}(g)
 	}
 	wg.Wait()
 	var total, samples float64
-	for _, v := range series(t, reg, "sluice_decisions_total") {
+	decisions := series(t, reg, "sluice_decisions_total")
+	for _, v := range decisions {
 		total += v
 	}
 	for _, v := range series(t, reg, "sluice_store_latency_seconds") {
@@ -458,6 +538,11 @@ func TestConcurrentObserve(t *testing.T) {
 	}
 	if total != goroutines*each || samples != goroutines*each {
 		t.Errorf("decisions %v, latency samples %v; want %d", total, samples, goroutines*each)
+	}
+	// 3 limiters × 2 plans × 5 limits × 3 outcomes, but plan, limit and
+	// outcome go together: i%2, i%5 and i%3 take 30 combinations.
+	if len(decisions) != 3*30 {
+		t.Errorf("%d series, want 90", len(decisions))
 	}
 }
 
@@ -475,18 +560,24 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("Observe allocates: %v per %d events", allocs, len(evs))
 	}
-	if got := testutil.CollectAndCount(c, "sluice_decisions_total"); got != 3 {
-		t.Errorf("%d decision series, want 3", got)
+	if got := testutil.CollectAndCount(c, "sluice_decisions_total"); got != len(evs) {
+		t.Errorf("%d decision series, want %d", got, len(evs))
 	}
 }
 
+// benchEvents are decisions of every kind of limiter, plan, limit and
+// outcome label: a plan and a limit, the fallback split, no store.
 func benchEvents() []core.Event {
 	res := core.Result{Allowed: true, Limit: 100, Remaining: 50}
+	lim := core.Limit{Rate: 100, Period: time.Minute, Penalty: time.Second}
+	timeout := fmt.Errorf("take: %w", context.DeadlineExceeded)
 	return []core.Event{
-		{Limiter: "api", Outcome: core.OutcomeAllowed, Result: res, Latency: 40 * time.Microsecond},
-		{Limiter: "api", Outcome: core.OutcomeDenied, Result: core.Result{Limit: 100}, Latency: 40 * time.Microsecond},
-		{Limiter: "api", Outcome: core.OutcomeFallback, Result: res, Latency: 3 * time.Millisecond,
-			Err: fmt.Errorf("take: %w", context.DeadlineExceeded)},
+		{Limiter: "api", Plan: "pro", Limit: lim, Outcome: core.OutcomeAllowed, Result: res, Latency: 40 * time.Microsecond},
+		{Limiter: "api", Plan: "pro", Limit: lim, Outcome: core.OutcomeDenied, Result: core.Result{Limit: 100}, Latency: 40 * time.Microsecond},
+		{Limiter: "api", Limit: lim, Outcome: core.OutcomeFallback, Result: res, Latency: 3 * time.Millisecond, Err: timeout},
+		{Limiter: "api", Limit: lim, Outcome: core.OutcomeFallback, Result: core.Result{Limit: 100}, Latency: 3 * time.Millisecond,
+			Err: fmt.Errorf("take: %w", core.ErrBreakerOpen)},
+		{Limiter: "web", Outcome: core.OutcomeSkipped},
 	}
 }
 
@@ -511,8 +602,8 @@ func BenchmarkObserve(b *testing.B) {
 			}
 		})
 	})
-	// A decision that called no store: the counter and the gauge only.
-	skipped := core.Event{Limiter: "api", Outcome: core.OutcomeSkipped}
+	// A decision that called no store: the counter only.
+	skipped := benchEvents()[4]
 	b.Run("skipped", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
@@ -527,11 +618,11 @@ func BenchmarkObserve(b *testing.B) {
 		}
 	})
 	// For comparison: the same counter through CounterVec.WithLabelValues.
-	vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cmp_total", Help: "x"}, []string{"limiter", "limit", "outcome"})
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cmp_total", Help: "x"}, []string{"limiter", "plan", "limit", "outcome"})
 	b.Run("WithLabelValues", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			vec.WithLabelValues(ev.Limiter, "100", ev.Outcome.String()).Inc()
+			vec.WithLabelValues(ev.Limiter, ev.Plan, "100/m gcra burst 100 penalty 1s", ev.Outcome.String()).Inc()
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -161,8 +162,9 @@ func WithDenyCache(size int) Option {
 //	})
 //	store, err := redisstore.New(client)
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
-	if client == nil {
-		return nil, errors.New("redisstore: nil redis client")
+	if v := reflect.ValueOf(client); client == nil || (v.Kind() == reflect.Pointer || v.Kind() == reflect.Map ||
+		v.Kind() == reflect.Func || v.Kind() == reflect.Chan) && v.IsNil() { // a typed nil panics at the first Take
+		return nil, fmt.Errorf("redisstore: nil redis client (%T)", client)
 	}
 	s := settings{prefix: DefaultPrefix, pipeline: DefaultPipeline, clock: monoMicros,
 		failures: DefaultBreakerFailures, cooldown: DefaultBreakerCooldown, load: loadScripts}

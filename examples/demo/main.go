@@ -79,9 +79,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := metrics.Track(limiter); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
 	handler := newHandler(cfg.framework, limiter, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 
 	ln, err := net.Listen("tcp", cfg.addr)

@@ -1,0 +1,85 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// ptrStore, mapStore and funcStore are stores of each kind that can be a
+// typed nil; valueStore is one that cannot.
+type ptrStore struct{ calls int64 }
+
+func (s *ptrStore) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
+	s.calls++ // a nil *ptrStore panics here
+	return core.Result{Allowed: true}, nil
+}
+
+type mapStore map[string]int64
+
+func (mapStore) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
+	return core.Result{Allowed: true}, nil
+}
+
+type funcStore func() core.Result
+
+func (f funcStore) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
+	return f(), nil
+}
+
+type valueStore struct{}
+
+func (valueStore) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
+	return core.Result{Allowed: true}, nil
+}
+
+func typedNilKey(*http.Request) (string, error) { return "k", nil }
+
+// A typed nil inside the Store interface (a nil *redisstore.Store, a nil
+// *MemoryStore) is refused by New and WithFallbackStore, instead of
+// serving from the fallback, or panicking, at every request.
+func TestNewRefusesTypedNilStore(t *testing.T) {
+	limits := []core.Limit{core.PerSecond(1)}
+	var (
+		mem *core.MemoryStore
+		ptr *ptrStore
+		m   mapStore
+		f   funcStore
+	)
+	for name, tc := range map[string]struct {
+		store core.Store
+		opts  []core.Option
+		want  string
+	}{
+		"nil *MemoryStore":             {mem, nil, "store is a nil *core.MemoryStore"},
+		"nil pointer of a test type":   {ptr, nil, "store is a nil *core_test.ptrStore"},
+		"nil map":                      {m, nil, "store is a nil core_test.mapStore"},
+		"nil func":                     {f, nil, "store is a nil core_test.funcStore"},
+		"nil":                          {nil, nil, "store is nil"},
+		"fallback nil *MemoryStore":    {core.NewMemoryStore(), []core.Option{core.WithFallbackStore(mem)}, "fallback store is a nil *core.MemoryStore"},
+		"fallback nil pointer of test": {valueStore{}, []core.Option{core.WithFallbackStore(ptr)}, "fallback store is a nil *core_test.ptrStore"},
+		"fallback nil":                 {valueStore{}, []core.Option{core.WithFallbackStore(nil)}, "fallback store is nil"},
+	} {
+		l, err := core.New(tc.store, typedNilKey, limits, tc.opts...)
+		if !errors.Is(err, core.ErrInvalidOption) || l != nil {
+			t.Errorf("%s: %v, %v; want ErrInvalidOption", name, l, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %q does not say %q", name, err, tc.want)
+		}
+	}
+	// Stores that are not nil, whatever their kind, are accepted.
+	for name, s := range map[string]core.Store{
+		"value": valueStore{}, "map": mapStore{}, "func": funcStore(func() core.Result { return core.Result{} }),
+		"pointer": &ptrStore{},
+	} {
+		if _, err := core.New(s, typedNilKey, limits, core.WithFallbackStore(s)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
