@@ -40,66 +40,78 @@ func parseForwarded(line string) ([]forwardedElement, error) {
 			i++
 			continue
 		}
-		var (
-			e    forwardedElement
-			seen = map[string]bool{}
-		)
-		for {
-			i = skipOWS(line, i)
-			if i == len(line) || line[i] == ',' {
-				break
-			}
-			if line[i] == ';' { // empty pair
-				i++
-				continue
-			}
-			start := i
-			for i < len(line) && isTchar(line[i]) {
-				i++
-			}
-			name := strings.ToLower(line[start:i])
-			if name == "" {
-				return nil, fmt.Errorf("unexpected %q at offset %d", line[i], i)
-			}
-			if i == len(line) || line[i] != '=' {
-				return nil, fmt.Errorf("parameter %s without '=' at offset %d", quoteShort(name), i)
-			}
-			i++
-			var value string
-			if i < len(line) && line[i] == '"' {
-				var err error
-				value, i, err = readQuoted(line, i)
-				if err != nil {
-					return nil, err
-				}
-			} else {
-				start := i
-				for i < len(line) && isTchar(line[i]) {
-					i++
-				}
-				if start == i {
-					return nil, fmt.Errorf("parameter %s without a value at offset %d", quoteShort(name), i)
-				}
-				value = line[start:i]
-			}
-			if seen[name] {
-				return nil, fmt.Errorf("parameter %s repeated in one element", quoteShort(name))
-			}
-			seen[name] = true
-			if name == "for" {
-				e.forValue, e.hasFor = value, true
-			}
-			i = skipOWS(line, i)
-			if i == len(line) || line[i] == ',' {
-				break
-			}
-			if line[i] != ';' {
-				return nil, fmt.Errorf("unexpected %q at offset %d", line[i], i)
-			}
-			i++
+		e, next, err := parseElement(line, i)
+		if err != nil {
+			return nil, err
 		}
 		elems = append(elems, e)
+		i = next
 	}
+}
+
+// parseElement parses the forwarded-element starting at line[i] and
+// returns it with the offset of the "," or end of line after it.
+func parseElement(line string, i int) (forwardedElement, int, error) {
+	var e forwardedElement
+	seen := map[string]bool{}
+	for {
+		i = skipOWS(line, i)
+		if i == len(line) || line[i] == ',' {
+			return e, i, nil
+		}
+		if line[i] == ';' { // empty pair
+			i++
+			continue
+		}
+		name, value, next, err := parsePair(line, i)
+		if err != nil {
+			return e, 0, err
+		}
+		if seen[name] {
+			return e, 0, fmt.Errorf("parameter %s repeated in one element", quoteShort(name))
+		}
+		seen[name] = true
+		if name == "for" {
+			e.forValue, e.hasFor = value, true
+		}
+		i = skipOWS(line, next)
+		if i == len(line) || line[i] == ',' {
+			return e, i, nil
+		}
+		if line[i] != ';' {
+			return e, 0, fmt.Errorf("unexpected %q at offset %d", line[i], i)
+		}
+		i++
+	}
+}
+
+// parsePair parses the forwarded-pair starting at line[i]: its name in
+// lower case, its value unquoted, and the offset after it.
+func parsePair(line string, i int) (name, value string, next int, err error) {
+	start := i
+	for i < len(line) && isTchar(line[i]) {
+		i++
+	}
+	name = strings.ToLower(line[start:i])
+	if name == "" {
+		return "", "", 0, fmt.Errorf("unexpected %q at offset %d", line[i], i)
+	}
+	if i == len(line) || line[i] != '=' {
+		return "", "", 0, fmt.Errorf("parameter %s without '=' at offset %d", quoteShort(name), i)
+	}
+	i++
+	if i < len(line) && line[i] == '"' {
+		value, i, err = readQuoted(line, i)
+		return name, value, i, err
+	}
+	start = i
+	for i < len(line) && isTchar(line[i]) {
+		i++
+	}
+	if start == i {
+		return "", "", 0, fmt.Errorf("parameter %s without a value at offset %d", quoteShort(name), i)
+	}
+	return name, line[start:i], i, nil
 }
 
 // readQuoted reads the quoted-string starting at line[i] == '"' and returns
