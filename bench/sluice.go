@@ -24,7 +24,7 @@ func sluiceLimit(alg core.Algorithm, q quota) core.Limit {
 
 func sluiceImpls() []impl {
 	var out []impl
-	for _, alg := range core.Algorithms {
+	for _, alg := range core.Algorithms() {
 		out = append(out, impl{name: "sluice-redis/" + string(alg), group: "redis", sluice: true, timeAll: true,
 			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
 				st, err := redisstore.New(rdb)
@@ -36,7 +36,7 @@ func sluiceImpls() []impl {
 	}
 	// The same without automatic pipelining and without the deny cache:
 	// one EVALSHA round trip per decision, as before issue 4.
-	for _, alg := range core.Algorithms {
+	for _, alg := range core.Algorithms() {
 		out = append(out, impl{name: "sluice-plain/" + string(alg), group: "redis", sluice: true, timeAll: true,
 			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
 				st, err := redisstore.New(rdb, redisstore.WithPipelining(0), redisstore.WithDenyCache(0))
@@ -46,7 +46,7 @@ func sluiceImpls() []impl {
 				return redisDecide(st, sluiceLimit(alg, q)), nop, nil
 			}})
 	}
-	for _, alg := range core.Algorithms {
+	for _, alg := range core.Algorithms() {
 		out = append(out, impl{name: "sluice-mem/" + string(alg), group: "memory", sluice: true,
 			build: func(_ *redis.Client, q quota) (func() decideFunc, func(), error) {
 				return memDecide(core.NewMemoryStore(), sluiceLimit(alg, q)), nop, nil

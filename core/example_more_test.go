@@ -65,7 +65,7 @@ func ExampleNew() {
 func ExampleAlgorithms() {
 	now := time.Unix(1_700_000_001, 0)
 	store := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
-	for _, alg := range core.Algorithms {
+	for _, alg := range core.Algorithms() {
 		limit := core.Limit{Algorithm: alg, Rate: 4, Period: time.Second}
 		fmt.Printf("%-15s", alg)
 		for i := 0; i < 6; i++ {

@@ -41,7 +41,7 @@ func FuzzLimitArithmetic(f *testing.F) {
 	} {
 		f.Add(s.alg, s.rate, s.period, s.burst, s.pen, s.n)
 	}
-	algs := append(append([]core.Algorithm(nil), core.Algorithms...), "", "bogus")
+	algs := append(append([]core.Algorithm(nil), core.Algorithms()...), "", "bogus")
 	f.Fuzz(func(t *testing.T, alg uint8, rate, period, burst, pen, n int64) {
 		lim := core.Limit{
 			Algorithm: algs[int(alg)%len(algs)],

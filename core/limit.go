@@ -39,8 +39,10 @@ const (
 	LeakyBucket Algorithm = "leaky_bucket"
 )
 
-// Algorithms lists every algorithm, in a stable order.
-var Algorithms = []Algorithm{GCRA, TokenBucket, FixedWindow, SlidingWindow, SlidingLog, LeakyBucket}
+// Algorithms returns every algorithm, in a stable order, in a new slice.
+func Algorithms() []Algorithm {
+	return []Algorithm{GCRA, TokenBucket, FixedWindow, SlidingWindow, SlidingLog, LeakyBucket}
+}
 
 // InfDuration is the RetryAfter of a request whose cost exceeds what the
 // limit can ever admit at once: it will never pass.

@@ -421,7 +421,7 @@ func TestMemoryMultipleLimits(t *testing.T) {
 		s, _ := newMemStore()
 		var ls []core.Limit
 		for i := 1; i <= 7; i++ {
-			ls = append(ls, core.Limit{Algorithm: core.Algorithms[i%len(core.Algorithms)], Rate: int64(10 * i), Period: time.Minute})
+			ls = append(ls, core.Limit{Algorithm: core.Algorithms()[i%len(core.Algorithms())], Rate: int64(10 * i), Period: time.Minute})
 		}
 		for i := 0; i < 10; i++ {
 			if r := memTake(t, s, "k", 1, ls...); !r.Allowed {

@@ -255,7 +255,7 @@ func (p *limitParser) algorithm(l *Limit, tok string, off int, seen map[string]b
 
 func algorithmNamed(word string) (Algorithm, bool) {
 	word = strings.ReplaceAll(word, "-", "_")
-	for _, a := range Algorithms {
+	for _, a := range Algorithms() {
 		if word == string(a) {
 			return a, true
 		}

@@ -137,8 +137,8 @@ func TestParseLimitValidateError(t *testing.T) {
 func randomValidLimit(r *rand.Rand) Limit {
 	for {
 		var l Limit
-		if i := r.IntN(len(Algorithms) + 1); i < len(Algorithms) {
-			l.Algorithm = Algorithms[i]
+		if i := r.IntN(len(Algorithms()) + 1); i < len(Algorithms()) {
+			l.Algorithm = Algorithms()[i]
 		}
 		switch r.IntN(4) {
 		case 0:

@@ -113,7 +113,7 @@ func TestRedisResetAcrossInstances(t *testing.T) {
 // that exhausts a client and moves miniredis' clock sees the client
 // allowed again, for every algorithm.
 func TestMiniredisMovingTime(t *testing.T) {
-	for _, a := range core.Algorithms {
+	for _, a := range core.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			m := miniredis.RunT(t)
 			m.SetTime(time.Now())

@@ -215,12 +215,12 @@ func parseConfig(args []string) (*config, error) {
 	} else {
 		alg := core.Algorithm(algorithm)
 		known := false
-		for _, a := range core.Algorithms {
+		for _, a := range core.Algorithms() {
 			known = known || a == alg
 		}
 		if !known {
-			names := make([]string, len(core.Algorithms))
-			for i, a := range core.Algorithms {
+			names := make([]string, len(core.Algorithms()))
+			for i, a := range core.Algorithms() {
 				names[i] = string(a)
 			}
 			return nil, usageErrorf("-algorithm %q: want one of %s", algorithm, strings.Join(names, ", "))

@@ -73,7 +73,7 @@ func TestCommittedSVGIsCurrent(t *testing.T) {
 	}
 	// Every algorithm has its panel in each column.
 	for _, p := range patterns {
-		for _, alg := range core.Algorithms {
+		for _, alg := range core.Algorithms() {
 			if id := `id="` + p.name + "-" + string(alg) + `"`; !bytes.Contains(got, []byte(id)) {
 				t.Errorf("no panel %s", id)
 			}
@@ -250,7 +250,7 @@ func TestTerminalChart(t *testing.T) {
 		t.Error("the default is not -pattern seed, or the output is not reproducible")
 	}
 	out := a.String()
-	for _, alg := range core.Algorithms {
+	for _, alg := range core.Algorithms() {
 		if !strings.Contains(out, "\n"+algName(alg)+": ") {
 			t.Errorf("no chart for %s", alg)
 		}

@@ -192,7 +192,7 @@ type scene struct {
 func build(p pattern) (scene, error) {
 	sc := scene{pattern: p}
 	end := time.Duration(len(p.perSecond))*time.Second + tail
-	for _, alg := range core.Algorithms {
+	for _, alg := range core.Algorithms() {
 		rp, err := simulate(p, alg)
 		if err != nil {
 			return scene{}, err

@@ -497,7 +497,7 @@ func TestHostileAbsurdLimits(t *testing.T) {
 		}
 	}
 	for name, store := range stores {
-		for _, alg := range core.Algorithms {
+		for _, alg := range core.Algorithms() {
 			lims := []core.Limit{{Algorithm: alg, Rate: hostileLimit, Period: longPeriod()}}
 			huge := newService(t, store, lims, core.WithCost(math.MaxInt64))
 			hugeFunc := newService(t, store, lims, core.WithCostFunc(func(*http.Request) int64 { return math.MaxInt64 }))

@@ -118,7 +118,7 @@ func TestRedisMemoryBaseline(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lims []core.Limit
-	for _, alg := range core.Algorithms {
+	for _, alg := range core.Algorithms() {
 		lims = append(lims, core.Limit{Algorithm: alg, Rate: 1, Period: 2 * time.Second, Penalty: time.Second})
 	}
 	// Warm up (script cache, connections), let that key lapse, then read
