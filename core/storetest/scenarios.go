@@ -600,6 +600,18 @@ func lateBy(i int, drift, margin, call time.Duration) string {
 	return fmt.Sprintf("step %d ran %v behind schedule (margin %v; its Take took %v)", i, drift.Round(us), margin, call.Round(us))
 }
 
+// waitStep waits for a step scheduled at at, the previous one having been
+// scheduled at prevAt and having ended at prevEnd: on a controlled clock it
+// advances the clock by at-prevAt; on a wall clock it sleeps until that
+// long after the previous step ended, so that lateness only accumulates.
+func (s *suite) waitStep(tb testing.TB, prevAt, at time.Duration, prevEnd time.Time) {
+	if s.exact {
+		s.advance(tb, at-prevAt)
+		return
+	}
+	time.Sleep(time.Until(prevEnd.Add(at - prevAt)))
+}
+
 // playOnce returns the failed steps and, when the run fell behind by the
 // margin before a failure showed, a description of the lateness.
 func (s *suite) playOnce(t *testing.T, sc scenario, steps []step, flush bool) (fails []string, late string) {
@@ -612,11 +624,7 @@ func (s *suite) playOnce(t *testing.T, sc scenario, steps []step, flush bool) (f
 	var drift time.Duration // the most any step so far ran behind schedule
 	for i, st := range steps {
 		if i > 0 {
-			if s.exact {
-				s.advance(t, st.at-prevAt)
-			} else {
-				time.Sleep(time.Until(prevEnd.Add(st.at - prevAt)))
-			}
+			s.waitStep(t, prevAt, st.at, prevEnd)
 			if flush {
 				s.h.FlushScripts(t)
 			}
