@@ -12,21 +12,18 @@ import (
 	"github.com/sluicehq/sluice/core"
 )
 
-// testBadInput: bad input is an error wrapping the documented sentinel,
-// never a panic, and charges nothing.
-func (s *suite) testBadInput(t *testing.T) {
-	st := s.h.NewStore(t)
-	key := newKey(t)
-	good := core.Limit{Algorithm: core.FixedWindow, Rate: 5, Period: time.Hour}
-	before := s.keySet(t)
+// badInput is a Take that must fail with an error wrapping want.
+type badInput struct {
+	name   string
+	key    string
+	n      int64
+	limits []core.Limit
+	want   error
+}
 
-	cases := []struct {
-		name   string
-		key    string
-		n      int64
-		limits []core.Limit
-		want   error
-	}{
+// badInputs returns every kind of bad input, on key, good being a valid limit.
+func badInputs(key string, good core.Limit) []badInput {
+	return []badInput{
 		{"empty key", "", 1, []core.Limit{good}, core.ErrEmptyKey},
 		{"negative cost", key, -1, []core.Limit{good}, core.ErrNegativeCost},
 		{"most negative cost", key, math.MinInt64, []core.Limit{good}, core.ErrNegativeCost},
@@ -48,7 +45,17 @@ func (s *suite) testBadInput(t *testing.T) {
 		{"token bucket too large", key, 1, []core.Limit{{Algorithm: core.TokenBucket, Rate: 1 << 40, Period: time.Hour}}, core.ErrInvalidLimit},
 		{"one invalid among valid", key, 1, []core.Limit{good, {Rate: 1, Period: -1}}, core.ErrInvalidLimit},
 	}
-	for _, c := range cases {
+}
+
+// testBadInput: bad input is an error wrapping the documented sentinel,
+// never a panic, and charges nothing.
+func (s *suite) testBadInput(t *testing.T) {
+	st := s.h.NewStore(t)
+	key := newKey(t)
+	good := core.Limit{Algorithm: core.FixedWindow, Rate: 5, Period: time.Hour}
+	before := s.keySet(t)
+
+	for _, c := range badInputs(key, good) {
 		_, err := take(t, st, c.key, c.n, c.limits...)
 		switch {
 		case err == nil:
@@ -61,31 +68,38 @@ func (s *suite) testBadInput(t *testing.T) {
 		t.Errorf("after rejected calls, a peek = %s; want allowed with remaining 5: bad input must charge nothing", fmtResult(res))
 	}
 	s.expectNoNewKeys(t, before, "after bad input and a peek")
+	t.Run("HugeCost", func(t *testing.T) { testHugeCost(t, st) })
+}
 
-	// A cost no limit can ever admit is a plain denial, RetryAfter INF, not an
-	// error, whatever its size (a store must not overflow n·T or n·P).
-	t.Run("HugeCost", func(t *testing.T) {
-		for _, lim := range hourLimits(5) {
-			key := newKey(t)
-			for _, n := range []int64{math.MaxInt64, 1 << 53, 1<<53 + 1, 6} {
-				got := mustTake(t, st, key, n, lim)
-				want := deny(5, 5, inf, 0)
-				if d := diffResult(got, want, 0); len(d) > 0 {
-					t.Errorf("%v, n=%d: %v\n\tgot  %s\n\twant %s", lim, n, d, fmtResult(got), fmtResult(want))
-				}
-			}
-			if got := mustTake(t, st, key, 0, lim); !got.Allowed || got.Remaining != 5 {
-				t.Errorf("%v: peek after huge costs = %s, want allowed with remaining 5", lim, fmtResult(got))
+// testHugeCost: a cost no limit can ever admit is a plain denial,
+// RetryAfter INF, not an error, whatever its size (a store must not
+// overflow n·T or n·P).
+func testHugeCost(t *testing.T, st core.Store) {
+	for _, lim := range hourLimits(5) {
+		key := newKey(t)
+		for _, n := range []int64{math.MaxInt64, 1 << 53, 1<<53 + 1, 6} {
+			got := mustTake(t, st, key, n, lim)
+			want := deny(5, 5, inf, 0)
+			if d := diffResult(got, want, 0); len(d) > 0 {
+				t.Errorf("%v, n=%d: %v\n\tgot  %s\n\twant %s", lim, n, d, fmtResult(got), fmtResult(want))
 			}
 		}
-	})
+		if got := mustTake(t, st, key, 0, lim); !got.Allowed || got.Remaining != 5 {
+			t.Errorf("%v: peek after huge costs = %s, want allowed with remaining 5", lim, fmtResult(got))
+		}
+	}
 }
 
 // hourLimits returns one limit of each algorithm admitting exactly c at once
 // (Limit = Remaining = c on a fresh key), with periods so long that time
 // passing during a test never adds allowance.
 func hourLimits(c int64) []core.Limit {
-	p := time.Hour
+	return everyAlgorithm(c, time.Hour)
+}
+
+// everyAlgorithm returns one limit of each algorithm with period p admitting
+// exactly c at once (Limit = Remaining = c on a fresh key).
+func everyAlgorithm(c int64, p time.Duration) []core.Limit {
 	return []core.Limit{
 		{Algorithm: core.GCRA, Rate: c, Period: p, Burst: c},
 		{Algorithm: core.TokenBucket, Rate: c, Period: p, Burst: c},
@@ -183,7 +197,7 @@ func (s *suite) testConcurrency(t *testing.T) {
 	}
 }
 
-// concurrencyLimits returns hourLimits-like limits with a 1000-hour period
+// concurrencyLimits returns everyAlgorithm's limits with a 1000-hour period
 // (no refill while the test runs). On a wall clock the period is chosen so
 // that no epoch-aligned window boundary falls within the next minute.
 func concurrencyLimits(c int64) []core.Limit {
@@ -191,12 +205,5 @@ func concurrencyLimits(c int64) []core.Limit {
 	if time.Duration(time.Now().UnixNano())%p > p-time.Minute {
 		p -= time.Hour
 	}
-	return []core.Limit{
-		{Algorithm: core.GCRA, Rate: c, Period: p, Burst: c},
-		{Algorithm: core.TokenBucket, Rate: c, Period: p, Burst: c},
-		{Algorithm: core.LeakyBucket, Rate: c, Period: p, Burst: c - 1},
-		{Algorithm: core.FixedWindow, Rate: c, Period: p},
-		{Algorithm: core.SlidingWindow, Rate: c, Period: p},
-		{Algorithm: core.SlidingLog, Rate: c, Period: p},
-	}
+	return everyAlgorithm(c, p)
 }

@@ -34,54 +34,68 @@ func (s *suite) testReset(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, l := range limits {
-		t.Run(string(l.Algorithm), func(t *testing.T) {
-			key, other := newKey(t), newKey(t)
-			exhaust(t, stores[0], key, l)
-			exhaust(t, stores[0], other, l)
-			if err := r.Reset(ctx, key, l); err != nil {
-				t.Fatalf("Reset: %v", err)
-			}
-			got := takeAfterReset(t, stores[0], key, l)
-			want := mustTake(t, stores[0], newKey(t), 1, l)
-			if d := diffResult(got, want, s.tolerance()); len(d) > 0 {
-				t.Errorf("after Reset: %v\n\tgot  %s\n\twant %s (a fresh key's)", d, fmtResult(got), fmtResult(want))
-			}
-			if res := mustTake(t, stores[1], other, 1, l); res.Allowed || res.RetryAfter < 14*time.Minute {
-				t.Errorf("another key after Reset: %s, want still locked", fmtResult(res))
-			}
-		})
+		t.Run(string(l.Algorithm), func(t *testing.T) { s.testResetOne(t, ctx, stores, r, l) })
 	}
-	t.Run("SeveralLimits", func(t *testing.T) {
-		key := newKey(t)
-		for _, l := range limits {
-			exhaust(t, stores[1], key, l)
+	t.Run("SeveralLimits", func(t *testing.T) { testResetSeveral(t, ctx, stores, r, limits) })
+	t.Run("BadInput", func(t *testing.T) { testResetBadInput(t, ctx, r, limits[:1]) })
+}
+
+// testResetOne exhausts two keys under l through stores[0], resets one
+// through r (stores[1]), and checks that it then gets what a fresh key gets
+// and that the other is still locked.
+func (s *suite) testResetOne(t *testing.T, ctx context.Context, stores [2]core.Store, r core.Resetter, l core.Limit) {
+	key, other := newKey(t), newKey(t)
+	exhaust(t, stores[0], key, l)
+	exhaust(t, stores[0], other, l)
+	if err := r.Reset(ctx, key, l); err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	got := takeAfterReset(t, stores[0], key, l)
+	want := mustTake(t, stores[0], newKey(t), 1, l)
+	if d := diffResult(got, want, s.tolerance()); len(d) > 0 {
+		t.Errorf("after Reset: %v\n\tgot  %s\n\twant %s (a fresh key's)", d, fmtResult(got), fmtResult(want))
+	}
+	if res := mustTake(t, stores[1], other, 1, l); res.Allowed || res.RetryAfter < 14*time.Minute {
+		t.Errorf("another key after Reset: %s, want still locked", fmtResult(res))
+	}
+}
+
+// testResetSeveral exhausts one key under every limit through stores[1],
+// resets them all in one call, and checks that the key is admitted again;
+// resetting a key without state is no error.
+func testResetSeveral(t *testing.T, ctx context.Context, stores [2]core.Store, r core.Resetter, limits []core.Limit) {
+	key := newKey(t)
+	for _, l := range limits {
+		exhaust(t, stores[1], key, l)
+	}
+	if err := r.Reset(ctx, key, limits...); err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	got := takeAfterReset(t, stores[0], key, limits...)
+	if !got.Allowed || got.Remaining != 4 {
+		t.Errorf("after Reset of every limit: %s, want allowed with 4 remaining", fmtResult(got))
+	}
+	if err := r.Reset(ctx, newKey(t), limits...); err != nil {
+		t.Errorf("Reset of a key without state: %v", err)
+	}
+}
+
+// testResetBadInput: Reset rejects an empty key, no limits and an invalid
+// limit with Take's errors; valid is a valid limit.
+func testResetBadInput(t *testing.T, ctx context.Context, r core.Resetter, valid []core.Limit) {
+	for _, c := range []struct {
+		key    string
+		limits []core.Limit
+		want   error
+	}{
+		{"", valid, core.ErrEmptyKey},
+		{"k", nil, core.ErrNoLimits},
+		{"k", []core.Limit{{Rate: -1, Period: time.Second}}, core.ErrInvalidLimit},
+	} {
+		if err := r.Reset(ctx, c.key, c.limits...); !errors.Is(err, c.want) {
+			t.Errorf("Reset(%q, %v): %v, want %v", c.key, c.limits, err, c.want)
 		}
-		if err := r.Reset(ctx, key, limits...); err != nil {
-			t.Fatalf("Reset: %v", err)
-		}
-		got := takeAfterReset(t, stores[0], key, limits...)
-		if !got.Allowed || got.Remaining != 4 {
-			t.Errorf("after Reset of every limit: %s, want allowed with 4 remaining", fmtResult(got))
-		}
-		if err := r.Reset(ctx, newKey(t), limits...); err != nil {
-			t.Errorf("Reset of a key without state: %v", err)
-		}
-	})
-	t.Run("BadInput", func(t *testing.T) {
-		for _, c := range []struct {
-			key    string
-			limits []core.Limit
-			want   error
-		}{
-			{"", limits[:1], core.ErrEmptyKey},
-			{"k", nil, core.ErrNoLimits},
-			{"k", []core.Limit{{Rate: -1, Period: time.Second}}, core.ErrInvalidLimit},
-		} {
-			if err := r.Reset(ctx, c.key, c.limits...); !errors.Is(err, c.want) {
-				t.Errorf("Reset(%q, %v): %v, want %v", c.key, c.limits, err, c.want)
-			}
-		}
-	})
+	}
 }
 
 // resetDelay is how long after Reset returns a store may still answer from

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -65,9 +66,26 @@ func multi(binding int, delay time.Duration, per ...core.Result) core.Result {
 	return r
 }
 
-// scenarios returns every hand-computed scenario. Notation in the comments
-// follows ALGORITHMS.md; times are relative to the first step.
+// scenarios returns every hand-computed scenario, family by family. Notation
+// in the comments follows ALGORITHMS.md; times are relative to the first step.
 func scenarios() []scenario {
+	return slices.Concat(
+		redisCellScenarios(),
+		gcraScenarios(),
+		bucketScenarios(),
+		windowScenarios(),
+		slidingLogScenarios(),
+		penaltyBucketScenarios(),
+		penaltyWindowScenarios(),
+		multiScenarios(),
+		duplicateScenarios(),
+		multiDelayScenarios(),
+	)
+}
+
+// redisCellScenarios returns GCRA held to the figures of redis-cell's
+// CL.THROTTLE.
+func redisCellScenarios() []scenario {
 	return []scenario{
 		{
 			// redis-cell: CL.THROTTLE k 15 30 60 → 0 16 15 -1 2.
@@ -96,6 +114,12 @@ func scenarios() []scenario {
 				{40 * time.Second, 16, allow(16, 0, 32*time.Second)},
 			},
 		},
+	}
+}
+
+// gcraScenarios returns GCRA's own scenarios.
+func gcraScenarios() []scenario {
+	return []scenario{
 		{
 			// Limit{GCRA,1,2s,1}: T = dvt = 2s.
 			name:   "GCRA/one-per-2s",
@@ -124,6 +148,12 @@ func scenarios() []scenario {
 				{500 * ms, 1, allow(3, 0, 500*ms)},        // tat 1000
 			},
 		},
+	}
+}
+
+// bucketScenarios returns LeakyBucket's (with its Delay) and TokenBucket's.
+func bucketScenarios() []scenario {
+	return []scenario{
 		{
 			// T = 200ms, limit = B+1 = 3, cap = 600ms.
 			name:   "LeakyBucket",
@@ -160,6 +190,13 @@ func scenarios() []scenario {
 				{time.Second, 3, allow(3, 0, 600*ms)},
 			},
 		},
+	}
+}
+
+// windowScenarios returns FixedWindow's and SlidingWindow's, on windows
+// aligned to the Unix epoch.
+func windowScenarios() []scenario {
+	return []scenario{
 		{
 			// Windows of 600ms from the epoch; the first step 100ms into one.
 			name:   "FixedWindow",
@@ -201,6 +238,12 @@ func scenarios() []scenario {
 				{2850 * ms, 0, allow(4, 4, 0)},              // two windows on
 			},
 		},
+	}
+}
+
+// slidingLogScenarios returns SlidingLog's.
+func slidingLogScenarios() []scenario {
+	return []scenario{
 		{
 			name:   "SlidingLog",
 			limits: []core.Limit{{Algorithm: core.SlidingLog, Rate: 3, Period: time.Second}},
@@ -218,6 +261,13 @@ func scenarios() []scenario {
 				{2500 * ms, 0, allow(3, 3, 0)},
 			},
 		},
+	}
+}
+
+// penaltyBucketScenarios returns the penalty lock on GCRA, LeakyBucket and
+// TokenBucket.
+func penaltyBucketScenarios() []scenario {
+	return []scenario{
 		{
 			// T = dvt = 500ms, L = 800ms.
 			name:   "Penalty/GCRA",
@@ -262,6 +312,13 @@ func scenarios() []scenario {
 				{time.Second, 1, allow(1, 0, time.Second)}, // full since the write at 0
 			},
 		},
+	}
+}
+
+// penaltyWindowScenarios returns the penalty lock on FixedWindow,
+// SlidingWindow and SlidingLog.
+func penaltyWindowScenarios() []scenario {
+	return []scenario{
 		{
 			name:   "Penalty/FixedWindow",
 			limits: []core.Limit{{Algorithm: core.FixedWindow, Rate: 1, Period: time.Second, Penalty: 300 * ms}},
@@ -301,6 +358,13 @@ func scenarios() []scenario {
 				{600 * ms, 1, allow(2, 0, time.Second)},
 			},
 		},
+	}
+}
+
+// multiScenarios returns Takes over several limits: nothing is charged when
+// one denies, and which limit binds.
+func multiScenarios() []scenario {
+	return []scenario{
 		{
 			// A: 5 per aligned second; B: T = 500ms, dvt = 1s.
 			name: "Multi/FixedWindow+GCRA",
@@ -341,6 +405,12 @@ func scenarios() []scenario {
 				{time.Second, 0, multi(0, 0, allow(2, 1, time.Second), allow(3, 1, 2*time.Second))},
 			},
 		},
+	}
+}
+
+// duplicateScenarios returns Takes that give the same limit twice.
+func duplicateScenarios() []scenario {
+	return []scenario{
 		{
 			// The same limit twice in one Take is one state, charged once:
 			// A: 3 per aligned second, given first and last; B: 4 per
@@ -379,6 +449,13 @@ func scenarios() []scenario {
 				{700 * ms, 1, multi(0, 0, allow(1, 0, 500*ms), allow(1, 0, 500*ms))},
 			},
 		},
+	}
+}
+
+// multiDelayScenarios returns the overall Delay of a Take over several
+// limits.
+func multiDelayScenarios() []scenario {
+	return []scenario{
 		{
 			// A: T = 200ms, dvt = 400ms; B: T = 200ms, limit 4, cap 800ms.
 			name: "Multi/GCRA+LeakyBucket",
@@ -523,6 +600,18 @@ func lateBy(i int, drift, margin, call time.Duration) string {
 	return fmt.Sprintf("step %d ran %v behind schedule (margin %v; its Take took %v)", i, drift.Round(us), margin, call.Round(us))
 }
 
+// waitStep waits for a step scheduled at at, the previous one having been
+// scheduled at prevAt and having ended at prevEnd: on a controlled clock it
+// advances the clock by at-prevAt; on a wall clock it sleeps until that
+// long after the previous step ended, so that lateness only accumulates.
+func (s *suite) waitStep(tb testing.TB, prevAt, at time.Duration, prevEnd time.Time) {
+	if s.exact {
+		s.advance(tb, at-prevAt)
+		return
+	}
+	time.Sleep(time.Until(prevEnd.Add(at - prevAt)))
+}
+
 // playOnce returns the failed steps and, when the run fell behind by the
 // margin before a failure showed, a description of the lateness.
 func (s *suite) playOnce(t *testing.T, sc scenario, steps []step, flush bool) (fails []string, late string) {
@@ -535,11 +624,7 @@ func (s *suite) playOnce(t *testing.T, sc scenario, steps []step, flush bool) (f
 	var drift time.Duration // the most any step so far ran behind schedule
 	for i, st := range steps {
 		if i > 0 {
-			if s.exact {
-				s.advance(t, st.at-prevAt)
-			} else {
-				time.Sleep(time.Until(prevEnd.Add(st.at - prevAt)))
-			}
+			s.waitStep(t, prevAt, st.at, prevEnd)
 			if flush {
 				s.h.FlushScripts(t)
 			}

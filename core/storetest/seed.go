@@ -10,6 +10,65 @@ import (
 	"github.com/sluicehq/sluice/core"
 )
 
+// seedCase is one algorithm of the seed scenario and, computed by hand, how
+// many requests it admits in each second.
+type seedCase struct {
+	alg       core.Algorithm
+	perSecond []int
+}
+
+// seedSpec is the seed scenario at one size: a limit of r per p against
+// traffic[i] requests in second i+1, the first second starting at a
+// multiple of p. burst is what the fixed window admits in seconds 3–5.
+type seedSpec struct {
+	p        time.Duration
+	r, burst int64
+	traffic  []int
+	cases    []seedCase
+}
+
+// seedFull is the seed article's scenario, 1000 per 3 s, each second's
+// requests spread evenly across it.
+func seedFull() seedSpec {
+	return seedSpec{
+		p: 3 * time.Second, r: 1000, burst: 1980,
+		traffic: []int{10, 10, 980, 900, 100, 0},
+		cases: []seedCase{
+			{core.FixedWindow, []int{10, 10, 980, 900, 100, 0}},
+			// The log is full at 3 s; afterwards a request passes only when an
+			// entry of the first (then the second) second has left it.
+			{core.SlidingLog, []int{10, 10, 980, 10, 10, 0}},
+			// In the second window p = 1000, so a request at e passes while
+			// c+1 ≤ 1000·e/P: floor(999444µs / 3000µs) = 333 in second 4; in
+			// second 5 the allowance outgrows the 100 requests.
+			{core.SlidingWindow, []int{10, 10, 980, 333, 100, 0}},
+		},
+	}
+}
+
+// seedLight is seedFull at a tenth of its size (Harness.Light).
+func seedLight() seedSpec {
+	return seedSpec{
+		p: 3 * time.Second, r: 100, burst: 198,
+		traffic: []int{1, 1, 98, 90, 10, 0},
+		cases: []seedCase{
+			{core.FixedWindow, []int{1, 1, 98, 90, 10, 0}},
+			// The entries at 0.5 s and 1.5 s leave at 3.5 s and 4.5 s.
+			{core.SlidingLog, []int{1, 1, 98, 1, 1, 0}},
+			// c+1 ≤ 100·e/P: floor(994444µs / 30000µs) = 33.
+			{core.SlidingWindow, []int{1, 1, 98, 33, 10, 0}},
+		},
+	}
+}
+
+// seedWallClock is seedLight as testSeedWallClock plays it: the fixed window
+// and the sliding log only.
+func seedWallClock() seedSpec {
+	spec := seedLight()
+	spec.cases = slices.DeleteFunc(spec.cases, func(c seedCase) bool { return c.alg == core.SlidingWindow })
+	return spec
+}
+
 // testSeed replays the seed article's traffic against a limit of 1000 per
 // 3 s: 10, 10, 980, 900, 100 and 0 requests in six consecutive seconds, each
 // second's requests spread evenly across it, starting at a multiple of 3 s.
@@ -21,51 +80,38 @@ func (s *suite) testSeed(t *testing.T) {
 		s.testSeedWallClock(t)
 		return
 	}
-	const P = 3 * time.Second
-	// Figures computed by hand: admitted in each second.
-	type algCase struct {
-		alg       core.Algorithm
-		perSecond []int
-	}
-	R, burst := int64(1000), int64(1980)
-	traffic := []int{10, 10, 980, 900, 100, 0}
-	cases := []algCase{
-		{core.FixedWindow, []int{10, 10, 980, 900, 100, 0}},
-		// The log is full at 3 s; afterwards a request passes only when an
-		// entry of the first (then the second) second has left it.
-		{core.SlidingLog, []int{10, 10, 980, 10, 10, 0}},
-		// In the second window p = 1000, so a request at e passes while
-		// c+1 ≤ 1000·e/P: floor(999444µs / 3000µs) = 333 in second 4; in
-		// second 5 the allowance outgrows the 100 requests.
-		{core.SlidingWindow, []int{10, 10, 980, 333, 100, 0}},
-	}
+	spec := seedFull()
 	if s.h.Light {
-		R, burst = 100, 198
-		traffic = []int{1, 1, 98, 90, 10, 0}
-		cases = []algCase{
-			{core.FixedWindow, []int{1, 1, 98, 90, 10, 0}},
-			// The entries at 0.5 s and 1.5 s leave at 3.5 s and 4.5 s.
-			{core.SlidingLog, []int{1, 1, 98, 1, 1, 0}},
-			// c+1 ≤ 100·e/P: floor(994444µs / 30000µs) = 33.
-			{core.SlidingWindow, []int{1, 1, 98, 33, 10, 0}},
+		spec = seedLight()
+	}
+	admitted := s.playSeed(t, spec)
+	for i := range spec.cases {
+		for _, f := range spec.check(i, admitted[i]) {
+			t.Error(f)
 		}
 	}
+}
+
+// playSeed plays spec on the controlled clock, each case on its own key,
+// alternating between two store instances, and returns the times (µs since
+// the start) at which each case admitted a request.
+func (s *suite) playSeed(t *testing.T, spec seedSpec) [][]int64 {
 	stores := s.stores(t)
-	keys := make([]string, len(cases))
-	admitted := make([][]int64, len(cases)) // µs since the start
-	for i := range cases {
+	keys := make([]string, len(spec.cases))
+	admitted := make([][]int64, len(spec.cases)) // µs since the start
+	for i := range spec.cases {
 		keys[i] = newKey(t)
 	}
-	s.align(t, P, 0)
+	s.align(t, spec.p, 0)
 	var now int64
 	calls := 0
-	for sec, k := range traffic {
+	for sec, k := range spec.traffic {
 		for j := 0; j < k; j++ {
 			at := int64(sec)*1e6 + int64(2*j+1)*1e6/int64(2*k)
 			s.advance(t, time.Duration(at-now)*us)
 			now = at
-			for i, c := range cases {
-				lim := core.Limit{Algorithm: c.alg, Rate: R, Period: P}
+			for i, c := range spec.cases {
+				lim := core.Limit{Algorithm: c.alg, Rate: spec.r, Period: spec.p}
 				if mustTake(t, stores[calls%2], keys[i], 1, lim).Allowed {
 					admitted[i] = append(admitted[i], at)
 				}
@@ -73,34 +119,38 @@ func (s *suite) testSeed(t *testing.T) {
 			calls++
 		}
 	}
-	for i, c := range cases {
-		got := make([]int, len(traffic))
-		for _, at := range admitted[i] {
-			got[at/1e6]++
+	return admitted
+}
+
+// check judges what case i admitted (µs since the start, which was a
+// multiple of p, so offsets are window positions): the count in each second,
+// and the algorithm's guarantee.
+func (spec seedSpec) check(i int, admitted []int64) (fails []string) {
+	c := spec.cases[i]
+	got := make([]int, len(spec.traffic))
+	units := make([]unit, len(admitted))
+	for j, at := range admitted {
+		got[at/1e6]++
+		units[j] = unit{at: at, n: 1}
+	}
+	if !slices.Equal(got, c.perSecond) {
+		fails = append(fails, fmt.Sprintf("%s: admitted per second %v, want %v", c.alg, got, c.perSecond))
+	}
+	switch c.alg {
+	case core.FixedWindow:
+		if n := countIn(units, 2e6, 5e6); n != spec.burst {
+			fails = append(fails, fmt.Sprintf("fixed window: %d admitted in seconds 3-5, want the seed's %d", n, spec.burst))
 		}
-		if !slices.Equal(got, c.perSecond) {
-			t.Errorf("%s: admitted per second %v, want %v", c.alg, got, c.perSecond)
+	case core.SlidingLog:
+		if err := checkTrailing(units, spec.p.Microseconds(), spec.r); err != nil {
+			fails = append(fails, fmt.Sprintf("sliding log: %v", err))
 		}
-		units := make([]unit, len(admitted[i]))
-		for j, at := range admitted[i] {
-			units[j] = unit{at: at, n: 1}
-		}
-		switch c.alg {
-		case core.FixedWindow:
-			if n := countIn(units, 2e6, 5e6); n != burst {
-				t.Errorf("fixed window: %d admitted in seconds 3-5, want the seed's %d", n, burst)
-			}
-		case core.SlidingLog:
-			if err := checkTrailing(units, P.Microseconds(), R); err != nil {
-				t.Errorf("sliding log: %v", err)
-			}
-		case core.SlidingWindow:
-			// The clock started at a multiple of P, so offsets are window positions.
-			if err := checkSlidingWindow(units, P.Microseconds(), R); err != nil {
-				t.Errorf("sliding window: %v", err)
-			}
+	case core.SlidingWindow:
+		if err := checkSlidingWindow(units, spec.p.Microseconds(), spec.r); err != nil {
+			fails = append(fails, fmt.Sprintf("sliding window: %v", err))
 		}
 	}
+	return fails
 }
 
 // testSeedWallClock is the seed scenario on a store that runs on this
@@ -114,74 +164,59 @@ func (s *suite) testSeed(t *testing.T) {
 // them in seconds 3–5; the sliding log admits 1, 1, 98, 1, 1, 0 and never
 // more than 100 in any 3 s span.
 func (s *suite) testSeedWallClock(t *testing.T) {
-	const (
-		P      = 3 * time.Second
-		R      = 100
-		margin = 60 * time.Millisecond
-	)
-	traffic := []int{1, 1, 98, 90, 10, 0}
-	cases := []struct {
-		alg       core.Algorithm
-		perSecond []int
-	}{
-		{core.FixedWindow, []int{1, 1, 98, 90, 10, 0}},
-		// The entries at 0.5 s and 1.5 s leave the log at 3.5 s and 4.5 s.
-		{core.SlidingLog, []int{1, 1, 98, 1, 1, 0}},
-	}
-	retry(t, func() (fails []string, late string) {
-		stores := s.stores(t)
-		keys := make([]string, len(cases))
-		limits := make([]core.Limit, len(cases))
-		for i, c := range cases {
-			keys[i] = newKey(t)
-			limits[i] = core.Limit{Algorithm: c.alg, Rate: R, Period: P}
-			warmUp(t, limits[i:i+1], stores[:]...)
+	spec := seedWallClock()
+	retry(t, func() ([]string, string) {
+		admitted, late := s.playSeedWallClock(t, spec)
+		if late != "" {
+			return nil, late
 		}
-		admitted := make([][]int64, len(cases)) // µs since the start, as scheduled
-		ref := s.align(t, P, 0)
-		calls := 0
-		for sec, k := range traffic {
-			for j := 0; j < k; j++ {
-				at := time.Duration(sec)*time.Second + 100*time.Millisecond +
-					time.Duration(int64(2*j+1)*int64(800*time.Millisecond)/int64(2*k))
-				time.Sleep(time.Until(ref.Add(at)))
-				for i := range cases {
-					start := time.Now()
-					res := mustTake(t, stores[calls%2], keys[i], 1, limits[i])
-					if lag := time.Since(ref.Add(at)); lag > margin {
-						return nil, fmt.Sprintf("request %d of second %d ended %v after its schedule (margin %v; its Take took %v)",
-							j, sec+1, lag.Round(us), margin, time.Since(start).Round(us))
-					}
-					if res.Allowed {
-						admitted[i] = append(admitted[i], at.Microseconds())
-					}
-				}
-				calls++
-			}
-		}
-		for i, c := range cases {
-			got := make([]int, len(traffic))
-			units := make([]unit, len(admitted[i]))
-			for j, at := range admitted[i] {
-				got[at/1e6]++
-				units[j] = unit{at: at, n: 1}
-			}
-			if !slices.Equal(got, c.perSecond) {
-				fails = append(fails, fmt.Sprintf("%s: admitted per second %v, want %v", c.alg, got, c.perSecond))
-			}
-			switch c.alg {
-			case core.FixedWindow:
-				if n := countIn(units, 2e6, 5e6); n != 198 {
-					fails = append(fails, fmt.Sprintf("fixed window: %d admitted in seconds 3-5, want 198 (the seed's boundary burst)", n))
-				}
-			case core.SlidingLog:
-				if err := checkTrailing(units, P.Microseconds(), R); err != nil {
-					fails = append(fails, fmt.Sprintf("sliding log: %v", err))
-				}
-			}
+		var fails []string
+		for i := range spec.cases {
+			fails = append(fails, spec.check(i, admitted[i])...)
 		}
 		return fails, ""
 	})
+}
+
+// seedMargin is how late a request of testSeedWallClock may end before the
+// attempt proves nothing.
+const seedMargin = 60 * time.Millisecond
+
+// playSeedWallClock plays spec on the wall clock as testSeedWallClock
+// describes and returns the times (µs since the start, as scheduled) at
+// which each case admitted a request, or why the attempt ran too late.
+func (s *suite) playSeedWallClock(t *testing.T, spec seedSpec) (admitted [][]int64, late string) {
+	stores := s.stores(t)
+	keys := make([]string, len(spec.cases))
+	limits := make([]core.Limit, len(spec.cases))
+	for i, c := range spec.cases {
+		keys[i] = newKey(t)
+		limits[i] = core.Limit{Algorithm: c.alg, Rate: spec.r, Period: spec.p}
+		warmUp(t, limits[i:i+1], stores[:]...)
+	}
+	admitted = make([][]int64, len(spec.cases))
+	ref := s.align(t, spec.p, 0)
+	calls := 0
+	for sec, k := range spec.traffic {
+		for j := 0; j < k; j++ {
+			at := time.Duration(sec)*time.Second + 100*time.Millisecond +
+				time.Duration(int64(2*j+1)*int64(800*time.Millisecond)/int64(2*k))
+			time.Sleep(time.Until(ref.Add(at)))
+			for i := range spec.cases {
+				start := time.Now()
+				res := mustTake(t, stores[calls%2], keys[i], 1, limits[i])
+				if lag := time.Since(ref.Add(at)); lag > seedMargin {
+					return nil, fmt.Sprintf("request %d of second %d ended %v after its schedule (margin %v; its Take took %v)",
+						j, sec+1, lag.Round(us), seedMargin, time.Since(start).Round(us))
+				}
+				if res.Allowed {
+					admitted[i] = append(admitted[i], at.Microseconds())
+				}
+			}
+			calls++
+		}
+	}
+	return admitted, ""
 }
 
 // unit is one admitted request: its time (µs) and cost.
@@ -253,8 +288,6 @@ func (s *suite) testBounds(t *testing.T) {
 	}
 	const R, B = 5, 3
 	const P = time.Second
-	p := P.Microseconds()
-	T := (p + R - 1) / R
 	for i, lim := range []core.Limit{
 		{Algorithm: core.GCRA, Rate: R, Period: P, Burst: B},
 		{Algorithm: core.LeakyBucket, Rate: R, Period: P, Burst: B},
@@ -265,66 +298,85 @@ func (s *suite) testBounds(t *testing.T) {
 	} {
 		lim, seed := lim, int64(i+1)
 		t.Run(string(lim.Algorithm), func(t *testing.T) {
-			rng := rand.New(rand.NewSource(seed))
-			stores := s.stores(t)
-			key := newKey(t)
-			var admitted []unit
-			var denied int
-			requests := 400
-			if s.h.Light {
-				requests = 200
-			}
-			for k := 0; k < requests; k++ {
-				if rng.Intn(2) == 0 {
-					s.advance(t, time.Duration(1+rng.Int63n(400_000))*us)
-				}
-				n := int64(1)
-				switch x := rng.Intn(10); {
-				case x == 0:
-					n = 0
-				case x <= 3:
-					n = 2
-				}
-				res := mustTake(t, stores[k%2], key, n, lim)
-				switch {
-				case res.Allowed && n > 0:
-					admitted = append(admitted, unit{at: s.h.Now().UnixMicro(), n: n, delay: res.Delay.Microseconds()})
-				case !res.Allowed:
-					denied++
-				}
-			}
+			admitted, denied := s.randomTraffic(t, lim, seed)
 			if len(admitted) < R || denied == 0 {
 				t.Fatalf("seed %d: %d admitted, %d denied: the traffic did not exercise the limit", seed, len(admitted), denied)
 			}
-			var err error
-			switch lim.Algorithm {
-			case core.GCRA:
-				err = checkSpan(admitted, B, 1, T)
-			case core.LeakyBucket:
-				err = checkSpan(admitted, B+1, 1, T)
-				if err == nil {
-					err = checkDepartures(admitted, B, T)
-				}
-			case core.TokenBucket:
-				err = checkSpan(admitted, B, R, p)
-			case core.FixedWindow:
-				for _, u := range admitted {
-					w := u.at / p
-					if c := countIn(admitted, w*p, (w+1)*p); c > R {
-						err = fmt.Errorf("%d admitted in window %d, more than %d", c, w, R)
-						break
-					}
-				}
-			case core.SlidingWindow:
-				err = checkSlidingWindow(admitted, p, R)
-			case core.SlidingLog:
-				err = checkTrailing(admitted, p, R)
-			}
-			if err != nil {
+			if err := checkBound(lim, admitted); err != nil {
 				t.Errorf("%v, traffic seed %d: %v", lim, seed, err)
 			}
 		})
 	}
+}
+
+// randomTraffic takes 400 (Light: 200) pseudo-random costs of 0, 1 or 2 for
+// one key under lim, at pseudo-random intervals, alternating between two
+// store instances, and returns what was admitted and how many were denied.
+func (s *suite) randomTraffic(t *testing.T, lim core.Limit, seed int64) (admitted []unit, denied int) {
+	rng := rand.New(rand.NewSource(seed))
+	stores := s.stores(t)
+	key := newKey(t)
+	requests := 400
+	if s.h.Light {
+		requests = 200
+	}
+	for k := 0; k < requests; k++ {
+		if rng.Intn(2) == 0 {
+			s.advance(t, time.Duration(1+rng.Int63n(400_000))*us)
+		}
+		n := int64(1)
+		switch x := rng.Intn(10); {
+		case x == 0:
+			n = 0
+		case x <= 3:
+			n = 2
+		}
+		res := mustTake(t, stores[k%2], key, n, lim)
+		switch {
+		case res.Allowed && n > 0:
+			admitted = append(admitted, unit{at: s.h.Now().UnixMicro(), n: n, delay: res.Delay.Microseconds()})
+		case !res.Allowed:
+			denied++
+		}
+	}
+	return admitted, denied
+}
+
+// checkBound checks the guarantee lim's algorithm documents on admitted
+// (see the package documentation), with T = ceil(P/R).
+func checkBound(lim core.Limit, admitted []unit) error {
+	p := lim.Period.Microseconds()
+	R, B := lim.Rate, lim.Burst
+	T := (p + R - 1) / R
+	switch lim.Algorithm {
+	case core.GCRA:
+		return checkSpan(admitted, B, 1, T)
+	case core.LeakyBucket:
+		if err := checkSpan(admitted, B+1, 1, T); err != nil {
+			return err
+		}
+		return checkDepartures(admitted, B, T)
+	case core.TokenBucket:
+		return checkSpan(admitted, B, R, p)
+	case core.FixedWindow:
+		return checkFixedWindow(admitted, p, R)
+	case core.SlidingWindow:
+		return checkSlidingWindow(admitted, p, R)
+	case core.SlidingLog:
+		return checkTrailing(admitted, p, R)
+	}
+	return nil
+}
+
+// checkFixedWindow: at most r units in each epoch-aligned window of p.
+func checkFixedWindow(us []unit, p, r int64) error {
+	for _, u := range us {
+		w := u.at / p
+		if c := countIn(us, w*p, (w+1)*p); c > r {
+			return fmt.Errorf("%d admitted in window %d, more than %d", c, w, r)
+		}
+	}
+	return nil
 }
 
 // checkDepartures: a LeakyBucket's admitted requests, each held for its

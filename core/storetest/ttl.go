@@ -80,19 +80,19 @@ func ttlSteps(a1, a3 time.Duration) []ttlStep {
 	}
 }
 
-// testTTL checks the TTL of every key after each kind of call, and that the
-// backend is empty once they lapse.
-func (s *suite) testTTL(t *testing.T) {
-	if s.h.Keys == nil {
-		t.Skip("Harness.Keys is nil")
-	}
+// ttlCase is a TTL case: the limits, the alignment of its first step, and
+// the longest TTL after its two admissions (see ttlSteps).
+type ttlCase struct {
+	name          string
+	limits        []core.Limit
+	align, offset time.Duration
+	a1, a3        time.Duration
+}
+
+// ttlCases returns every TTL case, all with a penalty of 500ms.
+func ttlCases() []ttlCase {
 	const L = 500 * ms
-	cases := []struct {
-		name          string
-		limits        []core.Limit
-		align, offset time.Duration
-		a1, a3        time.Duration
-	}{
+	return []ttlCase{
 		// T = 100ms, dvt = 200ms: tat 100ms, then 200ms at 50ms.
 		{"GCRA", []core.Limit{{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 2, Penalty: L}}, 0, 0, 100 * ms, 150 * ms},
 		{"LeakyBucket", []core.Limit{{Algorithm: core.LeakyBucket, Rate: 10, Period: time.Second, Burst: 1, Penalty: L}}, 0, 0, 100 * ms, 150 * ms},
@@ -113,12 +113,20 @@ func (s *suite) testTTL(t *testing.T) {
 			{Algorithm: core.SlidingLog, Rate: 2, Period: 200 * ms, Penalty: L},
 		}, 200 * ms, 20 * ms, 380 * ms, 330 * ms},
 	}
+}
+
+// testTTL checks the TTL of every key after each kind of call, and that the
+// backend is empty once they lapse.
+func (s *suite) testTTL(t *testing.T) {
+	if s.h.Keys == nil {
+		t.Skip("Harness.Keys is nil")
+	}
 	// On a wall clock, the figures hold while the run is less than this late
 	// (the FixedWindow case has the least room: 130ms to its window's end)
 	// and, for each step, less late than the step's longest TTL (see
 	// ttlOnce); there every duration is stretched by wallScale.
 	const margin = 100 * ms
-	for _, c := range cases {
+	for _, c := range ttlCases() {
 		c := c
 		t.Run(c.name, func(t *testing.T) {
 			limits, align, offset, steps, margin := c.limits, c.align, c.offset, ttlSteps(c.a1, c.a3), margin
@@ -141,6 +149,9 @@ func (s *suite) testTTL(t *testing.T) {
 // a wall-clock run leaves: the keys are then still there to be judged.
 const ttlSlack = 5 * ms
 
+// ttlOnce runs steps on a fresh key and judges the keys each one leaves; on
+// a wall clock it gives up, reporting why, once a step runs later than it
+// can be judged.
 func (s *suite) ttlOnce(t *testing.T, limits []core.Limit, align, offset time.Duration, steps []ttlStep, margin time.Duration) (fails []string, late string) {
 	st := s.h.NewStore(t)
 	key := newKey(t)
@@ -152,11 +163,7 @@ func (s *suite) ttlOnce(t *testing.T, limits []core.Limit, align, offset time.Du
 	var drift time.Duration
 	for i, step := range steps {
 		if i > 0 {
-			if s.exact {
-				s.advance(t, step.at-prevAt)
-			} else {
-				time.Sleep(time.Until(prevEnd.Add(step.at - prevAt)))
-			}
+			s.waitStep(t, prevAt, step.at, prevEnd)
 		}
 		start := time.Now()
 		res, err := take(t, st, key, step.n, limits...)
@@ -181,37 +188,45 @@ func (s *suite) ttlOnce(t *testing.T, limits []core.Limit, align, offset time.Du
 				return fails, lateBy(i, drift, allowance, call)
 			}
 		}
-		if step.n > 0 && res.Allowed != step.allowed {
-			fails = append(fails, fmt.Sprintf("%s: %s, want Allowed=%v", where, fmtResult(res), step.allowed))
-		}
-		if step.maxTTL == 0 {
-			if len(ks) > 0 {
-				fails = append(fails, fmt.Sprintf("%s: the backend holds %s, want no keys", where, fmtKeys(ks)))
-			}
-			prevAt, prevEnd = step.at, end
-			continue
-		}
-		if len(ks) == 0 {
-			fails = append(fails, fmt.Sprintf("%s: no keys stored, want some with TTL %v", where, step.maxTTL))
-		}
-		var longest time.Duration
-		for _, k := range ks {
-			// Redis rounds a TTL up to whole milliseconds.
-			if k.TTL <= 0 || k.TTL > step.maxTTL+ms {
-				fails = append(fails, fmt.Sprintf("%s: key %.80q has TTL %v, want 0 < TTL ≤ %v", where, k.Key, k.TTL, step.maxTTL))
-			}
-			longest = max(longest, k.TTL)
-		}
-		low := step.maxTTL
-		if !s.exact {
-			low -= lateness + 2*ms
-		}
-		if len(ks) > 0 && longest < low {
-			fails = append(fails, fmt.Sprintf("%s: longest TTL %v (keys %s), want %v", where, longest, fmtKeys(ks), step.maxTTL))
-		}
+		fails = append(fails, s.judgeTTLStep(where, step, res, ks, lateness)...)
 		prevAt, prevEnd = step.at, end
 	}
 	return fails, ""
+}
+
+// judgeTTLStep judges a step's Result and the keys ks it left: none when the
+// step expects none; otherwise some, each with 0 < TTL ≤ the step's maxTTL,
+// the longest no shorter than maxTTL (less the step's lateness and 2 ms on a
+// wall clock).
+func (s *suite) judgeTTLStep(where string, step ttlStep, res core.Result, ks []KeyTTL, lateness time.Duration) (fails []string) {
+	if step.n > 0 && res.Allowed != step.allowed {
+		fails = append(fails, fmt.Sprintf("%s: %s, want Allowed=%v", where, fmtResult(res), step.allowed))
+	}
+	if step.maxTTL == 0 {
+		if len(ks) > 0 {
+			fails = append(fails, fmt.Sprintf("%s: the backend holds %s, want no keys", where, fmtKeys(ks)))
+		}
+		return fails
+	}
+	if len(ks) == 0 {
+		fails = append(fails, fmt.Sprintf("%s: no keys stored, want some with TTL %v", where, step.maxTTL))
+	}
+	var longest time.Duration
+	for _, k := range ks {
+		// Redis rounds a TTL up to whole milliseconds.
+		if k.TTL <= 0 || k.TTL > step.maxTTL+ms {
+			fails = append(fails, fmt.Sprintf("%s: key %.80q has TTL %v, want 0 < TTL ≤ %v", where, k.Key, k.TTL, step.maxTTL))
+		}
+		longest = max(longest, k.TTL)
+	}
+	low := step.maxTTL
+	if !s.exact {
+		low -= lateness + 2*ms
+	}
+	if len(ks) > 0 && longest < low {
+		fails = append(fails, fmt.Sprintf("%s: longest TTL %v (keys %s), want %v", where, longest, fmtKeys(ks), step.maxTTL))
+	}
+	return fails
 }
 
 // testNoImmortalKeys: whatever the suite left behind expires.
