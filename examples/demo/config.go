@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/redisstore"
 )
 
 // usageText is printed for -h.
@@ -76,7 +77,7 @@ type config struct {
 	framework string // nethttp, gin or echo
 	name      string
 
-	redisURL *redis.Options // nil unless -redis
+	redisURL *redis.Options // nil unless -redis; from redisstore.ParseURL
 	cluster  []string       // nil unless -cluster
 
 	limit core.Limit
@@ -162,7 +163,7 @@ func parseConfig(args []string) (*config, error) {
 		return nil, usageErrorf("-redis and -cluster are alternatives: give one of them")
 	}
 	if redisURL != "" {
-		opt, err := redis.ParseURL(redisURL)
+		opt, err := redisstore.ParseURL(redisURL)
 		if err != nil {
 			return nil, usageErrorf("-redis %q: want redis://host:port/db: %w", redisURL, err)
 		}
