@@ -63,13 +63,9 @@ func StartCluster(tb testing.TB, masters, replicas int) *Cluster {
 	if masters < 1 || replicas < 0 {
 		tb.Fatalf("redistest: StartCluster(%d masters, %d replicas): need masters >= 1 and replicas >= 0", masters, replicas)
 	}
-	dir := tb.TempDir() // removed after the processes are killed
-	c, err := startCluster(dir, masters, replicas, false)
-	if err != nil {
-		failStart(tb, err)
-	}
-	tb.Cleanup(c.stop)
-	return c
+	return started(tb, func(dir string) (*Cluster, error) {
+		return startCluster(dir, masters, replicas, false)
+	})
 }
 
 // Client returns a go-redis cluster client seeded with every node, with

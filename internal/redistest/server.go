@@ -78,13 +78,23 @@ type process struct {
 // skipped, or fails when the environment variable CI is true.
 func StartServer(tb testing.TB, extraArgs ...string) *Server {
 	tb.Helper()
-	dir := tb.TempDir() // removed after the process is killed: cleanups run last-in first-out
-	s, err := startServer(dir, extraArgs, freePort)
+	return started(tb, func(dir string) (*Server, error) {
+		return startServer(dir, extraArgs, freePort)
+	})
+}
+
+// started runs start in a new tb.TempDir, ends the test as failStart does
+// when it fails, and stops what it started at tb.Cleanup (which runs
+// before the directory is removed: cleanups run last-in first-out).
+func started[T interface{ stop() }](tb testing.TB, start func(dir string) (T, error)) T {
+	tb.Helper()
+	dir := tb.TempDir()
+	v, err := start(dir)
 	if err != nil {
 		failStart(tb, err)
 	}
-	tb.Cleanup(s.stop)
-	return s
+	tb.Cleanup(v.stop)
+	return v
 }
 
 // Client returns a go-redis client for s with default options, closed at
@@ -214,6 +224,23 @@ func (s *Server) stop() { _ = s.kill() }
 // startServer starts a server with its files in dir. nextPort picks the
 // port; a start that loses a race for the port is retried on a new one.
 func startServer(dir string, extraArgs []string, nextPort func() (int, error), clusterArgs ...string) (*Server, error) {
+	return launchOnFreePort(nextPort, filepath.Join(dir, "redis.log"), func(port string) []string {
+		args := []string{
+			"--port", port,
+			"--bind", "127.0.0.1",
+			"--save", "",
+			"--appendonly", "no",
+			"--dir", dir,
+		}
+		args = append(args, clusterArgs...)
+		return append(args, extraArgs...)
+	})
+}
+
+// launchOnFreePort launches redis-server with the arguments args returns
+// for a port nextPort picks, logging to logPath; a launch that loses a race
+// for the port is retried on a new one.
+func launchOnFreePort(nextPort func() (int, error), logPath string, args func(port string) []string) (*Server, error) {
 	bin, err := redisServerPath()
 	if err != nil {
 		return nil, err
@@ -223,19 +250,8 @@ func startServer(dir string, extraArgs []string, nextPort func() (int, error), c
 		if err != nil {
 			return nil, err
 		}
-		s := &Server{
-			Addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-			bin:     bin,
-			logPath: filepath.Join(dir, "redis.log"),
-		}
-		s.args = append([]string{
-			"--port", strconv.Itoa(port),
-			"--bind", "127.0.0.1",
-			"--save", "",
-			"--appendonly", "no",
-			"--dir", dir,
-		}, clusterArgs...)
-		s.args = append(s.args, extraArgs...)
+		p := strconv.Itoa(port)
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", p), bin: bin, logPath: logPath, args: args(p)}
 		err = s.launch()
 		if err == nil {
 			return s, nil
