@@ -75,10 +75,7 @@ func StartCluster(tb testing.TB, masters, replicas int) *Cluster {
 // default (ClusterOptions.ClusterStateReloadInterval), or soon after
 // ClusterClient.ReloadState.
 func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {
-	tb.Helper()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
-	tb.Cleanup(func() { _ = rdb.Close() })
-	return rdb
+	return closedAtCleanup(tb, redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs}))
 }
 
 // WaitHealthy waits until the running nodes form a healthy cluster: each

@@ -100,10 +100,13 @@ func started[T interface{ stop() }](tb testing.TB, start func(dir string) (T, er
 // Client returns a go-redis client for s with default options, closed at
 // tb.Cleanup.
 func (s *Server) Client(tb testing.TB) *redis.Client {
-	tb.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
-	tb.Cleanup(func() { _ = rdb.Close() })
-	return rdb
+	return closedAtCleanup(tb, redis.NewClient(&redis.Options{Addr: s.Addr}))
+}
+
+// closedAtCleanup returns c, which tb.Cleanup closes.
+func closedAtCleanup[C io.Closer](tb testing.TB, c C) C {
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // Kill kills s with SIGKILL and waits for it to exit; a Server that is not
