@@ -306,49 +306,60 @@ func (s *MemoryStore) Peek(ctx context.Context, key string, n int64, limits ...L
 
 // take decides a Take; charge false makes it a Peek.
 func (s *MemoryStore) take(ctx context.Context, key string, n int64, limits []Limit, charge bool) (Result, error) {
-	if s == nil || s.shards == nil {
-		return Result{}, errNilMemoryStore
+	if err := s.checkInput(ctx, key, n, limits); err != nil {
+		return Result{}, err
 	}
-	if key == "" {
-		return Result{}, fmt.Errorf("%w: Take needs a key identifying the client", ErrEmptyKey)
+	// The scratch of one limit per limit, on the stack unless there are
+	// many; one limit (the usual case) gets no more than it needs.
+	if len(limits) == 1 {
+		var one [1]limitEval
+		return s.decide(key, n, limits, one[:], charge)
 	}
-	if n < 0 {
-		return Result{}, fmt.Errorf("%w: n = %d", ErrNegativeCost, n)
+	var few [4]limitEval
+	evs := few[:]
+	if len(limits) > len(few) {
+		evs = make([]limitEval, len(limits))
 	}
-	if len(limits) == 0 {
-		return Result{}, fmt.Errorf("%w: Take needs at least one limit", ErrNoLimits)
+	return s.decide(key, n, limits, evs[:len(limits)], charge)
+}
+
+// checkInput returns the error of a call with a bad store, key, cost or
+// limit list, or with ctx done.
+func (s *MemoryStore) checkInput(ctx context.Context, key string, n int64, limits []Limit) error {
+	switch {
+	case s == nil || s.shards == nil:
+		return errNilMemoryStore
+	case key == "":
+		return fmt.Errorf("%w: Take needs a key identifying the client", ErrEmptyKey)
+	case n < 0:
+		return fmt.Errorf("%w: n = %d", ErrNegativeCost, n)
+	case len(limits) == 0:
+		return fmt.Errorf("%w: Take needs at least one limit", ErrNoLimits)
 	}
 	if ctx != nil {
 		if err := ctx.Err(); err != nil {
-			return Result{}, fmt.Errorf("sluice: memory store: %w", err)
+			return fmt.Errorf("sluice: memory store: %w", err)
 		}
 	}
-	if len(limits) == 1 {
-		return s.takeOne(key, n, &limits[0], charge)
-	}
-	return s.takeMany(key, n, limits, charge)
+	return nil
 }
 
 // Reset deletes the states of key under limits, penalty locks included
 // (see Resetter). It fails like Take for a bad key or limit.
 func (s *MemoryStore) Reset(ctx context.Context, key string, limits ...Limit) error {
-	if _, err := s.take(ctx, key, 0, limits, false); err != nil {
-		return err // the checks of Take: store, key, limits, ctx
+	if err := s.checkInput(ctx, key, 0, limits); err != nil {
+		return err
 	}
-	sps := make([]algSpec, len(limits))
-	for i := range limits {
-		spec, err := limits[i].Spec()
-		if err != nil {
-			return fmt.Errorf("limits[%d]: %w", i, err)
-		}
-		sps[i] = toAlgSpec(&spec)
-	}
+	evs := make([]limitEval, len(limits))
 	key, digest := storedKey(key)
 	sh, h := s.shardOf(key)
 	sh.mu.Lock()
+	if err := sh.specsOf(limits, evs); err != nil {
+		return err
+	}
 	defer sh.mu.Unlock()
-	for i := range sps {
-		if st, ok := sh.find(key, digest, &sps[i], stateHash(h, &sps[i])); ok {
+	for i := range evs {
+		if st, ok := sh.find(key, digest, &evs[i].sp, stateHash(h, &evs[i].sp)); ok {
 			sh.remove(st)
 		}
 	}
@@ -393,23 +404,42 @@ func toAlgSpec(sp *Spec) algSpec {
 	return a
 }
 
-// validate returns l's validated form. On the hot path it comes from the
-// shard's cache; otherwise it is computed without holding the lock and
-// cached. The caller holds sh.mu, which validate may release and take
-// again; it returns with sh.mu held, except on error. The spec returned
-// is the cache's: it stays valid while the caller holds sh.mu.
-func (sh *memoryShard) validate(l *Limit) (*algSpec, error) {
-	if sp, ok := sh.cachedSpec(l); ok {
-		return sp, nil
+// specsOf fills evs[i].sp with the validated form of limits[i]. On the
+// hot path every one comes from the shard's cache; otherwise they are
+// computed without holding the lock, then cached. The caller holds sh.mu,
+// which specsOf may release and take again; it returns with sh.mu held,
+// except on error.
+func (sh *memoryShard) specsOf(limits []Limit, evs []limitEval) error {
+	cached := true
+	for i := range limits {
+		sp, ok := sh.cachedSpec(&limits[i])
+		if !ok {
+			cached = false
+			break
+		}
+		evs[i].sp = *sp
 	}
+	if cached {
+		return nil
+	}
+	// With more limits than the cache holds, the specs are used from evs
+	// rather than from the cache.
 	sh.mu.Unlock()
-	spec, err := l.Spec()
-	if err != nil {
-		return nil, err
+	for i := range limits {
+		spec, err := limits[i].Spec()
+		if err != nil {
+			if len(limits) > 1 {
+				err = fmt.Errorf("limits[%d]: %w", i, err)
+			}
+			return err
+		}
+		evs[i].sp = toAlgSpec(&spec)
 	}
-	sp := toAlgSpec(&spec)
 	sh.mu.Lock()
-	return sh.cacheSpec(l, &sp), nil
+	for i := range limits {
+		sh.cacheSpec(&limits[i], &evs[i].sp)
+	}
+	return nil
 }
 
 // shardOf returns the shard of a stored key and the key's hash.
@@ -418,49 +448,7 @@ func (s *MemoryStore) shardOf(key string) (*memoryShard, uint64) {
 	return &s.shards[h&s.mask], h
 }
 
-func (s *MemoryStore) takeOne(key string, n int64, limit *Limit, charge bool) (Result, error) {
-	key, digest := storedKey(key)
-	sh, h := s.shardOf(key)
-	sh.mu.Lock()
-	sp, err := sh.validate(limit)
-	if err != nil {
-		return Result{}, err
-	}
-	var o outcome
-	s.decideOne(sh, key, digest, stateHash(h, sp), sp, n, charge, &o)
-	sh.mu.Unlock()
-	return o.result(), nil
-}
-
-// decideOne decides a Take over one limit, and writes it when charge is
-// set. The caller holds sh.mu.
-func (s *MemoryStore) decideOne(sh *memoryShard, key string, digest bool, h uint64, sp *algSpec, n int64, charge bool, o *outcome) {
-	now := s.now().UnixMicro()
-	var fresh memoryState
-	st, found := sh.find(key, digest, sp, h)
-	if !found {
-		st = &fresh
-	}
-	evaluate(o, sp, st, now, n)
-	switch {
-	case !charge || n == 0:
-		// A peek writes nothing, not even a lock (it can only be denied
-		// by the algorithm when the clock went backwards).
-		return
-	case o.allowed:
-		apply(st, o, sp, n)
-	case !o.byLock && sp.penalty > 0:
-		lock(st, sp, now)
-	default:
-		return
-	}
-	if !found {
-		k := makeStateKey(key, digest, sp)
-		sh.insert(&k, h, st, now)
-	}
-}
-
-// limitEval is the scratch of one limit in a Take over several.
+// limitEval is the scratch of one limit of a Take.
 type limitEval struct {
 	k stateKey // with an empty key: the call's key is kept apart so
 	// that it does not escape along with the scratch's states
@@ -481,40 +469,15 @@ func (e *limitEval) state() *memoryState {
 	return &e.fresh
 }
 
-func (s *MemoryStore) takeMany(key string, n int64, limits []Limit, charge bool) (Result, error) {
-	var scratch [4]limitEval
-	evs := scratch[:0]
-	if len(limits) > len(scratch) {
-		evs = make([]limitEval, 0, len(limits))
-	}
+// decide decides a Take over limits, with evs as their scratch (one each),
+// and writes it when charge is set: all limits are decided at one instant,
+// under the lock of the key's shard, against the state before the call.
+func (s *MemoryStore) decide(key string, n int64, limits []Limit, evs []limitEval, charge bool) (Result, error) {
 	key, digest := storedKey(key)
 	sh, h := s.shardOf(key)
 	sh.mu.Lock()
-	evs = evs[:len(limits)]
-	cached := true
-	for i := range limits {
-		sp, ok := sh.cachedSpec(&limits[i])
-		if !ok {
-			cached = false
-			break
-		}
-		evs[i].sp = *sp
-	}
-	if !cached {
-		// Validate outside the lock; with more limits than the cache
-		// holds, the specs are used from here rather than from the cache.
-		sh.mu.Unlock()
-		for i := range limits {
-			spec, err := limits[i].Spec()
-			if err != nil {
-				return Result{}, fmt.Errorf("limits[%d]: %w", i, err)
-			}
-			evs[i].sp = toAlgSpec(&spec)
-		}
-		sh.mu.Lock()
-		for i := range limits {
-			sh.cacheSpec(&limits[i], &evs[i].sp)
-		}
+	if err := sh.specsOf(limits, evs); err != nil {
+		return Result{}, err
 	}
 	for i := range evs {
 		evs[i].k = makeStateKey("", digest, &evs[i].sp)
@@ -525,8 +488,11 @@ func (s *MemoryStore) takeMany(key string, n int64, limits []Limit, charge bool)
 			}
 		}
 	}
-	s.decideMany(sh, key, h, evs, n, charge)
+	s.decideLocked(sh, key, h, evs, n, charge)
 	sh.mu.Unlock()
+	if len(evs) == 1 {
+		return evs[0].o.result(), nil
+	}
 	perLimit := make([]Result, len(evs))
 	for i := range evs {
 		perLimit[i] = evs[i].o.result()
@@ -534,9 +500,9 @@ func (s *MemoryStore) takeMany(key string, n int64, limits []Limit, charge bool)
 	return Combine(perLimit), nil
 }
 
-// decideMany decides a Take over several limits, and writes it when
-// charge is set. The caller holds sh.mu.
-func (s *MemoryStore) decideMany(sh *memoryShard, key string, keyHash uint64, evs []limitEval, n int64, charge bool) {
+// decideLocked evaluates every limit at now, then writes the decision: a
+// state for each limit that changed and had none. The caller holds sh.mu.
+func (s *MemoryStore) decideLocked(sh *memoryShard, key string, keyHash uint64, evs []limitEval, n int64, charge bool) {
 	now := s.now().UnixMicro()
 	allowed := true
 	for i := range evs {
@@ -547,27 +513,36 @@ func (s *MemoryStore) decideMany(sh *memoryShard, key string, keyHash uint64, ev
 	}
 	for i := range evs {
 		e := &evs[i]
-		switch {
-		case allowed:
-			if n == 0 || e.dup || !charge {
-				continue
-			}
-			apply(e.state(), &e.o, &e.sp, n)
-		case e.o.allowed:
-			// Not charged: report what a peek sees.
-			evaluate(&e.o, &e.sp, e.state(), now, 0)
-			continue
-		case !e.o.byLock && e.sp.penalty > 0 && !e.dup && n > 0 && charge:
-			lock(e.state(), &e.sp, now)
-		default:
-			continue
-		}
-		if !e.found {
+		if e.write(allowed, n, charge, now) && !e.found {
 			k := e.k
 			k.key = key
 			sh.insert(&k, stateHash(keyHash, &e.sp), &e.fresh, now)
 		}
 	}
+}
+
+// write applies the call's decision to the limit's state and reports
+// whether it changed it: when every limit allows (allowed), the charge;
+// otherwise the penalty lock of a limit that denied. A peek (charge false,
+// or n == 0) writes nothing, not even a lock, and a limit listed twice is
+// written once. A limit that allowed in a denied call reports what a peek
+// sees.
+func (e *limitEval) write(allowed bool, n int64, charge bool, now int64) bool {
+	switch {
+	case allowed:
+		if n == 0 || e.dup || !charge {
+			return false
+		}
+		apply(e.state(), &e.o, &e.sp, n)
+	case e.o.allowed:
+		evaluate(&e.o, &e.sp, e.state(), now, 0)
+		return false
+	case !e.o.byLock && e.sp.penalty > 0 && !e.dup && n > 0 && charge:
+		lock(e.state(), &e.sp, now)
+	default:
+		return false
+	}
+	return true
 }
 
 // insert adds a new entry holding a copy of st under k, whose hash is h.
