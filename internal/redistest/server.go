@@ -109,13 +109,20 @@ func closedAtCleanup[C io.Closer](tb testing.TB, c C) C {
 	return c
 }
 
+// refuseShared fails the test when s is shared: what (Kill, Restart,
+// Pause, Freeze, Thaw) would break the other tests that use it.
+func (s *Server) refuseShared(tb testing.TB, what string) {
+	tb.Helper()
+	if s.shared {
+		tb.Fatalf("redistest: %s of the shared server %s would break other tests; use StartServer", what, s.Addr)
+	}
+}
+
 // Kill kills s with SIGKILL and waits for it to exit; a Server that is not
 // running is left alone. Connections to s then fail until Restart.
 func (s *Server) Kill(tb testing.TB) {
 	tb.Helper()
-	if s.shared {
-		tb.Fatalf("redistest: Kill of the shared server %s would break other tests; use StartServer", s.Addr)
-	}
+	s.refuseShared(tb, "Kill")
 	if err := s.kill(); err != nil {
 		tb.Fatalf("redistest: kill %s: %v", s.Addr, err)
 	}
@@ -127,9 +134,7 @@ func (s *Server) Kill(tb testing.TB) {
 // node ID and rejoins its cluster (see Cluster.WaitHealthy).
 func (s *Server) Restart(tb testing.TB) {
 	tb.Helper()
-	if s.shared {
-		tb.Fatalf("redistest: Restart of the shared server %s would break other tests; use StartServer", s.Addr)
-	}
+	s.refuseShared(tb, "Restart")
 	if err := s.kill(); err != nil {
 		tb.Fatalf("redistest: restart %s: %v", s.Addr, err)
 	}
@@ -165,9 +170,7 @@ func (s *Server) Thaw(tb testing.TB) {
 // traffic.
 func (s *Server) Pause(tb testing.TB, d time.Duration) {
 	tb.Helper()
-	if s.shared {
-		tb.Fatalf("redistest: Pause of the shared server %s would break other tests; use StartServer", s.Addr)
-	}
+	s.refuseShared(tb, "Pause")
 	err := withAdmin(s.Addr, func(ctx context.Context, rdb *redis.Client) error {
 		return rdb.ClientPause(ctx, d).Err()
 	})
@@ -178,9 +181,7 @@ func (s *Server) Pause(tb testing.TB, d time.Duration) {
 
 func (s *Server) signal(tb testing.TB, what string, sig func() os.Signal) {
 	tb.Helper()
-	if s.shared {
-		tb.Fatalf("redistest: %s of the shared server %s would break other tests; use StartServer", what, s.Addr)
-	}
+	s.refuseShared(tb, what)
 	if sig() == nil {
 		tb.Fatalf("redistest: %s is not supported on this operating system", what)
 	}
