@@ -91,6 +91,17 @@ type config struct {
 	headers   core.HeaderStyle
 }
 
+// failurePolicies and headerStyles are the values of -failure and
+// -headers.
+var (
+	failurePolicies = map[string]core.FailurePolicy{
+		"local": core.FailLocal, "open": core.FailOpen, "closed": core.FailClosed,
+	}
+	headerStyles = map[string]core.HeaderStyle{
+		"legacy": core.HeadersLegacy, "ietf": core.HeadersIETF, "both": core.HeadersBoth,
+	}
+)
+
 // limitFlags are the flags -limit replaces.
 var limitFlags = []string{"algorithm", "rate", "period", "burst", "penalty"}
 
@@ -190,14 +201,8 @@ func parseConfig(args []string) (*config, error) {
 	if c.timeout < 0 {
 		return nil, usageErrorf("-timeout %v: must not be negative (0: no deadline)", c.timeout)
 	}
-	switch failure {
-	case "local":
-		c.failure = core.FailLocal
-	case "open":
-		c.failure = core.FailOpen
-	case "closed":
-		c.failure = core.FailClosed
-	default:
+	var ok bool
+	if c.failure, ok = failurePolicies[failure]; !ok {
 		return nil, usageErrorf("-failure %q: want local, open or closed", failure)
 	}
 
@@ -277,14 +282,7 @@ func parseConfig(args []string) (*config, error) {
 		}
 	}
 
-	switch headers {
-	case "legacy":
-		c.headers = core.HeadersLegacy
-	case "ietf":
-		c.headers = core.HeadersIETF
-	case "both":
-		c.headers = core.HeadersBoth
-	default:
+	if c.headers, ok = headerStyles[headers]; !ok {
 		return nil, usageErrorf("-headers %q: want legacy, ietf or both", headers)
 	}
 	return &c, nil

@@ -4,33 +4,18 @@ import (
 	"fmt"
 	"log"
 	"net/http"
-	"time"
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/internal/exampleenv"
-	"github.com/sluicehq/sluice/keyfuncs"
 	"github.com/sluicehq/sluice/nethttp"
 )
 
 // newHandler returns the server's routes, their limiters keeping state in
 // store.
 func newHandler(store core.Store) (http.Handler, error) {
-	// The client is the peer address. Behind a load balancer, name it with
-	// keyfuncs.WithTrustedProxies, or every client shares its address.
-	clientIP, err := keyfuncs.IP()
-	if err != nil {
-		return nil, err
-	}
-	// Each route gets its own limiter; the name keeps their counters apart.
-	api, err := core.New(store, clientIP,
-		[]core.Limit{core.PerSecond(10), core.PerHour(1000)},
-		core.WithName("api"))
-	if err != nil {
-		return nil, err
-	}
-	login, err := core.New(store, clientIP,
-		[]core.Limit{{Rate: 5, Period: time.Minute, Penalty: 15 * time.Minute}},
-		core.WithName("login"))
+	// api: 10 per second and 1000 per hour per client IP; login: 5 per
+	// minute, then 15 minutes locked out. See exampleenv.Limiters.
+	api, login, err := exampleenv.Limiters(store)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/keyfuncs"
 )
 
 // shutdownTimeout bounds a graceful shutdown: the requests in flight get
@@ -63,6 +64,32 @@ func openStore(url string) (core.Store, *redis.Client, error) {
 		return nil, nil, err
 	}
 	return store, client, nil
+}
+
+// Limiters returns the limiters of the framework examples' routes, keeping
+// their state in store, each client keyed by its peer address:
+//
+//	api    10 per second and 1000 per hour
+//	login  5 per minute; a client that goes over is locked out for 15 minutes
+//
+// Behind a load balancer, name it with keyfuncs.WithTrustedProxies, or
+// every client shares its address. Each limiter has its own name, which
+// keeps their counters apart in a shared store.
+func Limiters(store core.Store) (api, login *core.Limiter, err error) {
+	clientIP, err := keyfuncs.IP()
+	if err != nil {
+		return nil, nil, err
+	}
+	api, err = core.New(store, clientIP,
+		[]core.Limit{core.PerSecond(10), core.PerHour(1000)},
+		core.WithName("api"))
+	if err != nil {
+		return nil, nil, err
+	}
+	login, err = core.New(store, clientIP,
+		[]core.Limit{{Rate: 5, Period: time.Minute, Penalty: 15 * time.Minute}},
+		core.WithName("login"))
+	return api, login, err
 }
 
 // Serve serves h on e.Addr until the process gets SIGINT or SIGTERM, then
