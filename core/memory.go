@@ -174,6 +174,13 @@ func (sh *memoryShard) find(key string, digest bool, sp *algSpec, h uint64) (*me
 	return nil, false
 }
 
+// sameState reports whether a and b shape the same state of a key: the
+// fields of stateKey.
+func (a *algSpec) sameState(b *algSpec) bool {
+	return a.alg == b.alg && a.rate == b.rate && a.period == b.period &&
+		a.burst == b.burst && a.penalty == b.penalty
+}
+
 // is reports whether k is the state key of (key, digest, sp).
 func (k *stateKey) is(key string, digest bool, sp *algSpec) bool {
 	return k.rate == sp.rate && k.period == sp.period && k.burst == sp.burst &&
@@ -311,16 +318,19 @@ func (s *MemoryStore) take(ctx context.Context, key string, n int64, limits []Li
 	}
 	// The scratch of one limit per limit, on the stack unless there are
 	// many; one limit (the usual case) gets no more than it needs.
+	var res Result
 	if len(limits) == 1 {
 		var one [1]limitEval
-		return s.decide(key, n, limits, one[:], charge)
+		err := s.decide(&res, key, n, limits, one[:], charge)
+		return res, err
 	}
 	var few [4]limitEval
 	evs := few[:]
 	if len(limits) > len(few) {
 		evs = make([]limitEval, len(limits))
 	}
-	return s.decide(key, n, limits, evs[:len(limits)], charge)
+	err := s.decide(&res, key, n, limits, evs[:len(limits)], charge)
+	return res, err
 }
 
 // checkInput returns the error of a call with a bad store, key, cost or
@@ -448,97 +458,103 @@ func (s *MemoryStore) shardOf(key string) (*memoryShard, uint64) {
 	return &s.shards[h&s.mask], h
 }
 
-// limitEval is the scratch of one limit of a Take.
+// limitEval is the scratch of one limit of a Take. It holds no key, so
+// that the call's key does not escape along with the scratch's states.
 type limitEval struct {
-	k stateKey // with an empty key: the call's key is kept apart so
-	// that it does not escape along with the scratch's states
-	sp    algSpec
-	st    *memoryState // the stored state; nil when absent
-	fresh memoryState  // the state of an absent entry
-	found bool
-	dup   bool // the same state as an earlier limit of this call
-	o     outcome
+	sp  algSpec
+	st  *memoryState // the stored state; nil when absent
+	dup bool         // the same state as an earlier limit of this call
+	o   outcome
 }
 
-// state returns the limit's state: the stored one, or fresh when absent.
-// (Storing &e.fresh in e.st would move the scratch to the heap.)
+// absent is the state of every absent entry, as evaluate reads it. Nothing
+// writes it: a new state is built in a copy (see decideLocked).
+var absent memoryState
+
+// state returns the limit's state, for reading.
 func (e *limitEval) state() *memoryState {
 	if e.st != nil {
 		return e.st
 	}
-	return &e.fresh
+	return &absent
 }
 
 // decide decides a Take over limits, with evs as their scratch (one each),
 // and writes it when charge is set: all limits are decided at one instant,
 // under the lock of the key's shard, against the state before the call.
-func (s *MemoryStore) decide(key string, n int64, limits []Limit, evs []limitEval, charge bool) (Result, error) {
+func (s *MemoryStore) decide(res *Result, key string, n int64, limits []Limit, evs []limitEval, charge bool) error {
 	key, digest := storedKey(key)
 	sh, h := s.shardOf(key)
 	sh.mu.Lock()
 	if err := sh.specsOf(limits, evs); err != nil {
-		return Result{}, err
+		return err
 	}
-	for i := range evs {
-		evs[i].k = makeStateKey("", digest, &evs[i].sp)
+	for i := 1; i < len(evs); i++ {
 		for j := 0; j < i; j++ {
-			if evs[j].k == evs[i].k {
+			if evs[j].sp.sameState(&evs[i].sp) {
 				evs[i].dup = true
 				break
 			}
 		}
 	}
-	s.decideLocked(sh, key, h, evs, n, charge)
+	s.decideLocked(sh, key, digest, h, evs, n, charge)
 	sh.mu.Unlock()
 	if len(evs) == 1 {
-		return evs[0].o.result(), nil
+		evs[0].o.fill(res)
+		return nil
 	}
 	perLimit := make([]Result, len(evs))
 	for i := range evs {
-		perLimit[i] = evs[i].o.result()
+		evs[i].o.fill(&perLimit[i])
 	}
-	return Combine(perLimit), nil
+	*res = Combine(perLimit)
+	return nil
 }
 
 // decideLocked evaluates every limit at now, then writes the decision: a
 // state for each limit that changed and had none. The caller holds sh.mu.
-func (s *MemoryStore) decideLocked(sh *memoryShard, key string, keyHash uint64, evs []limitEval, n int64, charge bool) {
+func (s *MemoryStore) decideLocked(sh *memoryShard, key string, digest bool, keyHash uint64, evs []limitEval, n int64, charge bool) {
 	now := s.now().UnixMicro()
 	allowed := true
 	for i := range evs {
 		e := &evs[i]
-		e.st, e.found = sh.find(key, e.k.digest, &e.sp, stateHash(keyHash, &e.sp))
+		e.st, _ = sh.find(key, digest, &e.sp, stateHash(keyHash, &e.sp))
 		evaluate(&e.o, &e.sp, e.state(), now, n)
 		allowed = allowed && e.o.allowed
 	}
+	var fresh memoryState // the state written for an absent entry
 	for i := range evs {
 		e := &evs[i]
-		if e.write(allowed, n, charge, now) && !e.found {
-			k := e.k
-			k.key = key
-			sh.insert(&k, stateHash(keyHash, &e.sp), &e.fresh, now)
+		st := e.st
+		if st == nil {
+			fresh = memoryState{}
+			st = &fresh
+		}
+		if e.write(st, allowed, n, charge, now) && e.st == nil {
+			k := makeStateKey(key, digest, &e.sp)
+			sh.insert(&k, stateHash(keyHash, &e.sp), st, now)
 		}
 	}
 }
 
-// write applies the call's decision to the limit's state and reports
-// whether it changed it: when every limit allows (allowed), the charge;
+// write applies the call's decision to st, the limit's state (a zero one
+// for an absent entry), and reports whether it changed it: when every limit allows (allowed), the charge;
 // otherwise the penalty lock of a limit that denied. A peek (charge false,
 // or n == 0) writes nothing, not even a lock, and a limit listed twice is
 // written once. A limit that allowed in a denied call reports what a peek
 // sees.
-func (e *limitEval) write(allowed bool, n int64, charge bool, now int64) bool {
+func (e *limitEval) write(st *memoryState, allowed bool, n int64, charge bool, now int64) bool {
 	switch {
 	case allowed:
 		if n == 0 || e.dup || !charge {
 			return false
 		}
-		apply(e.state(), &e.o, &e.sp, n)
+		apply(st, &e.o, &e.sp, n)
 	case e.o.allowed:
-		evaluate(&e.o, &e.sp, e.state(), now, 0)
+		evaluate(&e.o, &e.sp, st, now, 0)
 		return false
 	case !e.o.byLock && e.sp.penalty > 0 && !e.dup && n > 0 && charge:
-		lock(e.state(), &e.sp, now)
+		lock(st, &e.sp, now)
 	default:
 		return false
 	}
@@ -646,16 +662,15 @@ func rankForEviction(k *stateKey, st *memoryState, now int64) evictionRank {
 	return r
 }
 
-// result converts an outcome's µs figures into a Result.
-func (o *outcome) result() Result {
-	return Result{
-		Allowed:    o.allowed,
-		Limit:      o.limit,
-		Remaining:  o.remain,
-		RetryAfter: micros(o.retry),
-		ResetAfter: micros(o.reset),
-		Delay:      micros(o.delay),
-	}
+// fill sets the fields of r from an outcome's µs figures. (It writes r in
+// place: building a Result and copying it costs a few ns on the hot path.)
+func (o *outcome) fill(r *Result) {
+	r.Allowed = o.allowed
+	r.Limit = o.limit
+	r.Remaining = o.remain
+	r.RetryAfter = micros(o.retry)
+	r.ResetAfter = micros(o.reset)
+	r.Delay = micros(o.delay)
 }
 
 // micros converts µs to a Duration; infMicros (and anything that would

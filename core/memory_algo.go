@@ -86,8 +86,9 @@ type memoryState struct {
 
 // stateWords holds an entry's algorithm state in three integers, which each
 // algorithm names through its own type: tatState, bucketState or
-// windowState. Only their conversions below index it.
-type stateWords [3]int64
+// windowState. Only their conversions below read or write the words. (A
+// struct, not an array: the compiler keeps a small struct in registers.)
+type stateWords struct{ w0, w1, w2 int64 }
 
 // tatState is the state of GCRA and LeakyBucket: the theoretical arrival
 // time (µs).
@@ -102,13 +103,13 @@ type bucketState struct{ tokens, ts int64 }
 // previous window's count.
 type windowState struct{ window, count, prev int64 }
 
-func (w *stateWords) tat() tatState       { return tatState{tat: w[0]} }
-func (w *stateWords) bucket() bucketState { return bucketState{tokens: w[0], ts: w[1]} }
-func (w *stateWords) window() windowState { return windowState{window: w[0], count: w[1], prev: w[2]} }
+func (w *stateWords) tat() tatState       { return tatState{tat: w.w0} }
+func (w *stateWords) bucket() bucketState { return bucketState{tokens: w.w0, ts: w.w1} }
+func (w *stateWords) window() windowState { return windowState{window: w.w0, count: w.w1, prev: w.w2} }
 
-func (s tatState) words() stateWords    { return stateWords{s.tat} }
-func (s bucketState) words() stateWords { return stateWords{s.tokens, s.ts} }
-func (s windowState) words() stateWords { return stateWords{s.window, s.count, s.prev} }
+func (s tatState) words() stateWords    { return stateWords{w0: s.tat} }
+func (s bucketState) words() stateWords { return stateWords{w0: s.tokens, w1: s.ts} }
+func (s windowState) words() stateWords { return stateWords{w0: s.window, w1: s.count, w2: s.prev} }
 
 // outcome is one limit's evaluation: the figures of ALGORITHMS.md in µs
 // and, when allowed, the state to write if the call is charged.
