@@ -174,6 +174,13 @@ func (sh *memoryShard) find(key string, digest bool, sp *algSpec, h uint64) (*me
 	return nil, false
 }
 
+// sameState reports whether a and b shape the same state of a key: the
+// fields of stateKey.
+func (a *algSpec) sameState(b *algSpec) bool {
+	return a.alg == b.alg && a.rate == b.rate && a.period == b.period &&
+		a.burst == b.burst && a.penalty == b.penalty
+}
+
 // is reports whether k is the state key of (key, digest, sp).
 func (k *stateKey) is(key string, digest bool, sp *algSpec) bool {
 	return k.rate == sp.rate && k.period == sp.period && k.burst == sp.burst &&
@@ -306,49 +313,63 @@ func (s *MemoryStore) Peek(ctx context.Context, key string, n int64, limits ...L
 
 // take decides a Take; charge false makes it a Peek.
 func (s *MemoryStore) take(ctx context.Context, key string, n int64, limits []Limit, charge bool) (Result, error) {
-	if s == nil || s.shards == nil {
-		return Result{}, errNilMemoryStore
+	if err := s.checkInput(ctx, key, n, limits); err != nil {
+		return Result{}, err
 	}
-	if key == "" {
-		return Result{}, fmt.Errorf("%w: Take needs a key identifying the client", ErrEmptyKey)
+	// The scratch of one limit per limit, on the stack unless there are
+	// many; one limit (the usual case) gets no more than it needs.
+	var res Result
+	if len(limits) == 1 {
+		var one [1]limitEval
+		err := s.decide(&res, key, n, limits, one[:], charge)
+		return res, err
 	}
-	if n < 0 {
-		return Result{}, fmt.Errorf("%w: n = %d", ErrNegativeCost, n)
+	var few [4]limitEval
+	evs := few[:]
+	if len(limits) > len(few) {
+		evs = make([]limitEval, len(limits))
 	}
-	if len(limits) == 0 {
-		return Result{}, fmt.Errorf("%w: Take needs at least one limit", ErrNoLimits)
+	err := s.decide(&res, key, n, limits, evs[:len(limits)], charge)
+	return res, err
+}
+
+// checkInput returns the error of a call with a bad store, key, cost or
+// limit list, or with ctx done.
+func (s *MemoryStore) checkInput(ctx context.Context, key string, n int64, limits []Limit) error {
+	switch {
+	case s == nil || s.shards == nil:
+		return errNilMemoryStore
+	case key == "":
+		return fmt.Errorf("%w: Take needs a key identifying the client", ErrEmptyKey)
+	case n < 0:
+		return fmt.Errorf("%w: n = %d", ErrNegativeCost, n)
+	case len(limits) == 0:
+		return fmt.Errorf("%w: Take needs at least one limit", ErrNoLimits)
 	}
 	if ctx != nil {
 		if err := ctx.Err(); err != nil {
-			return Result{}, fmt.Errorf("sluice: memory store: %w", err)
+			return fmt.Errorf("sluice: memory store: %w", err)
 		}
 	}
-	if len(limits) == 1 {
-		return s.takeOne(key, n, &limits[0], charge)
-	}
-	return s.takeMany(key, n, limits, charge)
+	return nil
 }
 
 // Reset deletes the states of key under limits, penalty locks included
 // (see Resetter). It fails like Take for a bad key or limit.
 func (s *MemoryStore) Reset(ctx context.Context, key string, limits ...Limit) error {
-	if _, err := s.take(ctx, key, 0, limits, false); err != nil {
-		return err // the checks of Take: store, key, limits, ctx
+	if err := s.checkInput(ctx, key, 0, limits); err != nil {
+		return err
 	}
-	sps := make([]algSpec, len(limits))
-	for i := range limits {
-		spec, err := limits[i].Spec()
-		if err != nil {
-			return fmt.Errorf("limits[%d]: %w", i, err)
-		}
-		sps[i] = toAlgSpec(&spec)
-	}
+	evs := make([]limitEval, len(limits))
 	key, digest := storedKey(key)
 	sh, h := s.shardOf(key)
 	sh.mu.Lock()
+	if err := sh.specsOf(limits, evs); err != nil {
+		return err
+	}
 	defer sh.mu.Unlock()
-	for i := range sps {
-		if st, ok := sh.find(key, digest, &sps[i], stateHash(h, &sps[i])); ok {
+	for i := range evs {
+		if st, ok := sh.find(key, digest, &evs[i].sp, stateHash(h, &evs[i].sp)); ok {
 			sh.remove(st)
 		}
 	}
@@ -393,104 +414,12 @@ func toAlgSpec(sp *Spec) algSpec {
 	return a
 }
 
-// validate returns l's validated form. On the hot path it comes from the
-// shard's cache; otherwise it is computed without holding the lock and
-// cached. The caller holds sh.mu, which validate may release and take
-// again; it returns with sh.mu held, except on error. The spec returned
-// is the cache's: it stays valid while the caller holds sh.mu.
-func (sh *memoryShard) validate(l *Limit) (*algSpec, error) {
-	if sp, ok := sh.cachedSpec(l); ok {
-		return sp, nil
-	}
-	sh.mu.Unlock()
-	spec, err := l.Spec()
-	if err != nil {
-		return nil, err
-	}
-	sp := toAlgSpec(&spec)
-	sh.mu.Lock()
-	return sh.cacheSpec(l, &sp), nil
-}
-
-// shardOf returns the shard of a stored key and the key's hash.
-func (s *MemoryStore) shardOf(key string) (*memoryShard, uint64) {
-	h := maphash.String(s.seed, key)
-	return &s.shards[h&s.mask], h
-}
-
-func (s *MemoryStore) takeOne(key string, n int64, limit *Limit, charge bool) (Result, error) {
-	key, digest := storedKey(key)
-	sh, h := s.shardOf(key)
-	sh.mu.Lock()
-	sp, err := sh.validate(limit)
-	if err != nil {
-		return Result{}, err
-	}
-	var o outcome
-	s.decideOne(sh, key, digest, stateHash(h, sp), sp, n, charge, &o)
-	sh.mu.Unlock()
-	return o.result(), nil
-}
-
-// decideOne decides a Take over one limit, and writes it when charge is
-// set. The caller holds sh.mu.
-func (s *MemoryStore) decideOne(sh *memoryShard, key string, digest bool, h uint64, sp *algSpec, n int64, charge bool, o *outcome) {
-	now := s.now().UnixMicro()
-	var fresh memoryState
-	st, found := sh.find(key, digest, sp, h)
-	if !found {
-		st = &fresh
-	}
-	evaluate(o, sp, st, now, n)
-	switch {
-	case !charge || n == 0:
-		// A peek writes nothing, not even a lock (it can only be denied
-		// by the algorithm when the clock went backwards).
-		return
-	case o.allowed:
-		apply(st, o, sp, n)
-	case !o.byLock && sp.penalty > 0:
-		lock(st, sp, now)
-	default:
-		return
-	}
-	if !found {
-		k := makeStateKey(key, digest, sp)
-		sh.insert(&k, h, st, now)
-	}
-}
-
-// limitEval is the scratch of one limit in a Take over several.
-type limitEval struct {
-	k stateKey // with an empty key: the call's key is kept apart so
-	// that it does not escape along with the scratch's states
-	sp    algSpec
-	st    *memoryState // the stored state; nil when absent
-	fresh memoryState  // the state of an absent entry
-	found bool
-	dup   bool // the same state as an earlier limit of this call
-	o     outcome
-}
-
-// state returns the limit's state: the stored one, or fresh when absent.
-// (Storing &e.fresh in e.st would move the scratch to the heap.)
-func (e *limitEval) state() *memoryState {
-	if e.st != nil {
-		return e.st
-	}
-	return &e.fresh
-}
-
-func (s *MemoryStore) takeMany(key string, n int64, limits []Limit, charge bool) (Result, error) {
-	var scratch [4]limitEval
-	evs := scratch[:0]
-	if len(limits) > len(scratch) {
-		evs = make([]limitEval, 0, len(limits))
-	}
-	key, digest := storedKey(key)
-	sh, h := s.shardOf(key)
-	sh.mu.Lock()
-	evs = evs[:len(limits)]
+// specsOf fills evs[i].sp with the validated form of limits[i]. On the
+// hot path every one comes from the shard's cache; otherwise they are
+// computed without holding the lock, then cached. The caller holds sh.mu,
+// which specsOf may release and take again; it returns with sh.mu held,
+// except on error.
+func (sh *memoryShard) specsOf(limits []Limit, evs []limitEval) error {
 	cached := true
 	for i := range limits {
 		sp, ok := sh.cachedSpec(&limits[i])
@@ -500,74 +429,136 @@ func (s *MemoryStore) takeMany(key string, n int64, limits []Limit, charge bool)
 		}
 		evs[i].sp = *sp
 	}
-	if !cached {
-		// Validate outside the lock; with more limits than the cache
-		// holds, the specs are used from here rather than from the cache.
-		sh.mu.Unlock()
-		for i := range limits {
-			spec, err := limits[i].Spec()
-			if err != nil {
-				return Result{}, fmt.Errorf("limits[%d]: %w", i, err)
-			}
-			evs[i].sp = toAlgSpec(&spec)
-		}
-		sh.mu.Lock()
-		for i := range limits {
-			sh.cacheSpec(&limits[i], &evs[i].sp)
-		}
+	if cached {
+		return nil
 	}
-	for i := range evs {
-		evs[i].k = makeStateKey("", digest, &evs[i].sp)
+	// With more limits than the cache holds, the specs are used from evs
+	// rather than from the cache.
+	sh.mu.Unlock()
+	for i := range limits {
+		spec, err := limits[i].Spec()
+		if err != nil {
+			if len(limits) > 1 {
+				err = fmt.Errorf("limits[%d]: %w", i, err)
+			}
+			return err
+		}
+		evs[i].sp = toAlgSpec(&spec)
+	}
+	sh.mu.Lock()
+	for i := range limits {
+		sh.cacheSpec(&limits[i], &evs[i].sp)
+	}
+	return nil
+}
+
+// shardOf returns the shard of a stored key and the key's hash.
+func (s *MemoryStore) shardOf(key string) (*memoryShard, uint64) {
+	h := maphash.String(s.seed, key)
+	return &s.shards[h&s.mask], h
+}
+
+// limitEval is the scratch of one limit of a Take. It holds no key, so
+// that the call's key does not escape along with the scratch's states.
+type limitEval struct {
+	sp  algSpec
+	st  *memoryState // the stored state; nil when absent
+	dup bool         // the same state as an earlier limit of this call
+	o   outcome
+}
+
+// absent is the state of every absent entry, as evaluate reads it. Nothing
+// writes it: a new state is built in a copy (see decideLocked).
+var absent memoryState
+
+// state returns the limit's state, for reading.
+func (e *limitEval) state() *memoryState {
+	if e.st != nil {
+		return e.st
+	}
+	return &absent
+}
+
+// decide decides a Take over limits, with evs as their scratch (one each),
+// and writes it when charge is set: all limits are decided at one instant,
+// under the lock of the key's shard, against the state before the call.
+func (s *MemoryStore) decide(res *Result, key string, n int64, limits []Limit, evs []limitEval, charge bool) error {
+	key, digest := storedKey(key)
+	sh, h := s.shardOf(key)
+	sh.mu.Lock()
+	if err := sh.specsOf(limits, evs); err != nil {
+		return err
+	}
+	for i := 1; i < len(evs); i++ {
 		for j := 0; j < i; j++ {
-			if evs[j].k == evs[i].k {
+			if evs[j].sp.sameState(&evs[i].sp) {
 				evs[i].dup = true
 				break
 			}
 		}
 	}
-	s.decideMany(sh, key, h, evs, n, charge)
+	s.decideLocked(sh, key, digest, h, evs, n, charge)
 	sh.mu.Unlock()
+	if len(evs) == 1 {
+		evs[0].o.fill(res)
+		return nil
+	}
 	perLimit := make([]Result, len(evs))
 	for i := range evs {
-		perLimit[i] = evs[i].o.result()
+		evs[i].o.fill(&perLimit[i])
 	}
-	return Combine(perLimit), nil
+	*res = Combine(perLimit)
+	return nil
 }
 
-// decideMany decides a Take over several limits, and writes it when
-// charge is set. The caller holds sh.mu.
-func (s *MemoryStore) decideMany(sh *memoryShard, key string, keyHash uint64, evs []limitEval, n int64, charge bool) {
+// decideLocked evaluates every limit at now, then writes the decision: a
+// state for each limit that changed and had none. The caller holds sh.mu.
+func (s *MemoryStore) decideLocked(sh *memoryShard, key string, digest bool, keyHash uint64, evs []limitEval, n int64, charge bool) {
 	now := s.now().UnixMicro()
 	allowed := true
 	for i := range evs {
 		e := &evs[i]
-		e.st, e.found = sh.find(key, e.k.digest, &e.sp, stateHash(keyHash, &e.sp))
+		e.st, _ = sh.find(key, digest, &e.sp, stateHash(keyHash, &e.sp))
 		evaluate(&e.o, &e.sp, e.state(), now, n)
 		allowed = allowed && e.o.allowed
 	}
+	var fresh memoryState // the state written for an absent entry
 	for i := range evs {
 		e := &evs[i]
-		switch {
-		case allowed:
-			if n == 0 || e.dup || !charge {
-				continue
-			}
-			apply(e.state(), &e.o, &e.sp, n)
-		case e.o.allowed:
-			// Not charged: report what a peek sees.
-			evaluate(&e.o, &e.sp, e.state(), now, 0)
-			continue
-		case !e.o.byLock && e.sp.penalty > 0 && !e.dup && n > 0 && charge:
-			lock(e.state(), &e.sp, now)
-		default:
-			continue
+		st := e.st
+		if st == nil {
+			fresh = memoryState{}
+			st = &fresh
 		}
-		if !e.found {
-			k := e.k
-			k.key = key
-			sh.insert(&k, stateHash(keyHash, &e.sp), &e.fresh, now)
+		if e.write(st, allowed, n, charge, now) && e.st == nil {
+			k := makeStateKey(key, digest, &e.sp)
+			sh.insert(&k, stateHash(keyHash, &e.sp), st, now)
 		}
 	}
+}
+
+// write applies the call's decision to st, the limit's state (a zero one
+// for an absent entry), and reports whether it changed it: when every limit allows (allowed), the charge;
+// otherwise the penalty lock of a limit that denied. A peek (charge false,
+// or n == 0) writes nothing, not even a lock, and a limit listed twice is
+// written once. A limit that allowed in a denied call reports what a peek
+// sees.
+func (e *limitEval) write(st *memoryState, allowed bool, n int64, charge bool, now int64) bool {
+	switch {
+	case allowed:
+		if n == 0 || e.dup || !charge {
+			return false
+		}
+		apply(st, &e.o, &e.sp, n)
+	case e.o.allowed:
+		evaluate(&e.o, &e.sp, st, now, 0)
+		return false
+	case !e.o.byLock && e.sp.penalty > 0 && !e.dup && n > 0 && charge:
+		lock(st, &e.sp, now)
+	default:
+		return false
+	}
+	return true
 }
 
 // insert adds a new entry holding a copy of st under k, whose hash is h.
@@ -671,16 +662,15 @@ func rankForEviction(k *stateKey, st *memoryState, now int64) evictionRank {
 	return r
 }
 
-// result converts an outcome's µs figures into a Result.
-func (o *outcome) result() Result {
-	return Result{
-		Allowed:    o.allowed,
-		Limit:      o.limit,
-		Remaining:  o.remain,
-		RetryAfter: micros(o.retry),
-		ResetAfter: micros(o.reset),
-		Delay:      micros(o.delay),
-	}
+// fill sets the fields of r from an outcome's µs figures. (It writes r in
+// place: building a Result and copying it costs a few ns on the hot path.)
+func (o *outcome) fill(r *Result) {
+	r.Allowed = o.allowed
+	r.Limit = o.limit
+	r.Remaining = o.remain
+	r.RetryAfter = micros(o.retry)
+	r.ResetAfter = micros(o.reset)
+	r.Delay = micros(o.delay)
 }
 
 // micros converts µs to a Duration; infMicros (and anything that would

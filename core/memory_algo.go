@@ -69,29 +69,47 @@ type algSpec struct {
 	hash     uint64 // specHash
 }
 
-// memoryState is one (key, limit) entry of the store. The meaning of a, b
-// and c depends on the algorithm:
-//
-//	GCRA, LeakyBucket  a = tat
-//	TokenBucket        a = tok (scaled by P), b = ts
-//	FixedWindow        a = w, b = c
-//	SlidingWindow      a = ws, b = cur, c = prev
-//	SlidingLog         log holds the timestamps
-//
-// has is false when only a penalty lock is stored (the algorithm state is
-// absent). expires is the instant (µs) from which the entry behaves exactly
-// like no entry: the state's ttl per ALGORITHMS.md, or the end of the lock
-// when that is later.
+// memoryState is one (key, limit) entry of the store. has is false when
+// only a penalty lock is stored (the algorithm state is absent). expires is
+// the instant (µs) from which the entry behaves exactly like no entry: the
+// state's ttl per ALGORITHMS.md, or the end of the lock when that is later.
 type memoryState struct {
-	key       stateKey // what it is stored under (see memoryShard)
-	hash      uint64   // stateHash of key
-	a, b, c   int64
+	key       stateKey   // what it is stored under (see memoryShard)
+	hash      uint64     // stateHash of key
+	words     stateWords // the algorithm state, but SlidingLog's
 	lockUntil int64
 	expires   int64
-	log       *slidingLog
+	log       *slidingLog // SlidingLog's timestamps
 	has       bool
 	locked    bool
 }
+
+// stateWords holds an entry's algorithm state in three integers, which each
+// algorithm names through its own type: tatState, bucketState or
+// windowState. Only their conversions below read or write the words. (A
+// struct, not an array: the compiler keeps a small struct in registers.)
+type stateWords struct{ w0, w1, w2 int64 }
+
+// tatState is the state of GCRA and LeakyBucket: the theoretical arrival
+// time (µs).
+type tatState struct{ tat int64 }
+
+// bucketState is TokenBucket's: the tokens, scaled by the Period, as
+// counted at ts (µs).
+type bucketState struct{ tokens, ts int64 }
+
+// windowState is FixedWindow's and SlidingWindow's: the current window's
+// number (floor(now/Period)), its count and, for SlidingWindow, the
+// previous window's count.
+type windowState struct{ window, count, prev int64 }
+
+func (w *stateWords) tat() tatState       { return tatState{tat: w.w0} }
+func (w *stateWords) bucket() bucketState { return bucketState{tokens: w.w0, ts: w.w1} }
+func (w *stateWords) window() windowState { return windowState{window: w.w0, count: w.w1, prev: w.w2} }
+
+func (s tatState) words() stateWords    { return stateWords{w0: s.tat} }
+func (s bucketState) words() stateWords { return stateWords{w0: s.tokens, w1: s.ts} }
+func (s windowState) words() stateWords { return stateWords{w0: s.window, w1: s.count, w2: s.prev} }
 
 // outcome is one limit's evaluation: the figures of ALGORITHMS.md in µs
 // and, when allowed, the state to write if the call is charged.
@@ -105,7 +123,7 @@ type outcome struct {
 	delay   int64
 
 	// The state to write when the call is charged (allowed and n > 0).
-	a, b, c int64
+	next    stateWords
 	expires int64
 	// SlidingLog: entries before logStart are outside the window; the n
 	// new entries are stamped logStamp.
@@ -162,8 +180,8 @@ func evalGCRA(o *outcome, sp *algSpec, st *memoryState, now, n int64, leaky bool
 	dvt := limit * t // validated below 2^53
 	o.limit = limit
 	base := now
-	if st.has && st.a > now {
-		base = st.a
+	if tat := st.words.tat().tat; st.has && tat > now {
+		base = tat
 	}
 	used := base - now
 	switch {
@@ -178,7 +196,7 @@ func evalGCRA(o *outcome, sp *algSpec, st *memoryState, now, n int64, leaky bool
 		if leaky && n > 0 {
 			o.delay = newTat - t - now
 		}
-		o.a, o.expires = newTat, newTat
+		o.next, o.expires = tatState{tat: newTat}.words(), newTat
 	}
 	o.reset = used
 	if dvt >= used {
@@ -191,7 +209,8 @@ func evalTokenBucket(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	capacity := sp.burst * p
 	tok, ts := capacity, now
 	if st.has {
-		tok, ts = st.a, st.b
+		b := st.words.bucket()
+		tok, ts = b.tokens, b.ts
 	}
 	elapsed := max(0, now-ts)
 	if need := capacity - tok; need > 0 {
@@ -208,7 +227,7 @@ func evalTokenBucket(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	case tok >= n*p:
 		tok -= n * p
 		o.allowed = true
-		o.a, o.b = tok, now
+		o.next = bucketState{tokens: tok, ts: now}.words()
 		o.expires = now + ceilDiv(capacity-tok, r)
 	default:
 		o.retry = ceilDiv(n*p-tok, r)
@@ -222,8 +241,8 @@ func evalFixedWindow(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	w := floorDiv(now, p)
 	end := (w + 1) * p
 	var c int64
-	if st.has && st.a == w {
-		c = st.b
+	if ws := st.words.window(); st.has && ws.window == w {
+		c = ws.count
 	}
 	o.limit = r
 	switch {
@@ -232,7 +251,7 @@ func evalFixedWindow(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	case c+n <= r:
 		c += n
 		o.allowed = true
-		o.a, o.b, o.expires = w, c, end
+		o.next, o.expires = windowState{window: w, count: c}.words(), end
 	default:
 		o.retry = end - now
 	}
@@ -247,12 +266,12 @@ func evalSlidingWindow(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	w := floorDiv(now, p)
 	e := now - w*p
 	var c, prev int64
-	if st.has {
-		switch st.a {
+	if ws := st.words.window(); st.has {
+		switch ws.window {
 		case w:
-			c, prev = st.b, st.c
+			c, prev = ws.count, ws.prev
 		case w - 1:
-			prev = st.b
+			prev = ws.count
 		}
 	}
 	o.limit = r
@@ -262,7 +281,7 @@ func evalSlidingWindow(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	case prev*(p-e)+(c+n)*p <= r*p: // at most 3·R·P, validated below 2^53
 		c += n
 		o.allowed = true
-		o.a, o.b, o.c = w, c, prev
+		o.next = windowState{window: w, count: c, prev: prev}.words()
 		o.expires = (w + 2) * p
 	default:
 		o.retry = slidingWindowRetry(r, p, e, c, prev, n)
@@ -340,7 +359,7 @@ func apply(st *memoryState, o *outcome, sp *algSpec, n int64) {
 		}
 		st.log.commit(o.logStart, n, o.logStamp, sp.rate)
 	} else {
-		st.a, st.b, st.c = o.a, o.b, o.c
+		st.words = o.next
 	}
 	st.has = true
 	st.expires = o.expires

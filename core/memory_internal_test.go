@@ -134,8 +134,8 @@ func TestMemoryShardHashCollision(t *testing.T) {
 	k1 := makeStateKey("a", false, &sp)
 	k2 := makeStateKey("b", false, &sp)
 	const h = 42
-	sh.insert(&k1, h, &memoryState{a: 1, has: true, expires: 100}, 0)
-	sh.insert(&k2, h, &memoryState{a: 2, has: true, expires: 200}, 0)
+	sh.insert(&k1, h, &memoryState{words: tatState{tat: 1}.words(), has: true, expires: 100}, 0)
+	sh.insert(&k2, h, &memoryState{words: tatState{tat: 2}.words(), has: true, expires: 200}, 0)
 	if sh.len() != 2 || len(sh.overflow) != 1 {
 		t.Fatalf("%d states, %d in overflow; want 2 and 1", sh.len(), len(sh.overflow))
 	}
@@ -144,7 +144,7 @@ func TestMemoryShardHashCollision(t *testing.T) {
 		want int64
 	}{{&k1, 1}, {&k2, 2}} {
 		st, ok := sh.find(c.k.key, false, &sp, h)
-		if !ok || st.a != c.want {
+		if !ok || st.words.tat().tat != c.want {
 			t.Errorf("lookup %q: %v %+v, want a = %d", c.k.key, ok, st, c.want)
 		}
 	}
@@ -157,7 +157,7 @@ func TestMemoryShardHashCollision(t *testing.T) {
 	if _, ok := sh.find("a", false, &sp, h); ok || sh.len() != 1 {
 		t.Fatalf("after k1 lapsed: k1 found %v, %d states", ok, sh.len())
 	}
-	if st, ok := sh.find("b", false, &sp, h); !ok || st.a != 2 {
+	if st, ok := sh.find("b", false, &sp, h); !ok || st.words.tat().tat != 2 {
 		t.Fatalf("after k1 lapsed: k2 %v %+v", ok, st)
 	}
 	sh.reclaim(250, "c")

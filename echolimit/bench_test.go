@@ -25,9 +25,10 @@ func (w *resetWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *resetWriter) WriteHeader(code int)        { w.code = code }
 
 // BenchmarkMiddleware serves requests from 1000 clients (key from a
-// header) through an Echo with one route, bare and with the middleware
-// (Echo.Use) on a memory store (GCRA, never denied); the difference is the
-// middleware's cost per request.
+// header) through an Echo with one route, bare, with the middleware
+// (Echo.Use) and with it as the route's middleware, on a memory store (GCRA,
+// never denied); the difference is the middleware's cost per request. Echo
+// applies both kinds of middleware anew on every request.
 //
 //	go test -run '^$' -bench . -benchmem ./echolimit/
 func BenchmarkMiddleware(b *testing.B) {
@@ -36,11 +37,12 @@ func BenchmarkMiddleware(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bare, limited := echo.New(), echo.New()
+	ok := func(c echo.Context) error { return c.NoContent(http.StatusOK) }
+	bare, limited, route := echo.New(), echo.New(), echo.New()
 	limited.Use(echolimit.New(l))
-	for _, e := range []*echo.Echo{bare, limited} {
-		e.GET("/", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
-	}
+	bare.GET("/", ok)
+	limited.GET("/", ok)
+	route.GET("/", ok, echolimit.New(l))
 	reqs := make([]*http.Request, 1000)
 	for i := range reqs {
 		reqs[i] = httptest.NewRequest(http.MethodGet, "/", nil)
@@ -49,7 +51,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		h    http.Handler
-	}{{"bare", bare}, {"limited", limited}} {
+	}{{"bare", bare}, {"limited", limited}, {"limited-route", route}} {
 		b.Run(c.name, func(b *testing.B) {
 			w := &resetWriter{h: make(http.Header, 8)}
 			b.ReportAllocs()

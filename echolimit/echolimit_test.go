@@ -59,32 +59,20 @@ func get(h http.Handler, path, client string, ctx context.Context) *httptest.Res
 	return w
 }
 
-func TestAllowThenDenyWritesOnce(t *testing.T) {
+// A refusal is written once, by the middleware, never through echo's
+// HTTPErrorHandler. (Its headers: middleware_test.go.)
+func TestDenyWritesOnce(t *testing.T) {
 	errorsHandled, handled := 0, 0
 	e := newEcho(&errorsHandled)
-	e.Use(echolimit.New(newLimiter(t, byHeader, []core.Limit{core.PerMinute(2)})))
+	e.Use(echolimit.New(newLimiter(t, byHeader, []core.Limit{core.PerMinute(1)})))
 	e.GET("/", func(c echo.Context) error { handled++; return c.String(http.StatusOK, "ok") })
-	for i, want := range []struct {
-		code                         int
-		remaining, reset, retryAfter string
-	}{
-		{200, "1", "1700000030", ""},
-		{200, "0", "1700000060", ""},
-		{429, "0", "1700000060", "30"},
-	} {
-		w := get(e, "/", "a", nil)
-		if w.Code != want.code || w.Header().Get("X-RateLimit-Limit") != "2" ||
-			w.Header().Get("X-RateLimit-Remaining") != want.remaining ||
-			w.Header().Get("X-RateLimit-Reset") != want.reset ||
-			w.Header().Get("Retry-After") != want.retryAfter {
-			t.Fatalf("request %d: %d %v, want %+v", i+1, w.Code, w.Header(), want)
-		}
-		if want.code == 429 && (w.Body.String() != "{\"error\":\"rate limit exceeded\"}\n" || w.Header().Get("Content-Type") != "application/json") {
-			t.Fatalf("denial body %q type %q: the response must be written exactly once", w.Body.String(), w.Header().Get("Content-Type"))
-		}
+	get(e, "/", "a", nil)
+	w := get(e, "/", "a", nil)
+	if w.Code != 429 || w.Body.String() != "{\"error\":\"rate limit exceeded\"}\n" || w.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("denial: %d %q type %q; the response must be written exactly once", w.Code, w.Body.String(), w.Header().Get("Content-Type"))
 	}
-	if handled != 2 || errorsHandled != 0 {
-		t.Fatalf("handler ran %d times, error handler %d; want 2 and 0", handled, errorsHandled)
+	if handled != 1 || errorsHandled != 0 {
+		t.Fatalf("handler ran %d times, error handler %d; want 1 and 0", handled, errorsHandled)
 	}
 }
 
@@ -133,20 +121,6 @@ func TestHoldAbortsWhenClientGoes(t *testing.T) {
 	}
 	if handled != 1 || w.Code != 503 || errorsHandled != 0 {
 		t.Fatalf("handler called %d times, status %d, error handler %d; want 1, 503, 0", handled, w.Code, errorsHandled)
-	}
-}
-
-func TestHoldServes(t *testing.T) {
-	l, err := core.New(core.NewMemoryStore(), byHeader, []core.Limit{{Algorithm: core.LeakyBucket, Rate: 20, Period: time.Second, Burst: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := echo.New()
-	e.GET("/", func(c echo.Context) error { return c.String(http.StatusOK, "ok") }, echolimit.New(l))
-	get(e, "/", "a", nil)
-	start := time.Now()
-	if w := get(e, "/", "a", nil); w.Code != 200 || w.Body.String() != "ok" || time.Since(start) < 40*time.Millisecond {
-		t.Fatalf("held request: %d %q after %v, want 200 after about 50ms", w.Code, w.Body.String(), time.Since(start))
 	}
 }
 

@@ -48,33 +48,21 @@ func get(h http.Handler, path, client string, ctx context.Context) *httptest.Res
 	return w
 }
 
-func TestAllowThenDenyAborts(t *testing.T) {
+// A refusal aborts gin's chain: neither a later middleware nor the handler
+// runs. (The refusal's status, headers and body: middleware_test.go.)
+func TestDenyAborts(t *testing.T) {
 	router := gin.New()
 	var later, handled int
-	router.Use(ginlimit.New(newLimiter(t, byHeader, []core.Limit{core.PerMinute(2)})))
+	router.Use(ginlimit.New(newLimiter(t, byHeader, []core.Limit{core.PerMinute(1)})))
 	router.Use(func(c *gin.Context) { later++ })
 	router.GET("/", func(c *gin.Context) { handled++; c.String(http.StatusOK, "ok") })
-	for i, want := range []struct {
-		code                         int
-		remaining, reset, retryAfter string
-	}{
-		{200, "1", "1700000030", ""},
-		{200, "0", "1700000060", ""},
-		{429, "0", "1700000060", "30"},
-	} {
-		w := get(router, "/", "a", nil)
-		if w.Code != want.code || w.Header().Get("X-RateLimit-Limit") != "2" ||
-			w.Header().Get("X-RateLimit-Remaining") != want.remaining ||
-			w.Header().Get("X-RateLimit-Reset") != want.reset ||
-			w.Header().Get("Retry-After") != want.retryAfter {
-			t.Fatalf("request %d: %d %v, want %+v", i+1, w.Code, w.Header(), want)
-		}
-		if want.code == 429 && (w.Body.String() != "{\"error\":\"rate limit exceeded\"}\n" || w.Header().Get("Content-Type") != "application/json") {
-			t.Fatalf("denial body %q type %q", w.Body.String(), w.Header().Get("Content-Type"))
+	for i, want := range []int{200, 429, 429} {
+		if w := get(router, "/", "a", nil); w.Code != want {
+			t.Fatalf("request %d: %d, want %d", i+1, w.Code, want)
 		}
 	}
-	if later != 2 || handled != 2 {
-		t.Fatalf("after a denial: later middleware ran %d times, handler %d; want 2 and 2 (Abort stops the chain)", later, handled)
+	if later != 1 || handled != 1 {
+		t.Fatalf("after two denials: later middleware ran %d times, handler %d; want 1 and 1 (Abort stops the chain)", later, handled)
 	}
 }
 
@@ -98,41 +86,6 @@ func TestRouteLevelAndFullPath(t *testing.T) {
 	}
 	if len(patterns) != 1 || patterns[0] != "/users/:id" {
 		t.Fatalf("handler saw patterns %v, want [/users/:id]", patterns)
-	}
-}
-
-func TestHoldAbortsWhenClientGoes(t *testing.T) {
-	l, err := core.New(core.NewMemoryStore(), byHeader, []core.Limit{{Algorithm: core.LeakyBucket, Rate: 1, Period: 10 * time.Second, Burst: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	handled := 0
-	router := gin.New()
-	router.GET("/", ginlimit.New(l), func(c *gin.Context) { handled++; c.String(http.StatusOK, "ok") })
-	get(router, "/", "a", nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(30*time.Millisecond, cancel)
-	start := time.Now()
-	w := get(router, "/", "a", ctx)
-	if el := time.Since(start); el > 5*time.Second {
-		t.Fatalf("held %v after the client went away", el)
-	}
-	if handled != 1 || w.Code != 503 {
-		t.Fatalf("handler called %d times, status %d; want 1 and 503", handled, w.Code)
-	}
-}
-
-func TestHoldServes(t *testing.T) {
-	l, err := core.New(core.NewMemoryStore(), byHeader, []core.Limit{{Algorithm: core.LeakyBucket, Rate: 20, Period: time.Second, Burst: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	router := gin.New()
-	router.GET("/", ginlimit.New(l), func(c *gin.Context) { c.String(http.StatusOK, "ok") })
-	get(router, "/", "a", nil)
-	start := time.Now()
-	if w := get(router, "/", "a", nil); w.Code != 200 || w.Body.String() != "ok" || time.Since(start) < 40*time.Millisecond {
-		t.Fatalf("held request: %d %q after %v, want 200 after about 50ms", w.Code, w.Body.String(), time.Since(start))
 	}
 }
 

@@ -8,6 +8,14 @@
 // arithmetic of ALGORITHMS.md (the same as the memory store), and sets a
 // TTL on every key it writes, so idle keys disappear on their own.
 //
+// Make the client with UniversalOptions (or ParseURL, for a redis:// URL):
+// they set what a Store needs of go-redis, no retries (a re-sent script
+// call may charge twice), the context's deadline bounding every call, and
+// a prompt failure when Redis refuses connections:
+//
+//	client := redis.NewUniversalClient(redisstore.UniversalOptions("localhost:6379"))
+//	store, err := redisstore.New(client, redisstore.WithPrefix("myapp:rl:"))
+//
 // Keys have the form
 //
 //	<prefix>{<tag>}:<limit id>        state (a string; a sorted set for sliding_log)

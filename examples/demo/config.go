@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/redisstore"
 )
 
 // usageText is printed for -h.
@@ -76,7 +77,7 @@ type config struct {
 	framework string // nethttp, gin or echo
 	name      string
 
-	redisURL *redis.Options // nil unless -redis
+	redisURL *redis.Options // nil unless -redis; from redisstore.ParseURL
 	cluster  []string       // nil unless -cluster
 
 	limit core.Limit
@@ -89,6 +90,17 @@ type config struct {
 	timeout   time.Duration
 	headers   core.HeaderStyle
 }
+
+// failurePolicies and headerStyles are the values of -failure and
+// -headers.
+var (
+	failurePolicies = map[string]core.FailurePolicy{
+		"local": core.FailLocal, "open": core.FailOpen, "closed": core.FailClosed,
+	}
+	headerStyles = map[string]core.HeaderStyle{
+		"legacy": core.HeadersLegacy, "ietf": core.HeadersIETF, "both": core.HeadersBoth,
+	}
+)
 
 // limitFlags are the flags -limit replaces.
 var limitFlags = []string{"algorithm", "rate", "period", "burst", "penalty"}
@@ -162,7 +174,7 @@ func parseConfig(args []string) (*config, error) {
 		return nil, usageErrorf("-redis and -cluster are alternatives: give one of them")
 	}
 	if redisURL != "" {
-		opt, err := redis.ParseURL(redisURL)
+		opt, err := redisstore.ParseURL(redisURL)
 		if err != nil {
 			return nil, usageErrorf("-redis %q: want redis://host:port/db: %w", redisURL, err)
 		}
@@ -189,14 +201,8 @@ func parseConfig(args []string) (*config, error) {
 	if c.timeout < 0 {
 		return nil, usageErrorf("-timeout %v: must not be negative (0: no deadline)", c.timeout)
 	}
-	switch failure {
-	case "local":
-		c.failure = core.FailLocal
-	case "open":
-		c.failure = core.FailOpen
-	case "closed":
-		c.failure = core.FailClosed
-	default:
+	var ok bool
+	if c.failure, ok = failurePolicies[failure]; !ok {
 		return nil, usageErrorf("-failure %q: want local, open or closed", failure)
 	}
 
@@ -276,14 +282,7 @@ func parseConfig(args []string) (*config, error) {
 		}
 	}
 
-	switch headers {
-	case "legacy":
-		c.headers = core.HeadersLegacy
-	case "ietf":
-		c.headers = core.HeadersIETF
-	case "both":
-		c.headers = core.HeadersBoth
-	default:
+	if c.headers, ok = headerStyles[headers]; !ok {
 		return nil, usageErrorf("-headers %q: want legacy, ietf or both", headers)
 	}
 	return &c, nil

@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/exampleenv/exampletest"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -35,28 +36,10 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 
 func init() { redis.SetLogger(quietLogger{}) }
 
-// syncBuffer is a bytes.Buffer safe for the demo's goroutines and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // demo is one run of the demo inside the test process.
 type demo struct {
 	url    string // http://127.0.0.1:port
-	stderr *syncBuffer
+	stderr *exampletest.SyncBuffer
 }
 
 const listeningPrefix = "listening on http://"
@@ -69,7 +52,7 @@ func startDemo(t *testing.T, args ...string) *demo {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	d := &demo{stderr: new(syncBuffer)}
+	d := &demo{stderr: new(exampletest.SyncBuffer)}
 	done := make(chan error, 1)
 	go func() {
 		err := run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), pw, d.stderr)
@@ -722,7 +705,7 @@ func TestBinary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var stderr syncBuffer
+		var stderr exampletest.SyncBuffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

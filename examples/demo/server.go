@@ -14,16 +14,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/echolimit"
 	"github.com/sluicehq/sluice/ginlimit"
 	"github.com/sluicehq/sluice/keyfuncs"
 	"github.com/sluicehq/sluice/nethttp"
 )
-
-// redisDialTimeout bounds a connection attempt to Redis. The Limiter's
-// per-decision timeout (core.DefaultTimeout) bounds each decision anyway;
-// this bounds the startup check and background dials.
-const redisDialTimeout = 500 * time.Millisecond
 
 // keyFunc builds the key function -key asks for.
 func (c *config) keyFunc() (core.KeyFunc, error) {
@@ -58,28 +54,18 @@ func (c *config) keyFunc() (core.KeyFunc, error) {
 }
 
 // redisClient returns the client -redis or -cluster asks for, or nil for
-// the memory store. Retries are off (a re-sent script may charge a request
-// twice) and the context's deadline bounds every call, as redisstore.New
-// recommends.
+// the memory store, with the settings of redisstore.UniversalOptions: no
+// retries (a re-sent script may charge a request twice), the context's
+// deadline bounding every call, and a prompt failure when Redis is down.
 func (c *config) redisClient() redis.UniversalClient {
 	switch {
-	case c.redisURL != nil:
-		opt := *c.redisURL
-		opt.MaxRetries = -1
-		opt.ContextTimeoutEnabled = true
-		if opt.DialTimeout == 0 {
-			opt.DialTimeout = redisDialTimeout
-		}
-		opt.DialerRetries = 1
+	case c.redisURL != nil: // from redisstore.ParseURL
+		opt := *c.redisURL // NewClient fills in defaults: keep c as parsed
 		return redis.NewClient(&opt)
 	case c.cluster != nil:
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 c.cluster,
-			MaxRetries:            -1,
-			ContextTimeoutEnabled: true,
-			DialTimeout:           redisDialTimeout,
-			DialerRetries:         1,
-		})
+		opt := redisstore.UniversalOptions(c.cluster...)
+		opt.IsClusterMode = true // even with one seed node
+		return redis.NewUniversalClient(opt)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/exampleenv"
 	"github.com/sluicehq/sluice/keyfuncs"
 	"github.com/sluicehq/sluice/nethttp"
 )
@@ -61,18 +61,8 @@ func main() {
 	signal.Notify(hup, syscall.SIGHUP)
 	go r.run(ctx, *poll, hup)
 
-	srv := &http.Server{Addr: *addr, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	stopped := make(chan struct{})
-	go func() { // on SIGINT or SIGTERM, let the requests in flight finish
-		defer close(stopped)
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
 	logger.Info("listening", "url", "http://"+*addr, "pid", os.Getpid())
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+	if err := exampleenv.Serve(ctx, *addr, handler); err != nil {
 		log.Fatal(err)
 	}
-	<-stopped
 }

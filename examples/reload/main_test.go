@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -9,34 +8,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/exampleenv/exampletest"
 )
-
-// syncBuffer is a log destination safe for the reloader's goroutine and
-// the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type fixture struct {
 	t    *testing.T
 	path string
-	logs *syncBuffer
+	logs *exampletest.SyncBuffer
 	srv  *httptest.Server
 	r    *reloader
 	// mtime is the modification time given to the file's next version:
@@ -47,7 +28,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, limits string) *fixture {
 	t.Helper()
-	f := &fixture{t: t, path: filepath.Join(t.TempDir(), "limits.txt"), logs: new(syncBuffer), mtime: time.Now().Add(-time.Hour)}
+	f := &fixture{t: t, path: filepath.Join(t.TempDir(), "limits.txt"), logs: new(exampletest.SyncBuffer), mtime: time.Now().Add(-time.Hour)}
 	f.write(limits)
 	logger := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h, r, err := newServer(f.path, logger)

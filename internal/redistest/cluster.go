@@ -63,13 +63,9 @@ func StartCluster(tb testing.TB, masters, replicas int) *Cluster {
 	if masters < 1 || replicas < 0 {
 		tb.Fatalf("redistest: StartCluster(%d masters, %d replicas): need masters >= 1 and replicas >= 0", masters, replicas)
 	}
-	dir := tb.TempDir() // removed after the processes are killed
-	c, err := startCluster(dir, masters, replicas, false)
-	if err != nil {
-		failStart(tb, err)
-	}
-	tb.Cleanup(c.stop)
-	return c
+	return started(tb, func(dir string) (*Cluster, error) {
+		return startCluster(dir, masters, replicas, false)
+	})
 }
 
 // Client returns a go-redis cluster client seeded with every node, with
@@ -79,10 +75,7 @@ func StartCluster(tb testing.TB, masters, replicas int) *Cluster {
 // default (ClusterOptions.ClusterStateReloadInterval), or soon after
 // ClusterClient.ReloadState.
 func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {
-	tb.Helper()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
-	tb.Cleanup(func() { _ = rdb.Close() })
-	return rdb
+	return closedAtCleanup(tb, redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs}))
 }
 
 // WaitHealthy waits until the running nodes form a healthy cluster: each

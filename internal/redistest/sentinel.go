@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -36,20 +35,12 @@ func StartSentinel(tb testing.TB) *Sentinel {
 	replica := StartServer(tb, "--replicaof", "127.0.0.1", port)
 	s := &Sentinel{Master: master, Replica: replica}
 	for range 3 {
-		dir := tb.TempDir()
-		sen, err := startSentinel(dir, port)
-		if err != nil {
-			failStart(tb, err)
-		}
-		tb.Cleanup(sen.stop)
-		s.Sentinels = append(s.Sentinels, sen)
+		s.Sentinels = append(s.Sentinels, started(tb, func(dir string) (*Server, error) {
+			return startSentinel(dir, port)
+		}))
 	}
-	deadline := time.Now().Add(startTimeout)
-	for !s.knowsReplica() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("redistest: the Sentinels did not find the replica %s within %v", replica.Addr, startTimeout)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := waitFor(startTimeout, s.knowReplica); err != nil {
+		tb.Fatalf("redistest: the Sentinels did not find the replica %s: %v", replica.Addr, err)
 	}
 	return s
 }
@@ -101,7 +92,8 @@ func (s *Sentinel) WaitPromoted(tb testing.TB, timeout time.Duration) time.Time 
 	}
 }
 
-func (s *Sentinel) knowsReplica() bool {
+// knowReplica returns nil once every Sentinel knows the replica.
+func (s *Sentinel) knowReplica() error {
 	for _, sen := range s.Sentinels {
 		n := 0
 		err := withSentinel(sen.Addr, func(ctx context.Context, c *redis.SentinelClient) error {
@@ -109,20 +101,19 @@ func (s *Sentinel) knowsReplica() bool {
 			n = len(rs)
 			return err
 		})
-		if err != nil || n == 0 {
-			return false
+		if err == nil && n == 0 {
+			err = errors.New("no replica known")
+		}
+		if err != nil {
+			return fmt.Errorf("sentinel %s: %w", sen.Addr, err)
 		}
 	}
-	return true
+	return nil
 }
 
 // startSentinel starts one Sentinel with its configuration file in dir,
 // monitoring the master on masterPort.
 func startSentinel(dir, masterPort string) (*Server, error) {
-	bin, err := redisServerPath()
-	if err != nil {
-		return nil, err
-	}
 	conf := filepath.Join(dir, "sentinel.conf")
 	text := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]s 2\n"+
 		"sentinel down-after-milliseconds %[1]s 300\n"+
@@ -131,23 +122,10 @@ func startSentinel(dir, masterPort string) (*Server, error) {
 	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		return nil, fmt.Errorf("write sentinel.conf: %w", err)
 	}
-	for attempt := 1; ; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		s := &Server{
-			Addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-			bin:     bin,
-			logPath: filepath.Join(dir, "sentinel.log"),
-			// The configuration file must come first; Sentinel rewrites it.
-			args: []string{conf, "--sentinel", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir},
-		}
-		err = s.launch()
-		if err == nil || !errors.Is(err, errPortInUse) || attempt == portAttempts {
-			return s, err
-		}
-	}
+	return launchOnFreePort(freePort, filepath.Join(dir, "sentinel.log"), func(port string) []string {
+		// The configuration file must come first; Sentinel rewrites it.
+		return []string{conf, "--sentinel", "--port", port, "--bind", "127.0.0.1", "--dir", dir}
+	})
 }
 
 func withSentinel(addr string, f func(context.Context, *redis.SentinelClient) error) error {

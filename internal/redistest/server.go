@@ -78,31 +78,51 @@ type process struct {
 // skipped, or fails when the environment variable CI is true.
 func StartServer(tb testing.TB, extraArgs ...string) *Server {
 	tb.Helper()
-	dir := tb.TempDir() // removed after the process is killed: cleanups run last-in first-out
-	s, err := startServer(dir, extraArgs, freePort)
+	return started(tb, func(dir string) (*Server, error) {
+		return startServer(dir, extraArgs, freePort)
+	})
+}
+
+// started runs start in a new tb.TempDir, ends the test as failStart does
+// when it fails, and stops what it started at tb.Cleanup (which runs
+// before the directory is removed: cleanups run last-in first-out).
+func started[T interface{ stop() }](tb testing.TB, start func(dir string) (T, error)) T {
+	tb.Helper()
+	dir := tb.TempDir()
+	v, err := start(dir)
 	if err != nil {
 		failStart(tb, err)
 	}
-	tb.Cleanup(s.stop)
-	return s
+	tb.Cleanup(v.stop)
+	return v
 }
 
 // Client returns a go-redis client for s with default options, closed at
 // tb.Cleanup.
 func (s *Server) Client(tb testing.TB) *redis.Client {
+	return closedAtCleanup(tb, redis.NewClient(&redis.Options{Addr: s.Addr}))
+}
+
+// closedAtCleanup returns c, which tb.Cleanup closes.
+func closedAtCleanup[C io.Closer](tb testing.TB, c C) C {
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// refuseShared fails the test when s is shared: what (Kill, Restart,
+// Pause, Freeze, Thaw) would break the other tests that use it.
+func (s *Server) refuseShared(tb testing.TB, what string) {
 	tb.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
-	tb.Cleanup(func() { _ = rdb.Close() })
-	return rdb
+	if s.shared {
+		tb.Fatalf("redistest: %s of the shared server %s would break other tests; use StartServer", what, s.Addr)
+	}
 }
 
 // Kill kills s with SIGKILL and waits for it to exit; a Server that is not
 // running is left alone. Connections to s then fail until Restart.
 func (s *Server) Kill(tb testing.TB) {
 	tb.Helper()
-	if s.shared {
-		tb.Fatalf("redistest: Kill of the shared server %s would break other tests; use StartServer", s.Addr)
-	}
+	s.refuseShared(tb, "Kill")
 	if err := s.kill(); err != nil {
 		tb.Fatalf("redistest: kill %s: %v", s.Addr, err)
 	}
@@ -114,9 +134,7 @@ func (s *Server) Kill(tb testing.TB) {
 // node ID and rejoins its cluster (see Cluster.WaitHealthy).
 func (s *Server) Restart(tb testing.TB) {
 	tb.Helper()
-	if s.shared {
-		tb.Fatalf("redistest: Restart of the shared server %s would break other tests; use StartServer", s.Addr)
-	}
+	s.refuseShared(tb, "Restart")
 	if err := s.kill(); err != nil {
 		tb.Fatalf("redistest: restart %s: %v", s.Addr, err)
 	}
@@ -152,9 +170,7 @@ func (s *Server) Thaw(tb testing.TB) {
 // traffic.
 func (s *Server) Pause(tb testing.TB, d time.Duration) {
 	tb.Helper()
-	if s.shared {
-		tb.Fatalf("redistest: Pause of the shared server %s would break other tests; use StartServer", s.Addr)
-	}
+	s.refuseShared(tb, "Pause")
 	err := withAdmin(s.Addr, func(ctx context.Context, rdb *redis.Client) error {
 		return rdb.ClientPause(ctx, d).Err()
 	})
@@ -165,9 +181,7 @@ func (s *Server) Pause(tb testing.TB, d time.Duration) {
 
 func (s *Server) signal(tb testing.TB, what string, sig func() os.Signal) {
 	tb.Helper()
-	if s.shared {
-		tb.Fatalf("redistest: %s of the shared server %s would break other tests; use StartServer", what, s.Addr)
-	}
+	s.refuseShared(tb, what)
 	if sig() == nil {
 		tb.Fatalf("redistest: %s is not supported on this operating system", what)
 	}
@@ -214,6 +228,23 @@ func (s *Server) stop() { _ = s.kill() }
 // startServer starts a server with its files in dir. nextPort picks the
 // port; a start that loses a race for the port is retried on a new one.
 func startServer(dir string, extraArgs []string, nextPort func() (int, error), clusterArgs ...string) (*Server, error) {
+	return launchOnFreePort(nextPort, filepath.Join(dir, "redis.log"), func(port string) []string {
+		args := []string{
+			"--port", port,
+			"--bind", "127.0.0.1",
+			"--save", "",
+			"--appendonly", "no",
+			"--dir", dir,
+		}
+		args = append(args, clusterArgs...)
+		return append(args, extraArgs...)
+	})
+}
+
+// launchOnFreePort launches redis-server with the arguments args returns
+// for a port nextPort picks, logging to logPath; a launch that loses a race
+// for the port is retried on a new one.
+func launchOnFreePort(nextPort func() (int, error), logPath string, args func(port string) []string) (*Server, error) {
 	bin, err := redisServerPath()
 	if err != nil {
 		return nil, err
@@ -223,19 +254,8 @@ func startServer(dir string, extraArgs []string, nextPort func() (int, error), c
 		if err != nil {
 			return nil, err
 		}
-		s := &Server{
-			Addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-			bin:     bin,
-			logPath: filepath.Join(dir, "redis.log"),
-		}
-		s.args = append([]string{
-			"--port", strconv.Itoa(port),
-			"--bind", "127.0.0.1",
-			"--save", "",
-			"--appendonly", "no",
-			"--dir", dir,
-		}, clusterArgs...)
-		s.args = append(s.args, extraArgs...)
+		p := strconv.Itoa(port)
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", p), bin: bin, logPath: logPath, args: args(p)}
 		err = s.launch()
 		if err == nil {
 			return s, nil

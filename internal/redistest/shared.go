@@ -15,17 +15,34 @@ import (
 const sharedDirPrefix = "sluice-redistest-"
 
 var (
-	sharedServer struct {
-		once sync.Once
-		srv  *Server
-		err  error
-	}
-	sharedCluster struct {
-		once sync.Once
-		c    *Cluster
-		err  error
-	}
+	sharedServer  shared[*Server]
+	sharedCluster shared[*Cluster]
 )
+
+// shared is a process (or processes) started once per test binary, with
+// the error of that start.
+type shared[T any] struct {
+	once sync.Once
+	v    T
+	err  error
+}
+
+// get returns what start started in a shared working directory, starting
+// it on the first call. When that start failed, every call ends the test
+// as failStart does, with the error prefixed by what.
+func (sh *shared[T]) get(tb testing.TB, what string, start func(dir string) (T, error)) T {
+	tb.Helper()
+	sh.once.Do(func() {
+		var dir string
+		if dir, sh.err = sharedDir(); sh.err == nil {
+			sh.v, sh.err = start(dir)
+		}
+	})
+	if sh.err != nil {
+		failStart(tb, fmt.Errorf("%s: %w", what, sh.err))
+	}
+	return sh.v
+}
 
 // Shared returns the redis-server shared by every test of this test binary,
 // started by the first call. Tests sharing it must not rely on an empty
@@ -39,20 +56,13 @@ var (
 // not installed outside CI) with that start's error.
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
-	sharedServer.once.Do(func() {
-		var dir string
-		dir, sharedServer.err = sharedDir()
-		if sharedServer.err == nil {
-			sharedServer.srv, sharedServer.err = startServer(dir, nil, freePort)
+	return sharedServer.get(tb, "shared server", func(dir string) (*Server, error) {
+		s, err := startServer(dir, nil, freePort)
+		if s != nil {
+			s.shared = true
 		}
-		if sharedServer.srv != nil {
-			sharedServer.srv.shared = true
-		}
+		return s, err
 	})
-	if sharedServer.err != nil {
-		failStart(tb, fmt.Errorf("shared server: %w", sharedServer.err))
-	}
-	return sharedServer.srv
 }
 
 // SharedCluster returns the Redis Cluster of 3 masters without replicas
@@ -61,17 +71,9 @@ func Shared(tb testing.TB) *Server {
 // Restart, Pause and Freeze, and it refuses Failover.
 func SharedCluster(tb testing.TB) *Cluster {
 	tb.Helper()
-	sharedCluster.once.Do(func() {
-		var dir string
-		dir, sharedCluster.err = sharedDir()
-		if sharedCluster.err == nil {
-			sharedCluster.c, sharedCluster.err = startCluster(dir, 3, 0, true)
-		}
+	return sharedCluster.get(tb, "shared cluster", func(dir string) (*Cluster, error) {
+		return startCluster(dir, 3, 0, true)
 	})
-	if sharedCluster.err != nil {
-		failStart(tb, fmt.Errorf("shared cluster: %w", sharedCluster.err))
-	}
-	return sharedCluster.c
 }
 
 // sharedDir creates a working directory for a shared process under

@@ -1,0 +1,76 @@
+package redisstore
+
+import (
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	// dialTimeout bounds one connection attempt (see UniversalOptions).
+	dialTimeout = 500 * time.Millisecond
+	// dialerBackoff is go-redis' pause after a failed dial, which it takes
+	// even after its last attempt.
+	dialerBackoff = time.Millisecond
+)
+
+// UniversalOptions returns options for redis.NewUniversalClient that suit a
+// Store: one address is a single Redis, several are the seed nodes of a
+// Cluster. Set any other field (Password, DB, TLSConfig, MasterName for
+// Sentinel, IsClusterMode for a Cluster behind one address) on the result
+// before making the client. It sets:
+//
+//   - MaxRetries: -1. go-redis would re-send a script call whose reply
+//     timed out or whose connection broke (3 times by default). The first
+//     call may have run on the server, so a re-sent one may charge the
+//     request twice. The Store never retries by itself; the Limiter's
+//     failure policy decides what a failed call means.
+//   - ContextTimeoutEnabled: true. The context's deadline (the Limiter's
+//     per-decision timeout) bounds the wait for Redis. Without it go-redis
+//     waits for its ReadTimeout (3 s by default) whatever the context says.
+//   - DialTimeout: 500 ms (5 s by default). The context bounds a dial made
+//     for a decision anyway; this bounds the dials made without one
+//     (background reconnections, a TLS handshake, a Ping without deadline).
+//   - DialerRetries: 1 and DialerRetryTimeout: 1 ms. go-redis would dial 5
+//     times, 100 ms apart, and pause 100 ms after the last failure too, so
+//     with Redis down (connection refused) every decision would wait out
+//     the Limiter's whole timeout instead of failing at once and following
+//     its failure policy.
+//
+// For example:
+//
+//	client := redis.NewUniversalClient(redisstore.UniversalOptions("localhost:6379"))
+//	defer client.Close()
+//	store, err := redisstore.New(client)
+func UniversalOptions(addrs ...string) *redis.UniversalOptions {
+	return &redis.UniversalOptions{
+		Addrs:                 addrs,
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           dialTimeout,
+		DialerRetries:         1,
+		DialerRetryTimeout:    dialerBackoff,
+	}
+}
+
+// ParseURL returns the options redis.ParseURL makes of url (such as
+// redis://user:password@localhost:6379/0, rediss:// for TLS, or
+// unix:///path/to/redis.sock), for redis.NewClient, with the settings of
+// UniversalOptions; max_retries and dial_timeout given in the URL's query
+// take precedence.
+func ParseURL(url string) (*redis.Options, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	if opt.MaxRetries == 0 {
+		opt.MaxRetries = -1
+	}
+	if opt.DialTimeout == 0 {
+		opt.DialTimeout = dialTimeout
+	}
+	opt.ContextTimeoutEnabled = true
+	opt.DialerRetries = 1
+	opt.DialerRetryTimeout = dialerBackoff
+	return opt, nil
+}

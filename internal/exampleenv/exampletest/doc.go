@@ -1,0 +1,4 @@
+// Package exampletest holds what the tests of the example servers share:
+// the check of the routes that examples/nethttp, examples/gin and
+// examples/echo all serve, and a log buffer safe for concurrent use.
+package exampletest
