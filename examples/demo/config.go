@@ -32,7 +32,7 @@ Store (default: in memory, this process only):
   -failure POLICY        when Redis fails: local (a memory store with the same
                          limits), open (serve unlimited) or closed (503) (default local)
   -timeout DURATION      per-decision deadline of a Redis call; past it -failure
-                         applies (default 100ms; 0: none)
+                         applies (default 100ms; at least 1ms; 0: none)
 
 Limit:
   -algorithm NAME        gcra, token_bucket, fixed_window, sliding_window,
@@ -198,8 +198,8 @@ func parseConfig(args []string) (*config, error) {
 			c.cluster = append(c.cluster, addr)
 		}
 	}
-	if c.timeout < 0 {
-		return nil, usageErrorf("-timeout %v: must not be negative (0: no deadline)", c.timeout)
+	if c.timeout < 0 || c.timeout > 0 && c.timeout < core.MinTimeout {
+		return nil, usageErrorf("-timeout %v: want 0 (no deadline) or at least %v; a shorter one never reaches Redis", c.timeout, core.MinTimeout)
 	}
 	var ok bool
 	if c.failure, ok = failurePolicies[failure]; !ok {

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
@@ -66,9 +65,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	client := cfg.redisClient()
 	if client != nil {
 		defer client.Close()
-		if store, err = redisstore.New(client); err != nil {
+		rs, err := redisstore.New(client)
+		if err != nil {
 			return fmt.Errorf("redis store: %w", err)
 		}
+		defer rs.Close()
+		if err := checkRedis(ctx, rs, cfg, stderr); err != nil {
+			return err
+		}
+		store = rs
 	}
 	reg := prometheus.NewRegistry()
 	metrics, err := promlimit.New(reg)
@@ -94,16 +99,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg.framework, cfg.limit, cfg.keyDesc(), cfg.storeName(), cfg.failure, cfg.headers)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-
-	var wg sync.WaitGroup
-	if client != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			checkRedis(ctx, client, cfg, stderr)
-		}()
-	}
-	defer wg.Wait()
 
 	if _, err := fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr()); err != nil {
 		_ = srv.Close()

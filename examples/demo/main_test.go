@@ -608,7 +608,10 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-limit", "10/s", "-rate", "5"}, "-limit and -rate are alternatives"},
 		{[]string{"-limit", "10/s", "-algorithm", "gcra"}, "-limit and -algorithm are alternatives"},
 		{[]string{"-penalty", "1s", "-limit", "10/s"}, "-limit and -penalty are alternatives"},
-		{[]string{"-timeout", "-1s"}, "-timeout -1s: must not be negative"},
+		{[]string{"-timeout", "-1s"}, "-timeout -1s: want 0 (no deadline) or at least 1ms"},
+		{[]string{"-timeout", "1ns"}, "-timeout 1ns: want 0 (no deadline) or at least 1ms; a shorter one never reaches Redis"},
+		{[]string{"-trusted-proxies", "0.0.0.0/0"}, "-trusted-proxies"},
+		{[]string{"-trusted-proxies", "::/0"}, "-trusted-proxies"},
 		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"-rate", "5", "extra"}, `unexpected argument "extra"`},
 	} {
@@ -659,6 +662,28 @@ func TestExitCode(t *testing.T) {
 	if code := exitCode(fmt.Errorf("listen: %w", syscall.EADDRINUSE), &w); code != 1 || !strings.Contains(w.String(), "address already in use") {
 		t.Errorf("exitCode(listen error) = %d, %q", code, w.String())
 	}
+}
+
+// TestRedisRefusesSettings: a Redis database that does not exist would
+// leave every decision to -failure for as long as the demo runs; the demo
+// refuses to start (status 1) and says why.
+func TestRedisRefusesSettings(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t)
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-redis", "redis://" + srv.Addr + "/99"}, &stdout, &stderr)
+	var ue *usageError
+	if err == nil || errors.As(err, &ue) || !strings.Contains(err.Error(), "DB index is out of range") {
+		t.Fatalf("run with database 99 = %v, want the server's refusal", err)
+	}
+	var msg bytes.Buffer
+	if code := exitCode(err, &msg); code != 1 {
+		t.Errorf("exit status %d, want 1", code)
+	}
+	if stdout.Len() > 0 {
+		t.Errorf("stdout %q, want nothing: the demo must not listen", stdout.String())
+	}
+	t.Logf("%s", msg.String())
 }
 
 // TestPortTaken checks that a taken port is a runtime failure (status 1),

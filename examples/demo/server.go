@@ -124,18 +124,28 @@ func newHandler(framework string, l *core.Limiter, metrics http.Handler) http.Ha
 	return mux
 }
 
-// checkRedis reports on w whether Redis answers, without holding up the
-// start: the demo serves either way, following -failure.
-func checkRedis(ctx context.Context, client redis.UniversalClient, c *config, w io.Writer) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+// redisCheckTimeout bounds the start-up check of Redis.
+const redisCheckTimeout = 2 * time.Second
+
+// checkRedis asks Redis whether it accepts the store's settings, for at
+// most redisCheckTimeout. A setting Redis refuses (a database that does not
+// exist, a wrong password) is an error: every decision would follow
+// -failure for as long as the demo runs. A Redis that does not answer yet
+// is reported on w, and the demo starts all the same, following -failure
+// until Redis answers.
+func checkRedis(ctx context.Context, store *redisstore.Store, c *config, w io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
 	defer cancel()
-	if err := client.Ping(ctx).Err(); err != nil {
-		if errors.Is(ctx.Err(), context.Canceled) {
-			return // shutting down
-		}
+	err := store.Ping(ctx)
+	var refused redis.Error
+	switch {
+	case err == nil:
+		fmt.Fprintf(w, "demo: %s answers\n", c.storeName())
+	case errors.As(err, &refused):
+		return fmt.Errorf("%s refuses the settings: %w", c.storeName(), err)
+	default:
 		fmt.Fprintf(w, "demo: %s is not answering (%v); requests follow -failure %s until it does\n",
 			c.storeName(), err, c.failure)
-		return
 	}
-	fmt.Fprintf(w, "demo: %s answers\n", c.storeName())
+	return nil
 }
