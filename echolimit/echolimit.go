@@ -11,7 +11,12 @@ import (
 
 // An Option configures the middleware. The core.Limiter holds everything
 // else (limits, key, cost, failure policy, headers, responses).
-type Option func(*config)
+type Option interface{ apply(*config) }
+
+// optionFunc adapts a function to Option.
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	onRefuse func(echo.Context, core.Decision) error
@@ -25,7 +30,7 @@ type config struct {
 // returns nil, or returns an error (such as echo.NewHTTPError) for echo's
 // HTTPErrorHandler to answer; the next handler is not called.
 func OnRefuse(f func(c echo.Context, d core.Decision) error) Option {
-	return func(c *config) { c.onRefuse = f }
+	return optionFunc(func(c *config) { c.onRefuse = f })
 }
 
 // New returns echo middleware that limits requests with l. It panics if l
@@ -38,7 +43,7 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 	var cfg config
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&cfg)
+			opt.apply(&cfg)
 		}
 	}
 	m := &middleware{l: l, onRefuse: cfg.onRefuse}

@@ -8,7 +8,12 @@ import (
 
 // An Option configures the middleware. The core.Limiter holds everything
 // else (limits, key, cost, failure policy, headers, responses).
-type Option func(*config)
+type Option interface{ apply(*config) }
+
+// optionFunc adapts a function to Option.
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	onRefuse func(*gin.Context, core.Decision)
@@ -21,7 +26,7 @@ type config struct {
 // refused and d.Response() what the middleware would have written. f must
 // write a response.
 func OnRefuse(f func(c *gin.Context, d core.Decision)) Option {
-	return func(c *config) { c.onRefuse = f }
+	return optionFunc(func(c *config) { c.onRefuse = f })
 }
 
 // New returns gin middleware that limits requests with l. It panics if l
@@ -34,7 +39,7 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 	var cfg config
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&cfg)
+			opt.apply(&cfg)
 		}
 	}
 	onRefuse := cfg.onRefuse

@@ -13,7 +13,12 @@ import (
 const DefaultHeaderMaxLength = 512
 
 // HeaderOption configures Header.
-type HeaderOption func(*headerConfig)
+type HeaderOption interface{ apply(*headerConfig) }
+
+// headerOptionFunc adapts a function to HeaderOption.
+type headerOptionFunc func(*headerConfig)
+
+func (f headerOptionFunc) apply(c *headerConfig) { f(c) }
 
 type headerConfig struct {
 	maxLength int
@@ -24,7 +29,7 @@ type headerConfig struct {
 // DefaultHeaderMaxLength. The bound keeps storage keys small whatever a
 // client sends.
 func WithMaxLength(n int) HeaderOption {
-	return func(c *headerConfig) { c.maxLength = n }
+	return headerOptionFunc(func(c *headerConfig) { c.maxLength = n })
 }
 
 // Header returns a KeyFunc that keys requests by the value of the header
@@ -41,7 +46,7 @@ func Header(name string, opts ...HeaderOption) (core.KeyFunc, error) {
 	cfg := headerConfig{maxLength: DefaultHeaderMaxLength}
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&cfg)
+			opt.apply(&cfg)
 		}
 	}
 	if !validHeaderName(name) {

@@ -17,7 +17,12 @@ const (
 )
 
 // IPOption configures IP.
-type IPOption func(*ipConfig)
+type IPOption interface{ apply(*ipConfig) }
+
+// ipOptionFunc adapts a function to IPOption.
+type ipOptionFunc func(*ipConfig)
+
+func (f ipOptionFunc) apply(c *ipConfig) { f(c) }
 
 // proxySource says which header a trusted proxy writes the client address to.
 type proxySource int
@@ -50,7 +55,7 @@ type ipConfig struct {
 // The option may be given several times; the lists add up.
 func WithTrustedProxies(cidrs ...string) IPOption {
 	cidrs = append([]string(nil), cidrs...)
-	return func(c *ipConfig) { c.cidrs = append(c.cidrs, cidrs...) }
+	return ipOptionFunc(func(c *ipConfig) { c.cidrs = append(c.cidrs, cidrs...) })
 }
 
 // WithTrustedPrefixes is WithTrustedProxies for already parsed prefixes.
@@ -58,7 +63,7 @@ func WithTrustedProxies(cidrs ...string) IPOption {
 // family, make IP return an error.
 func WithTrustedPrefixes(prefixes ...netip.Prefix) IPOption {
 	prefixes = append([]netip.Prefix(nil), prefixes...)
-	return func(c *ipConfig) { c.prefixes = append(c.prefixes, prefixes...) }
+	return ipOptionFunc(func(c *ipConfig) { c.prefixes = append(c.prefixes, prefixes...) })
 }
 
 // WithXForwardedFor makes IP read the client address from X-Forwarded-For
@@ -66,14 +71,14 @@ func WithTrustedPrefixes(prefixes ...netip.Prefix) IPOption {
 // say so explicitly. At most one of WithXForwardedFor, WithForwarded and
 // WithClientIPHeader may be given.
 func WithXForwardedFor() IPOption {
-	return func(c *ipConfig) { c.sources = append(c.sources, sourceXForwardedFor) }
+	return ipOptionFunc(func(c *ipConfig) { c.sources = append(c.sources, sourceXForwardedFor) })
 }
 
 // WithForwarded makes IP read the client address from the RFC 7239
 // Forwarded header (its for= parameters) instead of X-Forwarded-For when the
 // peer is a trusted proxy. X-Forwarded-For is then ignored.
 func WithForwarded() IPOption {
-	return func(c *ipConfig) { c.sources = append(c.sources, sourceForwarded) }
+	return ipOptionFunc(func(c *ipConfig) { c.sources = append(c.sources, sourceForwarded) })
 }
 
 // WithClientIPHeader makes IP read the client address from a header that a
@@ -83,10 +88,10 @@ func WithForwarded() IPOption {
 // trusted, whatever the address, and rejects a request carrying the header
 // more than once or with a list of addresses.
 func WithClientIPHeader(name string) IPOption {
-	return func(c *ipConfig) {
+	return ipOptionFunc(func(c *ipConfig) {
 		c.sources = append(c.sources, sourceClientIPHeader)
 		c.headerName = name
-	}
+	})
 }
 
 // WithIPv6Prefix groups IPv6 clients by their first bits bits (0 < bits ≤
@@ -95,13 +100,13 @@ func WithClientIPHeader(name string) IPOption {
 // every address on its own, 48 groups a typical site allocation. It never
 // applies to IPv4 or IPv4-mapped addresses.
 func WithIPv6Prefix(bits int) IPOption {
-	return func(c *ipConfig) { c.ipv6Bits = bits }
+	return ipOptionFunc(func(c *ipConfig) { c.ipv6Bits = bits })
 }
 
 // WithIPv4Prefix groups IPv4 clients by their first bits bits (0 < bits ≤
 // 32). The default is DefaultIPv4PrefixBits (32): each address on its own.
 func WithIPv4Prefix(bits int) IPOption {
-	return func(c *ipConfig) { c.ipv4Bits = bits }
+	return ipOptionFunc(func(c *ipConfig) { c.ipv4Bits = bits })
 }
 
 // ipKeyer holds the validated configuration of one IP key function. It is
@@ -158,7 +163,7 @@ func IP(opts ...IPOption) (core.KeyFunc, error) {
 	cfg := ipConfig{ipv6Bits: DefaultIPv6PrefixBits, ipv4Bits: DefaultIPv4PrefixBits}
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&cfg)
+			opt.apply(&cfg)
 		}
 	}
 	k := &ipKeyer{ipv6Bits: cfg.ipv6Bits, ipv4Bits: cfg.ipv4Bits}

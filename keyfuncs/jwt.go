@@ -185,7 +185,12 @@ func staticKeys(byMethod map[string][]jwt.VerificationKey) jwt.Keyfunc {
 }
 
 // JWTOption configures JWT.
-type JWTOption func(*jwtConfig)
+type JWTOption interface{ apply(*jwtConfig) }
+
+// jwtOptionFunc adapts a function to JWTOption.
+type jwtOptionFunc func(*jwtConfig)
+
+func (f jwtOptionFunc) apply(c *jwtConfig) { f(c) }
 
 type tokenSource int
 
@@ -211,13 +216,13 @@ type jwtConfig struct {
 // "Authorization: Bearer". The value is the token, optionally after a
 // "Bearer " scheme.
 func WithTokenHeader(name string) JWTOption {
-	return func(c *jwtConfig) { c.sources++; c.source, c.name = fromHeader, name }
+	return jwtOptionFunc(func(c *jwtConfig) { c.sources++; c.source, c.name = fromHeader, name })
 }
 
 // WithTokenCookie reads the token from the cookie name instead of
 // "Authorization: Bearer".
 func WithTokenCookie(name string) JWTOption {
-	return func(c *jwtConfig) { c.sources++; c.source, c.name = fromCookie, name }
+	return jwtOptionFunc(func(c *jwtConfig) { c.sources++; c.source, c.name = fromCookie, name })
 }
 
 // WithTokenMaxLength sets the longest token, in bytes, that JWT accepts
@@ -226,39 +231,39 @@ func WithTokenCookie(name string) JWTOption {
 // As WithMaxLength does for Header, the bound keeps the cost of a request
 // small whatever a client sends.
 func WithTokenMaxLength(n int) JWTOption {
-	return func(c *jwtConfig) { c.maxLength = n }
+	return jwtOptionFunc(func(c *jwtConfig) { c.maxLength = n })
 }
 
 // WithIssuer requires the "iss" claim to equal iss. An empty iss requires
 // nothing.
 func WithIssuer(iss string) JWTOption {
-	return func(c *jwtConfig) { c.issuer = iss }
+	return jwtOptionFunc(func(c *jwtConfig) { c.issuer = iss })
 }
 
 // WithAudience requires the "aud" claim to contain at least one of aud.
 // Without any aud it requires nothing; repeated options add up.
 func WithAudience(aud ...string) JWTOption {
 	aud = append([]string(nil), aud...)
-	return func(c *jwtConfig) { c.audience = append(c.audience, aud...) }
+	return jwtOptionFunc(func(c *jwtConfig) { c.audience = append(c.audience, aud...) })
 }
 
 // WithLeeway tolerates clock skew of up to d (0 ≤ d ≤ 5 minutes) when
 // checking "exp", "nbf" and "iat". The default is none.
 func WithLeeway(d time.Duration) JWTOption {
-	return func(c *jwtConfig) { c.leeway = d }
+	return jwtOptionFunc(func(c *jwtConfig) { c.leeway = d })
 }
 
 // WithOptionalExpiration accepts tokens without an "exp" claim, which JWT
 // refuses by default: a token that never expires is an identity that can
 // never be revoked. "exp" is still checked when present.
 func WithOptionalExpiration() JWTOption {
-	return func(c *jwtConfig) { c.optionalExpiry = true }
+	return jwtOptionFunc(func(c *jwtConfig) { c.optionalExpiry = true })
 }
 
 // WithClock sets the clock used to check "exp", "nbf" and "iat"; the
 // default is time.Now. For tests.
 func WithClock(now func() time.Time) JWTOption {
-	return func(c *jwtConfig) { c.now = now }
+	return jwtOptionFunc(func(c *jwtConfig) { c.now = now })
 }
 
 // maxLeeway bounds WithLeeway.
@@ -304,7 +309,7 @@ func JWT(claim string, key JWTKey, opts ...JWTOption) (core.KeyFunc, error) {
 	cfg := jwtConfig{maxLength: DefaultTokenMaxLength}
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&cfg)
+			opt.apply(&cfg)
 		}
 	}
 	if err := cfg.check(); err != nil {

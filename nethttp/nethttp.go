@@ -8,7 +8,12 @@ import (
 
 // An Option configures the middleware. The core.Limiter holds everything
 // else (limits, key, cost, failure policy, headers, responses).
-type Option func(*config)
+type Option interface{ apply(*config) }
+
+// optionFunc adapts a function to Option.
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	onRefuse func(http.ResponseWriter, *http.Request, core.Decision)
@@ -21,7 +26,7 @@ type config struct {
 // d.Response() what the middleware would have written. f must write a
 // response; the wrapped handler is not called.
 func OnRefuse(f func(w http.ResponseWriter, r *http.Request, d core.Decision)) Option {
-	return func(c *config) { c.onRefuse = f }
+	return optionFunc(func(c *config) { c.onRefuse = f })
 }
 
 // Middleware returns middleware that limits the requests of the handler it
@@ -38,7 +43,7 @@ func Middleware(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler
 	var cfg config
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&cfg)
+			opt.apply(&cfg)
 		}
 	}
 	return func(next http.Handler) http.Handler {
