@@ -158,10 +158,11 @@ type leases struct {
 	hot    []atomic.Uint64 // epoch<<32 | Takes in that epoch, by hash
 	calls  atomic.Int64    // lease script calls made (for tests)
 
-	stop chan struct{}
-	done chan struct{}  // closed when the sweeper has returned
-	bg   sync.WaitGroup // refills ahead of need
-	once sync.Once      // close
+	stop    chan struct{}
+	done    chan struct{}  // closed when the sweeper has returned
+	bg      sync.WaitGroup // refills ahead of need
+	started sync.Once      // the sweeper
+	once    sync.Once      // close
 }
 
 type leaseShard struct {
@@ -176,9 +177,9 @@ type leaseKey struct {
 	limit core.Limit
 }
 
-// newLeases starts lease mode on st with cfg (defaults applied), and its
-// sweeper. Lease mode needs the reset announcements: it starts the Store's
-// subscription if nothing else has. st is being made by New.
+// newLeases returns lease mode for st with cfg (defaults applied), or nil
+// when cfg is nil. st is being made by New. Its sweeper starts with the
+// first hot key.
 func newLeases(st *Store, cfg *LeaseConfig) *leases {
 	if cfg == nil {
 		return nil
@@ -192,11 +193,16 @@ func newLeases(st *Store, cfg *LeaseConfig) *leases {
 	for i := range l.shards {
 		l.shards[i].m = make(map[leaseKey]*lease)
 	}
-	if st.listener == nil {
-		st.startListener()
-	}
-	go l.run()
 	return l
+}
+
+// subscribe starts the Store's subscription to reset announcements, which
+// lease mode needs, unless it has started; New calls it. It is safe on a
+// nil *leases.
+func (l *leases) subscribe() {
+	if l != nil && l.st.listener == nil {
+		l.st.startListener()
+	}
 }
 
 // leasable reports whether lease mode can decide a Take of lim.
@@ -280,5 +286,6 @@ func (l *leases) admit(sh *leaseShard, lk leaseKey) *lease {
 	}
 	sh.m[lk] = e
 	l.keys.Add(1)
+	l.started.Do(func() { go l.run() })
 	return e
 }

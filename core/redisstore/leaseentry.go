@@ -361,6 +361,7 @@ func (l *leases) close() {
 		return
 	}
 	l.once.Do(func() {
+		l.started.Do(func() { close(l.done) }) // no sweeper ran, and none will
 		close(l.stop)
 		<-l.done
 		l.bg.Wait()

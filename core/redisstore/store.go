@@ -196,11 +196,12 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		pipe = func() *batcher { return &batcher{client: client, max: s.pipeline} }
 	}
 	st.health = newHealth(client, s.failures, s.cooldown, s.load, pipe)
+	st.lease = newLeases(st, s.lease) // lease.go; set before the subscription starts (it reads st.lease)
 	if s.deny > 0 {
 		st.deny = newDenyCache(s.deny)
 		st.startListener()
 	}
-	st.lease = newLeases(st, s.lease)
+	st.lease.subscribe()
 	if cc, ok := client.(*redis.ClusterClient); ok {
 		st.cluster = &clusterReload{reload: cc.ReloadState}
 		st.health.reload = func() { st.cluster.kick(st.clock()) }
