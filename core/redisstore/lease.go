@@ -218,7 +218,7 @@ func leasable(lim core.Limit) bool {
 // when the key is hot (ok true), and leaves it to the exact path
 // otherwise (ok false). It is safe on a nil *leases (lease mode off).
 func (l *leases) take(ctx context.Context, key string, n int64, limits []core.Limit) (core.Result, bool, error) {
-	if l == nil || n <= 0 || len(limits) != 1 || !leasable(limits[0]) {
+	if l == nil || n <= 0 || n > l.cfg.MaxUnits || len(limits) != 1 || !leasable(limits[0]) {
 		return core.Result{}, false, nil
 	}
 	lk := leaseKey{key, limits[0]}

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -210,5 +211,166 @@ func TestMiniLeaseSlidingWindow(t *testing.T) {
 	x.store.lease.sweep(x.store.clock(), false)
 	if v, _ := x.m.Get(x.keyOf("k", l)); v != strconv.FormatInt(w, 10)+":6:5" {
 		t.Errorf("state after the return %q, want %d:6:5 (3 exact + 1 + 2 spent)", v, w)
+	}
+}
+
+// An exhausted hot key: the refused refill's denial is repeated locally,
+// counted down, until its RetryAfter (at most a TTL); then Redis is asked.
+func TestMiniLeaseDenial(t *testing.T) {
+	x := newMini(t, WithLeases(leaseCfg))
+	l := core.Limit{Algorithm: core.GCRA, Rate: 64, Period: 64 * time.Second, Burst: 64} // T = 1s, lease cap 4
+	for i := 0; ; i++ {
+		if r := x.take("k", 1, l); !r.Allowed {
+			if i != 64 {
+				t.Fatalf("denied after %d, want 64", i)
+			}
+			check(t, "refused", r, want{false, 64, 0, time.Second, 64 * time.Second, 0})
+			break
+		}
+		x.settle()
+	}
+	calls := x.store.lease.calls.Load()
+	x.advance(400 * time.Millisecond)
+	check(t, "repeated", x.take("k", 1, l), want{false, 64, 0, 600 * time.Millisecond, 63600 * time.Millisecond, 0})
+	check(t, "repeated, cost 2", x.take("k", 2, l), want{false, 64, 0, 600 * time.Millisecond, 63600 * time.Millisecond, 0})
+	if c := x.store.lease.calls.Load() - calls; c != 0 {
+		t.Errorf("%d script calls for repeated denials", c)
+	}
+	x.advance(600 * time.Millisecond)
+	check(t, "after RetryAfter", x.take("k", 1, l), want{true, 64, 0, 0, 64 * time.Second, 0})
+	if c := x.store.lease.calls.Load() - calls; c != 1 {
+		t.Errorf("%d script calls after RetryAfter, want 1", c)
+	}
+}
+
+// What lease mode leaves to the exact path: several limits, peeks,
+// penalties, LeakyBucket, SlidingLog, costs above a lease, limits too
+// small to lease, invalid limits.
+func TestMiniLeasePassThrough(t *testing.T) {
+	x := newMini(t, WithLeases(leaseCfg))
+	big := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: time.Hour, Burst: 1000}
+	for _, c := range []struct {
+		name   string
+		n      int64
+		limits []core.Limit
+	}{
+		{"two limits", 1, []core.Limit{big, core.PerHour(500)}},
+		{"peek", 0, []core.Limit{big}},
+		{"penalty", 1, []core.Limit{{Algorithm: core.GCRA, Rate: 1000, Period: time.Hour, Penalty: time.Second}}},
+		{"leaky", 1, []core.Limit{{Algorithm: core.LeakyBucket, Rate: 1000, Period: time.Hour}}},
+		{"sliding log", 1, []core.Limit{{Algorithm: core.SlidingLog, Rate: 1000, Period: time.Hour}}},
+		{"cost above a lease", 17, []core.Limit{big}},
+		{"too small", 1, []core.Limit{core.PerHour(31)}}, // 31/16 < 2
+	} {
+		key := strings.ReplaceAll(c.name, " ", "-")
+		for range 3 * leaseCfg.HotTakes {
+			if _, err := x.store.Take(context.Background(), key, c.n, c.limits...); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+		}
+		if k := x.store.lease.keys.Load(); k != 0 || x.store.lease.calls.Load() != 0 {
+			t.Fatalf("%s: %d keys in lease mode, %d lease calls", c.name, k, x.store.lease.calls.Load())
+		}
+	}
+	bad := core.Limit{Algorithm: core.GCRA, Rate: 10, Period: time.Second + 1} // not whole µs
+	for range leaseCfg.HotTakes {
+		if _, err := x.store.Take(context.Background(), "bad", 1, bad); !errors.Is(err, core.ErrInvalidLimit) {
+			t.Fatalf("invalid limit: error %v", err)
+		}
+	}
+}
+
+// A Reset drops the key's leases at once in its Store and, through the
+// announcement, in another one; dropped units are not given back.
+func TestMiniLeaseResetDrops(t *testing.T) {
+	x := newMini(t, WithLeases(leaseCfg))
+	client := redis.NewClient(&redis.Options{Addr: x.m.Addr(), MaxRetries: -1})
+	defer client.Close()
+	other := realStore(t, client, WithLeases(leaseCfg))
+	other.clock = x.store.clock
+	l := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: 1000 * time.Second, Burst: 1000}
+	x.heat("k", l)
+	y := &mini{tb: t, m: x.m, client: client, store: other, now: x.now}
+	y.heat("k", l)
+	x.heat("other-key", l)
+	if err := x.store.Reset(context.Background(), "k", l); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := x.held("k", l); ok {
+		t.Error("the resetting Store kept its lease")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for other.lease.keys.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the other Store kept its lease 5s after the Reset")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, ok := x.held("other-key", l); !ok {
+		t.Error("a Reset of k dropped the lease of another key")
+	}
+	// Nothing given back: the key is fresh, and the next Takes are exact.
+	check(t, "after reset", x.take("k", 1, l), want{true, 1000, 999, 0, time.Second, 0})
+	if x.tat("k", l) != x.now.UnixMicro()+1_000_000 {
+		t.Error("a dropped lease was given back")
+	}
+}
+
+// Close gives every lease back.
+func TestMiniLeaseCloseGivesBack(t *testing.T) {
+	x := newMini(t, WithLeases(leaseCfg))
+	l := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: 1000 * time.Second, Burst: 1000}
+	now := x.now.UnixMicro()
+	x.heat("k", l) // 3 exact + 1 of a lease of 16
+	if err := x.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := x.tat("k", l); got != now+4_000_000 {
+		t.Errorf("TAT after Close = now+%dµs, want now+4s", got-now)
+	}
+	_ = x.store.Close() // twice is fine
+}
+
+// Under steady use a refill starts when a quarter of the lease is left, so
+// that Takes do not wait; the lease size follows the local rate.
+func TestMiniLeaseRefillAheadAndSize(t *testing.T) {
+	x := newMini(t, WithLeases(LeaseConfig{MinUnits: 4, MaxUnits: 64, TTL: time.Second, HotTakes: 4}))
+	l := core.Limit{Algorithm: core.GCRA, Rate: 100_000, Period: time.Hour, Burst: 100_000}
+	x.heat("k", l) // a lease of 4 (HotTakes), 3 left
+	x.take("k", 1, l)
+	x.take("k", 1, l) // 1 left: a refill starts ahead, and tops the lease up to 4
+	x.settle()
+	if u, _ := x.held("k", l); u != 4 || x.store.lease.calls.Load() != 2 {
+		t.Errorf("held %d after %d calls, want 4 after 2 (topped up ahead of need)", u, x.store.lease.calls.Load())
+	}
+	for range 400 { // 20 Takes per 100ms: 200 per TTL
+		x.take("k", 1, l)
+		x.settle()
+		x.advance(5 * time.Millisecond)
+	}
+	e := x.store.lease.entry("k", l)
+	e.mu.Lock()
+	size := e.size
+	e.mu.Unlock()
+	if size != 64 {
+		t.Errorf("lease size %d, want 64 (the cap; the local rate is 200 per TTL)", size)
+	}
+	if c := x.store.lease.calls.Load(); c > 400/20 {
+		t.Errorf("%d lease calls for 400 Takes, want at most 20", c)
+	}
+}
+
+// A Take whose context has ended fails, and spends nothing.
+func TestMiniLeaseCanceled(t *testing.T) {
+	x := newMini(t, WithLeases(leaseCfg))
+	l := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: 1000 * time.Second, Burst: 1000}
+	x.heat("k", l)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := x.store.Take(ctx, "k", 1, l); !errors.Is(err, context.Canceled) {
+		t.Errorf("error %v, want context.Canceled", err)
+	}
+	if u, _ := x.held("k", l); u != 15 {
+		t.Errorf("held %d, want 15", u)
 	}
 }

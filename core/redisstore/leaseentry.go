@@ -187,10 +187,10 @@ func (l *leases) refill(ctx context.Context, e *lease, n int64) (core.Result, bo
 }
 
 // resize sets the size of the next refill to the units spent locally in
-// about one TTL, within min..max, once a quarter TTL has been measured.
-// e.mu is held.
+// about one TTL, within min..max, once a quarter TTL has been measured or
+// a whole lease spent. e.mu is held.
 func (e *lease) resize(now, ttl int64) {
-	if d := now - e.mark; d >= ttl/4 && d > 0 {
+	if d := now - e.mark; d > 0 && (d >= ttl/4 || e.spent >= e.size) {
 		e.size = min(max(e.spent*ttl/d, e.min), e.max)
 		e.spent, e.mark = 0, now
 	}
