@@ -154,6 +154,7 @@ type leases struct {
 	ttl    int64 // µs
 	seed   maphash.Seed
 	keys   atomic.Int64 // entries in shards
+	live   atomic.Bool  // the Store has subscribed to reset announcements: leases may be taken
 	shards [leaseShards]leaseShard
 	hot    []atomic.Uint64 // epoch<<32 | Takes in that epoch, by hash
 	calls  atomic.Int64    // lease script calls made (for tests)
@@ -268,11 +269,12 @@ func (l *leases) heat(h uint64) bool {
 	}
 }
 
-// admit puts lk in lease mode, unless MaxKeys are or its limit is too
-// small to lease (or invalid: the exact path reports it), and returns its
-// entry (nil: stay exact).
+// admit puts lk in lease mode and returns its entry, unless the Store has
+// not yet subscribed to reset announcements (a Reset could go unheard),
+// MaxKeys are, or lk's limit is too small to lease or invalid (the exact
+// path reports it): nil, stay exact.
 func (l *leases) admit(sh *leaseShard, lk leaseKey) *lease {
-	if l.keys.Load() >= int64(l.cfg.MaxKeys) {
+	if !l.live.Load() || l.keys.Load() >= int64(l.cfg.MaxKeys) {
 		return nil
 	}
 	e := l.newLease(lk)

@@ -29,6 +29,7 @@ func threeStores(t *testing.T, cfg LeaseConfig) (*redis.Client, []*Store) {
 		client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 		t.Cleanup(func() { _ = client.Close() })
 		stores[i] = realStore(t, client, WithLeases(cfg))
+		waitLive(t, stores[i])
 	}
 	return admin, stores
 }

@@ -20,6 +20,26 @@ import (
 // a second make a key hot, and a lease holds 16 units.
 var leaseCfg = LeaseConfig{MaxUnits: 16, MinUnits: 16, TTL: time.Second, HotTakes: 4}
 
+// waitLive waits until s may take leases: it has subscribed to resets.
+func waitLive(tb testing.TB, s *Store) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.lease.live.Load() {
+		if time.Now().After(deadline) {
+			tb.Fatal("lease mode did not subscribe to resets within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// newLeaseMini is newMini in lease mode, subscribed to resets.
+func newLeaseMini(tb testing.TB, cfg LeaseConfig) *mini {
+	tb.Helper()
+	x := newMini(tb, WithLeases(cfg))
+	waitLive(tb, x.store)
+	return x
+}
+
 // settle waits for the refills ahead of need that Takes started.
 func (x *mini) settle() { x.store.lease.bg.Wait() }
 
@@ -87,7 +107,7 @@ func TestLeaseConfigChecked(t *testing.T) {
 // the next 15 Takes are local, and Redis' TAT counts the whole lease; when
 // the lease ends unspent units go back.
 func TestMiniLeaseGCRA(t *testing.T) {
-	x := newMini(t, WithLeases(leaseCfg))
+	x := newLeaseMini(t, leaseCfg)
 	l := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: 1000 * time.Second, Burst: 1000} // T = 1s, lease cap 1000/16 → 16
 	const T = 1_000_000
 	now := x.now.UnixMicro()
@@ -140,6 +160,7 @@ func (x *mini) peek(key string, l core.Limit) core.Result {
 // leases. It returns the last Result.
 func (x *mini) heat(key string, l core.Limit) core.Result {
 	x.tb.Helper()
+	waitLive(x.tb, x.store)
 	var r core.Result
 	for range x.store.lease.cfg.HotTakes {
 		r = x.take(key, 1, l)
@@ -153,7 +174,7 @@ func (x *mini) heat(key string, l core.Limit) core.Result {
 // TokenBucket: a lease takes tokens, a return adds them back after the
 // refill, as if only the spent ones had been taken.
 func TestMiniLeaseTokenBucket(t *testing.T) {
-	x := newMini(t, WithLeases(leaseCfg))
+	x := newLeaseMini(t, leaseCfg)
 	l := core.Limit{Algorithm: core.TokenBucket, Rate: 1000, Period: 1000 * time.Second, Burst: 1000} // 1 token/s
 	check(t, "lease", x.heat("k", l), want{true, 1000, 996, 0, 19 * time.Second, 0})
 	for range 6 {
@@ -172,7 +193,7 @@ func TestMiniLeaseTokenBucket(t *testing.T) {
 func TestMiniLeaseFixedWindow(t *testing.T) {
 	cfg := leaseCfg
 	cfg.TTL = 30 * time.Second
-	x := newMini(t, WithLeases(cfg))
+	x := newLeaseMini(t, cfg)
 	l := core.Limit{Algorithm: core.FixedWindow, Rate: 320, Period: 10 * time.Second} // lease cap 320/16 = 20 → 16
 	x.advance(8 * time.Second)                                                        // 2 s before the window ends
 	check(t, "lease", x.heat("k", l), want{true, 320, 316, 0, 2 * time.Second, 0})
@@ -197,7 +218,7 @@ func TestMiniLeaseFixedWindow(t *testing.T) {
 
 // SlidingWindow: a return lowers the current window's count only.
 func TestMiniLeaseSlidingWindow(t *testing.T) {
-	x := newMini(t, WithLeases(leaseCfg))
+	x := newLeaseMini(t, leaseCfg)
 	l := core.Limit{Algorithm: core.SlidingWindow, Rate: 320, Period: 10 * time.Second}
 	x.take("k", 5, l) // cost 5 is leasable too (at most a lease): counted, not yet hot
 	x.advance(10 * time.Second)
@@ -217,7 +238,7 @@ func TestMiniLeaseSlidingWindow(t *testing.T) {
 // An exhausted hot key: the refused refill's denial is repeated locally,
 // counted down, until its RetryAfter (at most a TTL); then Redis is asked.
 func TestMiniLeaseDenial(t *testing.T) {
-	x := newMini(t, WithLeases(leaseCfg))
+	x := newLeaseMini(t, leaseCfg)
 	l := core.Limit{Algorithm: core.GCRA, Rate: 64, Period: 64 * time.Second, Burst: 64} // T = 1s, lease cap 4
 	for i := 0; ; i++ {
 		if r := x.take("k", 1, l); !r.Allowed {
@@ -247,7 +268,7 @@ func TestMiniLeaseDenial(t *testing.T) {
 // penalties, LeakyBucket, SlidingLog, costs above a lease, limits too
 // small to lease, invalid limits.
 func TestMiniLeasePassThrough(t *testing.T) {
-	x := newMini(t, WithLeases(leaseCfg))
+	x := newLeaseMini(t, leaseCfg)
 	big := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: time.Hour, Burst: 1000}
 	for _, c := range []struct {
 		name   string
@@ -283,7 +304,7 @@ func TestMiniLeasePassThrough(t *testing.T) {
 // A Reset drops the key's leases at once in its Store and, through the
 // announcement, in another one; dropped units are not given back.
 func TestMiniLeaseResetDrops(t *testing.T) {
-	x := newMini(t, WithLeases(leaseCfg))
+	x := newLeaseMini(t, leaseCfg)
 	client := redis.NewClient(&redis.Options{Addr: x.m.Addr(), MaxRetries: -1})
 	defer client.Close()
 	other := realStore(t, client, WithLeases(leaseCfg))
@@ -318,7 +339,7 @@ func TestMiniLeaseResetDrops(t *testing.T) {
 
 // Close gives every lease back.
 func TestMiniLeaseCloseGivesBack(t *testing.T) {
-	x := newMini(t, WithLeases(leaseCfg))
+	x := newLeaseMini(t, leaseCfg)
 	l := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: 1000 * time.Second, Burst: 1000}
 	now := x.now.UnixMicro()
 	x.heat("k", l) // 3 exact + 1 of a lease of 16
@@ -334,7 +355,7 @@ func TestMiniLeaseCloseGivesBack(t *testing.T) {
 // Under steady use a refill starts when a quarter of the lease is left, so
 // that Takes do not wait; the lease size follows the local rate.
 func TestMiniLeaseRefillAheadAndSize(t *testing.T) {
-	x := newMini(t, WithLeases(LeaseConfig{MinUnits: 4, MaxUnits: 64, TTL: time.Second, HotTakes: 4}))
+	x := newLeaseMini(t, LeaseConfig{MinUnits: 4, MaxUnits: 64, TTL: time.Second, HotTakes: 4})
 	l := core.Limit{Algorithm: core.GCRA, Rate: 100_000, Period: time.Hour, Burst: 100_000}
 	x.heat("k", l) // a lease of 4 (HotTakes), 3 left
 	x.take("k", 1, l)
@@ -362,7 +383,7 @@ func TestMiniLeaseRefillAheadAndSize(t *testing.T) {
 
 // A Take whose context has ended fails, and spends nothing.
 func TestMiniLeaseCanceled(t *testing.T) {
-	x := newMini(t, WithLeases(leaseCfg))
+	x := newLeaseMini(t, leaseCfg)
 	l := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: 1000 * time.Second, Burst: 1000}
 	x.heat("k", l)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -332,11 +332,15 @@ func (e *lease) expire(now, ttl int64, all bool) (units, win int64, drop bool) {
 }
 
 // forget drops the leases of key (of every key for "") without giving
-// them back: a Reset here or announced, or missed announcements. It is
-// safe on a nil *leases.
+// them back: a Reset here or announced, or missed announcements. "" also
+// means that the Store has (re)subscribed: leases may be taken from then
+// on. It is safe on a nil *leases.
 func (l *leases) forget(key string) {
 	if l == nil {
 		return
+	}
+	if key == "" {
+		defer l.live.Store(true)
 	}
 	for i := range l.shards {
 		sh := &l.shards[i]
