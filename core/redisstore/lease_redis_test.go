@@ -305,3 +305,37 @@ func TestRedisLeaseColdKeysExact(t *testing.T) {
 		}
 	}
 }
+
+// On a Cluster, leases go to the master of the key's slot, under the same
+// hash tag as the exact path's, and come back there.
+func TestRedisLeaseCluster(t *testing.T) {
+	cluster := redistest.SharedCluster(t)
+	client := cluster.Client(t)
+	s := realStore(t, client, WithLeases(LeaseConfig{}))
+	waitLive(t, s)
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	l := core.Limit{Algorithm: core.TokenBucket, Rate: 1000, Period: time.Hour, Burst: 1000}
+	masters := map[string]bool{}
+	for i := range 12 {
+		key := "lease:" + run + ":" + strconv.Itoa(i)
+		for range 100 {
+			takeOK(t, s, key, 1, l)
+		}
+		if s.lease.entry(key, l) == nil {
+			t.Fatalf("%s: not in lease mode", key)
+		}
+		masters[cluster.MasterOf(t, s.lease.entry(key, l).rkey).Addr] = true
+	}
+	if len(masters) < 2 {
+		t.Errorf("12 keys on %d masters", len(masters))
+	}
+	if err := s.Close(); err != nil { // gives every lease back
+		t.Fatal(err)
+	}
+	exact := realStore(t, client)
+	for i := range 12 {
+		if r := peekOK(t, exact, "lease:"+run+":"+strconv.Itoa(i), l); r.Remaining != 1000-100-1 {
+			t.Errorf("key %d: Remaining %d after Close (after a peek of 1), want 899", i, r.Remaining)
+		}
+	}
+}
