@@ -77,6 +77,16 @@ type LeaseConfig struct {
 // lease spent locally cannot keep) and SlidingLog (exact by definition:
 // a leased unit spent later than it was stamped would break it).
 //
+// Cost and latency: a key costs one script call per refill, and one more
+// when a lease ends with units unspent (the give-back), so that a key just
+// at HotTakes per TTL costs about 2/HotTakes calls per Take (1/20 by
+// default) and a very hot one about 1/S (1/64 by default). A refill
+// starts in the background when a quarter of the lease is left; Takes
+// that find the lease empty wait for the one refill under way (one round
+// trip) instead of calling Redis each. At most MaxKeys keys are in lease
+// mode; no lease is taken before the Store has subscribed to reset
+// announcements. Lease mode is safe for concurrent use, like the Store.
+//
 // The bound, with P processes in lease mode on a key and S the lease cap
 // (min(MaxUnits, capacity/Share)): every unit admitted was charged in
 // Redis, by the exact path or as part of a lease, and unspent units given
