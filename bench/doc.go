@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	cd bench && go run . [-d 2s] [-c 1,16,64,256] [-keys 1000] [-impls all] [-paths allow,deny]
+//	cd bench && go run . [-d 2s] [-c 1,16,64,256] [-keys 1000] [-impls all] [-paths allow,deny,hot]
 //
 // Every implementation runs on the same server, with the same keys and the
 // same concurrency, on two paths: allow (the limit is never reached) and
@@ -19,6 +19,13 @@
 // with its defaults (automatic pipelining and the deny cache on), and
 // sluice-plain/<algorithm> the same with both off, one EVALSHA round trip
 // per decision.
+//
+// The hot path has every goroutine take one key, never exhausted, and runs
+// only sluice: sluice-redis/<algorithm> (exact) against
+// sluice-lease/<algorithm>, the same store with redisstore.WithLeases (lease
+// mode, for the four algorithms it leases). It prints lease mode's
+// decisions/s over the exact path's and both paths' Redis calls (script
+// calls) per decision, and the SUMMARY line ends with issue 12's target.
 //
 // The module is separate from the library so that the library never depends
 // on the peers it is compared with. go test -bench . in this directory runs

@@ -49,6 +49,10 @@ var (
 	allowQuota = quota{rate: 10, period: time.Second, burst: 1_000_000, window: 500_000, windowPeriod: time.Hour}
 	// denyQuota is exhausted by the prefill and cannot recover during a case.
 	denyQuota = quota{rate: 10, period: time.Hour, burst: 10, window: 10, windowPeriod: time.Hour}
+	// hotQuota is never reached by one key taken by every goroutine (the hot
+	// path): a burst of 100,000,000, or 30,000,000 per minute (sluice's
+	// sliding_window accepts at most 2^51 µs of rate × period).
+	hotQuota = quota{rate: 10, period: time.Second, burst: 100_000_000, window: 30_000_000, windowPeriod: time.Minute}
 )
 
 func (q quota) String() string {
@@ -71,6 +75,19 @@ type impl struct {
 	noDeny  bool // baselines: no deny path
 	build   func(rdb *redis.Client, q quota) (newWorker func() decideFunc, cleanup func(), err error)
 	timeAll bool // time every call (remote); otherwise 1 call in sampleEvery
+	hot     bool // also runs on the hot path (one key)
+	hotOnly bool // runs on the hot path only (lease mode)
+}
+
+// runsOn reports whether the contender runs on path.
+func (im *impl) runsOn(path string) bool {
+	switch {
+	case path == "hot":
+		return im.hot || im.hotOnly
+	case im.hotOnly, path == "deny" && im.noDeny:
+		return false
+	}
+	return true
 }
 
 func shared(f decideFunc) func() decideFunc { return func() decideFunc { return f } }

@@ -25,7 +25,7 @@ func run() (code int) {
 	concList := flag.String("c", "1,16,64,256", "comma-separated concurrency levels (goroutines)")
 	nkeys := flag.Int("keys", 1000, "number of distinct keys")
 	implList := flag.String("impls", "all", `comma-separated contenders, by name or name prefix ("sluice", "redis_rate", "sluice-redis/gcra"); "all" for every one`)
-	pathList := flag.String("paths", "allow,deny", "comma-separated paths: allow (limit never reached), deny (every key exhausted first)")
+	pathList := flag.String("paths", "allow,deny,hot", "comma-separated paths: allow (limit never reached), deny (every key exhausted first), hot (one key for every goroutine, limit never reached: sluice exact vs lease mode)")
 	redisBin := flag.String("redis-server", "redis-server", "redis-server binary to start")
 	poolSize := flag.Int("pool", 0, "go-redis PoolSize for every contender (0: go-redis default, 10 per GOMAXPROCS)")
 	memBench := flag.Bool("membench", true, "also run the in-memory and HTTP adapter ns/op and allocs/op comparisons (testing.Benchmark, about 1-2 s each)")
@@ -47,8 +47,8 @@ func run() (code int) {
 	}
 	paths := splitList(*pathList)
 	for _, p := range paths {
-		if p != "allow" && p != "deny" {
-			fmt.Fprintf(os.Stderr, "bench: unknown path %q (want allow, deny)\n", p)
+		if p != "allow" && p != "deny" && p != "hot" {
+			fmt.Fprintf(os.Stderr, "bench: unknown path %q (want allow, deny, hot)\n", p)
 			return 2
 		}
 	}
@@ -90,7 +90,7 @@ func run() (code int) {
 			failed := make([]bool, len(selected))
 			for range *rounds {
 				for i, im := range selected {
-					if (path == "deny" && im.noDeny) || failed[i] {
+					if !im.runsOn(path) || failed[i] {
 						continue
 					}
 					res, err := runCase(ctx, admin, srv.addr, im, path, conc, cfg)
@@ -125,6 +125,7 @@ func run() (code int) {
 		adapters = runAdapterBench()
 	}
 	printRatios(results, paths, concs)
+	printLeaseRatios(results, concs)
 	fmt.Printf("load average at end: %s\n", loadAvg())
 	fmt.Println(summary(results, mem, adapters))
 	return 0
@@ -179,9 +180,11 @@ func printMachine(srv *redisServer, dur, warmup time.Duration, nkeys, pool, roun
 	}
 	fmt.Printf("%v measured + %v warm-up per case, %d round(s), %d keys, pool %s\n", dur, warmup, rounds, nkeys, poolDesc)
 	fmt.Printf("allow quota (never reached): %v; deny quota (exhausted first): %v\n", allowQuota, denyQuota)
+	fmt.Printf("hot quota (one key, never reached): %v\n", hotQuota)
 	fmt.Println("columns: dec/s = decisions per second; p50/p99 = latency of one call (pipe16: of 16 decisions; in-memory: 1 call in 64 timed);")
 	fmt.Println("  redisCPU = redis-server user+sys CPU per decision (INFO cpu); script = time Redis spent running EVAL/EVALSHA per decision (INFO commandstats usec);")
 	fmt.Println("  cmds = Redis commands per decision, scripts' inner calls included (INFO commandstats);")
+	fmt.Println("  calls = Redis calls (script calls: EVALSHA, EVAL) per decision, on the hot path;")
 	fmt.Println("  goCPU = this process's CPU per decision; ok% = share allowed; spread = (max-min)/median dec/s over the rounds;")
 	fmt.Println("  top = most frequent Redis commands per decision. With several rounds, every figure is from the median round.")
 }
@@ -353,7 +356,8 @@ func ratio(a, b float64) string {
 func sluiceNames(results []*caseResult, group, path string, conc int) []*caseResult {
 	var out []*caseResult
 	for _, r := range results {
-		if r.im.sluice && r.im.group == group && r.path == path && r.conc == conc && !strings.HasPrefix(r.im.name, "sluice-plain/") {
+		if r.im.sluice && r.im.group == group && r.path == path && r.conc == conc && !strings.HasPrefix(r.im.name, "sluice-plain/") &&
+			!r.im.hotOnly {
 			out = append(out, r)
 		}
 	}

@@ -77,8 +77,12 @@ func runCase(ctx context.Context, admin *redis.Client, addr string, im *impl, pa
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true, PoolSize: cfg.poolSize})
 	defer rdb.Close()
 	q := allowQuota
-	if path == "deny" {
+	switch path {
+	case "deny":
 		q = denyQuota
+	case "hot":
+		q = hotQuota
+		cfg.keys = cfg.keys[:1] // every goroutine takes one key
 	}
 	newWorker, cleanup, err := im.build(rdb, q)
 	if err != nil {

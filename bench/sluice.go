@@ -25,7 +25,7 @@ func sluiceLimit(alg core.Algorithm, q quota) core.Limit {
 func sluiceImpls() []impl {
 	var out []impl
 	for _, alg := range core.Algorithms() {
-		out = append(out, impl{name: "sluice-redis/" + string(alg), group: "redis", sluice: true, timeAll: true,
+		out = append(out, impl{name: "sluice-redis/" + string(alg), group: "redis", sluice: true, timeAll: true, hot: leased(alg),
 			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
 				st, err := redisstore.New(rdb)
 				if err != nil {
@@ -46,6 +46,21 @@ func sluiceImpls() []impl {
 				return redisDecide(st, sluiceLimit(alg, q)), nop, nil
 			}})
 	}
+	// Lease mode (issue 12): the hot path only, where every goroutine takes
+	// one key; its exact counterpart is sluice-redis/<algorithm>.
+	for _, alg := range core.Algorithms() {
+		if !leased(alg) {
+			continue
+		}
+		out = append(out, impl{name: "sluice-lease/" + string(alg), group: "redis", sluice: true, timeAll: true, hotOnly: true,
+			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
+				st, err := redisstore.New(rdb, redisstore.WithLeases(redisstore.LeaseConfig{}))
+				if err != nil {
+					return nil, nil, err
+				}
+				return redisDecide(st, sluiceLimit(alg, q)), func() { _ = st.Close() }, nil
+			}})
+	}
 	for _, alg := range core.Algorithms() {
 		out = append(out, impl{name: "sluice-mem/" + string(alg), group: "memory", sluice: true,
 			build: func(_ *redis.Client, q quota) (func() decideFunc, func(), error) {
@@ -53,6 +68,16 @@ func sluiceImpls() []impl {
 			}})
 	}
 	return out
+}
+
+// leased reports whether lease mode (redisstore.WithLeases) decides Takes
+// of alg: the others always take the exact path.
+func leased(alg core.Algorithm) bool {
+	switch alg {
+	case core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindow:
+		return true
+	}
+	return false
 }
 
 // memDecide and redisDecide call Take on the concrete store type, as an

@@ -170,6 +170,7 @@ func summary(results []*caseResult, mem []memResult, adapters []adapterResult) s
 	} else {
 		parts = append(parts, "adapters n/a")
 	}
+	parts = append(parts, leaseSummary(results))
 	return "SUMMARY: " + strings.Join(parts, "; ")
 }
 

@@ -1,7 +1,9 @@
 // Package lua holds the Redis scripts of sluice's Redis store, embedded
 // from the .lua files next to this one.
 //
-// Take is the only script. One EVALSHA of it decides a whole Store.Take:
+// Take is the script of every exact decision (Lease, in lease.lua, serves
+// only the Redis store's opt-in lease mode). One EVALSHA of Take decides a
+// whole Store.Take:
 // it reads the clock with TIME inside Redis (never the client's clock),
 // evaluates every limit against the state before the call with the exact
 // integer arithmetic of ALGORITHMS.md, and writes all states (each with

@@ -52,6 +52,12 @@
 // the figures Redis would give, so a flood on an exhausted key costs Redis
 // one script call per RetryAfter.
 //
+// Lease mode (WithLeases, off by default) is the one option that trades
+// exactness for throughput: a key one process takes very often is decided
+// locally from a lease, a share of its allowance charged in Redis in one
+// call (lua/lease.lua) and given back when unused, within the bound
+// WithLeases documents. Cold keys and every other Take stay exact.
+//
 // Redis 7.0 or later is required. miniredis works too, for tests that move
 // time: keep the deny cache off there, and move miniredis' TIME (SetTime)
 // and its key expiry (FastForward) together (see the example).

@@ -54,6 +54,7 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...core.Limit) err
 	if s.deny != nil {
 		s.deny.forget(key)
 	}
+	s.lease.forget(key) // lease mode (lease.go); nil: off
 	if err := s.client.Publish(ctx, s.prefix+resetChannel, key).Err(); err != nil {
 		return fmt.Errorf("redisstore: reset: announcing the reset: %w", err)
 	}
@@ -82,6 +83,7 @@ func (s *Store) OnReset(f func(key string)) {
 // announced runs what a reset of key (or of everything, for "") means for
 // this process: the deny cache drops it, and the hooks are told.
 func (s *Store) announced(key string) {
+	s.lease.forget(key) // lease mode (lease.go); nil: off
 	if s.deny != nil {
 		if key == "" {
 			s.deny.reopen()
@@ -105,6 +107,7 @@ func (s *Store) Close() error {
 	if s == nil {
 		return nil
 	}
+	s.lease.close() // lease mode (lease.go): gives back every lease; nil: off
 	if s.health != nil {
 		s.health.close()
 	}

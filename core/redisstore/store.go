@@ -63,6 +63,7 @@ type Store struct {
 
 	cluster *clusterReload // nil unless client is a *redis.ClusterClient
 	health  *health        // the circuit breakers (WithBreaker)
+	lease   *leases        // nil: off (WithLeases, lease.go)
 
 	mu       sync.Mutex
 	hooks    []func(key string) // OnReset
@@ -80,6 +81,7 @@ type settings struct {
 	cooldown time.Duration
 	clock    func() int64
 	load     func(context.Context, redis.Scripter) error // what a probe loads
+	lease    *LeaseConfig                                // nil: off (WithLeases)
 }
 
 // WithPrefix sets the string every key starts with; the default is
@@ -185,16 +187,21 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if err := checkBreaker(s.failures, s.cooldown); err != nil {
 		return nil, err
 	}
+	if err := checkLeases(s.lease); err != nil {
+		return nil, err
+	}
 	st := &Store{client: client, prefix: s.prefix, clock: s.clock}
 	var pipe func() *batcher
 	if s.pipeline > 0 {
 		pipe = func() *batcher { return &batcher{client: client, max: s.pipeline} }
 	}
 	st.health = newHealth(client, s.failures, s.cooldown, s.load, pipe)
+	st.lease = newLeases(st, s.lease) // lease.go; set before the subscription starts (it reads st.lease)
 	if s.deny > 0 {
 		st.deny = newDenyCache(s.deny)
 		st.startListener()
 	}
+	st.lease.subscribe()
 	if cc, ok := client.(*redis.ClusterClient); ok {
 		st.cluster = &clusterReload{reload: cc.ReloadState}
 		st.health.reload = func() { st.cluster.kick(st.clock()) }
@@ -321,6 +328,9 @@ func (s *Store) prepare(l core.Limit) (*prepared, error) {
 func (s *Store) Take(ctx context.Context, key string, n int64, limits ...core.Limit) (core.Result, error) {
 	if err := s.check(key, n, limits); err != nil {
 		return core.Result{}, err
+	}
+	if r, ok, err := s.lease.take(ctx, key, n, limits); ok { // lease mode (lease.go); nil: off
+		return r, err
 	}
 	if s.deny == nil || n == 0 || len(limits) != 1 || !s.deny.live.Load() {
 		r, _, err := s.run(ctx, key, n, limits)

@@ -1,0 +1,303 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/lua"
+)
+
+// Lease mode defaults (see LeaseConfig).
+const (
+	DefaultLeaseMaxUnits = 64
+	DefaultLeaseMinUnits = 16
+	DefaultLeaseShare    = 16
+	DefaultLeaseTTL      = 250 * time.Millisecond
+	DefaultLeaseHotTakes = 40
+	DefaultLeaseMaxKeys  = 1024
+)
+
+// leaseShards is the number of independently locked parts of the table of
+// keys in lease mode.
+const leaseShards = 16
+
+var leaseScript = redis.NewScript(lua.Lease)
+
+// LeaseConfig configures lease mode (WithLeases). A zero field takes its
+// default.
+type LeaseConfig struct {
+	// MaxUnits is the most units one lease holds, so the most this process
+	// holds unspent of one key under one limit (default 64; 2 to 2^20).
+	// A limit whose capacity/Share is smaller caps it there; a limit whose
+	// cap comes out below 2 is never leased.
+	MaxUnits int64
+	// MinUnits is the least a lease asks for (default 16, at most
+	// MaxUnits). Between the two, a lease asks for about one TTL's worth of
+	// the key's Takes in this process, measured; MinUnits == MaxUnits
+	// makes the size fixed.
+	MinUnits int64
+	// Share caps a lease at capacity/Share units (core.Spec.Capacity:
+	// Burst, or Rate for the windows), so that a lease is a small part of
+	// what the limit allows (default 16; 2 to 2^20).
+	Share int64
+	// TTL is how long a lease lasts: its unspent units are given back to
+	// Redis when it ends, and it is the interval over which Takes are
+	// counted to find hot keys (default 250ms; 10ms to 1 minute).
+	TTL time.Duration
+	// HotTakes is the number of Takes of one key under one limit, in this
+	// process, within one TTL, that put the key in lease mode (default 40;
+	// 1 to 2^30). Keys below it stay exact.
+	HotTakes int
+	// MaxKeys bounds the keys in lease mode at once in this process
+	// (default 1024; 1 to 2^20); further hot keys stay exact.
+	MaxKeys int
+}
+
+// WithLeases turns lease mode on (it is off by default, and off it changes
+// nothing): a key that this process Takes often enough (HotTakes within a
+// TTL) is no longer decided by one script call per Take. Instead the
+// process takes a lease, a share of the key's allowance charged in Redis
+// in one call, and spends it locally, without a round trip; it returns
+// the units it did not spend when the lease ends. One very hot key (a big
+// tenant) then costs Redis about one call per lease instead of one per
+// request. Other keys, and every Take that lease mode does not handle (see
+// below), take the exact path, unchanged.
+//
+// Leased: Takes of one limit, of cost 1 up to the lease's size, on GCRA,
+// TokenBucket, FixedWindow or SlidingWindow without a Penalty. Not leased
+// (always exact): Takes of several limits, peeks, penalties, LeakyBucket
+// (its Delay schedules every request at the rate across processes, which a
+// lease spent locally cannot keep) and SlidingLog (exact by definition:
+// a leased unit spent later than it was stamped would break it).
+//
+// Cost and latency: a key costs one script call per refill, and one more
+// when a lease ends with units unspent (the give-back), so that a key just
+// at HotTakes per TTL costs about 2/HotTakes calls per Take (1/20 by
+// default) and a very hot one about 1/S (1/64 by default). A refill
+// starts in the background when a quarter of the lease is left; Takes
+// that find the lease empty wait for the one refill under way (one round
+// trip) instead of calling Redis each. At most MaxKeys keys are in lease
+// mode; no lease is taken before the Store has subscribed to reset
+// announcements. Lease mode is safe for concurrent use, like the Store.
+//
+// The bound, with P processes in lease mode on a key and S the lease cap
+// (min(MaxUnits, capacity/Share)): every unit admitted was charged in
+// Redis, by the exact path or as part of a lease, and unspent units given
+// back only restore what the algorithm allows (a TAT never before now,
+// tokens never above capacity, a window's count only within that window).
+// So over any interval, the units admitted exceed what the exact path
+// could admit at most by the units held in leases at its start: P·S. For
+// FixedWindow and SlidingWindow a lease never outlives the window it was
+// granted in (it ends at most one round trip early, never late), so the
+// window figures are exact: at most Rate per fixed window, and the sliding
+// window's own bound (ALGORITHMS.md).
+//
+// Unfairness: while other processes hold unspent units (at most (P-1)·S),
+// a Take here may be denied that the exact path would admit, for at most a
+// TTL (their leases end and are given back). A process whose lease was
+// refused answers Takes of that cost or more from its denial until
+// min(RetryAfter, TTL), without asking Redis. Units of a process that dies
+// or loses Redis are not given back: the key gets less, never more.
+//
+// Results in lease mode: Allowed as decided; Limit exact; Remaining is
+// approximate: what Redis reported at the lease's last refill plus the
+// units this process still holds, so it ignores other processes' Takes
+// and the refill since; RetryAfter is 0 when allowed and Redis' figure
+// counted down when denied (exact for the cost that was refused, a lower
+// bound for larger costs); ResetAfter is Redis' figure at the refill,
+// counted down; Delay is 0. Peek (Status) reads Redis, where unspent
+// leases count as spent.
+//
+// A Reset (Store.Reset, from any process) drops the key's leases in this
+// process at once and in every other within a round trip (the reset
+// announcement, as for WithDenyCache); dropped units are not given back.
+// While a process's subscription is broken it may miss a Reset and keep
+// spending the units it held, at most S per key, for at most a TTL; when it
+// subscribes again it drops every lease. Close gives back every lease.
+func WithLeases(cfg LeaseConfig) Option {
+	return func(s *settings) { c := cfg; s.lease = &c }
+}
+
+// checkLeases applies the defaults to c and reports a bad field.
+func checkLeases(c *LeaseConfig) error {
+	if c == nil {
+		return nil
+	}
+	def := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxUnits, DefaultLeaseMaxUnits)
+	def(&c.MinUnits, min(DefaultLeaseMinUnits, c.MaxUnits))
+	def(&c.Share, DefaultLeaseShare)
+	if c.TTL == 0 {
+		c.TTL = DefaultLeaseTTL
+	}
+	if c.HotTakes == 0 {
+		c.HotTakes = DefaultLeaseHotTakes
+	}
+	if c.MaxKeys == 0 {
+		c.MaxKeys = DefaultLeaseMaxKeys
+	}
+	switch {
+	case c.MaxUnits < 2 || c.MaxUnits > 1<<20, c.MinUnits < 1 || c.MinUnits > c.MaxUnits,
+		c.Share < 2 || c.Share > 1<<20, c.TTL < 10*time.Millisecond || c.TTL > time.Minute,
+		c.HotTakes < 1 || c.HotTakes > 1<<30, c.MaxKeys < 1 || c.MaxKeys > 1<<20:
+		return fmt.Errorf("redisstore: WithLeases(%+v): a field is out of range (see LeaseConfig)", *c)
+	}
+	return nil
+}
+
+// leases is a Store's lease mode: the keys in it, a sketch that counts
+// Takes to find hot keys, and a sweeper that gives back ended leases.
+type leases struct {
+	st     *Store
+	cfg    LeaseConfig
+	ttl    int64 // µs
+	seed   maphash.Seed
+	keys   atomic.Int64 // entries in shards
+	live   atomic.Bool  // the Store has subscribed to reset announcements: leases may be taken
+	shards [leaseShards]leaseShard
+	hot    []atomic.Uint64 // epoch<<32 | Takes in that epoch, by hash
+	calls  atomic.Int64    // lease script calls made (for tests)
+
+	stop    chan struct{}
+	done    chan struct{}  // closed when the sweeper has returned
+	bg      sync.WaitGroup // refills ahead of need
+	started sync.Once      // the sweeper
+	once    sync.Once      // close
+}
+
+type leaseShard struct {
+	mu sync.RWMutex
+	m  map[leaseKey]*lease
+	_  [32]byte // keep shards' locks on separate cache lines
+}
+
+// leaseKey names the state a lease draws on: a key under one limit.
+type leaseKey struct {
+	key   string
+	limit core.Limit
+}
+
+// newLeases returns lease mode for st with cfg (defaults applied), or nil
+// when cfg is nil. st is being made by New. Its sweeper starts with the
+// first hot key.
+func newLeases(st *Store, cfg *LeaseConfig) *leases {
+	if cfg == nil {
+		return nil
+	}
+	sketch := 1024
+	for sketch < 4*cfg.MaxKeys {
+		sketch <<= 1
+	}
+	l := &leases{st: st, cfg: *cfg, ttl: int64(cfg.TTL / time.Microsecond), seed: maphash.MakeSeed(),
+		hot: make([]atomic.Uint64, sketch), stop: make(chan struct{}), done: make(chan struct{})}
+	for i := range l.shards {
+		l.shards[i].m = make(map[leaseKey]*lease)
+	}
+	return l
+}
+
+// subscribe starts the Store's subscription to reset announcements, which
+// lease mode needs, unless it has started; New calls it. It is safe on a
+// nil *leases.
+func (l *leases) subscribe() {
+	if l != nil && l.st.listener == nil {
+		l.st.startListener()
+	}
+}
+
+// leasable reports whether lease mode can decide a Take of lim.
+func leasable(lim core.Limit) bool {
+	switch lim.Algorithm {
+	case "", core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindow:
+		return lim.Penalty == 0
+	}
+	return false
+}
+
+// take is the Store's hook: it decides Take(key, n, limits) from a lease
+// when the key is hot (ok true), and leaves it to the exact path
+// otherwise (ok false). It is safe on a nil *leases (lease mode off).
+func (l *leases) take(ctx context.Context, key string, n int64, limits []core.Limit) (core.Result, bool, error) {
+	if l == nil || n <= 0 || n > l.cfg.MaxUnits || len(limits) != 1 || !leasable(limits[0]) {
+		return core.Result{}, false, nil
+	}
+	lk := leaseKey{key, limits[0]}
+	h := l.hash(key, limits[0])
+	sh := &l.shards[h%leaseShards]
+	sh.mu.RLock()
+	e := sh.m[lk]
+	sh.mu.RUnlock()
+	if e == nil {
+		if !l.heat(h) {
+			return core.Result{}, false, nil
+		}
+		if e = l.admit(sh, lk); e == nil {
+			return core.Result{}, false, nil
+		}
+	}
+	return e.take(ctx, l, n)
+}
+
+func (l *leases) hash(key string, lim core.Limit) uint64 {
+	h := maphash.String(l.seed, key)
+	h = (h ^ uint64(lim.Rate)) * 0xff51afd7ed558ccd
+	h = (h ^ uint64(lim.Period)) * 0xc4ceb9fe1a85ec53
+	h = (h ^ uint64(lim.Burst)) * 0xff51afd7ed558ccd
+	if a := lim.Algorithm; len(a) > 0 {
+		h ^= uint64(a[0]) | uint64(len(a))<<8
+	}
+	return h ^ h>>29
+}
+
+// heat counts a Take of the key and limit of hash h in the current TTL
+// interval and reports whether it is the HotTakes-th (the key turns hot,
+// once per interval). Keys whose hashes meet share a count: a cold key may
+// then be leased, never a hot one left out.
+func (l *leases) heat(h uint64) bool {
+	c := &l.hot[(h>>32)&uint64(len(l.hot)-1)]
+	epoch := uint64(l.st.clock()/l.ttl) & 0xffffffff
+	for {
+		old := c.Load()
+		next := epoch<<32 | 1
+		if old>>32 == epoch {
+			next = old + 1
+		}
+		if c.CompareAndSwap(old, next) {
+			return next&0xffffffff == uint64(l.cfg.HotTakes)
+		}
+	}
+}
+
+// admit puts lk in lease mode and returns its entry, unless the Store has
+// not yet subscribed to reset announcements (a Reset could go unheard),
+// MaxKeys are, or lk's limit is too small to lease or invalid (the exact
+// path reports it): nil, stay exact.
+func (l *leases) admit(sh *leaseShard, lk leaseKey) *lease {
+	if !l.live.Load() || l.keys.Load() >= int64(l.cfg.MaxKeys) {
+		return nil
+	}
+	e := l.newLease(lk)
+	if e == nil {
+		return nil
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if old := sh.m[lk]; old != nil {
+		return old
+	}
+	sh.m[lk] = e
+	l.keys.Add(1)
+	l.started.Do(func() { go l.run() })
+	return e
+}
