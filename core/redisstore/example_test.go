@@ -68,8 +68,11 @@ func ExampleWithDenyCache() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	limit := core.PerHour(1)
 	ctx := context.Background()
+	if err := store.Ping(ctx); err != nil { // ready: the cache answers from now on
+		log.Fatal(err)
+	}
+	limit := core.PerHour(1)
 	store.Take(ctx, "client:7", 1, limit) // allowed
 	res, _ := store.Take(ctx, "client:7", 1, limit)
 	fmt.Println("denied for about", res.RetryAfter.Round(time.Minute))

@@ -217,6 +217,15 @@ func (l *leases) subscribe() {
 }
 
 // leasable reports whether lease mode can decide a Take of lim.
+// suspend stops new leases until the Store has subscribed to reset
+// announcements again (a Reset may go unheard meanwhile); leases already
+// held run out within their TTL. Nil-safe.
+func (l *leases) suspend() {
+	if l != nil {
+		l.live.Store(false)
+	}
+}
+
 func leasable(lim core.Limit) bool {
 	switch lim.Algorithm {
 	case "", core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindow:

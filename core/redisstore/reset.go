@@ -125,8 +125,9 @@ func (s *Store) Close() error {
 // and it keeps the deny cache off (empty, answering nothing) whenever it
 // is not subscribed, since a Reset may then go unheard.
 type listener struct {
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel     context.CancelFunc
+	done       chan struct{}
+	subscribed chan struct{} // closed when first subscribed
 
 	mu sync.Mutex
 	ps *redis.PubSub
@@ -139,7 +140,7 @@ const listenBackoff = 250 * time.Millisecond
 // startListener starts the subscription. The caller holds s.mu (or is New).
 func (s *Store) startListener() {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &listener{cancel: cancel, done: make(chan struct{})}
+	l := &listener{cancel: cancel, done: make(chan struct{}), subscribed: make(chan struct{})}
 	l.ps = s.client.Subscribe(ctx, s.prefix+resetChannel)
 	s.listener = l
 	go func() {
@@ -149,12 +150,17 @@ func (s *Store) startListener() {
 }
 
 func (l *listener) run(ctx context.Context, s *Store) {
+	first := true
 	for ctx.Err() == nil {
 		msg, err := l.ps.Receive(ctx)
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
 				s.announced("") // resets may have been missed before this
+				if first {
+					first = false
+					close(l.subscribed)
+				}
 			}
 		case *redis.Message:
 			s.announced(m.Payload)
@@ -165,6 +171,7 @@ func (l *listener) run(ctx context.Context, s *Store) {
 			if s.deny != nil {
 				s.deny.suspend()
 			}
+			s.lease.suspend()
 			sleep(ctx, listenBackoff)
 		}
 	}

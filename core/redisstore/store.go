@@ -230,15 +230,22 @@ func checkPrefix(p string) error {
 // loadScripts loads the Store's scripts into c (every master, for a
 // Cluster client).
 func loadScripts(ctx context.Context, c redis.Scripter) error {
-	return takeScript.Load(ctx, c).Err()
+	if err := takeScript.Load(ctx, c).Err(); err != nil {
+		return err
+	}
+	return leaseScript.Load(ctx, c).Err()
 }
 
 // Ping checks that Redis answers the Store's client and accepts its
-// commands, and loads the Store's scripts. Call it at start-up: an error
-// that Redis returned (redis.Error: a database that does not exist, a
-// wrong password, a server that refuses scripts) will not heal by itself,
-// and every decision would then follow the failure policy; a network error
-// (Redis not started yet) may, as the Store reconnects by itself.
+// commands, loads the Store's scripts and, when the Store listens for
+// resets (a deny cache, lease mode, or a core.Limiter registered with
+// OnReset), waits until it has subscribed, so that what it keeps locally
+// is in use. Call it at start-up: an error that Redis returned
+// (redis.Error: a database that does not exist, a wrong password, a server
+// that refuses scripts) will not heal by itself, and every decision would
+// then follow the failure policy; a network error (Redis not started yet)
+// may, as the Store reconnects by itself. It fails with ctx's error when
+// ctx ends first.
 func (s *Store) Ping(ctx context.Context) error {
 	if s == nil || s.client == nil {
 		return errors.New("redisstore: ping on a Store not made by New")
@@ -248,6 +255,16 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	if err := loadScripts(ctx, s.client); err != nil {
 		return fmt.Errorf("redisstore: loading the scripts: %w", err)
+	}
+	s.mu.Lock()
+	l := s.listener
+	s.mu.Unlock()
+	if l != nil {
+		select {
+		case <-l.subscribed:
+		case <-ctx.Done():
+			return fmt.Errorf("redisstore: subscribing to resets: %w", ctx.Err())
+		}
 	}
 	return nil
 }
