@@ -33,7 +33,7 @@ const maxBatch = 512
 // Each Take is still its own script call, atomic and decided on its own.
 // On a Cluster the pipeline is split by node (go-redis routes each EVALSHA
 // by its keys' slot). Takes that meet NOSCRIPT are sent again as EVAL,
-// which loads the script.
+// which loads their script, and then every script is loaded again.
 //
 // A Take whose context ends while it waits in the queue returns the
 // context's error at once and is never sent. One whose pipeline is already
@@ -51,8 +51,9 @@ func WithPipelining(inFlight int) Option {
 // first hands the queue to a goroutine that sends it as one pipeline,
 // then the next queue, until the queue is empty.
 type batcher struct {
-	client redis.UniversalClient
-	max    int
+	client  redis.UniversalClient
+	scripts *runner
+	max     int
 
 	mu    sync.Mutex
 	busy  int     // requests in flight (senders)
@@ -65,13 +66,14 @@ type batcher struct {
 
 // call is one queued Take.
 type call struct {
-	ctx   context.Context
-	keys  []string
-	args  []any
-	reply []int64
-	err   error
-	done  chan struct{}
-	state atomic.Int32 // callQueued, callSent, callAbandoned
+	ctx    context.Context
+	script *redis.Script
+	keys   []string
+	args   []any
+	reply  any
+	err    error
+	done   chan struct{}
+	state  atomic.Int32 // callQueued, callSent, callAbandoned
 }
 
 const (
@@ -80,17 +82,17 @@ const (
 	callAbandoned
 )
 
-// do runs the take script with keys and args and returns its reply.
-func (b *batcher) do(ctx context.Context, keys []string, args []any) ([]int64, error) {
+// do runs script with keys and args and returns its reply.
+func (b *batcher) do(ctx context.Context, script *redis.Script, keys []string, args []any) (any, error) {
 	b.mu.Lock()
 	if b.busy < b.max {
 		b.busy++
 		b.mu.Unlock()
-		reply, err := takeScript.Run(ctx, b.client, keys, args...).Int64Slice()
+		reply, err := b.scripts.run(ctx, script, keys, args)
 		b.release()
 		return reply, err
 	}
-	c := &call{ctx: ctx, keys: keys, args: args, done: make(chan struct{})}
+	c := &call{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
 	select {
@@ -147,7 +149,7 @@ func (b *batcher) take() []*call {
 func (b *batcher) drain(batch []*call) {
 	for {
 		b.pipelined.Add(int64(len(batch)))
-		b.resent.Add(int64(send(b.client, batch)))
+		b.resent.Add(int64(b.send(batch)))
 		clear(batch)
 		b.mu.Lock()
 		if b.spare == nil && cap(batch) <= 4*maxBatch {
@@ -167,9 +169,9 @@ func (b *batcher) drain(batch []*call) {
 }
 
 // send runs every call of live in one pipeline, and those that met
-// NOSCRIPT again as EVAL in a second one; it returns how many were sent
-// twice.
-func send(client redis.UniversalClient, live []*call) (resent int) {
+// NOSCRIPT again as EVAL in a second one, after which every script is
+// loaded again (runner.reload); it returns how many were sent twice.
+func (b *batcher) send(live []*call) (resent int) {
 	// The pipeline serves every call: it ends with the latest of their
 	// deadlines, or never when one of them has none.
 	ctx := context.Background()
@@ -191,9 +193,9 @@ func send(client redis.UniversalClient, live []*call) (resent int) {
 		}
 	}
 	cmds := make([]*redis.Cmd, len(live))
-	pipe := client.Pipeline()
+	pipe := b.client.Pipeline()
 	for i, c := range live {
-		cmds[i] = takeScript.EvalSha(ctx, pipe, c.keys, c.args...)
+		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx) // every command carries its own error
 	var lost []int
@@ -203,15 +205,19 @@ func send(client redis.UniversalClient, live []*call) (resent int) {
 		}
 	}
 	if len(lost) > 0 {
-		pipe = client.Pipeline()
+		pipe = b.client.Pipeline()
 		for _, i := range lost {
-			cmds[i] = takeScript.Eval(ctx, pipe, live[i].keys, live[i].args...)
+			c := live[i]
+			cmds[i] = c.script.Eval(ctx, pipe, c.keys, c.args...)
 		}
 		_, _ = pipe.Exec(ctx)
 	}
 	for i, c := range live {
-		c.reply, c.err = cmds[i].Int64Slice()
+		c.reply, c.err = cmds[i].Result()
 		close(c.done)
+	}
+	if len(lost) > 0 {
+		b.scripts.reload(ctx)
 	}
 	return len(lost)
 }

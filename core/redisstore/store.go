@@ -32,8 +32,6 @@ const maxPlainKey = 64
 // callers building limits on the fly cannot grow it without end.
 const maxCachedLimits = 1024
 
-var takeScript = redis.NewScript(lua.Take)
-
 // ErrInvalidPrefix is wrapped by the error New returns for a bad WithPrefix.
 var ErrInvalidPrefix = errors.New("redisstore: invalid key prefix")
 
@@ -57,9 +55,10 @@ type Store struct {
 	cache  sync.Map // core.Limit -> *prepared
 	cached atomic.Int32
 
-	deny  *denyCache   // nil: off
-	pipe  *batcher     // nil: one round trip per Take
-	clock func() int64 // µs, monotonic; the deny cache's clock
+	scripts *runner      // runs the scripts, reloads them when lost
+	deny    *denyCache   // nil: off
+	pipe    *batcher     // nil: one round trip per Take
+	clock   func() int64 // µs, monotonic; the deny cache's clock
 
 	cluster *clusterReload // nil unless client is a *redis.ClusterClient
 
@@ -176,13 +175,13 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if s.pipeline < 0 || s.pipeline > maxPipeline {
 		return nil, fmt.Errorf("redisstore: WithPipelining(%d): want 0 (off) to %d", s.pipeline, maxPipeline)
 	}
-	st := &Store{client: client, prefix: s.prefix, clock: s.clock}
+	st := &Store{client: client, prefix: s.prefix, clock: s.clock, scripts: &runner{client: client}}
 	if s.deny > 0 {
 		st.deny = newDenyCache(s.deny)
 		st.startListener()
 	}
 	if s.pipeline > 0 {
-		st.pipe = &batcher{client: client, max: s.pipeline}
+		st.pipe = &batcher{client: client, scripts: st.scripts, max: s.pipeline}
 	}
 	if cc, ok := client.(*redis.ClusterClient); ok {
 		st.cluster = &clusterReload{reload: cc.ReloadState}
@@ -208,14 +207,22 @@ func checkPrefix(p string) error {
 	return nil
 }
 
-// prepared is a validated limit in the form the script takes.
+// prepared is a validated limit in the forms the scripts take.
 type prepared struct {
-	state string // ":" + Spec.ID(), appended to the tagged key
-	lock  string // state + ":x"
-	args  [lua.ArgsPerLimit]any
+	state string                // ":" + Spec.ID(), appended to the tagged key
+	lock  string                // state + ":x"
+	args  [lua.ArgsPerLimit]any // the take script's ARGV
 
-	alg     core.Algorithm
-	penalty int64 // µs
+	// lean is the limit's family, whose lean script serves a Take of this
+	// limit alone, with leanArgs after the cost; nil with a penalty, which
+	// only the take script knows.
+	lean     *family
+	leanArgs []any
+
+	spec     core.Spec
+	capacity int64
+	alg      core.Algorithm
+	penalty  int64 // µs
 }
 
 func (s *Store) prepare(l core.Limit) (*prepared, error) {
@@ -226,37 +233,29 @@ func (s *Store) prepare(l core.Limit) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	var code string
-	switch spec.Algorithm {
-	case core.GCRA:
-		code = lua.CodeGCRA
-	case core.LeakyBucket:
-		code = lua.CodeLeakyBucket
-	case core.TokenBucket:
-		code = lua.CodeTokenBucket
-	case core.FixedWindow:
-		code = lua.CodeFixedWindow
-	case core.SlidingWindow:
-		code = lua.CodeSlidingWindow
-	case core.SlidingLog:
-		code = lua.CodeSlidingLog
-	default:
+	f := families[spec.Algorithm]
+	if f == nil {
 		return nil, fmt.Errorf("%w %s: algorithm %q has no Redis script", core.ErrInvalidLimit, l, string(spec.Algorithm))
 	}
 	state := ":" + spec.ID()
 	p := &prepared{
-		state:   state,
-		lock:    state + ":x",
-		alg:     spec.Algorithm,
-		penalty: spec.Penalty,
+		state:    state,
+		lock:     state + ":x",
+		spec:     spec,
+		capacity: spec.Capacity(),
+		alg:      spec.Algorithm,
+		penalty:  spec.Penalty,
 		args: [lua.ArgsPerLimit]any{
-			code,
+			f.code,
 			strconv.FormatInt(spec.Rate, 10),
 			strconv.FormatInt(spec.Period, 10),
 			strconv.FormatInt(spec.Burst, 10),
 			strconv.FormatInt(spec.Interval, 10),
 			strconv.FormatInt(spec.Penalty, 10),
 		},
+	}
+	if spec.Penalty == 0 {
+		p.lean, p.leanArgs = f, leanArgs(f, &spec)
 	}
 	if s.cached.Load() < maxCachedLimits {
 		if _, loaded := s.cache.LoadOrStore(l, p); !loaded {
@@ -324,15 +323,15 @@ func (s *Store) check(key string, n int64, limits []core.Limit) error {
 // run sends one script call for a Take of n, or for a dry run of -n when n
 // is negative, and returns its Result and the first limit, prepared.
 func (s *Store) run(ctx context.Context, key string, n int64, limits []core.Limit) (core.Result, *prepared, error) {
-	keys, args, first, err := s.request(key, n, limits)
+	c, err := s.call(key, n, limits)
 	if err != nil {
 		return core.Result{}, nil, err
 	}
-	var reply []int64
+	var reply any
 	if s.pipe != nil {
-		reply, err = s.pipe.do(ctx, keys, args)
+		reply, err = s.pipe.do(ctx, c.script, c.keys, c.args)
 	} else {
-		reply, err = takeScript.Run(ctx, s.client, keys, args...).Int64Slice()
+		reply, err = s.scripts.run(ctx, c.script, c.keys, c.args)
 	}
 	if err != nil {
 		if s.cluster != nil {
@@ -340,14 +339,60 @@ func (s *Store) run(ctx context.Context, key string, n int64, limits []core.Limi
 		}
 		return core.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
 	}
-	r, err := decode(reply, len(limits))
-	return r, first, err
+	r, err := c.decode(reply, n)
+	return r, c.first, err
 }
 
-// request builds the script's KEYS and ARGV for one Take; first is the
+// scriptCall is one script call for a Take: the script, its KEYS and ARGV,
+// and the prepared limits it decodes its reply with.
+type scriptCall struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+	first  *prepared // the first limit
+	m      int       // the number of limits
+}
+
+// call builds the script call for a Take of n (negative: a dry run of -n):
+// the lean script of its family for one limit without a penalty, else the
+// take script.
+func (s *Store) call(key string, n int64, limits []core.Limit) (scriptCall, error) {
+	if len(limits) == 1 {
+		p, err := s.prepare(limits[0])
+		if err != nil {
+			return scriptCall{}, fmt.Errorf("redisstore: take: limit 0: %w", err)
+		}
+		if p.lean != nil {
+			args := make([]any, 1, 1+len(p.leanArgs))
+			args[0] = costArg(n)
+			args = append(args, p.leanArgs...)
+			return scriptCall{p.lean.script, []string{s.tagged(key) + p.state}, args, p, 1}, nil
+		}
+	}
+	keys, args, first, err := s.request(key, n, limits)
+	return scriptCall{takeScript, keys, args, first, len(limits)}, err
+}
+
+// decode turns the reply of c into the Result of its Take of n.
+func (c *scriptCall) decode(reply any, n int64) (core.Result, error) {
+	if c.script != takeScript {
+		return decodeLean(c.first, n, reply)
+	}
+	v, err := int64s(reply, nil)
+	if err != nil {
+		return core.Result{}, fmt.Errorf("redisstore: take: script reply: %w", err)
+	}
+	return decode(v, c.m)
+}
+
+// tagged is the start of every Redis key of key: the prefix and key's
+// Cluster hash tag. A limit's keys append its prepared state (and lock).
+func (s *Store) tagged(key string) string { return s.prefix + "{" + hashTag(key) + "}" }
+
+// request builds the take script's KEYS and ARGV for a Take; first is the
 // first limit, prepared.
 func (s *Store) request(key string, n int64, limits []core.Limit) (keys []string, args []any, first *prepared, err error) {
-	base := s.prefix + "{" + hashTag(key) + "}"
+	base := s.tagged(key)
 	keys = make([]string, 0, lua.KeysPerLimit*len(limits))
 	args = make([]any, 1, 1+lua.ArgsPerLimit*len(limits))
 	args[0] = costArg(n)
@@ -365,7 +410,8 @@ func (s *Store) request(key string, n int64, limits []core.Limit) (keys []string
 	return keys, args, first, nil
 }
 
-// decode turns the script's reply into the Result of a Take over m limits.
+// decode turns the take script's reply into the Result of a Take over m
+// limits.
 func decode(reply []int64, m int) (core.Result, error) {
 	if len(reply) != lua.RepliesPerLimit*m {
 		return core.Result{}, fmt.Errorf("redisstore: take: script replied %d integers for %d limit(s), want %d",
