@@ -19,7 +19,7 @@ import (
 // one key; a penalty or several limits run the take script.
 func TestScriptChoice(t *testing.T) {
 	x := newMini(t)
-	want := map[core.Algorithm]*redis.Script{
+	want := map[core.Algorithm]*script{
 		core.GCRA: tatScript, core.LeakyBucket: tatScript, core.TokenBucket: tokenScript,
 		core.FixedWindow: fixedScript, core.SlidingWindow: slidingScript, core.SlidingLog: logScript,
 	}
@@ -28,12 +28,13 @@ func TestScriptChoice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.script != want[l.Algorithm] || len(c.keys) != 1 || c.keys[0] != x.keyOf("k", l) {
-			t.Errorf("%v: script %s keys %v, want %s and the state key", l, c.script.Hash(), c.keys, want[l.Algorithm].Hash())
+		if keys, _ := c.keysArgs(); c.script != want[l.Algorithm] || len(keys) != 1 || keys[0] != x.keyOf("k", l) {
+			t.Errorf("%v: script %s keys %v, want %s and the state key", l, c.script.Hash(), keys, want[l.Algorithm].Hash())
 		}
 		l.Penalty = time.Second
-		if c, _ = x.store.call("k", 1, []core.Limit{l}); c.script != takeScript || len(c.keys) != 2 {
-			t.Errorf("%v: keys %v, want the take script with state and lock", l, c.keys)
+		c, _ = x.store.call("k", 1, []core.Limit{l})
+		if keys, _ := c.keysArgs(); c.script != takeScript || len(keys) != 2 {
+			t.Errorf("%v: keys %v, want the take script with state and lock", l, keys)
 		}
 	}
 	if c, _ := x.store.call("k", 1, allAlgorithms()); c.script != takeScript {
@@ -88,17 +89,17 @@ func TestReloadEveryScript(t *testing.T) {
 // clocked returns the source of script with Redis' clock replaced by a
 // function of the test's (µs) and every TTL an hour longer, as the take
 // script's real-Redis differential test does (see redisMatches).
-func clocked(t *testing.T, script *redis.Script) func(us int64) string {
+func clocked(t *testing.T, sc *script) func(us int64) string {
 	t.Helper()
-	src := map[*redis.Script]string{takeScript: lua.Take, tatScript: lua.TAT, tokenScript: lua.Token,
-		fixedScript: lua.Fixed, slidingScript: lua.Sliding, logScript: lua.Log}[script]
+	src := map[*script]string{takeScript: lua.Take, tatScript: lua.TAT, tokenScript: lua.Token,
+		fixedScript: lua.Fixed, slidingScript: lua.Sliding, logScript: lua.Log}[sc]
 	clock, ttl, longer := "local t = redis.call('TIME')", "local ms = ", "local ms = 3600e6 + "
-	if script == takeScript {
+	if sc == takeScript {
 		clock, ttl, longer = "local t = call('TIME')", "local function px(ttl)", "local function px(ttl) ttl = ttl + 3600e6"
 	}
 	for _, line := range []string{clock, ttl} {
 		if strings.Count(src, line) != 1 {
-			t.Fatalf("script %s has no single %q to replace", script.Hash(), line)
+			t.Fatalf("script %s has no single %q to replace", sc.Hash(), line)
 		}
 	}
 	src = strings.Replace(src, ttl, longer, 1)
@@ -115,7 +116,7 @@ func TestRedisScriptsMatchMemoryStore(t *testing.T) {
 	srv := redistest.StartServer(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
-	sources := map[*redis.Script]func(int64) string{}
+	sources := map[*script]func(int64) string{}
 	for _, sc := range allScripts {
 		sources[sc] = clocked(t, sc)
 	}
@@ -134,7 +135,8 @@ func TestRedisScriptsMatchMemoryStore(t *testing.T) {
 					if calls++; calls%500 == 0 {
 						client.ScriptFlush(context.Background()) // every EVAL'd script stays cached
 					}
-					reply, err := client.Eval(context.Background(), sources[c.script](now.UnixMicro()), c.keys, c.args...).Result()
+					keys, args := c.keysArgs()
+					reply, err := client.Eval(context.Background(), sources[c.script](now.UnixMicro()), keys, args...).Result()
 					if err != nil {
 						return core.Result{}, err
 					}
@@ -142,4 +144,14 @@ func TestRedisScriptsMatchMemoryStore(t *testing.T) {
 				})
 		})
 	}
+}
+
+// keysArgs returns the KEYS and ARGV of c's command.
+func (c *scriptCall) keysArgs() ([]string, []any) {
+	n := c.cmd[2].(int)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = c.cmd[3+i].(string)
+	}
+	return keys, c.cmd[3+n:]
 }

@@ -67,9 +67,8 @@ type batcher struct {
 // call is one queued Take.
 type call struct {
 	ctx    context.Context
-	script *redis.Script
-	keys   []string
-	args   []any
+	script *script
+	cmd    []any // EVALSHA of script
 	reply  any
 	err    error
 	done   chan struct{}
@@ -82,17 +81,17 @@ const (
 	callAbandoned
 )
 
-// do runs script with keys and args and returns its reply.
-func (b *batcher) do(ctx context.Context, script *redis.Script, keys []string, args []any) (any, error) {
+// do runs cmd, an EVALSHA of s, and returns its reply.
+func (b *batcher) do(ctx context.Context, s *script, cmd []any) (any, error) {
 	b.mu.Lock()
 	if b.busy < b.max {
 		b.busy++
 		b.mu.Unlock()
-		reply, err := b.scripts.run(ctx, script, keys, args)
+		reply, err := b.scripts.run(ctx, s, cmd)
 		b.release()
 		return reply, err
 	}
-	c := &call{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
+	c := &call{ctx: ctx, script: s, cmd: cmd, done: make(chan struct{})}
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
 	select {
@@ -195,7 +194,7 @@ func (b *batcher) send(live []*call) (resent int) {
 	cmds := make([]*redis.Cmd, len(live))
 	pipe := b.client.Pipeline()
 	for i, c := range live {
-		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+		cmds[i] = pipe.Do(ctx, c.cmd...)
 	}
 	_, _ = pipe.Exec(ctx) // every command carries its own error
 	var lost []int
@@ -208,7 +207,7 @@ func (b *batcher) send(live []*call) (resent int) {
 		pipe = b.client.Pipeline()
 		for _, i := range lost {
 			c := live[i]
-			cmds[i] = c.script.Eval(ctx, pipe, c.keys, c.args...)
+			cmds[i] = pipe.Do(ctx, c.script.eval(c.cmd)...)
 		}
 		_, _ = pipe.Exec(ctx)
 	}

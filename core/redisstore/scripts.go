@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -18,26 +17,53 @@ import (
 // its algorithm needs. Both read and write the same state in the same key,
 // so a limit may be charged by either.
 var (
-	takeScript    = redis.NewScript(lua.Take)
-	tatScript     = redis.NewScript(lua.TAT)
-	tokenScript   = redis.NewScript(lua.Token)
-	fixedScript   = redis.NewScript(lua.Fixed)
-	slidingScript = redis.NewScript(lua.Sliding)
-	logScript     = redis.NewScript(lua.Log)
+	takeScript    = newScript(lua.Take)
+	tatScript     = newScript(lua.TAT)
+	tokenScript   = newScript(lua.Token)
+	fixedScript   = newScript(lua.Fixed)
+	slidingScript = newScript(lua.Sliding)
+	logScript     = newScript(lua.Log)
 )
 
 // allScripts is every script, loaded together.
-var allScripts = [...]*redis.Script{takeScript, tatScript, tokenScript, fixedScript, slidingScript, logScript}
+var allScripts = [...]*script{takeScript, tatScript, tokenScript, fixedScript, slidingScript, logScript}
+
+// script is a Lua script and the heads of the commands that run it, boxed
+// once: a Take builds its whole command in one slice (see command).
+type script struct {
+	*redis.Script
+	sha, src any
+}
+
+func newScript(src string) *script {
+	s := redis.NewScript(src)
+	return &script{Script: s, sha: s.Hash(), src: src}
+}
+
+// command returns the start of an EVALSHA of s with numKeys keys, room
+// for size arguments in all.
+func (s *script) command(numKeys, size int) []any {
+	cmd := make([]any, 3, size)
+	cmd[0], cmd[1], cmd[2] = "evalsha", s.sha, numKeys
+	return cmd
+}
+
+// eval returns cmd, an EVALSHA of s, as an EVAL, which loads s.
+func (s *script) eval(cmd []any) []any {
+	e := append([]any(nil), cmd...)
+	e[0], e[1] = "eval", s.src
+	return e
+}
 
 // family is how the Redis store runs an algorithm: its code in the take
 // script's ARGV, and its lean script with that script's ARGV after the cost
-// and the decoding of its reply (see lean below).
+// and the decoding of its reply (see the decoders below).
 type family struct {
 	code    string
-	script  *redis.Script
+	script  *script
 	args    func(s *core.Spec) []int64
 	decode  func(p *prepared, n int64, v []int64) core.Result
-	replies int // integers in the lean script's reply
+	replies int // integers in the lean script's reply, at most 3
 }
 
 // families maps every algorithm to its scripts: the one place that does.
@@ -191,15 +217,25 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 // decodeLean turns a lean script's reply into the Result of a Take of n
 // (negative: a dry run of -n) on the one limit p.
 func decodeLean(p *prepared, n int64, reply any) (core.Result, error) {
-	var buf [3]int64
-	v, err := int64s(reply, buf[:0])
-	if err == nil && len(v) != p.lean.replies {
-		err = fmt.Errorf("%d integers, want %d", len(v), p.lean.replies)
+	var v [3]int64
+	k := 0
+	switch r := reply.(type) {
+	case int64:
+		v[0], k = r, 1
+	case []any:
+		for ; k < len(r) && k < len(v); k++ {
+			x, ok := r[k].(int64)
+			if !ok {
+				return core.Result{}, fmt.Errorf("redisstore: take: script reply holds %T, want integers", r[k])
+			}
+			v[k] = x
+		}
+		k = len(r)
 	}
-	if err != nil {
-		return core.Result{}, fmt.Errorf("redisstore: take: script reply: %w", err)
+	if k != p.lean.replies {
+		return core.Result{}, fmt.Errorf("redisstore: take: script replied %T of %d integers, want %d", reply, k, p.lean.replies)
 	}
-	return p.lean.decode(p, abs(n), v), nil
+	return p.lean.decode(p, abs(n), v[:k]), nil
 }
 
 func abs(n int64) int64 {
@@ -209,30 +245,26 @@ func abs(n int64) int64 {
 	return n
 }
 
-// int64s appends the integers of a script's reply (an integer or an array
-// of integers) to buf.
-func int64s(reply any, buf []int64) ([]int64, error) {
-	switch v := reply.(type) {
-	case int64:
-		return append(buf, v), nil
-	case []any:
-		for _, x := range v {
-			i, ok := x.(int64)
-			if !ok {
-				return nil, fmt.Errorf("%T in the reply, want integers", x)
-			}
-			buf = append(buf, i)
-		}
-		return buf, nil
+// int64s returns the integers of the take script's reply.
+func int64s(reply any) ([]int64, error) {
+	r, ok := reply.([]any)
+	if !ok {
+		return nil, fmt.Errorf("redisstore: take: script replied %T, want an array", reply)
 	}
-	return nil, fmt.Errorf("reply of type %T, want integers", reply)
+	v := make([]int64, len(r))
+	for i, x := range r {
+		if v[i], ok = x.(int64); !ok {
+			return nil, fmt.Errorf("redisstore: take: script reply holds %T, want integers", x)
+		}
+	}
+	return v, nil
 }
 
 // leanArgs renders a lean script's ARGV after the cost, once per limit.
 func leanArgs(f *family, s *core.Spec) []any {
 	var out []any
 	for _, x := range f.args(s) {
-		out = append(out, strconv.FormatInt(x, 10))
+		out = append(out, x)
 	}
 	return out
 }
@@ -243,13 +275,13 @@ type runner struct {
 	loading atomic.Bool // a reload is under way
 }
 
-// run runs script with keys and args and returns its reply. A script that
-// Redis has lost (NOSCRIPT) is sent again as EVAL, and then every script is
-// loaded again (reload).
-func (r *runner) run(ctx context.Context, script *redis.Script, keys []string, args []any) (any, error) {
-	v, err := script.EvalSha(ctx, r.client, keys, args...).Result()
+// run runs cmd, an EVALSHA of s (see script.command), and returns its
+// reply. A script that Redis has lost (NOSCRIPT) is sent again as EVAL,
+// and then every script is loaded again (reload).
+func (r *runner) run(ctx context.Context, s *script, cmd []any) (any, error) {
+	v, err := r.client.Do(ctx, cmd...).Result()
 	if isNoScript(err) {
-		v, err = script.Eval(ctx, r.client, keys, args...).Result()
+		v, err = r.client.Do(ctx, s.eval(cmd)...).Result()
 		if err == nil {
 			r.reload(ctx)
 		}

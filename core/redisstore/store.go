@@ -329,9 +329,9 @@ func (s *Store) run(ctx context.Context, key string, n int64, limits []core.Limi
 	}
 	var reply any
 	if s.pipe != nil {
-		reply, err = s.pipe.do(ctx, c.script, c.keys, c.args)
+		reply, err = s.pipe.do(ctx, c.script, c.cmd)
 	} else {
-		reply, err = s.scripts.run(ctx, c.script, c.keys, c.args)
+		reply, err = s.scripts.run(ctx, c.script, c.cmd)
 	}
 	if err != nil {
 		if s.cluster != nil {
@@ -343,12 +343,12 @@ func (s *Store) run(ctx context.Context, key string, n int64, limits []core.Limi
 	return r, c.first, err
 }
 
-// scriptCall is one script call for a Take: the script, its KEYS and ARGV,
-// and the prepared limits it decodes its reply with.
+// scriptCall is one script call for a Take: the script, its command
+// (EVALSHA, the script's hash, KEYS and ARGV), and the prepared limits it
+// decodes the reply with.
 type scriptCall struct {
-	script *redis.Script
-	keys   []string
-	args   []any
+	script *script
+	cmd    []any
 	first  *prepared // the first limit
 	m      int       // the number of limits
 }
@@ -362,15 +362,21 @@ func (s *Store) call(key string, n int64, limits []core.Limit) (scriptCall, erro
 		if err != nil {
 			return scriptCall{}, fmt.Errorf("redisstore: take: limit 0: %w", err)
 		}
-		if p.lean != nil {
-			args := make([]any, 1, 1+len(p.leanArgs))
-			args[0] = costArg(n)
-			args = append(args, p.leanArgs...)
-			return scriptCall{p.lean.script, []string{s.tagged(key) + p.state}, args, p, 1}, nil
+		if f := p.lean; f != nil {
+			cmd := f.script.command(1, 5+len(p.leanArgs))
+			cmd = append(cmd, s.redisKey(key, p.state), costArg(n))
+			return scriptCall{f.script, append(cmd, p.leanArgs...), p, 1}, nil
 		}
 	}
 	keys, args, first, err := s.request(key, n, limits)
-	return scriptCall{takeScript, keys, args, first, len(limits)}, err
+	if err != nil {
+		return scriptCall{}, err
+	}
+	cmd := takeScript.command(len(keys), 3+len(keys)+len(args))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	return scriptCall{takeScript, append(cmd, args...), first, len(limits)}, nil
 }
 
 // decode turns the reply of c into the Result of its Take of n.
@@ -378,21 +384,27 @@ func (c *scriptCall) decode(reply any, n int64) (core.Result, error) {
 	if c.script != takeScript {
 		return decodeLean(c.first, n, reply)
 	}
-	v, err := int64s(reply, nil)
+	v, err := int64s(reply)
 	if err != nil {
-		return core.Result{}, fmt.Errorf("redisstore: take: script reply: %w", err)
+		return core.Result{}, err
 	}
 	return decode(v, c.m)
 }
 
-// tagged is the start of every Redis key of key: the prefix and key's
-// Cluster hash tag. A limit's keys append its prepared state (and lock).
-func (s *Store) tagged(key string) string { return s.prefix + "{" + hashTag(key) + "}" }
+// redisKey returns the Redis key of suffix (a prepared state or lock) for
+// key: the prefix, key's Cluster hash tag between braces, and suffix. Every
+// Redis key of a key is made here, all under one hash tag.
+func (s *Store) redisKey(key, suffix string) string {
+	if plainKey(key) {
+		return s.prefix + "{=" + key + "}" + suffix
+	}
+	return s.prefix + "{" + hashTag(key) + "}" + suffix
+}
 
 // request builds the take script's KEYS and ARGV for a Take; first is the
 // first limit, prepared.
 func (s *Store) request(key string, n int64, limits []core.Limit) (keys []string, args []any, first *prepared, err error) {
-	base := s.tagged(key)
+	base := s.redisKey(key, "")
 	keys = make([]string, 0, lua.KeysPerLimit*len(limits))
 	args = make([]any, 1, 1+lua.ArgsPerLimit*len(limits))
 	args[0] = costArg(n)
@@ -432,18 +444,12 @@ func decode(reply []int64, m int) (core.Result, error) {
 	return core.Combine(per), nil
 }
 
-// costArg renders n for the script (negative: a dry run of -n). Every
-// limit's capacity is below lua.MaxCost, so a larger cost is sent as
-// lua.MaxCost: it is denied with RetryAfter core.InfDuration all the same,
-// and no arithmetic overflows.
-func costArg(n int64) string {
-	switch {
-	case n > lua.MaxCost:
-		n = lua.MaxCost
-	case n < -lua.MaxCost:
-		n = -lua.MaxCost
-	}
-	return strconv.FormatInt(n, 10)
+// costArg is n for the scripts (negative: a dry run of -n). Every limit's
+// capacity is below lua.MaxCost, so a larger cost is sent as lua.MaxCost:
+// it is denied with RetryAfter core.InfDuration all the same, and no
+// arithmetic overflows.
+func costArg(n int64) int64 {
+	return max(-lua.MaxCost, min(n, lua.MaxCost))
 }
 
 func retryDuration(us int64) time.Duration {
