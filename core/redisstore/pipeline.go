@@ -169,7 +169,7 @@ func (b *batcher) drain(batch []*call) {
 
 // send runs every call of live in one pipeline, and those that met
 // NOSCRIPT again as EVAL in a second one, after which every script is
-// loaded again (runner.reload); it returns how many were sent twice.
+// loaded again (runner.loadAll); it returns how many were sent twice.
 func (b *batcher) send(live []*call) (resent int) {
 	// The pipeline serves every call: it ends with the latest of their
 	// deadlines, or never when one of them has none.
@@ -216,7 +216,7 @@ func (b *batcher) send(live []*call) (resent int) {
 		close(c.done)
 	}
 	if len(lost) > 0 {
-		b.scripts.reload(ctx)
+		b.scripts.loadAll(ctx)
 	}
 	return len(lost)
 }

@@ -277,30 +277,56 @@ type runner struct {
 
 // run runs cmd, an EVALSHA of s (see script.command), and returns its
 // reply. A script that Redis has lost (NOSCRIPT) is sent again as EVAL,
-// and then every script is loaded again (reload).
+// which loads it, and every other script is loaded again too (reload).
 func (r *runner) run(ctx context.Context, s *script, cmd []any) (any, error) {
 	v, err := r.client.Do(ctx, cmd...).Result()
 	if isNoScript(err) {
-		v, err = r.client.Do(ctx, s.eval(cmd)...).Result()
-		if err == nil {
-			r.reload(ctx)
-		}
+		v, err = r.reload(ctx, s, cmd)
 	}
 	return v, err
 }
 
-// reload loads every script (SCRIPT LOAD: on every node for a Cluster or
-// Ring client) after Redis was found to have lost one: whatever lost one
-// (a restart, a failover, SCRIPT FLUSH) lost them all, and each would
-// otherwise cost a Take its own NOSCRIPT round trip. One reload runs at a
-// time; its errors are left for the next EVALSHA to meet.
-func (r *runner) reload(ctx context.Context) {
+// reload runs cmd, an EVALSHA of s that met NOSCRIPT, as an EVAL and loads
+// every other script: whatever lost one (a restart, a failover, SCRIPT
+// FLUSH) lost them all, and each would otherwise cost a Take its own
+// NOSCRIPT round trip. A single server gets the loads and the EVAL in one
+// pipeline; a Cluster or Ring client sends the EVAL, then each SCRIPT LOAD
+// to all of its nodes. One reload runs at a time (the others only EVAL);
+// the loads' errors are left for the next EVALSHA to meet.
+func (r *runner) reload(ctx context.Context, s *script, cmd []any) (any, error) {
 	if !r.loading.CompareAndSwap(false, true) {
-		return
+		return r.client.Do(ctx, s.eval(cmd)...).Result()
 	}
 	defer r.loading.Store(false)
-	for _, s := range allScripts {
-		if s.Load(ctx, r.client).Err() != nil {
+	if c, ok := r.client.(*redis.Client); ok {
+		var eval *redis.Cmd
+		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			loadOthers(ctx, p, s)
+			eval = p.Do(ctx, s.eval(cmd)...)
+			return nil
+		})
+		return eval.Result()
+	}
+	v, err := r.client.Do(ctx, s.eval(cmd)...).Result()
+	if err == nil {
+		loadOthers(ctx, r.client, s)
+	}
+	return v, err
+}
+
+// loadAll loads every script, unless a reload is under way: the pipelines
+// of Takes that met NOSCRIPT send them again as EVAL themselves.
+func (r *runner) loadAll(ctx context.Context) {
+	if r.loading.CompareAndSwap(false, true) {
+		loadOthers(ctx, r.client, nil)
+		r.loading.Store(false)
+	}
+}
+
+// loadOthers sends SCRIPT LOAD for every script but s.
+func loadOthers(ctx context.Context, c redis.Scripter, s *script) {
+	for _, o := range allScripts {
+		if o != s && o.Load(ctx, c).Err() != nil {
 			return
 		}
 	}
