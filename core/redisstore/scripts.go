@@ -62,7 +62,7 @@ type family struct {
 	code    string
 	script  *script
 	args    func(s *core.Spec) []int64
-	decode  func(p *prepared, n int64, v []int64) core.Result
+	decode  func(p *prepared, n int64, v [3]int64) core.Result
 	replies int // integers in the lean script's reply, at most 3
 }
 
@@ -94,9 +94,9 @@ func verdict(x int64) (allowed bool, v int64) {
 	return true, x
 }
 
-func decodeGCRA(p *prepared, n int64, v []int64) core.Result { return tatResult(p, n, v[0], false) }
+func decodeGCRA(p *prepared, n int64, v [3]int64) core.Result { return tatResult(p, n, v[0], false) }
 
-func decodeLeaky(p *prepared, n int64, v []int64) core.Result { return tatResult(p, n, v[0], true) }
+func decodeLeaky(p *prepared, n int64, v [3]int64) core.Result { return tatResult(p, n, v[0], true) }
 
 // tatResult: the reply is used = tat - now after the call (allowed), or
 // before it (denied).
@@ -121,7 +121,7 @@ func tatResult(p *prepared, n, x int64, leaky bool) core.Result {
 
 // decodeToken: the reply is tok, the tokens scaled by P after the call
 // (allowed) or refilled to now (denied).
-func decodeToken(p *prepared, n int64, v []int64) core.Result {
+func decodeToken(p *prepared, n int64, v [3]int64) core.Result {
 	R, P, B := p.spec.Rate, p.spec.Period, p.spec.Burst
 	ok, tok := verdict(v[0])
 	r := core.Result{Allowed: ok, Limit: B, Remaining: tok / P, ResetAfter: micros(ceilDiv(B*P-tok, R))}
@@ -136,7 +136,7 @@ func decodeToken(p *prepared, n int64, v []int64) core.Result {
 
 // decodeFixed: the reply is the window's count c after the call (allowed)
 // or before it (denied), and left = end - now.
-func decodeFixed(p *prepared, n int64, v []int64) core.Result {
+func decodeFixed(p *prepared, n int64, v [3]int64) core.Result {
 	R := p.spec.Rate
 	ok, c := verdict(v[0])
 	left := micros(v[1])
@@ -156,7 +156,7 @@ func decodeFixed(p *prepared, n int64, v []int64) core.Result {
 // decodeSliding: the reply is the current window's count c after the call
 // (allowed) or before it (denied), the previous window's p, and e, how far
 // now is into the current window.
-func decodeSliding(p *prepared, n int64, v []int64) core.Result {
+func decodeSliding(p *prepared, n int64, v [3]int64) core.Result {
 	R, P := p.spec.Rate, p.spec.Period
 	ok, c := verdict(v[0])
 	prev, e := v[1], v[2]
@@ -198,7 +198,7 @@ func slidingRetry(R, P, c, prev, e, n int64) int64 {
 // decodeLog: the reply is the count c of live entries after the call
 // (allowed) or before it (denied), reset, and the retry of a denied cost up
 // to R, all computed by the script from the log.
-func decodeLog(p *prepared, n int64, v []int64) core.Result {
+func decodeLog(p *prepared, n int64, v [3]int64) core.Result {
 	R := p.spec.Rate
 	ok, c := verdict(v[0])
 	r := core.Result{Allowed: ok, Limit: R, Remaining: R - c, ResetAfter: micros(v[1])}
@@ -235,7 +235,7 @@ func decodeLean(p *prepared, n int64, reply any) (core.Result, error) {
 	if k != p.lean.replies {
 		return core.Result{}, fmt.Errorf("redisstore: take: script replied %T of %d integers, want %d", reply, k, p.lean.replies)
 	}
-	return p.lean.decode(p, abs(n), v[:k]), nil
+	return p.lean.decode(p, abs(n), v), nil
 }
 
 func abs(n int64) int64 {
