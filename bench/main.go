@@ -33,6 +33,7 @@ func run() (code int) {
 	inFlightList := flag.String("inflight", "0", "round trips in flight for the sluice-redis contenders (redisstore.WithPipelining; 0: the library's default); each further comma-separated value adds contenders sluice-redis@<value>/<algorithm>")
 	rounds := flag.Int("rounds", 1, "measure every case this many times, contenders interleaved, and report the run of median decisions/s")
 	list := flag.Bool("list", false, "list the contenders and exit")
+	scriptCalls := flag.Int("scriptcost", 0, "instead of the contenders, measure the Redis time per call of each sluice script (EVALSHA, and FCALL for the lean ones), this many calls per case and round")
 	flag.Parse()
 
 	var err error
@@ -83,6 +84,16 @@ func run() (code int) {
 
 	admin := redis.NewClient(&redis.Options{Addr: srv.addr, DisableIdentity: true})
 	defer admin.Close()
+
+	if *scriptCalls > 0 {
+		fmt.Printf("redis-server %s on %s, load average at start: %s\n", srv.version, srv.addr, loadAvg())
+		if err := runScriptCost(ctx, srv.addr, *rounds, *scriptCalls); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		fmt.Printf("load average at end: %s\n", loadAvg())
+		return 0
+	}
 
 	printMachine(srv, *dur, *warmup, *nkeys, *poolSize, *rounds)
 	cfg := runConfig{dur: *dur, warmup: *warmup, keys: makeKeys(*nkeys), poolSize: *poolSize}
