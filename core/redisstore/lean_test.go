@@ -155,3 +155,31 @@ func (c *scriptCall) keysArgs() ([]string, []any) {
 	}
 	return keys, c.cmd[3+n:]
 }
+
+// On a Cluster, the Take that meets NOSCRIPT loads every script on every
+// master, not only on the one that holds its key.
+func TestClusterReloadEveryScript(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.StartCluster(t, 3, 0)
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	s := realStore(t, client, WithPipelining(0))
+	takeOK(t, s, "reload", 1, core.PerSecond(1))
+	ctx := context.Background()
+	err := client.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.ScriptFlush(ctx).Err() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	takeOK(t, s, "reload", 1, core.PerSecond(1))
+	err = client.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		for _, sc := range allScripts {
+			if ok, err := m.ScriptExists(ctx, sc.Hash()).Result(); err != nil || !ok[0] {
+				t.Errorf("%s: script %s not loaded after a Take met NOSCRIPT (%v)", m.Options().Addr, sc.Hash(), err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -290,7 +290,7 @@ func (r *runner) run(ctx context.Context, s *script, cmd []any) (any, error) {
 // every other script: whatever lost one (a restart, a failover, SCRIPT
 // FLUSH) lost them all, and each would otherwise cost a Take its own
 // NOSCRIPT round trip. A single server gets the loads and the EVAL in one
-// pipeline; a Cluster or Ring client sends the EVAL, then each SCRIPT LOAD
+// pipeline; a Cluster or Ring client sends the EVAL, then every SCRIPT LOAD
 // to all of its nodes. One reload runs at a time (the others only EVAL);
 // the loads' errors are left for the next EVALSHA to meet.
 func (r *runner) reload(ctx context.Context, s *script, cmd []any) (any, error) {
@@ -309,7 +309,7 @@ func (r *runner) reload(ctx context.Context, s *script, cmd []any) (any, error) 
 	}
 	v, err := r.client.Do(ctx, s.eval(cmd)...).Result()
 	if err == nil {
-		loadOthers(ctx, r.client, s)
+		loadOthers(ctx, r.client, nil) // s too: the EVAL loaded it on one node
 	}
 	return v, err
 }
