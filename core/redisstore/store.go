@@ -349,6 +349,7 @@ func (s *Store) run(ctx context.Context, key string, n int64, limits []core.Limi
 type scriptCall struct {
 	script *script
 	cmd    []any
+	key    string    // the first Redis key, whose slot picks the Cluster node
 	first  *prepared // the first limit
 	m      int       // the number of limits
 }
@@ -363,9 +364,9 @@ func (s *Store) call(key string, n int64, limits []core.Limit) (scriptCall, erro
 			return scriptCall{}, fmt.Errorf("redisstore: take: limit 0: %w", err)
 		}
 		if f := p.lean; f != nil {
-			cmd := f.script.command(1, 5+len(p.leanArgs))
-			cmd = append(cmd, s.redisKey(key, p.state), costArg(n))
-			return scriptCall{f.script, append(cmd, p.leanArgs...), p, 1}, nil
+			k := s.redisKey(key, p.state)
+			cmd := append(f.script.command(1, 5+len(p.leanArgs)), k, costArg(n))
+			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1}, nil
 		}
 	}
 	keys, args, first, err := s.request(key, n, limits)
@@ -376,7 +377,7 @@ func (s *Store) call(key string, n int64, limits []core.Limit) (scriptCall, erro
 	for _, k := range keys {
 		cmd = append(cmd, k)
 	}
-	return scriptCall{takeScript, append(cmd, args...), first, len(limits)}, nil
+	return scriptCall{takeScript, append(cmd, args...), keys[0], first, len(limits)}, nil
 }
 
 // decode turns the reply of c into the Result of its Take of n.
