@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -174,26 +173,8 @@ func (b *batcher) drain(batch []*call) {
 // NOSCRIPT again as EVAL in a second one, after which every script is
 // loaded again (runner.loadAll); it returns how many were sent twice.
 func (b *batcher) send(live []*call) (resent int) {
-	// The pipeline serves every call: it ends with the latest of their
-	// deadlines, or never when one of them has none.
-	ctx := context.Background()
-	if deadline, ok := live[0].ctx.Deadline(); ok {
-		for _, c := range live[1:] {
-			d, ok := c.ctx.Deadline()
-			if !ok {
-				deadline = time.Time{}
-				break
-			}
-			if d.After(deadline) {
-				deadline = d
-			}
-		}
-		if !deadline.IsZero() {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, deadline)
-			defer cancel()
-		}
-	}
+	ctx, cancel := pipelineContext(live)
+	defer cancel()
 	cmds := make([]*redis.Cmd, len(live))
 	pipe := b.client.Pipeline()
 	for i, c := range live {
@@ -222,6 +203,26 @@ func (b *batcher) send(live []*call) (resent int) {
 		b.scripts.loadAll(ctx)
 	}
 	return len(lost)
+}
+
+// pipelineContext is the context of a pipeline that serves every call of
+// live: it ends with the latest of their deadlines, or never when one of
+// them has none.
+func pipelineContext(live []*call) (context.Context, context.CancelFunc) {
+	deadline, ok := live[0].ctx.Deadline()
+	if !ok {
+		return context.Background(), func() {}
+	}
+	for _, c := range live[1:] {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return context.Background(), func() {}
+		}
+		if d.After(deadline) {
+			deadline = d
+		}
+	}
+	return context.WithDeadline(context.Background(), deadline)
 }
 
 func isNoScript(err error) bool {
