@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	cd bench && go run . [-d 2s] [-c 1,16,64,256] [-keys 1000] [-impls all] [-paths allow,deny,hot]
+//	cd bench && go run . [-d 2s] [-c 1,16,64,256] [-keys 1000] [-impls all] [-paths allow,deny,hot] [-inflight 0] [-scriptcost 0]
 //
 // Every implementation runs on the same server, with the same keys and the
 // same concurrency, on two paths: allow (the limit is never reached) and
@@ -13,10 +13,12 @@
 // per decision (both from INFO, deltas over the measured interval), and the
 // bench process's own CPU per decision. Ratios of sluice to every peer are
 // computed from the same run, and the last line printed is a one-line
-// summary of the ratios that issue 4's targets name.
+// summary of the figures that the targets of issues 4 and 12 name. -inflight
+// compares WithPipelining settings in one run; -scriptcost measures the
+// Redis time per call of each sluice script instead.
 //
 // sluice runs twice on Redis: sluice-redis/<algorithm> is a redisstore.Store
-// with its defaults (automatic pipelining and the deny cache on), and
+// with its defaults (automatic pipelining on, the deny cache off), and
 // sluice-plain/<algorithm> the same with both off, one EVALSHA round trip
 // per decision.
 //

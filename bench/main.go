@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/core/redisstore"
 )
 
 func main() { os.Exit(run()) }
@@ -29,10 +30,17 @@ func run() (code int) {
 	redisBin := flag.String("redis-server", "redis-server", "redis-server binary to start")
 	poolSize := flag.Int("pool", 0, "go-redis PoolSize for every contender (0: go-redis default, 10 per GOMAXPROCS)")
 	memBench := flag.Bool("membench", true, "also run the in-memory and HTTP adapter ns/op and allocs/op comparisons (testing.Benchmark, about 1-2 s each)")
+	inFlightList := flag.String("inflight", "0", "round trips in flight for the sluice-redis contenders (redisstore.WithPipelining; 0: the library's default); each further comma-separated value adds contenders sluice-redis@<value>/<algorithm>")
 	rounds := flag.Int("rounds", 1, "measure every case this many times, contenders interleaved, and report the run of median decisions/s")
 	list := flag.Bool("list", false, "list the contenders and exit")
+	scriptCalls := flag.Int("scriptcost", 0, "instead of the contenders, measure the Redis time per call of each sluice script (EVALSHA, and FCALL for the lean ones), this many calls per case and round")
 	flag.Parse()
 
+	var err error
+	if inFlight, err = parseCounts(*inFlightList); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: bad -inflight:", err)
+		return 2
+	}
 	all := contenders()
 	if *list {
 		for _, im := range all {
@@ -76,6 +84,16 @@ func run() (code int) {
 
 	admin := redis.NewClient(&redis.Options{Addr: srv.addr, DisableIdentity: true})
 	defer admin.Close()
+
+	if *scriptCalls > 0 {
+		fmt.Printf("redis-server %s on %s, load average at start: %s\n", srv.version, srv.addr, loadAvg())
+		if err := runScriptCost(ctx, srv.addr, *rounds, *scriptCalls); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		fmt.Printf("load average at end: %s\n", loadAvg())
+		return 0
+	}
 
 	printMachine(srv, *dur, *warmup, *nkeys, *poolSize, *rounds)
 	cfg := runConfig{dur: *dur, warmup: *warmup, keys: makeKeys(*nkeys), poolSize: *poolSize}
@@ -146,6 +164,22 @@ func parseInts(s string) ([]int, error) {
 	return out, nil
 }
 
+// parseCounts parses a comma-separated list of integers >= 0.
+func parseCounts(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not an integer >= 0", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty list")
+	}
+	return out, nil
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
@@ -179,6 +213,14 @@ func printMachine(srv *redisServer, dur, warmup time.Duration, nkeys, pool, roun
 		poolDesc = strconv.Itoa(pool)
 	}
 	fmt.Printf("%v measured + %v warm-up per case, %d round(s), %d keys, pool %s\n", dur, warmup, rounds, nkeys, poolDesc)
+	inflight := inFlight[0]
+	if inflight == 0 {
+		inflight = redisstore.DefaultPipeline
+	}
+	fmt.Printf("sluice-redis: %d round trips in flight before Takes share pipelines (WithPipelining)\n", inflight)
+	for _, n := range inFlight[1:] {
+		fmt.Printf("sluice-redis@%d: %d round trips in flight\n", n, n)
+	}
 	fmt.Printf("allow quota (never reached): %v; deny quota (exhausted first): %v\n", allowQuota, denyQuota)
 	fmt.Printf("hot quota (one key, never reached): %v\n", hotQuota)
 	fmt.Println("columns: dec/s = decisions per second; p50/p99 = latency of one call (pipe16: of 16 decisions; in-memory: 1 call in 64 timed);")
@@ -356,8 +398,8 @@ func ratio(a, b float64) string {
 func sluiceNames(results []*caseResult, group, path string, conc int) []*caseResult {
 	var out []*caseResult
 	for _, r := range results {
-		if r.im.sluice && r.im.group == group && r.path == path && r.conc == conc && !strings.HasPrefix(r.im.name, "sluice-plain/") &&
-			!r.im.hotOnly {
+		if r.im.sluice && r.im.group == group && r.path == path && r.conc == conc &&
+			!strings.HasPrefix(r.im.name, "sluice-plain/") && !strings.HasPrefix(r.im.name, "sluice-redis@") && !r.im.hotOnly {
 			out = append(out, r)
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core"
@@ -22,17 +23,33 @@ func sluiceLimit(alg core.Algorithm, q quota) core.Limit {
 	}
 }
 
+// inFlight is the -inflight flag: the first value, when positive, replaces
+// redisstore.DefaultPipeline in the sluice-redis contenders; each further
+// one adds contenders sluice-redis@<value>/<algorithm>, to compare
+// settings within one run.
+var inFlight = []int{0}
+
 func sluiceImpls() []impl {
 	var out []impl
-	for _, alg := range core.Algorithms() {
-		out = append(out, impl{name: "sluice-redis/" + string(alg), group: "redis", sluice: true, timeAll: true, hot: leased(alg),
-			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
-				st, err := redisstore.New(rdb)
-				if err != nil {
-					return nil, nil, err
-				}
-				return redisDecide(st, sluiceLimit(alg, q)), nop, nil
-			}})
+	for i, n := range inFlight {
+		prefix := "sluice-redis/"
+		if i > 0 {
+			prefix = fmt.Sprintf("sluice-redis@%d/", n)
+		}
+		for _, alg := range core.Algorithms() {
+			out = append(out, impl{name: prefix + string(alg), group: "redis", sluice: true, timeAll: true, hot: leased(alg),
+				build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
+					var opts []redisstore.Option
+					if n > 0 {
+						opts = append(opts, redisstore.WithPipelining(n))
+					}
+					st, err := redisstore.New(rdb, opts...)
+					if err != nil {
+						return nil, nil, err
+					}
+					return redisDecide(st, sluiceLimit(alg, q)), nop, nil
+				}})
+		}
 	}
 	// The same without automatic pipelining and without the deny cache:
 	// one EVALSHA round trip per decision, as before issue 4.

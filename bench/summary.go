@@ -26,49 +26,11 @@ func check(label string, value float64, have bool, op string, target float64, fo
 	return fmt.Sprintf("%s "+format+" (%s%g %s)", label, value, op, target, verdict)
 }
 
-// summary is the one-line digest of issue 4's targets, printed last.
+// summary is the one-line digest of the targets of issues 4 and 12,
+// printed last.
 func summary(results []*caseResult, mem []memResult, adapters []adapterResult) string {
-	var parts []string
+	parts := allowSummary(results)
 	const c = 64
-
-	// Allow path, c=64.
-	gcra := find(results, "sluice-redis/gcra", "allow", c)
-	rr := find(results, "redis_rate", "allow", c)
-	fw := find(results, "sluice-redis/fixed_window", "allow", c)
-	ul := find(results, "ulule-redis", "allow", c)
-	v, ok := div(gcra, rr)
-	parts = append(parts, check("allow c64 gcra/redis_rate", v, ok, ">=", 1.4, "%.2fx"))
-	if v, ok := div(find(results, "sluice-plain/gcra", "allow", c), rr); ok {
-		parts = append(parts, fmt.Sprintf("(unpipelined %.2fx)", v))
-	}
-	v, ok = div(fw, ul)
-	parts = append(parts, check("fixed_window/ulule", v, ok, ">=", 1.1, "%.2fx"))
-	if v, ok := div(find(results, "sluice-plain/fixed_window", "allow", c), ul); ok {
-		parts = append(parts, fmt.Sprintf("(unpipelined %.2fx)", v))
-	}
-	algs := sluiceNames(results, "redis", "allow", c)
-	if len(algs) > 0 && ul != nil {
-		worst, worstName := 0.0, ""
-		for i, r := range algs {
-			if x := r.rate() / ul.rate(); i == 0 || x < worst {
-				worst, worstName = x, shortName(r)
-			}
-		}
-		parts = append(parts, check("slowest alg("+worstName+")/ulule", worst, true, ">=", 3, "%.2fx"))
-	} else {
-		parts = append(parts, "slowest alg/ulule n/a")
-	}
-	if len(algs) > 0 && rr != nil && rr.p99 > 0 {
-		worst, worstName := 0.0, ""
-		for i, r := range algs {
-			if x := float64(r.p99) / float64(rr.p99); i == 0 || x > worst {
-				worst, worstName = x, shortName(r)
-			}
-		}
-		parts = append(parts, check("worst p99("+worstName+")/redis_rate", worst, true, "<=", 1, "%.2fx"))
-	} else {
-		parts = append(parts, "p99/redis_rate n/a")
-	}
 
 	// Deny path, c=64.
 	dalgs := sluiceNames(results, "redis", "deny", c)
@@ -118,19 +80,6 @@ func summary(results []*caseResult, mem []memResult, adapters []adapterResult) s
 			float64(worst.p50)/float64(best.p50), best.p50 > 0, "<=", 1, "%.2fx"))
 	}
 
-	// Redis CPU per GCRA decision, allow c=64.
-	if gcra != nil && rr != nil && gcra.decisions > 0 && rr.decisions > 0 && rr.redisCPU > 0 {
-		g := gcra.redisCPU / float64(gcra.decisions)
-		r := rr.redisCPU / float64(rr.decisions)
-		parts = append(parts, check(fmt.Sprintf("Redis CPU/dec gcra %.2fµs / redis_rate %.2fµs", g*1e6, r*1e6), g/r, true, "<=", 0.6, "%.2fx"))
-		if p := find(results, "sluice-plain/gcra", "allow", c); p != nil && p.decisions > 0 {
-			u := p.redisCPU / float64(p.decisions)
-			parts = append(parts, fmt.Sprintf("(unpipelined %.2fµs, %.2fx)", u*1e6, u/r))
-		}
-	} else {
-		parts = append(parts, "Redis CPU gcra/redis_rate n/a")
-	}
-
 	// Memory store vs x/time/rate.
 	var xr *memResult
 	var sm []memResult
@@ -172,6 +121,83 @@ func summary(results []*caseResult, mem []memResult, adapters []adapterResult) s
 	}
 	parts = append(parts, leaseSummary(results))
 	return "SUMMARY: " + strings.Join(parts, "; ")
+}
+
+// allowSummary holds issue 12's targets on the allow path at c=64, sluice
+// with its defaults against the peers: decisions/s, Redis CPU and client
+// CPU per decision, and p99.
+func allowSummary(results []*caseResult) []string {
+	const c = 64
+	var parts []string
+	gcra := find(results, "sluice-redis/gcra", "allow", c)
+	rr := find(results, "redis_rate", "allow", c)
+	fw := find(results, "sluice-redis/fixed_window", "allow", c)
+	ul := find(results, "ulule-redis", "allow", c)
+	algs := sluiceNames(results, "redis", "allow", c)
+
+	v, ok := div(gcra, rr)
+	parts = append(parts, check("allow c64 dec/s gcra/redis_rate", v, ok, ">=", 3, "%.2fx"))
+	v, ok = div(fw, ul)
+	parts = append(parts, check("fixed_window/ulule", v, ok, ">=", 2, "%.2fx"))
+	if w, name := worstBy(algs, func(r *caseResult) float64 { return -r.rate() }); w != nil && ul != nil {
+		parts = append(parts, check("slowest alg("+name+")/ulule", w.rate()/ul.rate(), true, ">=", 1.5, "%.2fx"))
+	}
+
+	cpu := func(r *caseResult) float64 { return r.redisCPU / float64(r.decisions) }
+	if have(gcra, rr) {
+		parts = append(parts, check(fmt.Sprintf("Redis CPU/dec gcra %.2fµs / redis_rate %.2fµs", cpu(gcra)*1e6, cpu(rr)*1e6), cpu(gcra)/cpu(rr), true, "<=", 0.45, "%.2fx"))
+	}
+	if have(fw, ul) {
+		parts = append(parts, check(fmt.Sprintf("fixed_window %.2fµs / ulule %.2fµs", cpu(fw)*1e6, cpu(ul)*1e6), cpu(fw)/cpu(ul), true, "<=", 0.55, "%.2fx"))
+		if w, name := worstBy(algs, cpu); w != nil {
+			parts = append(parts, check(fmt.Sprintf("worst alg(%s %.2fµs)/ulule", name, cpu(w)*1e6), cpu(w)/cpu(ul), true, "<=", 0.8, "%.2fx"))
+		}
+	}
+	goCPU := func(r *caseResult) float64 { return float64(r.goCPU.Nanoseconds()) / 1e3 / float64(r.decisions) }
+	var client []string
+	for _, r := range []*caseResult{gcra, fw, rr, ul} {
+		if have(r) {
+			client = append(client, fmt.Sprintf("%s %.2fµs", shortName(r), goCPU(r)))
+		}
+	}
+	if w, name := worstBy(algs, goCPU); w != nil {
+		client = append(client, fmt.Sprintf("worst alg(%s) %.2fµs", name, goCPU(w)))
+	}
+	parts = append(parts, "client CPU/dec "+strings.Join(client, ", "))
+
+	if w, name := worstBy(algs, func(r *caseResult) float64 { return float64(r.p99) }); w != nil && have(rr, ul) {
+		better := rr
+		if ul.p99 < rr.p99 {
+			better = ul
+		}
+		parts = append(parts, check(fmt.Sprintf("worst p99(%s %s)/better peer(%s %s)", name, fmtDur(w.p99), better.im.name, fmtDur(better.p99)),
+			float64(w.p99)/float64(better.p99), better.p99 > 0, "<=", 1, "%.2fx"))
+	}
+	return parts
+}
+
+// worstBy returns the result with the largest key, and its short name.
+func worstBy(rs []*caseResult, key func(*caseResult) float64) (*caseResult, string) {
+	var w *caseResult
+	for _, r := range rs {
+		if r.decisions > 0 && (w == nil || key(r) > key(w)) {
+			w = r
+		}
+	}
+	if w == nil {
+		return nil, ""
+	}
+	return w, shortName(w)
+}
+
+// have reports whether every result exists and made decisions.
+func have(rs ...*caseResult) bool {
+	for _, r := range rs {
+		if r == nil || r.decisions == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func div(a, b *caseResult) (float64, bool) {

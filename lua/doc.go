@@ -1,16 +1,24 @@
 // Package lua holds the Redis scripts of sluice's Redis store, embedded
 // from the .lua files next to this one.
 //
-// Take is the script of every exact decision (Lease, in lease.lua, serves
-// only the Redis store's opt-in lease mode). One EVALSHA of Take decides a
-// whole Store.Take:
-// it reads the clock with TIME inside Redis (never the client's clock),
-// evaluates every limit against the state before the call with the exact
-// integer arithmetic of ALGORITHMS.md, and writes all states (each with
-// its TTL) only when every limit allows; otherwise it writes nothing but
-// the penalty locks of the limits that denied.
+// Take, the general script, decides any exact Store.Take (Lease, in
+// lease.lua, serves only the Redis store's opt-in lease mode): it reads the clock
+// with TIME inside Redis (never the client's clock), evaluates every limit
+// against the state before the call with the exact integer arithmetic of
+// ALGORITHMS.md, and writes all states (each with its TTL) only when every
+// limit allows; otherwise it writes nothing but the penalty locks of the
+// limits that denied.
 //
-// Layout, for m limits (i = 1..m, 1-based as in Lua):
+// The lean scripts (TAT, Token, Fixed, Sliding, Log) decide a Take of one
+// limit without a penalty, the common call, by the same arithmetic and on
+// the same state, key and format as Take, so that a limit may be charged
+// by either: KEYS[1] is the state key, ARGV the cost and the few sizes the
+// algorithm needs, and the reply the smallest from which the caller derives
+// every figure (one integer for TAT and Token, two or three for the
+// others; see each script's header). The sign of the first integer is the
+// verdict: x >= 0 allowed, -x-1 denied.
+//
+// Take's layout, for m limits (i = 1..m, 1-based as in Lua):
 //
 //	KEYS[2i-1]  state key of limit i
 //	KEYS[2i]    its penalty lock key: the state key + ":x"
@@ -27,12 +35,9 @@
 // -1, when the cost can never pass), reset in microseconds and delay in
 // microseconds.
 //
-// A call of one limit without a penalty on GCRA, LeakyBucket, TokenBucket
-// or FixedWindow (the common case) takes a fast path: TIME, one GET and at
-// most one SET, without the general path's tables; its figures are the
-// general path's, bit for bit. The lock key is then not read.
-//
 // All keys of one call must hash to one Redis Cluster slot; the caller
 // puts them under one hash tag. Every number is sent as a decimal integer
-// string. The script runs on Redis 7.0 or later and on miniredis.
+// string, and every cost may be negative: -n decides n exactly as n would
+// and writes nothing (a dry run). The scripts run on Redis 7.0 or later and
+// on miniredis.
 package lua

@@ -2,11 +2,37 @@ package lua
 
 import _ "embed" // for the scripts
 
-// Take is the source of the take script: see the package documentation for
-// its KEYS, ARGV and reply.
+// Take is the source of the general take script: any number of limits,
+// penalties included. See the package documentation for its KEYS, ARGV and
+// reply.
 //
 //go:embed take.lua
 var Take string
+
+// The lean scripts: one limit without a penalty, of one algorithm family
+// each. Each one's header gives its KEYS, ARGV and reply.
+var (
+	// TAT serves GCRA and LeakyBucket.
+	//
+	//go:embed tat.lua
+	TAT string
+	// Token serves TokenBucket.
+	//
+	//go:embed token.lua
+	Token string
+	// Fixed serves FixedWindow.
+	//
+	//go:embed fixed.lua
+	Fixed string
+	// Sliding serves SlidingWindow.
+	//
+	//go:embed sliding.lua
+	Sliding string
+	// Log serves SlidingLog.
+	//
+	//go:embed log.lua
+	Log string
+)
 
 // The shape of the take script's arguments and reply.
 const (
@@ -14,7 +40,7 @@ const (
 	ArgsPerLimit    = 6  // code, R, P, B, T, L
 	RepliesPerLimit = 6  // allowed, limit, remaining, retry, reset, delay
 	RetryNever      = -1 // the retry figure of a cost that can never pass
-	// MaxCost is the largest cost the script takes; every limit's capacity
+	// MaxCost is the largest cost the scripts take; every limit's capacity
 	// is below it, so a larger cost is sent as MaxCost with the same outcome.
 	MaxCost = 1 << 53
 )

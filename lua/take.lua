@@ -1,6 +1,8 @@
 -- sluice take: charge n units against any number of limits of one key,
 -- atomically, with the arithmetic of ALGORITHMS.md. Runs on Redis >= 7.0
--- (Lua 5.1) and on miniredis (gopher-lua).
+-- (Lua 5.1) and on miniredis (gopher-lua). A Take of one limit without a
+-- penalty is served by its family's lean script instead (tat.lua, ...),
+-- which reads and writes the same states.
 --
 -- KEYS, per limit i = 1..m:
 --   KEYS[2i-1]  state key            (string; a sorted set for sliding_log)
@@ -53,96 +55,8 @@ local function px(ttl)
   return str(cdiv(ttl, 1000))
 end
 
--- A state string: up to three integers separated by colons. The general
--- path below reads it the same way.
+-- A state string: up to three integers separated by colons.
 local STATE = '^(%d+):?(%d*):?(%d*)$'
-
--- Fast paths: one limit without a penalty on a string state (GCRA,
--- LeakyBucket, TokenBucket, FixedWindow), by far the common call. They
--- compute exactly what the general path below computes for that case,
--- with one GET and at most one SET, and without building its tables.
-if #KEYS == 2 and ARGV[7] == '0' then
-  local a = ARGV[2]
-  if a == 'g' or a == 'k' then
-    local key, B, T = KEYS[1], tonumber(ARGV[5]), tonumber(ARGV[6])
-    local lim = B
-    if a == 'k' then lim = B + 1 end
-    local tol = lim * T
-    local base = now
-    local v = call('GET', key)
-    if v then
-      local x, y = string.match(v, STATE)
-      if x and y == '' then
-        x = tonumber(x)
-        if x > now then base = x end
-      end
-    end
-    local used, ok, retry, delay = base - now, 0, 0, 0
-    if n > lim then
-      retry = INF
-    else
-      local newTat = base + n * T
-      if newTat - now > tol then
-        retry = newTat - now - tol
-      else
-        ok, used = 1, newTat - now
-        if a == 'k' and n > 0 then delay = newTat - T - now end
-        if write then call('SET', key, str(newTat), 'PX', px(used)) end
-      end
-    end
-    local rem = 0
-    if tol - used > 0 then rem = fdiv(tol - used, T) end
-    return { ok, lim, rem, retry, used, delay }
-  elseif a == 'f' then
-    local key, R, P = KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[4])
-    local win = fdiv(now, P)
-    local left = (win + 1) * P - now
-    local c = 0
-    local v = call('GET', key)
-    if v then
-      local x, y, z = string.match(v, STATE)
-      if x and tonumber(x) == win and y ~= '' and z == '' then c = tonumber(y) end
-    end
-    local ok, retry = 0, 0
-    if n > R then
-      retry = INF
-    elseif c + n <= R then
-      ok, c = 1, c + n
-      if write then call('SET', key, str(win) .. ':' .. str(c), 'PX', px(left)) end
-    else
-      retry = left
-    end
-    local reset = 0
-    if c > 0 then reset = left end
-    return { ok, R, R - c, retry, reset, 0 }
-  elseif a == 't' then
-    local key, R, P, B = KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-    local cap = B * P
-    local tok, ts
-    local v = call('GET', key)
-    if v then
-      local x, y, z = string.match(v, STATE)
-      if x and y ~= '' and z == '' then tok, ts = tonumber(x), tonumber(y) end
-    end
-    if not tok or tok > cap then tok, ts = cap, now end
-    local need = cap - tok
-    if need > 0 then
-      local elapsed = now - ts
-      if elapsed < 0 then elapsed = 0 end
-      if elapsed >= cdiv(need, R) then tok = cap else tok = tok + R * elapsed end
-    end
-    local ok, retry = 0, 0
-    if n > B then
-      retry = INF
-    elseif tok >= n * P then
-      ok, tok = 1, tok - n * P
-      if write then call('SET', key, str(tok) .. ':' .. str(now), 'PX', px(cdiv(cap - tok, R))) end
-    else
-      retry = cdiv(n * P - tok, R)
-    end
-    return { ok, B, fdiv(tok, P), retry, cdiv(cap - tok, R), 0 }
-  end
-end
 
 -- A number read back from Redis. Arithmetic coercion accepts every form a
 -- score may take ("1.7e+15" on some servers), where gopher-lua's tonumber

@@ -1,10 +1,13 @@
 // Package redisstore implements core.Store on Redis, so that every
 // instance of a service shares one allowance per client.
 //
-// Each Take is a single EVALSHA of the script in package lua (falling back
-// to EVAL when Redis has lost the script, never inside MULTI). The script
-// reads Redis' own clock with TIME, so app servers with skewed clocks
-// agree; it decides every limit of the call with the exact integer
+// Each Take is a single EVALSHA of a script in package lua (falling back
+// to EVAL when Redis has lost it, and then loading every script again;
+// never inside MULTI): the lean script of its algorithm's family for one
+// limit without a penalty, the take script for several limits or a
+// penalty. Both read and write the same state format in the same keys.
+// The script reads Redis' own clock with TIME, so app servers with skewed
+// clocks agree; it decides every limit of the call with the exact integer
 // arithmetic of ALGORITHMS.md (the same as the memory store), and sets a
 // TTL on every key it writes, so idle keys disappear on their own.
 //

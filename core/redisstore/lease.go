@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/lua"
 )
@@ -28,7 +26,7 @@ const (
 // keys in lease mode.
 const leaseShards = 16
 
-var leaseScript = redis.NewScript(lua.Lease)
+var leaseScript = newScript(lua.Lease)
 
 // LeaseConfig configures lease mode (WithLeases). A zero field takes its
 // default.

@@ -4,15 +4,17 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // DefaultPipeline is the number of round trips to Redis a Store keeps in
 // flight before it queues Takes for a pipeline, unless WithPipelining says
-// otherwise.
-const DefaultPipeline = 4
+// otherwise. Two keep two Takes from waiting for each other and make the
+// pipelines under load long: in BENCHMARKS.md's runs it beat four at every
+// concurrency from 4 to 256 (decisions/s, p99, Redis and client CPU per
+// decision), and one made pairs of concurrent Takes wait.
+const DefaultPipeline = 2
 
 // maxPipeline bounds WithPipelining.
 const maxPipeline = 1 << 16
@@ -33,7 +35,7 @@ const maxBatch = 512
 // Each Take is still its own script call, atomic and decided on its own.
 // On a Cluster the pipeline is split by node (go-redis routes each EVALSHA
 // by its keys' slot). Takes that meet NOSCRIPT are sent again as EVAL,
-// which loads the script.
+// which loads their script, and then every script is loaded again.
 //
 // A Take whose context ends while it waits in the queue returns the
 // context's error at once and is never sent. One whose pipeline is already
@@ -51,8 +53,9 @@ func WithPipelining(inFlight int) Option {
 // first hands the queue to a goroutine that sends it as one pipeline,
 // then the next queue, until the queue is empty.
 type batcher struct {
-	client redis.UniversalClient
-	max    int
+	client  redis.UniversalClient
+	scripts *runner
+	max     int
 
 	mu    sync.Mutex
 	busy  int     // requests in flight (senders)
@@ -65,13 +68,13 @@ type batcher struct {
 
 // call is one queued Take.
 type call struct {
-	ctx   context.Context
-	keys  []string
-	args  []any
-	reply []int64
-	err   error
-	done  chan struct{}
-	state atomic.Int32 // callQueued, callSent, callAbandoned
+	ctx    context.Context
+	script *script
+	cmd    []any // EVALSHA of script
+	reply  any
+	err    error
+	done   chan struct{}
+	state  atomic.Int32 // callQueued, callSent, callAbandoned
 }
 
 const (
@@ -80,17 +83,17 @@ const (
 	callAbandoned
 )
 
-// do runs the take script with keys and args and returns its reply.
-func (b *batcher) do(ctx context.Context, keys []string, args []any) ([]int64, error) {
+// do runs cmd, an EVALSHA of s, and returns its reply.
+func (b *batcher) do(ctx context.Context, s *script, cmd []any) (any, error) {
 	b.mu.Lock()
 	if b.busy < b.max {
 		b.busy++
 		b.mu.Unlock()
-		reply, err := takeScript.Run(ctx, b.client, keys, args...).Int64Slice()
+		reply, err := b.scripts.run(ctx, s, cmd)
 		b.release()
 		return reply, err
 	}
-	c := &call{ctx: ctx, keys: keys, args: args, done: make(chan struct{})}
+	c := &call{ctx: ctx, script: s, cmd: cmd, done: make(chan struct{})}
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
 	select {
@@ -147,7 +150,7 @@ func (b *batcher) take() []*call {
 func (b *batcher) drain(batch []*call) {
 	for {
 		b.pipelined.Add(int64(len(batch)))
-		b.resent.Add(int64(send(b.client, batch)))
+		b.resent.Add(int64(b.send(batch)))
 		clear(batch)
 		b.mu.Lock()
 		if b.spare == nil && cap(batch) <= 4*maxBatch {
@@ -167,33 +170,15 @@ func (b *batcher) drain(batch []*call) {
 }
 
 // send runs every call of live in one pipeline, and those that met
-// NOSCRIPT again as EVAL in a second one; it returns how many were sent
-// twice.
-func send(client redis.UniversalClient, live []*call) (resent int) {
-	// The pipeline serves every call: it ends with the latest of their
-	// deadlines, or never when one of them has none.
-	ctx := context.Background()
-	if deadline, ok := live[0].ctx.Deadline(); ok {
-		for _, c := range live[1:] {
-			d, ok := c.ctx.Deadline()
-			if !ok {
-				deadline = time.Time{}
-				break
-			}
-			if d.After(deadline) {
-				deadline = d
-			}
-		}
-		if !deadline.IsZero() {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, deadline)
-			defer cancel()
-		}
-	}
+// NOSCRIPT again as EVAL in a second one, after which every script is
+// loaded again (runner.loadAll); it returns how many were sent twice.
+func (b *batcher) send(live []*call) (resent int) {
+	ctx, cancel := pipelineContext(live)
+	defer cancel()
 	cmds := make([]*redis.Cmd, len(live))
-	pipe := client.Pipeline()
+	pipe := b.client.Pipeline()
 	for i, c := range live {
-		cmds[i] = takeScript.EvalSha(ctx, pipe, c.keys, c.args...)
+		cmds[i] = pipe.Do(ctx, c.cmd...)
 	}
 	_, _ = pipe.Exec(ctx) // every command carries its own error
 	var lost []int
@@ -203,17 +188,41 @@ func send(client redis.UniversalClient, live []*call) (resent int) {
 		}
 	}
 	if len(lost) > 0 {
-		pipe = client.Pipeline()
+		pipe = b.client.Pipeline()
 		for _, i := range lost {
-			cmds[i] = takeScript.Eval(ctx, pipe, live[i].keys, live[i].args...)
+			c := live[i]
+			cmds[i] = pipe.Do(ctx, c.script.eval(c.cmd)...)
 		}
 		_, _ = pipe.Exec(ctx)
 	}
 	for i, c := range live {
-		c.reply, c.err = cmds[i].Int64Slice()
+		c.reply, c.err = cmds[i].Result()
 		close(c.done)
 	}
+	if len(lost) > 0 {
+		b.scripts.loadAll(ctx)
+	}
 	return len(lost)
+}
+
+// pipelineContext is the context of a pipeline that serves every call of
+// live: it ends with the latest of their deadlines, or never when one of
+// them has none.
+func pipelineContext(live []*call) (context.Context, context.CancelFunc) {
+	deadline, ok := live[0].ctx.Deadline()
+	if !ok {
+		return context.Background(), func() {}
+	}
+	for _, c := range live[1:] {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return context.Background(), func() {}
+		}
+		if d.After(deadline) {
+			deadline = d
+		}
+	}
+	return context.WithDeadline(context.Background(), deadline)
 }
 
 func isNoScript(err error) bool {

@@ -33,8 +33,6 @@ const maxPlainKey = 64
 // callers building limits on the fly cannot grow it without end.
 const maxCachedLimits = 1024
 
-var takeScript = redis.NewScript(lua.Take)
-
 // ErrInvalidPrefix is wrapped by the error New returns for a bad WithPrefix.
 var ErrInvalidPrefix = errors.New("redisstore: invalid key prefix")
 
@@ -58,8 +56,9 @@ type Store struct {
 	cache  sync.Map // core.Limit -> *prepared
 	cached atomic.Int32
 
-	deny  *denyCache   // nil: off
-	clock func() int64 // µs, monotonic; the deny cache's clock
+	scripts *runner      // runs the scripts, reloads them when lost
+	deny    *denyCache   // nil: off
+	clock   func() int64 // µs, monotonic; the deny cache's clock
 
 	cluster *clusterReload // nil unless client is a *redis.ClusterClient
 	health  *health        // the circuit breakers (WithBreaker)
@@ -77,9 +76,9 @@ type settings struct {
 	prefix   string
 	deny     int
 	pipeline int
+	clock    func() int64
 	failures int
 	cooldown time.Duration
-	clock    func() int64
 	load     func(context.Context, redis.Scripter) error // what a probe loads
 	lease    *LeaseConfig                                // nil: off (WithLeases)
 }
@@ -190,10 +189,10 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if err := checkLeases(s.lease); err != nil {
 		return nil, err
 	}
-	st := &Store{client: client, prefix: s.prefix, clock: s.clock}
+	st := &Store{client: client, prefix: s.prefix, clock: s.clock, scripts: &runner{client: client}}
 	var pipe func() *batcher
 	if s.pipeline > 0 {
-		pipe = func() *batcher { return &batcher{client: client, max: s.pipeline} }
+		pipe = func() *batcher { return &batcher{client: client, scripts: st.scripts, max: s.pipeline} }
 	}
 	st.health = newHealth(client, s.failures, s.cooldown, s.load, pipe)
 	st.lease = newLeases(st, s.lease) // lease.go; set before the subscription starts (it reads st.lease)
@@ -230,10 +229,12 @@ func checkPrefix(p string) error {
 // loadScripts loads the Store's scripts into c (every master, for a
 // Cluster client).
 func loadScripts(ctx context.Context, c redis.Scripter) error {
-	if err := takeScript.Load(ctx, c).Err(); err != nil {
-		return err
+	for _, sc := range allScripts {
+		if err := sc.Load(ctx, c).Err(); err != nil {
+			return err
+		}
 	}
-	return leaseScript.Load(ctx, c).Err()
+	return nil
 }
 
 // Ping checks that Redis answers the Store's client and accepts its
@@ -269,14 +270,22 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// prepared is a validated limit in the form the script takes.
+// prepared is a validated limit in the forms the scripts take.
 type prepared struct {
-	state string // ":" + Spec.ID(), appended to the tagged key
-	lock  string // state + ":x"
-	args  [lua.ArgsPerLimit]any
+	state string                // ":" + Spec.ID(), appended to the tagged key
+	lock  string                // state + ":x"
+	args  [lua.ArgsPerLimit]any // the take script's ARGV
 
-	alg     core.Algorithm
-	penalty int64 // µs
+	// lean is the limit's family, whose lean script serves a Take of this
+	// limit alone, with leanArgs after the cost; nil with a penalty, which
+	// only the take script knows.
+	lean     *family
+	leanArgs []any
+
+	spec     core.Spec
+	capacity int64
+	alg      core.Algorithm
+	penalty  int64 // µs
 }
 
 func (s *Store) prepare(l core.Limit) (*prepared, error) {
@@ -287,37 +296,29 @@ func (s *Store) prepare(l core.Limit) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	var code string
-	switch spec.Algorithm {
-	case core.GCRA:
-		code = lua.CodeGCRA
-	case core.LeakyBucket:
-		code = lua.CodeLeakyBucket
-	case core.TokenBucket:
-		code = lua.CodeTokenBucket
-	case core.FixedWindow:
-		code = lua.CodeFixedWindow
-	case core.SlidingWindow:
-		code = lua.CodeSlidingWindow
-	case core.SlidingLog:
-		code = lua.CodeSlidingLog
-	default:
+	f := families[spec.Algorithm]
+	if f == nil {
 		return nil, fmt.Errorf("%w %s: algorithm %q has no Redis script", core.ErrInvalidLimit, l, string(spec.Algorithm))
 	}
 	state := ":" + spec.ID()
 	p := &prepared{
-		state:   state,
-		lock:    state + ":x",
-		alg:     spec.Algorithm,
-		penalty: spec.Penalty,
+		state:    state,
+		lock:     state + ":x",
+		spec:     spec,
+		capacity: spec.Capacity(),
+		alg:      spec.Algorithm,
+		penalty:  spec.Penalty,
 		args: [lua.ArgsPerLimit]any{
-			code,
+			f.code,
 			strconv.FormatInt(spec.Rate, 10),
 			strconv.FormatInt(spec.Period, 10),
 			strconv.FormatInt(spec.Burst, 10),
 			strconv.FormatInt(spec.Interval, 10),
 			strconv.FormatInt(spec.Penalty, 10),
 		},
+	}
+	if spec.Penalty == 0 {
+		p.lean, p.leanArgs = f, leanArgs(f, &spec)
 	}
 	if s.cached.Load() < maxCachedLimits {
 		if _, loaded := s.cache.LoadOrStore(l, p); !loaded {
@@ -388,19 +389,19 @@ func (s *Store) check(key string, n int64, limits []core.Limit) error {
 // run sends one script call for a Take of n, or for a dry run of -n when n
 // is negative, and returns its Result and the first limit, prepared.
 func (s *Store) run(ctx context.Context, key string, n int64, limits []core.Limit) (core.Result, *prepared, error) {
-	keys, args, first, err := s.request(key, n, limits)
+	c, err := s.call(key, n, limits)
 	if err != nil {
 		return core.Result{}, nil, err
 	}
-	server := s.health.nodeFor(ctx, keys[0])
+	server := s.health.nodeFor(ctx, c.key)
 	if err := server.admit(ctx); err != nil {
 		return core.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
 	}
-	var reply []int64
+	var reply any
 	if server.pipe != nil {
-		reply, err = server.pipe.do(ctx, keys, args)
+		reply, err = server.pipe.do(ctx, c.script, c.cmd)
 	} else {
-		reply, err = takeScript.Run(ctx, s.client, keys, args...).Int64Slice()
+		reply, err = s.scripts.run(ctx, c.script, c.cmd)
 	}
 	server.report(ctx, err)
 	if err != nil {
@@ -409,14 +410,73 @@ func (s *Store) run(ctx context.Context, key string, n int64, limits []core.Limi
 		}
 		return core.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
 	}
-	r, err := decode(reply, len(limits))
-	return r, first, err
+	r, err := c.decode(reply, n)
+	return r, c.first, err
 }
 
-// request builds the script's KEYS and ARGV for one Take; first is the
+// scriptCall is one script call for a Take: the script, its command
+// (EVALSHA, the script's hash, KEYS and ARGV), and the prepared limits it
+// decodes the reply with.
+type scriptCall struct {
+	script *script
+	cmd    []any
+	key    string    // the first Redis key, whose slot picks the Cluster node
+	first  *prepared // the first limit
+	m      int       // the number of limits
+}
+
+// call builds the script call for a Take of n (negative: a dry run of -n):
+// the lean script of its family for one limit without a penalty, else the
+// take script.
+func (s *Store) call(key string, n int64, limits []core.Limit) (scriptCall, error) {
+	if len(limits) == 1 {
+		p, err := s.prepare(limits[0])
+		if err != nil {
+			return scriptCall{}, fmt.Errorf("redisstore: take: limit 0: %w", err)
+		}
+		if f := p.lean; f != nil {
+			k := s.redisKey(key, p.state)
+			cmd := append(f.script.command(1, 5+len(p.leanArgs)), k, costArg(n))
+			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1}, nil
+		}
+	}
+	keys, args, first, err := s.request(key, n, limits)
+	if err != nil {
+		return scriptCall{}, err
+	}
+	cmd := takeScript.command(len(keys), 3+len(keys)+len(args))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	return scriptCall{takeScript, append(cmd, args...), keys[0], first, len(limits)}, nil
+}
+
+// decode turns the reply of c into the Result of its Take of n.
+func (c *scriptCall) decode(reply any, n int64) (core.Result, error) {
+	if c.script != takeScript {
+		return decodeLean(c.first, n, reply)
+	}
+	v, err := int64s(reply)
+	if err != nil {
+		return core.Result{}, err
+	}
+	return decode(v, c.m)
+}
+
+// redisKey returns the Redis key of suffix (a prepared state or lock) for
+// key: the prefix, key's Cluster hash tag between braces, and suffix. Every
+// Redis key of a key is made here, all under one hash tag.
+func (s *Store) redisKey(key, suffix string) string {
+	if plainKey(key) {
+		return s.prefix + "{=" + key + "}" + suffix
+	}
+	return s.prefix + "{" + hashTag(key) + "}" + suffix
+}
+
+// request builds the take script's KEYS and ARGV for a Take; first is the
 // first limit, prepared.
 func (s *Store) request(key string, n int64, limits []core.Limit) (keys []string, args []any, first *prepared, err error) {
-	base := s.prefix + "{" + hashTag(key) + "}"
+	base := s.redisKey(key, "")
 	keys = make([]string, 0, lua.KeysPerLimit*len(limits))
 	args = make([]any, 1, 1+lua.ArgsPerLimit*len(limits))
 	args[0] = costArg(n)
@@ -434,7 +494,8 @@ func (s *Store) request(key string, n int64, limits []core.Limit) (keys []string
 	return keys, args, first, nil
 }
 
-// decode turns the script's reply into the Result of a Take over m limits.
+// decode turns the take script's reply into the Result of a Take over m
+// limits.
 func decode(reply []int64, m int) (core.Result, error) {
 	if len(reply) != lua.RepliesPerLimit*m {
 		return core.Result{}, fmt.Errorf("redisstore: take: script replied %d integers for %d limit(s), want %d",
@@ -455,18 +516,12 @@ func decode(reply []int64, m int) (core.Result, error) {
 	return core.Combine(per), nil
 }
 
-// costArg renders n for the script (negative: a dry run of -n). Every
-// limit's capacity is below lua.MaxCost, so a larger cost is sent as
-// lua.MaxCost: it is denied with RetryAfter core.InfDuration all the same,
-// and no arithmetic overflows.
-func costArg(n int64) string {
-	switch {
-	case n > lua.MaxCost:
-		n = lua.MaxCost
-	case n < -lua.MaxCost:
-		n = -lua.MaxCost
-	}
-	return strconv.FormatInt(n, 10)
+// costArg is n for the scripts (negative: a dry run of -n). Every limit's
+// capacity is below lua.MaxCost, so a larger cost is sent as lua.MaxCost:
+// it is denied with RetryAfter core.InfDuration all the same, and no
+// arithmetic overflows.
+func costArg(n int64) int64 {
+	return max(-lua.MaxCost, min(n, lua.MaxCost))
 }
 
 func retryDuration(us int64) time.Duration {

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/lua"
+)
+
+// scriptCase is one command measured by -scriptcost: a script of package
+// lua run on one key (of 1000) with the allow path's arguments, by EVALSHA
+// or, for the lean scripts, also as a Redis Function (FCALL).
+type scriptCase struct {
+	name string
+	stat string // the command whose usec_per_call is read: evalsha or fcall
+	cmd  func(key string) []any
+}
+
+// leanScripts are the lean scripts with the allow path's ARGV after the
+// cost (see sluiceLimit and allowQuota).
+var leanScripts = []struct {
+	name, src string
+	args      []any
+}{
+	{"tat", lua.TAT, []any{1_000_000, 100_000}},
+	{"token", lua.Token, []any{10, 1_000_000, 1_000_000}},
+	{"fixed", lua.Fixed, []any{500_000, 3_600_000_000}},
+	{"sliding", lua.Sliding, []any{500_000, 3_600_000_000}},
+	{"log", lua.Log, []any{100_000, 3_600_000_000}},
+}
+
+// functionLibrary is the lean scripts as one Redis Functions library: each
+// body becomes a function of KEYS and ARGV, and the globals it calls are
+// captured as upvalues on first use (they are not there while the library
+// loads), as a library made for speed would do.
+func functionLibrary() string {
+	var b strings.Builder
+	b.WriteString("#!lua name=sluicebench\nlocal rcall, rnum, rfmt, rmatch, rfmod\n")
+	repl := strings.NewReplacer("redis.call(", "rcall(", "tonumber(", "rnum(", "string.format(", "rfmt(",
+		"string.match(", "rmatch(", "math.fmod", "rfmod")
+	for _, s := range leanScripts {
+		fmt.Fprintf(&b, "redis.register_function('%s', function(KEYS, ARGV)\n", s.name)
+		b.WriteString("if not rcall then rcall, rnum, rfmt, rmatch, rfmod = redis.call, tonumber, string.format, string.match, math.fmod end\n")
+		b.WriteString(repl.Replace(s.src))
+		b.WriteString("\nend)\n")
+	}
+	return b.String()
+}
+
+// scriptCases loads every script and the function library on c and returns
+// the cases: "return 1", the take script on one GCRA limit, and each lean
+// script by EVALSHA and by FCALL.
+func scriptCases(ctx context.Context, c *redis.Client) ([]scriptCase, error) {
+	load := func(src string) (string, error) { return c.ScriptLoad(ctx, src).Result() }
+	one, err := load("return 1")
+	if err != nil {
+		return nil, err
+	}
+	take, err := load(lua.Take)
+	if err != nil {
+		return nil, err
+	}
+	cases := []scriptCase{
+		{"return 1", "evalsha", func(k string) []any { return []any{"evalsha", one, 1, k} }},
+		{"take (gcra)", "evalsha", func(k string) []any {
+			return []any{"evalsha", take, 2, k, k + ":x", 1, lua.CodeGCRA, 10, 1_000_000, 1_000_000, 100_000, 0}
+		}},
+	}
+	if err := c.FunctionLoadReplace(ctx, functionLibrary()).Err(); err != nil {
+		return nil, fmt.Errorf("FUNCTION LOAD: %w", err)
+	}
+	for _, s := range leanScripts {
+		sha, err := load(s.src)
+		if err != nil {
+			return nil, err
+		}
+		cases = append(cases,
+			scriptCase{s.name, "evalsha", func(k string) []any { return append([]any{"evalsha", sha, 1, k, 1}, s.args...) }},
+			scriptCase{s.name + " fcall", "fcall", func(k string) []any { return append([]any{"fcall", s.name, 1, k, 1}, s.args...) }})
+	}
+	return cases, nil
+}
+
+// runScriptCost measures the Redis time per call of every case (INFO
+// commandstats usec_per_call): calls commands in pipelines of 16 from 8
+// connections, on 1000 keys of a flushed server, the cases interleaved
+// rounds times; it prints each case's median.
+func runScriptCost(ctx context.Context, addr string, rounds, calls int) error {
+	admin := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
+	defer admin.Close()
+	cases, err := scriptCases(ctx, admin)
+	if err != nil {
+		return err
+	}
+	keys := makeKeys(1000)
+	got := make([][]float64, len(cases))
+	for range rounds {
+		for i, c := range cases {
+			us, err := scriptCost(ctx, admin, addr, c, keys, calls)
+			if err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			got[i] = append(got[i], us)
+		}
+	}
+	fmt.Printf("\n== Redis time per script call (INFO commandstats usec_per_call), median of %d rounds of %d calls ==\n", rounds, calls)
+	for i, c := range cases {
+		sort.Float64s(got[i])
+		fmt.Printf("%-16s %6.2fµs   (rounds: %s)\n", c.name, got[i][(len(got[i])-1)/2], fmtFloats(got[i]))
+	}
+	return nil
+}
+
+func scriptCost(ctx context.Context, admin *redis.Client, addr string, c scriptCase, keys []string, calls int) (float64, error) {
+	if err := admin.FlushAll(ctx).Err(); err != nil {
+		return 0, err
+	}
+	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+		return 0, err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
+	defer rdb.Close()
+	const conns, depth = 8, 16
+	errs := make([]error, conns)
+	var wg sync.WaitGroup
+	for w := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w * depth; i < calls; i += conns * depth {
+				p := rdb.Pipeline()
+				for j := i; j < i+depth; j++ {
+					p.Do(ctx, c.cmd(keys[j%len(keys)])...)
+				}
+				if _, err := p.Exec(ctx); err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return 0, err
+		}
+	}
+	st, err := snapshot(ctx, admin)
+	if err != nil {
+		return 0, err
+	}
+	if st.calls[c.stat] == 0 {
+		return 0, fmt.Errorf("no %s calls counted", c.stat)
+	}
+	return float64(st.usec[c.stat]) / float64(st.calls[c.stat]), nil
+}
+
+func fmtFloats(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(s, " ")
+}

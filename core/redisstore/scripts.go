@@ -1,0 +1,333 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/lua"
+)
+
+// The Store's scripts (package lua). The take script serves every Take;
+// a lean script per algorithm family serves a Take of one limit without a
+// penalty, the common call, with only the keys, arguments and reply that
+// its algorithm needs. Both read and write the same state in the same key,
+// so a limit may be charged by either.
+var (
+	takeScript    = newScript(lua.Take)
+	tatScript     = newScript(lua.TAT)
+	tokenScript   = newScript(lua.Token)
+	fixedScript   = newScript(lua.Fixed)
+	slidingScript = newScript(lua.Sliding)
+	logScript     = newScript(lua.Log)
+)
+
+// allScripts is every script, loaded together.
+var allScripts = [...]*script{takeScript, tatScript, tokenScript, fixedScript, slidingScript, logScript, leaseScript}
+
+// script is a Lua script and the heads of the commands that run it, boxed
+// once: a Take builds its whole command in one slice (see command).
+type script struct {
+	*redis.Script
+	sha, src any
+}
+
+func newScript(src string) *script {
+	s := redis.NewScript(src)
+	return &script{Script: s, sha: s.Hash(), src: src}
+}
+
+// command returns the start of an EVALSHA of s with numKeys keys, room
+// for size arguments in all.
+func (s *script) command(numKeys, size int) []any {
+	cmd := make([]any, 3, size)
+	cmd[0], cmd[1], cmd[2] = "evalsha", s.sha, numKeys
+	return cmd
+}
+
+// eval returns cmd, an EVALSHA of s, as an EVAL, which loads s.
+func (s *script) eval(cmd []any) []any {
+	e := append([]any(nil), cmd...)
+	e[0], e[1] = "eval", s.src
+	return e
+}
+
+// family is how the Redis store runs an algorithm: its code in the take
+// script's ARGV, and its lean script with that script's ARGV after the cost
+// and the decoding of its reply (see the decoders below).
+type family struct {
+	code    string
+	script  *script
+	args    func(s *core.Spec) []int64
+	decode  func(p *prepared, n int64, v [3]int64) core.Result
+	replies int // integers in the lean script's reply, at most 3
+}
+
+// families maps every algorithm to its scripts: the one place that does.
+var families = map[core.Algorithm]*family{
+	core.GCRA:          {lua.CodeGCRA, tatScript, tatArgs, decodeGCRA, 1},
+	core.LeakyBucket:   {lua.CodeLeakyBucket, tatScript, tatArgs, decodeLeaky, 1},
+	core.TokenBucket:   {lua.CodeTokenBucket, tokenScript, tokenArgs, decodeToken, 1},
+	core.FixedWindow:   {lua.CodeFixedWindow, fixedScript, windowArgs, decodeFixed, 2},
+	core.SlidingWindow: {lua.CodeSlidingWindow, slidingScript, windowArgs, decodeSliding, 3},
+	core.SlidingLog:    {lua.CodeSlidingLog, logScript, windowArgs, decodeLog, 3},
+}
+
+func tatArgs(s *core.Spec) []int64    { return []int64{s.Capacity(), s.Interval} }
+func tokenArgs(s *core.Spec) []int64  { return []int64{s.Rate, s.Period, s.Burst} }
+func windowArgs(s *core.Spec) []int64 { return []int64{s.Rate, s.Period} }
+
+// The lean scripts reply with the state after the call and the verdict in
+// the sign of their first integer: x >= 0 when allowed, ^x (-x-1) when
+// denied. The decoders below derive the figures with ALGORITHMS.md's
+// arithmetic; n is the cost decided (a dry run's too), p's spec has every
+// size below 2^53, so no product of figures up to n's capacity overflows.
+
+// verdict splits a lean reply's first integer.
+func verdict(x int64) (allowed bool, v int64) {
+	if x < 0 {
+		return false, ^x
+	}
+	return true, x
+}
+
+func decodeGCRA(p *prepared, n int64, v [3]int64) core.Result { return tatResult(p, n, v[0], false) }
+
+func decodeLeaky(p *prepared, n int64, v [3]int64) core.Result { return tatResult(p, n, v[0], true) }
+
+// tatResult: the reply is used = tat - now after the call (allowed), or
+// before it (denied).
+func tatResult(p *prepared, n, x int64, leaky bool) core.Result {
+	lim, T := p.capacity, p.spec.Interval
+	tol := lim * T
+	ok, used := verdict(x)
+	r := core.Result{Allowed: ok, Limit: lim, ResetAfter: micros(used)}
+	if tol > used {
+		r.Remaining = (tol - used) / T
+	}
+	switch {
+	case ok && leaky && n > 0:
+		r.Delay = micros(used - T)
+	case !ok && n > lim:
+		r.RetryAfter = core.InfDuration
+	case !ok:
+		r.RetryAfter = micros(used + n*T - tol)
+	}
+	return r
+}
+
+// decodeToken: the reply is tok, the tokens scaled by P after the call
+// (allowed) or refilled to now (denied).
+func decodeToken(p *prepared, n int64, v [3]int64) core.Result {
+	R, P, B := p.spec.Rate, p.spec.Period, p.spec.Burst
+	ok, tok := verdict(v[0])
+	r := core.Result{Allowed: ok, Limit: B, Remaining: tok / P, ResetAfter: micros(ceilDiv(B*P-tok, R))}
+	switch {
+	case !ok && n > B:
+		r.RetryAfter = core.InfDuration
+	case !ok:
+		r.RetryAfter = micros(ceilDiv(n*P-tok, R))
+	}
+	return r
+}
+
+// decodeFixed: the reply is the window's count c after the call (allowed)
+// or before it (denied), and left = end - now.
+func decodeFixed(p *prepared, n int64, v [3]int64) core.Result {
+	R := p.spec.Rate
+	ok, c := verdict(v[0])
+	left := micros(v[1])
+	r := core.Result{Allowed: ok, Limit: R, Remaining: R - c}
+	if c > 0 {
+		r.ResetAfter = left
+	}
+	switch {
+	case !ok && n > R:
+		r.RetryAfter = core.InfDuration
+	case !ok:
+		r.RetryAfter = left
+	}
+	return r
+}
+
+// decodeSliding: the reply is the current window's count c after the call
+// (allowed) or before it (denied), the previous window's p, and e, how far
+// now is into the current window.
+func decodeSliding(p *prepared, n int64, v [3]int64) core.Result {
+	R, P := p.spec.Rate, p.spec.Period
+	ok, c := verdict(v[0])
+	prev, e := v[1], v[2]
+	r := core.Result{Allowed: ok, Limit: R}
+	if rem := R*P - prev*(P-e) - c*P; rem > 0 {
+		r.Remaining = rem / P
+	}
+	switch {
+	case c > 0:
+		r.ResetAfter = micros(2*P - e)
+	case prev > 0:
+		r.ResetAfter = micros(P - e)
+	}
+	switch {
+	case !ok && n > R:
+		r.RetryAfter = core.InfDuration
+	case !ok:
+		r.RetryAfter = micros(slidingRetry(R, P, c, prev, e, n))
+	}
+	return r
+}
+
+// slidingRetry is ALGORITHMS.md's retry of a denied cost n <= R: later in
+// this window if the previous one's weight can fade enough, else in the
+// next one.
+func slidingRetry(R, P, c, prev, e, n int64) int64 {
+	if R-c-n >= 0 && prev > 0 {
+		if e1 := P - (R-c-n)*P/prev; e1 < P {
+			return e1 - e
+		}
+	}
+	var e2 int64
+	if c > 0 {
+		e2 = max(0, P-(R-n)*P/c)
+	}
+	return (P - e) + e2
+}
+
+// decodeLog: the reply is the count c of live entries after the call
+// (allowed) or before it (denied), reset, and the retry of a denied cost up
+// to R, all computed by the script from the log.
+func decodeLog(p *prepared, n int64, v [3]int64) core.Result {
+	R := p.spec.Rate
+	ok, c := verdict(v[0])
+	r := core.Result{Allowed: ok, Limit: R, Remaining: R - c, ResetAfter: micros(v[1])}
+	switch {
+	case !ok && n > R:
+		r.RetryAfter = core.InfDuration
+	case !ok:
+		r.RetryAfter = micros(v[2])
+	}
+	return r
+}
+
+// ceilDiv is ceil(a/b) for a >= 0, b > 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// decodeLean turns a lean script's reply into the Result of a Take of n
+// (negative: a dry run of -n) on the one limit p.
+func decodeLean(p *prepared, n int64, reply any) (core.Result, error) {
+	var v [3]int64
+	k := 0
+	switch r := reply.(type) {
+	case int64:
+		v[0], k = r, 1
+	case []any:
+		for ; k < len(r) && k < len(v); k++ {
+			x, ok := r[k].(int64)
+			if !ok {
+				return core.Result{}, fmt.Errorf("redisstore: take: script reply holds %T, want integers", r[k])
+			}
+			v[k] = x
+		}
+		k = len(r)
+	}
+	if k != p.lean.replies {
+		return core.Result{}, fmt.Errorf("redisstore: take: script replied %T of %d integers, want %d", reply, k, p.lean.replies)
+	}
+	return p.lean.decode(p, abs(n), v), nil
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+// int64s returns the integers of the take script's reply.
+func int64s(reply any) ([]int64, error) {
+	r, ok := reply.([]any)
+	if !ok {
+		return nil, fmt.Errorf("redisstore: take: script replied %T, want an array", reply)
+	}
+	v := make([]int64, len(r))
+	for i, x := range r {
+		if v[i], ok = x.(int64); !ok {
+			return nil, fmt.Errorf("redisstore: take: script reply holds %T, want integers", x)
+		}
+	}
+	return v, nil
+}
+
+// leanArgs renders a lean script's ARGV after the cost, once per limit.
+func leanArgs(f *family, s *core.Spec) []any {
+	var out []any
+	for _, x := range f.args(s) {
+		out = append(out, x)
+	}
+	return out
+}
+
+// runner runs scripts by EVALSHA, and by EVAL when Redis has lost one.
+type runner struct {
+	client  redis.UniversalClient
+	loading atomic.Bool // a reload is under way
+}
+
+// run runs cmd, an EVALSHA of s (see script.command), and returns its
+// reply. A script that Redis has lost (NOSCRIPT) is sent again as EVAL,
+// which loads it, and every other script is loaded again too (reload).
+func (r *runner) run(ctx context.Context, s *script, cmd []any) (any, error) {
+	v, err := r.client.Do(ctx, cmd...).Result()
+	if isNoScript(err) {
+		v, err = r.reload(ctx, s, cmd)
+	}
+	return v, err
+}
+
+// reload runs cmd, an EVALSHA of s that met NOSCRIPT, as an EVAL and loads
+// every other script: whatever lost one (a restart, a failover, SCRIPT
+// FLUSH) lost them all, and each would otherwise cost a Take its own
+// NOSCRIPT round trip. A single server gets the loads and the EVAL in one
+// pipeline; a Cluster or Ring client sends the EVAL, then every SCRIPT LOAD
+// to all of its nodes. One reload runs at a time (the others only EVAL);
+// the loads' errors are left for the next EVALSHA to meet.
+func (r *runner) reload(ctx context.Context, s *script, cmd []any) (any, error) {
+	if !r.loading.CompareAndSwap(false, true) {
+		return r.client.Do(ctx, s.eval(cmd)...).Result()
+	}
+	defer r.loading.Store(false)
+	if c, ok := r.client.(*redis.Client); ok {
+		var eval *redis.Cmd
+		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			loadOthers(ctx, p, s)
+			eval = p.Do(ctx, s.eval(cmd)...)
+			return nil
+		})
+		return eval.Result()
+	}
+	v, err := r.client.Do(ctx, s.eval(cmd)...).Result()
+	if err == nil {
+		loadOthers(ctx, r.client, nil) // s too: the EVAL loaded it on one node
+	}
+	return v, err
+}
+
+// loadAll loads every script, unless a reload is under way: the pipelines
+// of Takes that met NOSCRIPT send them again as EVAL themselves.
+func (r *runner) loadAll(ctx context.Context) {
+	if r.loading.CompareAndSwap(false, true) {
+		loadOthers(ctx, r.client, nil)
+		r.loading.Store(false)
+	}
+}
+
+// loadOthers sends SCRIPT LOAD for every script but s.
+func loadOthers(ctx context.Context, c redis.Scripter, s *script) {
+	for _, o := range allScripts {
+		if o != s && o.Load(ctx, c).Err() != nil {
+			return
+		}
+	}
+}

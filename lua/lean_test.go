@@ -1,0 +1,45 @@
+package lua_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/lua"
+)
+
+// Guards on the lean scripts' source, as TestTakeSourceRules on take's.
+func TestLeanSourceRules(t *testing.T) {
+	for name, src := range map[string]string{"tat": lua.TAT, "token": lua.Token, "fixed": lua.Fixed, "sliding": lua.Sliding, "log": lua.Log} {
+		for _, part := range []string{"-- KEYS[1]", "-- ARGV", "-- Reply"} {
+			if !strings.Contains(src, part) {
+				t.Errorf("%s: header without %q", name, part)
+			}
+		}
+		code := regexp.MustCompile(`(?m)--.*$`).ReplaceAllString(src, "")
+		for _, bad := range []struct{ token, why string }{
+			{"//", "Lua 5.3 integer division: Redis runs Lua 5.1"},
+			{"math.floor", "inexact on large operands; use fmod"},
+			{"'EXPIRE'", "use PX / PEXPIRE in milliseconds"},
+			{"tostring(", "writes 1.8e+15; pass numbers to redis.call or use '%d'"},
+			{"..", "concatenating a number writes 1.8e+15; use string.format('%d')"},
+			{"function", "no closures built on every call"},
+			{"KEYS[2]", "one key"},
+		} {
+			if strings.Contains(code, bad.token) {
+				t.Errorf("%s uses %s: %s", name, bad.token, bad.why)
+			}
+		}
+		if n := strings.Count(code, "redis.call('TIME')"); n != 1 {
+			t.Errorf("%s reads TIME %d times, want once", name, n)
+		}
+		for _, line := range strings.Split(code, "\n") {
+			if strings.Contains(line, "call('SET'") && !strings.Contains(line, "'PX'") {
+				t.Errorf("%s: SET without PX: %s", name, strings.TrimSpace(line))
+			}
+		}
+		if z, p := strings.Index(code, "call('ZADD'"), strings.Index(code, "call('PEXPIRE'"); z >= 0 && p < z {
+			t.Errorf("%s: ZADD not followed by PEXPIRE", name)
+		}
+	}
+}
