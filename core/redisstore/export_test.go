@@ -12,7 +12,7 @@ import (
 // WithTestClock makes the deny cache read now instead of the monotonic
 // clock, for tests whose Redis clock is under their control (miniredis).
 func WithTestClock(now func() time.Time) Option {
-	return func(s *settings) { s.clock = func() int64 { return now().UnixMicro() } }
+	return optionFunc(func(s *settings) { s.clock = func() int64 { return now().UnixMicro() } })
 }
 
 // WaitListening waits until s's deny cache may answer (its listener has
@@ -60,7 +60,7 @@ func BreakerState(s *Store, key string, limit Limit) string {
 // WithScriptLoader replaces what a probe loads, for tests that hold a probe
 // in its loading phase.
 func WithScriptLoader(load func(context.Context) error) Option {
-	return func(s *settings) { s.load = func(ctx context.Context, _ redis.Scripter) error { return load(ctx) } }
+	return optionFunc(func(s *settings) { s.load = func(ctx context.Context, _ redis.Scripter) error { return load(ctx) } })
 }
 
 // Limit is core.Limit, for BreakerState's callers.

@@ -48,7 +48,7 @@ const probeTimeout = time.Second
 // DefaultBreakerCooldown; failures must be 0 to 2^30 and cooldown, when
 // failures > 0, 1ms to 1h.
 func WithBreaker(failures int, cooldown time.Duration) Option {
-	return func(s *settings) { s.failures, s.cooldown = failures, cooldown }
+	return optionFunc(func(s *settings) { s.failures, s.cooldown = failures, cooldown })
 }
 
 func checkBreaker(failures int, cooldown time.Duration) error {

@@ -120,7 +120,7 @@ type LeaseConfig struct {
 // spending the units it held, at most S per key, for at most a TTL; when it
 // subscribes again it drops every lease. Close gives back every lease.
 func WithLeases(cfg LeaseConfig) Option {
-	return func(s *settings) { c := cfg; s.lease = &c }
+	return optionFunc(func(s *settings) { c := cfg; s.lease = &c })
 }
 
 // checkLeases applies the defaults to c and reports a bad field.

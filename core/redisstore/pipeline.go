@@ -45,7 +45,7 @@ const maxBatch = 512
 // ContextTimeoutEnabled; without, go-redis' ReadTimeout applies).
 // inFlight must be 0 to 65536.
 func WithPipelining(inFlight int) Option {
-	return func(s *settings) { s.pipeline = inFlight }
+	return optionFunc(func(s *settings) { s.pipeline = inFlight })
 }
 
 // batcher shares round trips between concurrent Takes. Up to max requests

@@ -70,7 +70,12 @@ type Store struct {
 }
 
 // Option configures a Store.
-type Option func(*settings)
+type Option interface{ apply(*settings) }
+
+// optionFunc adapts a function to Option.
+type optionFunc func(*settings)
+
+func (f optionFunc) apply(s *settings) { f(s) }
 
 type settings struct {
 	prefix   string
@@ -88,7 +93,7 @@ type settings struct {
 // one Redis. It must be 1 to MaxPrefixLen bytes without braces (they would
 // choose the Cluster slot) or control characters; New reports a bad one.
 func WithPrefix(prefix string) Option {
-	return func(s *settings) { s.prefix = prefix }
+	return optionFunc(func(s *settings) { s.prefix = prefix })
 }
 
 // WithDenyCache sets how many recent denials the Store remembers in
@@ -129,38 +134,26 @@ func WithPrefix(prefix string) Option {
 // ended slot of its set, else replaces one of its live entries. A lookup
 // allocates nothing. size must be 0 to 16,777,216.
 func WithDenyCache(size int) Option {
-	return func(s *settings) { s.deny = size }
+	return optionFunc(func(s *settings) { s.deny = size })
 }
 
 // New returns a Store that keeps its state in client, which may be a
 // *redis.Client, a *redis.ClusterClient, a *redis.Ring or a failover
 // client. Redis 7.0 or later is required. New does not wait for Redis
-// (with the deny cache on, it starts subscribing in the background): the
-// script is loaded on first use, and again whenever Redis has lost it
-// (restart, failover, SCRIPT FLUSH, a new Cluster node).
+// (with the deny cache or lease mode on, it starts subscribing in the
+// background): the scripts are loaded on first use, and again whenever
+// Redis has lost them (restart, failover, SCRIPT FLUSH, a new Cluster
+// node). Call Ping to check, at start-up, that Redis accepts the client's
+// settings. A nil client (typed or not) is an error.
 //
-// Client options matter for two failure modes of Redis (the Store never
-// retries by itself):
+// The client's options decide how the Store behaves when Redis fails (it
+// never retries by itself): make it with UniversalOptions or ParseURL,
+// which turn go-redis' retries off (a re-sent script call may charge a
+// request twice), let the context's deadline (the Limiter's per-decision
+// timeout) bound every wait, and make a refused connection fail at once;
+// see UniversalOptions for each setting. For example:
 //
-//   - ContextTimeoutEnabled: true makes the context's deadline bound the
-//     wait for Redis. Without it go-redis waits for its ReadTimeout (3 s by
-//     default) whatever the context says, so a per-decision deadline (the
-//     Limiter's) does not hold when Redis is slow.
-//   - MaxRetries: -1 stops go-redis from re-sending a Take whose reply timed
-//     out or whose connection broke (MaxRetries is 3 by default). The first
-//     attempt may have run on the server, so a re-sent Take may charge the
-//     request twice. A retry is not sent once the context is done, so with
-//     ContextTimeoutEnabled and a deadline below ReadTimeout timeouts are
-//     not retried either; broken connections still are. Keep retries only
-//     if an occasional double charge during Redis trouble is acceptable.
-//
-// For example:
-//
-//	client := redis.NewClient(&redis.Options{
-//		Addr:                  "localhost:6379",
-//		MaxRetries:            -1,
-//		ContextTimeoutEnabled: true,
-//	})
+//	client := redis.NewUniversalClient(redisstore.UniversalOptions("localhost:6379"))
 //	store, err := redisstore.New(client)
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if v := reflect.ValueOf(client); client == nil || (v.Kind() == reflect.Pointer || v.Kind() == reflect.Map ||
@@ -171,7 +164,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		failures: DefaultBreakerFailures, cooldown: DefaultBreakerCooldown, load: loadScripts}
 	for _, o := range opts {
 		if o != nil {
-			o(&s)
+			o.apply(&s)
 		}
 	}
 	if err := checkPrefix(s.prefix); err != nil {
