@@ -26,8 +26,8 @@ type options struct {
 	plans *map[string][]Limit
 }
 
-// MaxNameLength bounds the length of a Limiter's name.
-const MaxNameLength = 128
+// maxNameLength bounds the length of a Limiter's or a plan's name.
+const maxNameLength = 128
 
 // WithName names the Limiter. The name namespaces its store keys, so that
 // two limiters on one store (say, two routes both limited per IP with the
@@ -35,7 +35,7 @@ const MaxNameLength = 128
 // and is reported to observers. Limiters with the same name and limits on
 // the same store share state, which is how several instances of a service
 // enforce one limit together: keep names stable across deployments. The
-// name must be 1 to MaxNameLength printable ASCII characters.
+// name must be 1 to 128 printable ASCII characters.
 //
 // Without a name, the Limiter uses the empty namespace (and the policy name
 // "default"): unnamed limiters with identical limits on one store share
@@ -51,10 +51,10 @@ func WithName(name string) Option {
 }
 
 // checkName reports a name (of a Limiter or a plan) that is not 1 to
-// MaxNameLength printable ASCII characters.
+// maxNameLength printable ASCII characters.
 func checkName(what, name string) error {
-	if name == "" || len(name) > MaxNameLength {
-		return fmt.Errorf("%w: %s must be 1 to %d characters, got %d", ErrInvalidOption, what, MaxNameLength, len(name))
+	if name == "" || len(name) > maxNameLength {
+		return fmt.Errorf("%w: %s must be 1 to %d characters, got %d", ErrInvalidOption, what, maxNameLength, len(name))
 	}
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; c < 0x20 || c > 0x7e {

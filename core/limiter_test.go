@@ -148,7 +148,7 @@ func TestNewRejectsBadArguments(t *testing.T) {
 
 	bad := map[string]Option{
 		"empty name":          WithName(""),
-		"long name":           WithName(strings.Repeat("a", MaxNameLength+1)),
+		"long name":           WithName(strings.Repeat("a", maxNameLength+1)),
 		"control in name":     WithName("a\nb"),
 		"non-ASCII name":      WithName("café"),
 		"negative cost":       WithCost(-1),

@@ -11,8 +11,8 @@ import (
 	"unicode/utf8"
 )
 
-// MaxLimitStringLength bounds the length of the string ParseLimit accepts.
-const MaxLimitStringLength = 256
+// maxLimitStringLength bounds the length of the string ParseLimit accepts.
+const maxLimitStringLength = 256
 
 // ParseError is the error ParseLimit returns. It wraps ErrInvalidLimit:
 // test with errors.Is(err, ErrInvalidLimit). When the string is well formed
@@ -75,13 +75,13 @@ func (e *ParseError) Unwrap() error { return e.Err }
 // Errors are *ParseError values wrapping ErrInvalidLimit that quote the
 // input and say what is wrong, for example
 // `sluice: limit "10/x": unknown period unit "x"`. Strings longer than
-// MaxLimitStringLength bytes are rejected.
+// 256 bytes are rejected.
 //
 // ParseLimit is the inverse of Limit.String: for every valid Limit l,
 // ParseLimit(l.String()) returns l. It is safe for concurrent use.
 func ParseLimit(s string) (Limit, error) {
-	if len(s) > MaxLimitStringLength {
-		return Limit{}, &ParseError{Input: s, Msg: fmt.Sprintf("too long: %d bytes, at most %d", len(s), MaxLimitStringLength), Err: ErrInvalidLimit}
+	if len(s) > maxLimitStringLength {
+		return Limit{}, &ParseError{Input: s, Msg: fmt.Sprintf("too long: %d bytes, at most %d", len(s), maxLimitStringLength), Err: ErrInvalidLimit}
 	}
 	p := limitParser{in: s}
 	l, err := p.parse()

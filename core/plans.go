@@ -19,7 +19,7 @@ type planConfigs map[string]*limiterConfig
 //
 // Every plan's limits are validated by New; an invalid one is reported
 // with the plan's name and the limit's index. Plan names must be 1 to
-// MaxNameLength printable ASCII characters. SetPlans replaces the plans
+// 128 printable ASCII characters. SetPlans replaces the plans
 // while the Limiter serves.
 //
 // Each plan is enforced like a Limiter's own limits: the headers describe
