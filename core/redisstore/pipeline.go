@@ -110,17 +110,25 @@ func (b *batcher) do(ctx context.Context, s *script, cmd []any) (any, error) {
 // new goroutine (so that the caller returns now), which keeps this slot.
 func (b *batcher) release() {
 	b.mu.Lock()
+	batch := b.next()
+	b.mu.Unlock()
+	if batch != nil {
+		go b.drain(batch)
+	}
+}
+
+// next returns the next batch to send, or nil, having given up the
+// caller's slot, when nothing is queued; b.mu is held.
+func (b *batcher) next() []*call {
 	var batch []*call
 	if len(b.queue) > 0 {
 		batch = b.take()
 	}
 	if len(batch) == 0 {
 		b.busy--
-		b.mu.Unlock()
-		return
+		return nil
 	}
-	b.mu.Unlock()
-	go b.drain(batch)
+	return batch
 }
 
 // take removes up to maxBatch calls from the queue and returns those
@@ -148,7 +156,7 @@ func (b *batcher) take() []*call {
 }
 
 func (b *batcher) drain(batch []*call) {
-	for {
+	for batch != nil {
 		b.pipelined.Add(int64(len(batch)))
 		b.resent.Add(int64(b.send(batch)))
 		clear(batch)
@@ -156,15 +164,7 @@ func (b *batcher) drain(batch []*call) {
 		if b.spare == nil && cap(batch) <= 4*maxBatch {
 			b.spare = batch[:0]
 		}
-		batch = nil
-		if len(b.queue) > 0 {
-			batch = b.take()
-		}
-		if len(batch) == 0 {
-			b.busy--
-			b.mu.Unlock()
-			return
-		}
+		batch = b.next()
 		b.mu.Unlock()
 	}
 }
