@@ -1,6 +1,10 @@
 package core
 
-import "math"
+import (
+	"math"
+
+	"github.com/sluicehq/sluice/internal/arith"
+)
 
 // This file holds the memory store's arithmetic: one function per
 // algorithm, transcribing ALGORITHMS.md with int64 microseconds. Every
@@ -284,7 +288,7 @@ func evalSlidingWindow(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 		o.next = windowState{window: w, count: c, prev: prev}.words()
 		o.expires = (w + 2) * p
 	default:
-		o.retry = slidingWindowRetry(r, p, e, c, prev, n)
+		o.retry = arith.SlidingWindowRetry(r, p, e, c, prev, n)
 	}
 	if left := r*p - prev*(p-e) - c*p; left > 0 {
 		o.remain = left / p
@@ -295,23 +299,6 @@ func evalSlidingWindow(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	case prev > 0:
 		o.reset = p - e
 	}
-}
-
-// slidingWindowRetry is the wait of a denied SlidingWindow request (n ≤ R):
-// the first instant later in this window at which the weighted previous
-// count has decayed enough, else the first one in the next window, where
-// the current count becomes the previous one.
-func slidingWindowRetry(r, p, e, c, prev, n int64) int64 {
-	if r-c-n >= 0 && prev > 0 {
-		if e1 := p - (r-c-n)*p/prev; e1 < p {
-			return e1 - e
-		}
-	}
-	var e2 int64
-	if c > 0 {
-		e2 = max(0, p-(r-n)*p/c)
-	}
-	return (p - e) + e2
 }
 
 func evalSlidingLog(o *outcome, sp *algSpec, st *memoryState, now, n int64) {

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/arith"
 	"github.com/sluicehq/sluice/lua"
 )
 
@@ -174,25 +175,9 @@ func decodeSliding(p *prepared, n int64, v [3]int64) core.Result {
 	case !ok && n > R:
 		r.RetryAfter = core.InfDuration
 	case !ok:
-		r.RetryAfter = micros(slidingRetry(R, P, c, prev, e, n))
+		r.RetryAfter = micros(arith.SlidingWindowRetry(R, P, e, c, prev, n))
 	}
 	return r
-}
-
-// slidingRetry is ALGORITHMS.md's retry of a denied cost n <= R: later in
-// this window if the previous one's weight can fade enough, else in the
-// next one.
-func slidingRetry(R, P, c, prev, e, n int64) int64 {
-	if R-c-n >= 0 && prev > 0 {
-		if e1 := P - (R-c-n)*P/prev; e1 < P {
-			return e1 - e
-		}
-	}
-	var e2 int64
-	if c > 0 {
-		e2 = max(0, P-(R-n)*P/c)
-	}
-	return (P - e) + e2
 }
 
 // decodeLog: the reply is the count c of live entries after the call
