@@ -1,11 +1,17 @@
 -- sluice fixed: one FixedWindow limit without a penalty, with the
--- arithmetic of ALGORITHMS.md. State: "<w>:<c>", as in take.lua.
+-- arithmetic of ALGORITHMS.md. State: a hash from the window's index to
+-- its count, expiring after the window's end, as in take.lua; a field of
+-- an earlier window counts for nothing and goes at the next window's
+-- first charge.
 --
 -- KEYS[1]  state key
 -- ARGV     n (the cost; -n decides n and writes nothing), R, P (µs)
--- Reply    {c, left}: c the window's count after the call when allowed
---          (charged when n > 0), else -c - 1; left = end - now in µs.
---          A cost beyond R is denied by the same test.
+-- Reply    with c the window's count after the call when allowed (charged
+--          when n > 0), else before it, and left = end - now in µs
+--          (1..P): when (R + 1)·P <= 2^53, one integer, c·P + left - 1
+--          when allowed, else -(c·P + left); otherwise {c, left} when
+--          allowed, else {-c - 1, left}. A cost beyond R is denied by the
+--          same test.
 
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
@@ -16,16 +22,22 @@ local key = KEYS[1]
 local e = math.fmod(now, P)
 local win = (now - e) / P
 local left = P - e
-local c = 0
-local v = redis.call('GET', key)
-if v then
-  local x, y = string.match(v, '^(%d+):(%d+)$')
-  if x and tonumber(x) == win then c = tonumber(y) end
+local c = tonumber(redis.call('HGET', key, win)) or 0
+local ok = c + k <= R
+if ok then
+  c = c + k
+  if n > 0 and c == n then -- the window's first charge
+    redis.call('DEL', key)
+    redis.call('HSET', key, win, c)
+    local ms = left + 999 -- PEXPIRE ceil(left / 1000); left >= 1
+    redis.call('PEXPIRE', key, (ms - math.fmod(ms, 1000)) / 1000)
+  elseif n > 0 then
+    redis.call('HINCRBY', key, win, n)
+  end
 end
-if c + k > R then return { -c - 1, left } end
-c = c + k
-if n > 0 then
-  local ms = left + 999 -- PX ceil(left / 1000); left >= 1
-  redis.call('SET', key, string.format('%d:%d', win, c), 'PX', (ms - math.fmod(ms, 1000)) / 1000)
+if (R + 1) * P > 9007199254740992 then
+  if ok then return { c, left } end
+  return { -c - 1, left }
 end
-return { c, left }
+if ok then return c * P + left - 1 end
+return -(c * P + left)

@@ -38,8 +38,10 @@ func TestLeanSourceRules(t *testing.T) {
 				t.Errorf("%s: SET without PX: %s", name, strings.TrimSpace(line))
 			}
 		}
-		if z, p := strings.Index(code, "call('ZADD'"), strings.Index(code, "call('PEXPIRE'"); z >= 0 && p < z {
-			t.Errorf("%s: ZADD not followed by PEXPIRE", name)
+		for _, write := range []string{"call('ZADD'", "call('HSET'"} {
+			if z, p := strings.Index(code, write), strings.LastIndex(code, "call('PEXPIRE'"); z >= 0 && p < z {
+				t.Errorf("%s: %s) not followed by PEXPIRE", name, write)
+			}
 		}
 	}
 }

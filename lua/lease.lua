@@ -49,7 +49,8 @@ local function px(ttl)
 end
 
 local s1, s2, s3
-local v = call('GET', key)
+local v = nil
+if a ~= 'f' then v = call('GET', key) end -- fixed_window keeps a hash
 if v then
   local x, y, z = string.match(v, '^(%d+):?(%d*):?(%d*)$')
   s1, s2, s3 = tonumber(x), tonumber(y), tonumber(z)
@@ -121,11 +122,12 @@ local function token()
 end
 
 -- fixed_window: a return only counts in the window it was granted in.
+-- The state is a hash from the window's index to its count (fixed.lua).
 local function fixed()
   local win = fdiv(now, P)
   local left = (win + 1) * P - now
-  local c = 0
-  if s1 == win and s2 and not s3 then c = s2 end
+  local c = tonumber(call('HGET', key, str(win))) or 0
+  local fresh = c == 0
   local dirty = false
   if ret > 0 and rwin == win and c > 0 then
     c, dirty = c - ret, true
@@ -142,7 +144,15 @@ local function fixed()
     c = c + g
   end
   if dirty then
-    if c > 0 then call('SET', key, str(win) .. ':' .. str(c), 'PX', px(left)) else call('DEL', key) end
+    if c == 0 then
+      call('DEL', key)
+    elseif fresh then -- the window's first charge: drop older windows
+      call('DEL', key)
+      call('HSET', key, str(win), str(c))
+      call('PEXPIRE', key, px(left))
+    else
+      call('HSET', key, str(win), str(c))
+    end
   end
   local reset = 0
   if c > 0 then reset = left end

@@ -5,7 +5,8 @@
 -- which reads and writes the same states.
 --
 -- KEYS, per limit i = 1..m:
---   KEYS[2i-1]  state key            (string; a sorted set for sliding_log)
+--   KEYS[2i-1]  state key            (string; a hash for fixed_window, a
+--                                     sorted set for sliding_log)
 --   KEYS[2i]    penalty lock key     (state key .. ":x"; read only when L > 0)
 -- ARGV:
 --   ARGV[1]     n, the cost (0 peeks; the caller clamps it to 2^53); -n
@@ -74,7 +75,7 @@ for i = 1, m do
     B = tonumber(ARGV[j + 3]), T = tonumber(ARGV[j + 4]), L = tonumber(ARGV[j + 5]),
     key = KEYS[2 * i - 1], lock = KEYS[2 * i],
   }
-  if l.a ~= 'l' then
+  if l.a ~= 'l' and l.a ~= 'f' then
     reads[#reads + 1] = l.key
     l.si = #reads
   end
@@ -107,6 +108,10 @@ for i = 1, m do
         l.c = call('ZCOUNT', l.key, '(' .. str(now - l.P), '+inf')
       end
     end
+  elseif l.a == 'f' then
+    -- a hash from the window's index to its count (see fixed.lua)
+    l.win = fdiv(now, l.P)
+    l.c = tonumber(call('HGET', l.key, str(l.win))) or 0
   else
     local v = vals[l.si]
     if v then
@@ -167,16 +172,14 @@ end
 
 local function fixed(l, cost)
   local R, P = l.R, l.P
-  local win = fdiv(now, P)
-  local left = (win + 1) * P - now
-  local c = 0
-  if l.s1 == win and l.s2 and not l.s3 then c = l.s2 end
+  local left = (l.win + 1) * P - now
+  local c = l.c
   local ok, retry, w = 0, 0, nil
   if cost > R then
     retry = INF
   elseif c + cost <= R then
     ok, c = 1, c + cost
-    w = { str(win) .. ':' .. str(c), px(left) }
+    w = { str(c), px(left) }
   else
     retry = left
   end
@@ -306,6 +309,14 @@ if n > 0 then
           left = left - batch
         end
         call('PEXPIRE', l.key, px(w + l.P - now))
+      elseif l.a == 'f' then
+        if l.c == 0 then -- the window's first charge: drop older windows
+          call('DEL', l.key)
+          call('HSET', l.key, str(l.win), w[1])
+          call('PEXPIRE', l.key, w[2])
+        else
+          call('HSET', l.key, str(l.win), w[1])
+        end
       else
         call('SET', l.key, w[1], 'PX', w[2])
       end

@@ -35,6 +35,7 @@ var diffPool = []core.Limit{
 	{Algorithm: core.FixedWindow, Rate: 5, Period: 2 * time.Second},
 	{Algorithm: core.FixedWindow, Rate: 3, Period: time.Second, Penalty: 3 * time.Second},
 	{Algorithm: core.FixedWindow, Rate: 1 << 52, Period: 7 * time.Microsecond},
+	{Algorithm: core.FixedWindow, Rate: 10_000_000, Period: 720 * time.Hour}, // (R+1)·P > 2^53: fixed.lua's two-integer reply
 	{Algorithm: core.SlidingWindow, Rate: 6, Period: 2 * time.Second},
 	{Algorithm: core.SlidingWindow, Rate: 3, Period: 700 * time.Millisecond, Penalty: time.Second},
 	{Algorithm: core.SlidingWindow, Rate: 500_000_000, Period: 3_000_001 * time.Microsecond}, // R·P ≈ 1.5e15

@@ -22,7 +22,8 @@
 // Keys have the form
 //
 //	<prefix>{<tag>}:<limit id>        state (a string; a sorted set for sliding_log)
-//	<prefix>{<tag>}:<limit id>:x      penalty lock (only while one holds)
+//	<prefix>{<tag>}:<limit id>:h      state of a fixed_window (a hash: window → count)
+//	<prefix>{<tag>}:<state>:x         penalty lock (only while one holds)
 //
 // where prefix is "sluice:" unless WithPrefix says otherwise; tag is "=" +
 // the key when the key is 1 to 64 bytes of [A-Za-z0-9._:@/-], and "#" + 32
@@ -30,7 +31,7 @@
 // (algorithm, rate, period, burst and penalty in µs). The key a
 // core.Limiter passes is "<len(name)>:<name>:<client key>", so the client
 // "alice" of a Limiter named "api" under a 100/m GCRA limit is
-// sluice:{=3:api:alice}:g:100:60000000:100:0. The braces make every key of
+// sluice:{=3:api:alice}:g100/60000000b100p0. The braces make every key of
 // one Take hash to one Redis Cluster slot (no CROSSSLOT), user content can
 // never pick the slot or break out of the tag, and no Redis key grows past
 // about 220 bytes however long the user key. Resets are announced on the

@@ -48,7 +48,7 @@ func ExampleStore_Take() {
 	// allowed=true binding=0 hourly remaining=99
 	// allowed=true binding=0 hourly remaining=98
 	// allowed=false binding=0 hourly remaining=98
-	// sluice:{=user:42}:f100/3600000000b0p0 46m40s
+	// sluice:{=user:42}:f100/3600000000b0p0:h 46m40s
 	// sluice:{=user:42}:t2/1000000b2p0 1s
 }
 

@@ -64,7 +64,7 @@ func (l *leases) newLease(lk leaseKey) *lease {
 	least := min(l.cfg.MinUnits, most)
 	now := l.st.clock()
 	return &lease{
-		rkey: l.st.prefix + "{" + hashTag(lk.key) + "}:" + spec.ID(),
+		rkey: l.st.redisKey(lk.key, stateSuffix(&spec)),
 		args: [5]string{codes[spec.Algorithm], strconv.FormatInt(spec.Rate, 10), strconv.FormatInt(spec.Period, 10),
 			strconv.FormatInt(spec.Burst, 10), strconv.FormatInt(spec.Interval, 10)},
 		window: spec.Algorithm == core.FixedWindow || spec.Algorithm == core.SlidingWindow,

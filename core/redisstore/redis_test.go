@@ -255,7 +255,8 @@ func TestRedisCallsPerTake(t *testing.T) {
 		{core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Minute}, calls{"get": 1, "set": 1}, calls{"get": 1}, 1, 1},
 		{core.Limit{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Minute}, calls{"get": 1, "set": 1}, calls{"get": 1}, 2, 1},
 		{core.Limit{Algorithm: core.TokenBucket, Rate: 1, Period: time.Minute}, calls{"get": 1, "set": 1}, calls{"get": 1}, 1, 1},
-		{core.Limit{Algorithm: core.FixedWindow, Rate: 1, Period: time.Minute}, calls{"get": 1, "set": 1}, calls{"get": 1}, 1, 1},
+		// a window's first charge sets up its hash (DEL drops earlier windows); see below for the next ones.
+		{core.Limit{Algorithm: core.FixedWindow, Rate: 1, Period: time.Minute}, calls{"hget": 1, "del": 1, "hset": 1, "pexpire": 1}, calls{"hget": 1}, 1, 1},
 		{core.Limit{Algorithm: core.SlidingWindow, Rate: 1, Period: time.Minute}, calls{"mget": 1, "set": 1}, calls{"mget": 1}, 1, 1},
 		// first take: ZRANGE only (empty key); the denial: ZRANGE, ZCOUNT and ZRANGEBYSCORE for the retry.
 		{core.Limit{Algorithm: core.SlidingLog, Rate: 1, Period: time.Minute}, calls{"zrange": 1, "zadd": 1, "pexpire": 1}, calls{"zrange": 1, "zcount": 1, "zrangebyscore": 1}, 1, 1},
@@ -289,11 +290,22 @@ func TestRedisCallsPerTake(t *testing.T) {
 		}
 	}
 
-	// Six limits, one of each algorithm: still one EVALSHA, one TIME, one MGET.
+	// A fixed window's later charges in the same window: HGET and HINCRBY.
+	hour := core.Limit{Algorithm: core.FixedWindow, Rate: 5, Period: time.Hour}
+	takeOK(t, s, "fixed", 1, hour)
+	resetStats(t, client)
+	takeOK(t, s, "fixed", 1, hour)
+	if got, want := commandStats(t, client), (calls{"evalsha": 1, "time": 1, "hget": 1, "hincrby": 1}); fmt.Sprint(got) != fmt.Sprint(want) &&
+		fmt.Sprint(got) != fmt.Sprint(calls{"evalsha": 1, "time": 1, "hget": 1, "del": 1, "hset": 1, "pexpire": 1}) { // the hour turned
+		t.Errorf("fixed window, second charge: commands %v, want %v", got, want)
+	}
+
+	// Six limits, one of each algorithm: still one EVALSHA, one TIME, one
+	// MGET (the fixed window's hash is read with HGET).
 	resetStats(t, client)
 	takeOK(t, s, "all", 1, allAlgorithms()...)
 	got := commandStats(t, client)
-	want := map[string]int{"evalsha": 1, "time": 1, "mget": 1, "set": 5, "zrange": 1, "zadd": 1, "pexpire": 1}
+	want := map[string]int{"evalsha": 1, "time": 1, "mget": 1, "set": 4, "hget": 1, "del": 1, "hset": 1, "zrange": 1, "zadd": 1, "pexpire": 2}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("six limits: commands %v, want %v", got, want)
 	}
@@ -353,7 +365,7 @@ func TestRedisLargeCalls(t *testing.T) {
 
 	many := make([]core.Limit, 700) // 1400 string keys to read, with penalties
 	for i := range many {
-		many[i] = core.Limit{Algorithm: core.FixedWindow, Rate: int64(i + 2), Period: time.Hour, Penalty: time.Minute}
+		many[i] = core.Limit{Algorithm: core.GCRA, Rate: int64(i + 2), Period: time.Hour, Penalty: time.Minute}
 	}
 	r := takeOK(t, s, key, 1, many...)
 	if !r.Allowed || len(r.PerLimit) != 700 || r.Binding != 0 || r.Remaining != 1 {

@@ -65,16 +65,19 @@ type family struct {
 	args    func(s *core.Spec) []int64
 	decode  func(p *prepared, n int64, v [3]int64) core.Result
 	replies int // integers in the lean script's reply, at most 3
+	// unpack, when not nil, turns a reply of one integer into the
+	// replies integers decode takes (fixed.lua packs its two when exact).
+	unpack func(p *prepared, x int64) [3]int64
 }
 
 // families maps every algorithm to its scripts: the one place that does.
 var families = map[core.Algorithm]*family{
-	core.GCRA:          {lua.CodeGCRA, tatScript, tatArgs, decodeGCRA, 1},
-	core.LeakyBucket:   {lua.CodeLeakyBucket, tatScript, tatArgs, decodeLeaky, 1},
-	core.TokenBucket:   {lua.CodeTokenBucket, tokenScript, tokenArgs, decodeToken, 1},
-	core.FixedWindow:   {lua.CodeFixedWindow, fixedScript, windowArgs, decodeFixed, 2},
-	core.SlidingWindow: {lua.CodeSlidingWindow, slidingScript, windowArgs, decodeSliding, 3},
-	core.SlidingLog:    {lua.CodeSlidingLog, logScript, windowArgs, decodeLog, 3},
+	core.GCRA:          {lua.CodeGCRA, tatScript, tatArgs, decodeGCRA, 1, nil},
+	core.LeakyBucket:   {lua.CodeLeakyBucket, tatScript, tatArgs, decodeLeaky, 1, nil},
+	core.TokenBucket:   {lua.CodeTokenBucket, tokenScript, tokenArgs, decodeToken, 1, nil},
+	core.FixedWindow:   {lua.CodeFixedWindow, fixedScript, windowArgs, decodeFixed, 2, unpackFixed},
+	core.SlidingWindow: {lua.CodeSlidingWindow, slidingScript, windowArgs, decodeSliding, 3, nil},
+	core.SlidingLog:    {lua.CodeSlidingLog, logScript, windowArgs, decodeLog, 3, nil},
 }
 
 func tatArgs(s *core.Spec) []int64    { return []int64{s.Capacity(), s.Interval} }
@@ -133,6 +136,17 @@ func decodeToken(p *prepared, n int64, v [3]int64) core.Result {
 		r.RetryAfter = micros(ceilDiv(n*P-tok, R))
 	}
 	return r
+}
+
+// unpackFixed splits fixed.lua's reply of one integer, c·P + left - 1
+// when allowed or -(c·P + left) when denied, into {c or ^c, left}.
+func unpackFixed(p *prepared, x int64) [3]int64 {
+	P := p.spec.Period
+	if x >= 0 {
+		return [3]int64{x / P, x%P + 1}
+	}
+	y := -x - 1
+	return [3]int64{^(y / P), y%P + 1}
 }
 
 // decodeFixed: the reply is the window's count c after the call (allowed)
@@ -207,6 +221,9 @@ func decodeLean(p *prepared, n int64, reply any) (core.Result, error) {
 	switch r := reply.(type) {
 	case int64:
 		v[0], k = r, 1
+		if f := p.lean; f.unpack != nil {
+			v, k = f.unpack(p, r), f.replies
+		}
 	case []any:
 		for ; k < len(r) && k < len(v); k++ {
 			x, ok := r[k].(int64)

@@ -265,7 +265,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // prepared is a validated limit in the forms the scripts take.
 type prepared struct {
-	state string                // ":" + Spec.ID(), appended to the tagged key
+	state string                // stateSuffix, appended to the tagged key
 	lock  string                // state + ":x"
 	args  [lua.ArgsPerLimit]any // the take script's ARGV
 
@@ -293,7 +293,7 @@ func (s *Store) prepare(l core.Limit) (*prepared, error) {
 	if f == nil {
 		return nil, fmt.Errorf("%w %s: algorithm %q has no Redis script", core.ErrInvalidLimit, l, string(spec.Algorithm))
 	}
-	state := ":" + spec.ID()
+	state := stateSuffix(&spec)
 	p := &prepared{
 		state:    state,
 		lock:     state + ":x",
@@ -454,6 +454,19 @@ func (c *scriptCall) decode(reply any, n int64) (core.Result, error) {
 		return core.Result{}, err
 	}
 	return decode(v, c.m)
+}
+
+// stateSuffix is what follows the hash tag in the Redis key of a limit's
+// state: ":" + Spec.ID(), and ":h" after it for a fixed window, whose state
+// is a hash (a window's index → its count) since the string "<w>:<c>" of
+// earlier versions; the mark keeps the two layouts in different keys, so a
+// process of an earlier version running beside this one never meets a key
+// of the wrong type.
+func stateSuffix(s *core.Spec) string {
+	if s.Algorithm == core.FixedWindow {
+		return ":" + s.ID() + ":h"
+	}
+	return ":" + s.ID()
 }
 
 // redisKey returns the Redis key of suffix (a prepared state or lock) for
