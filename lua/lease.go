@@ -9,9 +9,10 @@ import _ "embed" // for the script
 // charged as Take would charge them. See lease.lua for its KEYS, ARGV and
 // reply. It leases gcra, token_bucket, fixed_window and sliding_window
 // limits without a penalty; it refuses other algorithms.
-//
+var Lease = lib + lease
+
 //go:embed lease.lua
-var Lease string
+var lease string
 
 // The shape of the lease script's arguments and reply.
 const (

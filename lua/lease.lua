@@ -20,11 +20,7 @@
 --   window index (windows; else 0), us until that window ends (windows;
 --   else 0)
 --
--- Every quantity is an integer below 2^53; divisions go through fmod and
--- numbers reach Redis through string.format('%.0f'), as in take.lua.
-
-local call, tonumber, format, fmod = redis.call, tonumber, string.format, math.fmod
-local INF = -1
+-- It runs after lib.lua (str, fdiv, cdiv, px, STATE, slidingRetry).
 
 if #KEYS ~= 1 or #ARGV ~= 9 then
   return redis.error_reply('ERR sluice lease: want 1 key and 9 arguments')
@@ -36,23 +32,11 @@ local key, a = KEYS[1], ARGV[1]
 local R, P, B, T = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local n, want, ret, rwin = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 
-local function str(x) return format('%.0f', x) end
-local function fdiv(x, y) return (x - fmod(x, y)) / y end
-local function cdiv(x, y)
-  local r = fmod(x, y)
-  if r == 0 then return x / y end
-  return (x - r) / y + 1
-end
-local function px(ttl)
-  if ttl <= 1000 then return '1' end
-  return str(cdiv(ttl, 1000))
-end
-
 local s1, s2, s3
 local v = nil
 if a ~= 'f' then v = call('GET', key) end -- fixed_window keeps a hash
 if v then
-  local x, y, z = string.match(v, '^(%d+):?(%d*):?(%d*)$')
+  local x, y, z = string.match(v, STATE)
   s1, s2, s3 = tonumber(x), tonumber(y), tonumber(z)
 end
 
@@ -183,19 +167,7 @@ local function sliding()
   if n > R then
     retry = INF
   elseif n > 0 and rem() < n then
-    retry = nil
-    if R - c - n >= 0 and p > 0 then
-      local e1 = P - fdiv((R - c - n) * P, p)
-      if e1 < P then retry = e1 - e end
-    end
-    if not retry then
-      local e2 = 0
-      if c > 0 then
-        e2 = P - fdiv((R - n) * P, c)
-        if e2 < 0 then e2 = 0 end
-      end
-      retry = (P - e) + e2
-    end
+    retry = slidingRetry(R, P, c, p, e, n)
   elseif n > 0 then
     g, dirty = want, true
     if g > rem() then g = rem() end

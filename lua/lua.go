@@ -5,9 +5,16 @@ import _ "embed" // for the scripts
 // Take is the source of the general take script: any number of limits,
 // penalties included. See the package documentation for its KEYS, ARGV and
 // reply.
+var Take = lib + take
+
+// lib holds the helpers the take and lease scripts share; each script's
+// source is lib followed by its own text.
 //
+//go:embed lib.lua
+var lib string
+
 //go:embed take.lua
-var Take string
+var take string
 
 // The lean scripts: one limit without a penalty, of one algorithm family
 // each. Each one's header gives its KEYS, ARGV and reply.

@@ -22,12 +22,7 @@
 -- Reply, per limit i, six integers from index 6i-5:
 --   allowed (0/1), limit, remaining, retry us (-1: never), reset us, delay us
 --
--- Every quantity is an integer below 2^53, so doubles hold it exactly.
--- Divisions use fmod, which is exact, and numbers reach Redis through
--- string.format('%.0f') (tostring would write 1.8e+15).
-
-local call, tonumber, format, fmod = redis.call, tonumber, string.format, math.fmod
-local INF = -1
+-- It runs after lib.lua (str, fdiv, cdiv, px, STATE, slidingRetry).
 
 if #KEYS % 2 ~= 0 or #ARGV ~= 1 + 3 * #KEYS then
   return redis.error_reply('ERR sluice: want 2 keys and 6 arguments per limit')
@@ -38,26 +33,6 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local n = tonumber(ARGV[1])
 local write = n > 0
 if n < 0 then n = -n end
-
-local function str(x) return format('%.0f', x) end
-
--- floor(a/b) and ceil(a/b) for integers a >= 0, b > 0: a - fmod(a, b) is
--- an exact multiple of b, so the division is exact too.
-local function fdiv(a, b) return (a - fmod(a, b)) / b end
-local function cdiv(a, b)
-  local r = fmod(a, b)
-  if r == 0 then return a / b end
-  return (a - r) / b + 1
-end
-
--- PX argument for a lifetime of ttl us: ceil(ttl/1000) ms, at least 1.
-local function px(ttl)
-  if ttl <= 1000 then return '1' end
-  return str(cdiv(ttl, 1000))
-end
-
--- A state string: up to three integers separated by colons.
-local STATE = '^(%d+):?(%d*):?(%d*)$'
 
 -- A number read back from Redis. Arithmetic coercion accepts every form a
 -- score may take ("1.7e+15" on some servers), where gopher-lua's tonumber
@@ -204,19 +179,7 @@ local function sliding(l, cost)
     ok, c = 1, c + cost
     w = { str(win) .. ':' .. str(c) .. ':' .. str(p), px(2 * P - e) }
   else
-    retry = nil
-    if R - c - cost >= 0 and p > 0 then
-      local e1 = P - fdiv((R - c - cost) * P, p)
-      if e1 < P then retry = e1 - e end
-    end
-    if not retry then
-      local e2 = 0
-      if c > 0 then
-        e2 = P - fdiv((R - cost) * P, c)
-        if e2 < 0 then e2 = 0 end
-      end
-      retry = (P - e) + e2
-    end
+    retry = slidingRetry(R, P, c, p, e, cost)
   end
   local rem = R * P - pw - c * P
   if rem > 0 then rem = fdiv(rem, P) else rem = 0 end

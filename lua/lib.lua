@@ -1,0 +1,46 @@
+-- sluice lib: the helpers take.lua and lease.lua share. Package lua puts
+-- this text before each of them, so that each script Redis runs is still
+-- one self-contained program.
+--
+-- Every quantity is an integer below 2^53, so doubles hold it exactly.
+-- Divisions use fmod, which is exact, and numbers reach Redis through
+-- string.format('%.0f') (tostring would write 1.8e+15).
+
+local call, tonumber, format, fmod = redis.call, tonumber, string.format, math.fmod
+local INF = -1 -- the retry figure of a cost that can never pass
+
+local function str(x) return format('%.0f', x) end
+
+-- floor(a/b) and ceil(a/b) for integers a >= 0, b > 0: a - fmod(a, b) is
+-- an exact multiple of b, so the division is exact too.
+local function fdiv(a, b) return (a - fmod(a, b)) / b end
+local function cdiv(a, b)
+  local r = fmod(a, b)
+  if r == 0 then return a / b end
+  return (a - r) / b + 1
+end
+
+-- PX argument for a lifetime of ttl us: ceil(ttl/1000) ms, at least 1.
+local function px(ttl)
+  if ttl <= 1000 then return '1' end
+  return str(cdiv(ttl, 1000))
+end
+
+-- A state string: up to three integers separated by colons.
+local STATE = '^(%d+):?(%d*):?(%d*)$'
+
+-- slidingRetry is how long until a cost of n fits a sliding window of R
+-- per P whose current window, e us in, holds c and the previous one p
+-- (ALGORITHMS.md, SlidingWindow; n <= R).
+local function slidingRetry(R, P, c, p, e, n)
+  if R - c - n >= 0 and p > 0 then
+    local e1 = P - fdiv((R - c - n) * P, p)
+    if e1 < P then return e1 - e end
+  end
+  local e2 = 0
+  if c > 0 then
+    e2 = P - fdiv((R - n) * P, c)
+    if e2 < 0 then e2 = 0 end
+  end
+  return (P - e) + e2
+end
