@@ -20,7 +20,7 @@
 --   window index (windows; else 0), us until that window ends (windows;
 --   else 0)
 --
--- It runs after lib.lua (str, fdiv, cdiv, px, STATE, slidingRetry).
+-- It runs after lib.lua (str, fdiv, cdiv, px, STATE, slidingRetry, tokens).
 
 if #KEYS ~= 1 or #ARGV ~= 9 then
   return redis.error_reply('ERR sluice lease: want 1 key and 9 arguments')
@@ -74,14 +74,7 @@ end
 -- token_bucket: tokens scaled by P, refilled to now first, as take.lua.
 local function token()
   local cap = B * P
-  local tok, ts = s1, s2
-  if not (tok and ts and not s3) or tok > cap then tok, ts = cap, now end
-  local need = cap - tok
-  if need > 0 then
-    local elapsed = now - ts
-    if elapsed < 0 then elapsed = 0 end
-    if elapsed >= cdiv(need, R) then tok = cap else tok = tok + R * elapsed end
-  end
+  local tok = tokens(R, P, B, s1, s2, s3, now)
   local dirty = ret > 0 and tok < cap
   tok = tok + ret * P
   if tok > cap then tok = cap end

@@ -44,3 +44,19 @@ local function slidingRetry(R, P, c, p, e, n)
   end
   return (P - e) + e2
 end
+
+-- tokens is a token bucket's tokens, scaled by P, at now, from its state
+-- "<tok>:<ts>" read as s1, s2, s3 (ALGORITHMS.md, TokenBucket): no state,
+-- or one that does not parse, is a full bucket.
+local function tokens(R, P, B, s1, s2, s3, now)
+  local cap = B * P
+  local tok, ts = s1, s2
+  if not (tok and ts and not s3) or tok > cap then return cap end
+  local need = cap - tok
+  if need > 0 then
+    local elapsed = now - ts
+    if elapsed < 0 then elapsed = 0 end
+    if elapsed >= cdiv(need, R) then tok = cap else tok = tok + R * elapsed end
+  end
+  return tok
+end

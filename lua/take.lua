@@ -22,7 +22,7 @@
 -- Reply, per limit i, six integers from index 6i-5:
 --   allowed (0/1), limit, remaining, retry us (-1: never), reset us, delay us
 --
--- It runs after lib.lua (str, fdiv, cdiv, px, STATE, slidingRetry).
+-- It runs after lib.lua (str, fdiv, cdiv, px, STATE, slidingRetry, tokens).
 
 if #KEYS % 2 ~= 0 or #ARGV ~= 1 + 3 * #KEYS then
   return redis.error_reply('ERR sluice: want 2 keys and 6 arguments per limit')
@@ -125,14 +125,7 @@ end
 local function token(l, cost)
   local R, P, B = l.R, l.P, l.B
   local cap = B * P
-  local tok, ts = l.s1, l.s2
-  if not (tok and ts and not l.s3) or tok > cap then tok, ts = cap, now end
-  local need = cap - tok
-  if need > 0 then
-    local elapsed = now - ts
-    if elapsed < 0 then elapsed = 0 end
-    if elapsed >= cdiv(need, R) then tok = cap else tok = tok + R * elapsed end
-  end
+  local tok = tokens(R, P, B, l.s1, l.s2, l.s3, now)
   local ok, retry, w = 0, 0, nil
   if cost > B then
     retry = INF
