@@ -18,6 +18,7 @@ type Config[F any] struct {
 // onRefuse is the Option OnRefuse returns.
 type onRefuse[F any] struct{ f F }
 
+//lint:ignore U1000 called through Option[F] in Apply; staticcheck misses methods of generic types that implement generic interfaces (dominikh/go-tools#1440)
 func (o onRefuse[F]) apply(c *Config[F]) { c.OnRefuse = o.f }
 
 // OnRefuse returns the Option that sets Config.OnRefuse to f.
