@@ -68,8 +68,9 @@ func adapterCases() ([]adapterCase, error) {
 	}, nil
 }
 
-// resetWriter is a reusable ResponseWriter: headers and status are cleared
-// before each request, so neither side pays for a new recorder.
+// resetWriter is a reusable ResponseWriter that keeps headers and the
+// status only, so no request pays for a new recorder: benchHandler clears
+// both before each request, httprateWorker the status.
 type resetWriter struct {
 	h    http.Header
 	code int

@@ -214,7 +214,7 @@ func ululeDecide(l *limiter.Limiter) func() decideFunc {
 // the response headers too), with a request and writer per goroutine.
 func httprateWorker(rl *httprate.RateLimiter) func() decideFunc {
 	return func() decideFunc {
-		w := &headerWriter{h: make(http.Header, 8)}
+		w := &resetWriter{h: make(http.Header, 8)}
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		return func(ctx context.Context, key string) (bool, error) {
 			w.code = 0
@@ -226,16 +226,6 @@ func httprateWorker(rl *httprate.RateLimiter) func() decideFunc {
 		}
 	}
 }
-
-// headerWriter is a ResponseWriter that keeps headers and the status only.
-type headerWriter struct {
-	h    http.Header
-	code int
-}
-
-func (w *headerWriter) Header() http.Header         { return w.h }
-func (w *headerWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (w *headerWriter) WriteHeader(code int)        { w.code = code }
 
 // xRateMap is the usual way to use x/time/rate per key: one Limiter per key
 // in a sync.Map, created on first use.

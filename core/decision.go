@@ -22,17 +22,9 @@ const (
 	Refuse
 )
 
-func (a Action) String() string {
-	switch a {
-	case Serve:
-		return "serve"
-	case Hold:
-		return "hold"
-	case Refuse:
-		return "refuse"
-	}
-	return "action(" + strconv.Itoa(int(a)) + ")"
-}
+var actionNames = [...]string{Serve: "serve", Hold: "hold", Refuse: "refuse"}
+
+func (a Action) String() string { return enumString(actionNames[:], "action", uint8(a)) }
 
 // Outcome is why a Decision was made. The string values are stable and
 // suitable as metric labels.
@@ -91,11 +83,15 @@ var outcomeNames = [...]string{
 	OutcomeCanceled:     "canceled",
 }
 
-func (o Outcome) String() string {
-	if int(o) < len(outcomeNames) {
-		return outcomeNames[o]
+func (o Outcome) String() string { return enumString(outcomeNames[:], "outcome", uint8(o)) }
+
+// enumString is the String of core's enumerations: names[v], or "typ(v)"
+// for a value without a name.
+func enumString(names []string, typ string, v uint8) string {
+	if int(v) < len(names) {
+		return names[v]
 	}
-	return "outcome(" + strconv.Itoa(int(o)) + ")"
+	return typ + "(" + strconv.Itoa(int(v)) + ")"
 }
 
 // Response is a complete HTTP response that an adapter writes instead of

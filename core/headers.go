@@ -43,18 +43,10 @@ const (
 	HeadersNone
 )
 
+var headerStyleNames = [...]string{HeadersLegacy: "legacy", HeadersIETF: "ietf", HeadersBoth: "both", HeadersNone: "none"}
+
 func (s HeaderStyle) String() string {
-	switch s {
-	case HeadersLegacy:
-		return "legacy"
-	case HeadersIETF:
-		return "ietf"
-	case HeadersBoth:
-		return "both"
-	case HeadersNone:
-		return "none"
-	}
-	return "HeaderStyle(" + strconv.Itoa(int(s)) + ")"
+	return enumString(headerStyleNames[:], "HeaderStyle", uint8(s))
 }
 
 // Header names, in canonical form (http.Header keys). Clients match names

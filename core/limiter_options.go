@@ -129,25 +129,17 @@ const (
 	FailClosed
 )
 
+var failurePolicyNames = [...]string{FailLocal: "local", FailOpen: "open", FailClosed: "closed"}
+
 func (p FailurePolicy) String() string {
-	switch p {
-	case FailLocal:
-		return "local"
-	case FailOpen:
-		return "open"
-	case FailClosed:
-		return "closed"
-	}
-	return fmt.Sprintf("FailurePolicy(%d)", uint8(p))
+	return enumString(failurePolicyNames[:], "FailurePolicy", uint8(p))
 }
 
 // WithFailurePolicy sets what happens when the store fails; see
 // FailurePolicy. The default is FailLocal.
 func WithFailurePolicy(p FailurePolicy) Option {
 	return optionFunc(func(o *options) error {
-		switch p {
-		case FailLocal, FailOpen, FailClosed:
-		default:
+		if int(p) >= len(failurePolicyNames) {
 			return fmt.Errorf("%w: unknown failure policy %d", ErrInvalidOption, uint8(p))
 		}
 		o.l.policy = p
@@ -223,9 +215,7 @@ func WithShadow() Option {
 // The default is HeadersLegacy.
 func WithHeaders(style HeaderStyle) Option {
 	return optionFunc(func(o *options) error {
-		switch style {
-		case HeadersLegacy, HeadersIETF, HeadersBoth, HeadersNone:
-		default:
+		if int(style) >= len(headerStyleNames) {
 			return fmt.Errorf("%w: unknown header style %d", ErrInvalidOption, uint8(style))
 		}
 		*o.style = style
@@ -254,25 +244,17 @@ const (
 	KeyErrorAllow
 )
 
+var keyErrorRuleNames = [...]string{KeyErrorShared: "shared", KeyErrorDeny: "deny", KeyErrorAllow: "allow"}
+
 func (k KeyErrorRule) String() string {
-	switch k {
-	case KeyErrorShared:
-		return "shared"
-	case KeyErrorDeny:
-		return "deny"
-	case KeyErrorAllow:
-		return "allow"
-	}
-	return fmt.Sprintf("KeyErrorRule(%d)", uint8(k))
+	return enumString(keyErrorRuleNames[:], "KeyErrorRule", uint8(k))
 }
 
 // OnKeyError sets the rule for requests whose key function fails; see
 // KeyErrorRule. The default is KeyErrorShared.
 func OnKeyError(rule KeyErrorRule) Option {
 	return optionFunc(func(o *options) error {
-		switch rule {
-		case KeyErrorShared, KeyErrorDeny, KeyErrorAllow:
-		default:
+		if int(rule) >= len(keyErrorRuleNames) {
 			return fmt.Errorf("%w: unknown key-error rule %d", ErrInvalidOption, uint8(rule))
 		}
 		o.l.keyRule = rule

@@ -7,20 +7,13 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/adapteropt"
 )
 
-// An Option configures the middleware. The core.Limiter holds everything
-// else (limits, key, cost, failure policy, headers, responses).
-type Option interface{ apply(*config) }
-
-// optionFunc adapts a function to Option.
-type optionFunc func(*config)
-
-func (f optionFunc) apply(c *config) { f(c) }
-
-type config struct {
-	onRefuse func(echo.Context, core.Decision) error
-}
+// An Option configures the middleware (see OnRefuse). The core.Limiter
+// holds everything else (limits, key, cost, failure policy, headers,
+// responses).
+type Option = adapteropt.Option[func(echo.Context, core.Decision) error]
 
 // OnRefuse makes the middleware return f(c, d) instead of writing the
 // Limiter's response when a request is refused, or when a held request's
@@ -30,7 +23,7 @@ type config struct {
 // returns nil, or returns an error (such as echo.NewHTTPError) for echo's
 // HTTPErrorHandler to answer; the next handler is not called.
 func OnRefuse(f func(c echo.Context, d core.Decision) error) Option {
-	return optionFunc(func(c *config) { c.onRefuse = f })
+	return adapteropt.OnRefuse(f)
 }
 
 // New returns echo middleware that limits requests with l. It panics if l
@@ -40,13 +33,7 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 	if l == nil {
 		panic("echolimit.New: the *core.Limiter is nil")
 	}
-	var cfg config
-	for _, opt := range opts {
-		if opt != nil {
-			opt.apply(&cfg)
-		}
-	}
-	m := &middleware{l: l, onRefuse: cfg.onRefuse}
+	m := &middleware{l: l, onRefuse: adapteropt.Apply(opts).OnRefuse}
 	return m.wrap
 }
 

@@ -4,20 +4,13 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/adapteropt"
 )
 
-// An Option configures the middleware. The core.Limiter holds everything
-// else (limits, key, cost, failure policy, headers, responses).
-type Option interface{ apply(*config) }
-
-// optionFunc adapts a function to Option.
-type optionFunc func(*config)
-
-func (f optionFunc) apply(c *config) { f(c) }
-
-type config struct {
-	onRefuse func(*gin.Context, core.Decision)
-}
+// An Option configures the middleware (see OnRefuse). The core.Limiter
+// holds everything else (limits, key, cost, failure policy, headers,
+// responses).
+type Option = adapteropt.Option[func(*gin.Context, core.Decision)]
 
 // OnRefuse makes the middleware call f instead of writing the Limiter's
 // response when a request is refused, or when a held request's context
@@ -26,7 +19,7 @@ type config struct {
 // refused and d.Response() what the middleware would have written. f must
 // write a response.
 func OnRefuse(f func(c *gin.Context, d core.Decision)) Option {
-	return optionFunc(func(c *config) { c.onRefuse = f })
+	return adapteropt.OnRefuse(f)
 }
 
 // New returns gin middleware that limits requests with l. It panics if l
@@ -36,13 +29,7 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 	if l == nil {
 		panic("ginlimit.New: the *core.Limiter is nil")
 	}
-	var cfg config
-	for _, opt := range opts {
-		if opt != nil {
-			opt.apply(&cfg)
-		}
-	}
-	onRefuse := cfg.onRefuse
+	onRefuse := adapteropt.Apply(opts).OnRefuse
 	return func(c *gin.Context) {
 		r := c.Request
 		if p := c.FullPath(); p != "" {

@@ -4,20 +4,13 @@ import (
 	"net/http"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/adapteropt"
 )
 
-// An Option configures the middleware. The core.Limiter holds everything
-// else (limits, key, cost, failure policy, headers, responses).
-type Option interface{ apply(*config) }
-
-// optionFunc adapts a function to Option.
-type optionFunc func(*config)
-
-func (f optionFunc) apply(c *config) { f(c) }
-
-type config struct {
-	onRefuse func(http.ResponseWriter, *http.Request, core.Decision)
-}
+// An Option configures the middleware (see OnRefuse). The core.Limiter
+// holds everything else (limits, key, cost, failure policy, headers,
+// responses).
+type Option = adapteropt.Option[func(http.ResponseWriter, *http.Request, core.Decision)]
 
 // OnRefuse makes the middleware call f instead of writing the Limiter's
 // response when a request is refused, or when a held request's context
@@ -26,7 +19,7 @@ type config struct {
 // d.Response() what the middleware would have written. f must write a
 // response; the wrapped handler is not called.
 func OnRefuse(f func(w http.ResponseWriter, r *http.Request, d core.Decision)) Option {
-	return optionFunc(func(c *config) { c.onRefuse = f })
+	return adapteropt.OnRefuse(f)
 }
 
 // Middleware returns middleware that limits the requests of the handler it
@@ -40,17 +33,12 @@ func Middleware(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler
 	if l == nil {
 		panic("nethttp.Middleware: the *core.Limiter is nil")
 	}
-	var cfg config
-	for _, opt := range opts {
-		if opt != nil {
-			opt.apply(&cfg)
-		}
-	}
+	onRefuse := adapteropt.Apply(opts).OnRefuse
 	return func(next http.Handler) http.Handler {
 		if next == nil {
 			panic("nethttp.Middleware: the next http.Handler is nil")
 		}
-		return &handler{l: l, next: next, onRefuse: cfg.onRefuse}
+		return &handler{l: l, next: next, onRefuse: onRefuse}
 	}
 }
 

@@ -369,12 +369,7 @@ func (c *Collector) limiter(name string) *limiterState {
 		ls.errs[i] = c.storeErrors.WithLabelValues(label, k)
 	}
 	ls.sets.Store(&map[setKey]*outcomeSet{})
-	m := make(map[string]*limiterState, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[name] = ls
-	c.limiters.Store(&m)
+	storeWith(&c.limiters, name, ls)
 	return ls
 }
 
@@ -412,12 +407,7 @@ func (ls *limiterState) addSet(key setKey, limit string) *outcomeSet {
 		return set
 	}
 	set := &outcomeSet{plan: labelValue(key.plan), limit: limit}
-	m := make(map[setKey]*outcomeSet, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[key] = set
-	ls.sets.Store(&m)
+	storeWith(&ls.sets, key, set)
 	return set
 }
 
@@ -429,14 +419,21 @@ func (c *Collector) limitLabel(l core.Limit) string {
 	s := labelValue(limitString(l))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := *c.labels.Load()
-	m := make(map[core.Limit]string, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[l] = s
-	c.labels.Store(&m)
+	storeWith(&c.labels, l, s)
 	return s
+}
+
+// storeWith replaces p's map with a copy that also maps k to v: readers
+// load the map without a lock, and a map once stored never changes. The
+// caller holds the mutex that serialises p's writers.
+func storeWith[K comparable, V any](p *atomic.Pointer[map[K]V], k K, v V) {
+	old := *p.Load()
+	m := make(map[K]V, len(old)+1)
+	for key, val := range old {
+		m[key] = val
+	}
+	m[k] = v
+	p.Store(&m)
 }
 
 // limitString is l in ParseLimit's syntax with the algorithm and burst

@@ -11,11 +11,12 @@
 //
 // Run it:
 //
-//	go run ./examples/controls [-addr 127.0.0.1:8080] [-admin-token secret]
+//	go run ./examples/controls [-addr 127.0.0.1:8080] [-admin-token secret] [-redis redis://localhost:6379/0]
 //	curl -i -H 'X-API-Key: free-alice' http://127.0.0.1:8080/api/items/1
 //	curl -s -H 'X-API-Key: free-alice' http://127.0.0.1:8080/rate_limit
 //	curl -i -X POST -H 'X-Admin-Token: secret' 'http://127.0.0.1:8080/admin/reset?key=free-alice'
 //
-// It keeps state in memory; with a Redis store (core/redisstore) the same
-// code serves any number of instances, and a reset through one reaches all.
+// It keeps state in memory; with -redis (a Redis store, core/redisstore)
+// the same code serves any number of instances, and a reset through one
+// reaches all.
 package main

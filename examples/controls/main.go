@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/exampleenv"
 	"github.com/sluicehq/sluice/keyfuncs"
 	"github.com/sluicehq/sluice/nethttp"
 )
@@ -82,14 +83,13 @@ func newHandler(store core.Store, adminToken string) (http.Handler, error) {
 }
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
 	token := flag.String("admin-token", "secret", "the X-Admin-Token that /admin/reset requires")
-	flag.Parse()
-	h, err := newHandler(core.NewMemoryStore(), *token)
+	// -addr, and -redis: without it the store is core.NewMemoryStore(),
+	// with it a Redis store every instance given the same URL shares.
+	env := exampleenv.Parse()
+	h, err := newHandler(env.Store, *token)
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	log.Printf("listening on http://%s", *addr)
-	log.Fatal(srv.ListenAndServe())
+	env.Serve(h) // until SIGINT or SIGTERM, then a graceful shutdown
 }

@@ -106,45 +106,70 @@ var (
 var limitFlags = []string{"algorithm", "rate", "period", "burst", "penalty"}
 
 // parseConfig parses and validates args (without the program name). Every
-// error is a *usageError, or errHelp.
+// error is a *usageError, or errHelp. The checks run in the order of the
+// usage text: server, store, limit, client key, headers.
 func parseConfig(args []string) (*config, error) {
+	var c config
+	f, err := parseFlags(args, &c)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkServer(); err != nil {
+		return nil, err
+	}
+	if err := c.setStore(f); err != nil {
+		return nil, err
+	}
+	if err := c.setLimit(f); err != nil {
+		return nil, err
+	}
+	if err := c.setKey(f); err != nil {
+		return nil, err
+	}
+	var ok bool
+	if c.headers, ok = headerStyles[f.headers]; !ok {
+		return nil, usageErrorf("-headers %q: want legacy, ietf or both", f.headers)
+	}
+	return &c, nil
+}
+
+// flagValues holds the flags that parseConfig checks and converts before
+// they go into a config.
+type flagValues struct {
+	algorithm, limitText string
+	rate, burst          int64
+	period, penalty      time.Duration
+	redisURL, cluster    string
+	key, secret, trusted string
+	failure, headers     string
+	given                map[string]bool // the flags on the command line
+}
+
+// parseFlags parses args: the flags that need no conversion into c, the
+// others into the flagValues it returns.
+func parseFlags(args []string, c *config) (*flagValues, error) {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned and reported once, by main
 	fs.Usage = func() {}
 
-	var (
-		c         config
-		algorithm string
-		rate      int64
-		period    time.Duration
-		burst     int64
-		penalty   time.Duration
-		redisURL  string
-		cluster   string
-		key       string
-		secret    string
-		trusted   string
-		failure   string
-		headers   string
-		limitText string
-	)
+	f := &flagValues{given: map[string]bool{}}
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "")
 	fs.StringVar(&c.framework, "framework", "nethttp", "")
 	fs.StringVar(&c.name, "name", "demo", "")
-	fs.StringVar(&redisURL, "redis", "", "")
-	fs.StringVar(&cluster, "cluster", "", "")
-	fs.StringVar(&algorithm, "algorithm", string(core.GCRA), "")
-	fs.Int64Var(&rate, "rate", 10, "")
-	fs.DurationVar(&period, "period", time.Second, "")
-	fs.Int64Var(&burst, "burst", 0, "")
-	fs.DurationVar(&penalty, "penalty", 0, "")
-	fs.StringVar(&limitText, "limit", "", "")
-	fs.StringVar(&key, "key", "ip", "")
-	fs.StringVar(&secret, "jwt-secret", "", "")
-	fs.StringVar(&trusted, "trusted-proxies", "", "")
-	fs.StringVar(&failure, "failure", "local", "")
+	fs.StringVar(&f.redisURL, "redis", "", "")
+	fs.StringVar(&f.cluster, "cluster", "", "")
+	fs.StringVar(&f.algorithm, "algorithm", string(core.GCRA), "")
+	fs.Int64Var(&f.rate, "rate", 10, "")
+	fs.DurationVar(&f.period, "period", time.Second, "")
+	fs.Int64Var(&f.burst, "burst", 0, "")
+	fs.DurationVar(&f.penalty, "penalty", 0, "")
+	fs.StringVar(&f.limitText, "limit", "", "")
+	fs.StringVar(&f.key, "key", "ip", "")
+	fs.StringVar(&f.secret, "jwt-secret", "", "")
+	fs.StringVar(&f.trusted, "trusted-proxies", "", "")
+	fs.StringVar(&f.failure, "failure", "local", "")
 	fs.DurationVar(&c.timeout, "timeout", core.DefaultTimeout, "")
-	fs.StringVar(&headers, "headers", "legacy", "")
+	fs.StringVar(&f.headers, "headers", "legacy", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, errHelp
@@ -154,138 +179,160 @@ func parseConfig(args []string) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, usageErrorf("unexpected argument %q: every setting is a flag", fs.Arg(0))
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	fs.Visit(func(fl *flag.Flag) { f.given[fl.Name] = true })
+	return f, nil
+}
 
+// checkServer checks -addr, -framework and -name.
+func (c *config) checkServer() error {
 	if _, _, err := net.SplitHostPort(c.addr); err != nil {
-		return nil, usageErrorf("-addr %q: want HOST:PORT, such as 127.0.0.1:8080: %w", c.addr, err)
+		return usageErrorf("-addr %q: want HOST:PORT, such as 127.0.0.1:8080: %w", c.addr, err)
 	}
 	switch c.framework {
 	case "nethttp", "gin", "echo":
 	default:
-		return nil, usageErrorf("-framework %q: want nethttp, gin or echo", c.framework)
+		return usageErrorf("-framework %q: want nethttp, gin or echo", c.framework)
 	}
 	if c.name == "" {
-		return nil, usageErrorf("-name must not be empty")
+		return usageErrorf("-name must not be empty")
 	}
+	return nil
+}
 
-	// Store.
-	if redisURL != "" && cluster != "" {
-		return nil, usageErrorf("-redis and -cluster are alternatives: give one of them")
+// setStore sets the store from -redis or -cluster, and checks -timeout
+// and -failure.
+func (c *config) setStore(f *flagValues) error {
+	if f.redisURL != "" && f.cluster != "" {
+		return usageErrorf("-redis and -cluster are alternatives: give one of them")
 	}
-	if redisURL != "" {
-		opt, err := redisstore.ParseURL(redisURL)
+	if f.redisURL != "" {
+		opt, err := redisstore.ParseURL(f.redisURL)
 		if err != nil {
-			return nil, usageErrorf("-redis %q: want redis://host:port/db: %w", redisURL, err)
+			return usageErrorf("-redis %q: want redis://host:port/db: %w", f.redisURL, err)
 		}
 		c.redisURL = opt
 	}
-	if given["cluster"] {
-		for _, addr := range strings.Split(cluster, ",") {
+	if f.given["cluster"] {
+		for _, addr := range strings.Split(f.cluster, ",") {
 			addr = strings.TrimSpace(addr)
-			host, port, err := net.SplitHostPort(addr)
-			if err == nil && host == "" {
-				err = errors.New("missing host")
-			}
-			if err == nil {
-				if n, perr := strconv.ParseUint(port, 10, 16); perr != nil || n == 0 {
-					err = fmt.Errorf("bad port %q", port)
-				}
-			}
-			if err != nil {
-				return nil, usageErrorf("-cluster: node %q: want host:port: %w", addr, err)
+			if err := checkNodeAddr(addr); err != nil {
+				return usageErrorf("-cluster: node %q: want host:port: %w", addr, err)
 			}
 			c.cluster = append(c.cluster, addr)
 		}
 	}
 	if c.timeout < 0 || c.timeout > 0 && c.timeout < core.MinTimeout {
-		return nil, usageErrorf("-timeout %v: want 0 (no deadline) or at least %v; a shorter one never reaches Redis", c.timeout, core.MinTimeout)
+		return usageErrorf("-timeout %v: want 0 (no deadline) or at least %v; a shorter one never reaches Redis", c.timeout, core.MinTimeout)
 	}
 	var ok bool
-	if c.failure, ok = failurePolicies[failure]; !ok {
-		return nil, usageErrorf("-failure %q: want local, open or closed", failure)
+	if c.failure, ok = failurePolicies[f.failure]; !ok {
+		return usageErrorf("-failure %q: want local, open or closed", f.failure)
 	}
+	return nil
+}
 
-	// Limit.
-	if given["limit"] {
-		for _, f := range limitFlags {
-			if given[f] {
-				return nil, usageErrorf("-limit and -%s are alternatives: give the whole limit with -limit, or use -algorithm, -rate, -period, -burst and -penalty", f)
+// checkNodeAddr reports a -cluster node that is not host:port with a host
+// and a port from 1 to 65535.
+func checkNodeAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if host == "" {
+		return errors.New("missing host")
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return fmt.Errorf("bad port %q", port)
+	}
+	return nil
+}
+
+// setLimit sets the limit from -limit, or from -algorithm, -rate,
+// -period, -burst and -penalty.
+func (c *config) setLimit(f *flagValues) error {
+	if f.given["limit"] {
+		for _, name := range limitFlags {
+			if f.given[name] {
+				return usageErrorf("-limit and -%s are alternatives: give the whole limit with -limit, or use -algorithm, -rate, -period, -burst and -penalty", name)
 			}
 		}
-		lim, err := core.ParseLimit(limitText)
+		lim, err := core.ParseLimit(f.limitText)
 		if err != nil {
-			return nil, usageErrorf("-limit: %w", err)
+			return usageErrorf("-limit: %w", err)
 		}
 		c.limit = lim
-	} else {
-		alg := core.Algorithm(algorithm)
-		known := false
-		for _, a := range core.Algorithms() {
-			known = known || a == alg
-		}
-		if !known {
-			names := make([]string, len(core.Algorithms()))
-			for i, a := range core.Algorithms() {
-				names[i] = string(a)
-			}
-			return nil, usageErrorf("-algorithm %q: want one of %s", algorithm, strings.Join(names, ", "))
-		}
-		switch {
-		case rate <= 0:
-			return nil, usageErrorf("-rate %d: must be positive", rate)
-		case period <= 0:
-			return nil, usageErrorf("-period %v: must be positive", period)
-		case burst < 0:
-			return nil, usageErrorf("-burst %d: must not be negative (0 selects the algorithm's default)", burst)
-		case penalty < 0:
-			return nil, usageErrorf("-penalty %v: must not be negative", penalty)
-		}
-		c.limit = core.Limit{Algorithm: alg, Rate: rate, Period: period, Burst: burst, Penalty: penalty}
-		if err := c.limit.Validate(); err != nil {
-			return nil, usageErrorf("the limit flags do not make a valid limit: %w", err)
-		}
+		return nil
 	}
+	alg, err := algorithmOf(f.algorithm)
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.rate <= 0:
+		return usageErrorf("-rate %d: must be positive", f.rate)
+	case f.period <= 0:
+		return usageErrorf("-period %v: must be positive", f.period)
+	case f.burst < 0:
+		return usageErrorf("-burst %d: must not be negative (0 selects the algorithm's default)", f.burst)
+	case f.penalty < 0:
+		return usageErrorf("-penalty %v: must not be negative", f.penalty)
+	}
+	c.limit = core.Limit{Algorithm: alg, Rate: f.rate, Period: f.period, Burst: f.burst, Penalty: f.penalty}
+	if err := c.limit.Validate(); err != nil {
+		return usageErrorf("the limit flags do not make a valid limit: %w", err)
+	}
+	return nil
+}
 
-	// Key.
-	kind, arg, hasArg := strings.Cut(key, ":")
+// algorithmOf returns the algorithm -algorithm names.
+func algorithmOf(name string) (core.Algorithm, error) {
+	names := make([]string, 0, len(core.Algorithms()))
+	for _, a := range core.Algorithms() {
+		if string(a) == name {
+			return a, nil
+		}
+		names = append(names, string(a))
+	}
+	return "", usageErrorf("-algorithm %q: want one of %s", name, strings.Join(names, ", "))
+}
+
+// setKey sets the client key from -key, -jwt-secret and -trusted-proxies.
+func (c *config) setKey(f *flagValues) error {
+	kind, arg, hasArg := strings.Cut(f.key, ":")
 	switch {
 	case kind == "header" && hasArg:
 		if arg == "" {
-			return nil, usageErrorf("-key header:NAME needs a header name, such as header:X-API-Key")
+			return usageErrorf("-key header:NAME needs a header name, such as header:X-API-Key")
 		}
 		c.keyHeader = arg
 	case (kind == "ip" || kind == "jwt" || kind == "route") && !hasArg:
 	default:
-		return nil, usageErrorf("-key %q: want ip, header:NAME, jwt or route", key)
+		return usageErrorf("-key %q: want ip, header:NAME, jwt or route", f.key)
 	}
 	c.keyKind = kind
 	if kind == "jwt" {
-		if secret == "" {
-			return nil, usageErrorf("-key jwt needs -jwt-secret (the HS256 secret, at least 32 bytes)")
+		if f.secret == "" {
+			return usageErrorf("-key jwt needs -jwt-secret (the HS256 secret, at least 32 bytes)")
 		}
-		c.jwtSecret = []byte(secret)
-	} else if given["jwt-secret"] {
-		return nil, usageErrorf("-jwt-secret is only used with -key jwt")
+		c.jwtSecret = []byte(f.secret)
+	} else if f.given["jwt-secret"] {
+		return usageErrorf("-jwt-secret is only used with -key jwt")
 	}
-	if given["trusted-proxies"] {
-		if kind != "ip" && kind != "jwt" {
-			return nil, usageErrorf("-trusted-proxies is only used with -key ip or jwt (the client address)")
-		}
-		for _, p := range strings.Split(trusted, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				c.trusted = append(c.trusted, p)
-			}
-		}
-		if len(c.trusted) == 0 {
-			return nil, usageErrorf("-trusted-proxies is empty: give CIDR prefixes or addresses, such as 10.0.0.0/8,192.0.2.10")
+	if !f.given["trusted-proxies"] {
+		return nil
+	}
+	if kind != "ip" && kind != "jwt" {
+		return usageErrorf("-trusted-proxies is only used with -key ip or jwt (the client address)")
+	}
+	for _, p := range strings.Split(f.trusted, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			c.trusted = append(c.trusted, p)
 		}
 	}
-
-	if c.headers, ok = headerStyles[headers]; !ok {
-		return nil, usageErrorf("-headers %q: want legacy, ietf or both", headers)
+	if len(c.trusted) == 0 {
+		return usageErrorf("-trusted-proxies is empty: give CIDR prefixes or addresses, such as 10.0.0.0/8,192.0.2.10")
 	}
-	return &c, nil
+	return nil
 }
 
 // storeName describes the store for the log line.

@@ -60,32 +60,60 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-
-	var store core.Store = core.NewMemoryStore()
-	client := cfg.redisClient()
-	if client != nil {
-		defer client.Close()
-		rs, err := redisstore.New(client)
-		if err != nil {
-			return fmt.Errorf("redis store: %w", err)
-		}
-		defer rs.Close()
-		if err := checkRedis(ctx, rs, cfg, stderr); err != nil {
-			return err
-		}
-		store = rs
-	}
-	reg := prometheus.NewRegistry()
-	metrics, err := promlimit.New(reg)
-	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	limiter, err := cfg.newLimiter(store, core.WithObserver(metrics.Observe))
+	store, closeStore, err := openStore(ctx, cfg, stderr)
 	if err != nil {
 		return err
 	}
-	handler := newHandler(cfg.framework, limiter, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer closeStore()
+	handler, err := limitedHandler(cfg, store)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, cfg, handler, stdout, stderr)
+}
 
+// openStore returns the store cfg names, checked (checkRedis) if it is
+// Redis, and the function that closes it and its client.
+func openStore(ctx context.Context, cfg *config, stderr io.Writer) (core.Store, func(), error) {
+	client := cfg.redisClient()
+	if client == nil {
+		return core.NewMemoryStore(), func() {}, nil
+	}
+	rs, err := redisstore.New(client)
+	if err != nil {
+		_ = client.Close()
+		return nil, nil, fmt.Errorf("redis store: %w", err)
+	}
+	closeStore := func() {
+		_ = rs.Close()
+		_ = client.Close()
+	}
+	if err := checkRedis(ctx, rs, cfg, stderr); err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	return rs, closeStore, nil
+}
+
+// limitedHandler returns the demo's routes: GET / limited by cfg's limiter
+// on store, which reports to the metrics that /metrics serves.
+func limitedHandler(cfg *config, store core.Store) (http.Handler, error) {
+	reg := prometheus.NewRegistry()
+	metrics, err := promlimit.New(reg)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	limiter, err := cfg.newLimiter(store, core.WithObserver(metrics.Observe))
+	if err != nil {
+		return nil, err
+	}
+	return newHandler(cfg.framework, limiter, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})), nil
+}
+
+// serve serves handler on cfg.addr until ctx ends, then shuts down
+// gracefully (for up to shutdownTimeout). It writes "listening on
+// http://ADDR" on stdout once it accepts connections.
+func serve(ctx context.Context, cfg *config, handler http.Handler, stdout, stderr io.Writer) error {
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"log"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -11,16 +10,10 @@ import (
 	"github.com/sluicehq/sluice/internal/exampleenv"
 )
 
-// newHandler returns the server's routes, their limiters keeping state in
-// store.
-func newHandler(store core.Store) (http.Handler, error) {
-	// api: 10 per second and 1000 per hour per client IP; login: 5 per
-	// minute, then 15 minutes locked out. See exampleenv.Limiters.
-	api, login, err := exampleenv.Limiters(store)
-	if err != nil {
-		return nil, err
-	}
-
+// routes returns the server's routes, limited by api (10 per second and
+// 1000 per hour per client IP) and login (5 per minute, then 15 minutes
+// locked out); see exampleenv.Limiters.
+func routes(api, login *core.Limiter) http.Handler {
 	e := echo.New()
 	group := e.Group("/api", echolimit.New(api)) // every route of the group
 	group.GET("/items/:id", func(c echo.Context) error {
@@ -32,17 +25,13 @@ func newHandler(store core.Store) (http.Handler, error) {
 	e.GET("/health", func(c echo.Context) error {
 		return c.String(http.StatusOK, "ok\n")
 	})
-	return e, nil
+	return e
 }
 
 func main() {
 	// -addr, and -redis: without it the store is core.NewMemoryStore(),
 	// with it redisstore.New(redis.NewClient(opt)), opt from
-	// redisstore.ParseURL.
-	env := exampleenv.Parse()
-	handler, err := newHandler(env.Store)
-	if err != nil {
-		log.Fatal(err)
-	}
-	env.Serve(handler) // until SIGINT or SIGTERM, then a graceful shutdown
+	// redisstore.ParseURL. Serves until SIGINT or SIGTERM, then shuts
+	// down gracefully.
+	exampleenv.Run(routes)
 }

@@ -6,4 +6,4 @@ import (
 	"github.com/sluicehq/sluice/internal/exampleenv/exampletest"
 )
 
-func TestRoutes(t *testing.T) { exampletest.CheckRoutes(t, newHandler) }
+func TestRoutes(t *testing.T) { exampletest.CheckRoutes(t, routes) }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log"
 	"net/http"
 
 	"github.com/sluicehq/sluice/core"
@@ -10,16 +9,10 @@ import (
 	"github.com/sluicehq/sluice/nethttp"
 )
 
-// newHandler returns the server's routes, their limiters keeping state in
-// store.
-func newHandler(store core.Store) (http.Handler, error) {
-	// api: 10 per second and 1000 per hour per client IP; login: 5 per
-	// minute, then 15 minutes locked out. See exampleenv.Limiters.
-	api, login, err := exampleenv.Limiters(store)
-	if err != nil {
-		return nil, err
-	}
-
+// routes returns the server's routes, limited by api (10 per second and
+// 1000 per hour per client IP) and login (5 per minute, then 15 minutes
+// locked out); see exampleenv.Limiters.
+func routes(api, login *core.Limiter) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /api/items/{id}", nethttp.Middleware(api)(http.HandlerFunc(
 		func(w http.ResponseWriter, r *http.Request) {
@@ -32,17 +25,13 @@ func newHandler(store core.Store) (http.Handler, error) {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	return mux, nil
+	return mux
 }
 
 func main() {
 	// -addr, and -redis: without it the store is core.NewMemoryStore(),
 	// with it redisstore.New(redis.NewClient(opt)), opt from
-	// redisstore.ParseURL.
-	env := exampleenv.Parse()
-	handler, err := newHandler(env.Store)
-	if err != nil {
-		log.Fatal(err)
-	}
-	env.Serve(handler) // until SIGINT or SIGTERM, then a graceful shutdown
+	// redisstore.ParseURL. Serves until SIGINT or SIGTERM, then shuts
+	// down gracefully.
+	exampleenv.Run(routes)
 }

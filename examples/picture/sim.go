@@ -54,21 +54,21 @@ func limitFor(alg core.Algorithm) core.Limit {
 	return core.Limit{Algorithm: alg, Rate: limitRate, Period: limitPeriod}
 }
 
-// algName is the Go name of an algorithm's constant, used in titles.
+// algNames are the Go names of the algorithms' constants, used in titles.
+var algNames = map[core.Algorithm]string{
+	core.GCRA:          "GCRA",
+	core.TokenBucket:   "TokenBucket",
+	core.FixedWindow:   "FixedWindow",
+	core.SlidingWindow: "SlidingWindow",
+	core.SlidingLog:    "SlidingLog",
+	core.LeakyBucket:   "LeakyBucket",
+}
+
+// algName is the Go name of an algorithm's constant (see algNames), or
+// its string for one without.
 func algName(alg core.Algorithm) string {
-	switch alg {
-	case core.GCRA:
-		return "GCRA"
-	case core.TokenBucket:
-		return "TokenBucket"
-	case core.FixedWindow:
-		return "FixedWindow"
-	case core.SlidingWindow:
-		return "SlidingWindow"
-	case core.SlidingLog:
-		return "SlidingLog"
-	case core.LeakyBucket:
-		return "LeakyBucket"
+	if name, ok := algNames[alg]; ok {
+		return name
 	}
 	return string(alg)
 }

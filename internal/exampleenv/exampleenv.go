@@ -92,6 +92,20 @@ func Limiters(store core.Store) (api, login *core.Limiter, err error) {
 	return api, login, err
 }
 
+// Run is the main function of the framework examples: it parses the
+// command line (Parse), builds the limiters of their routes on its store
+// (Limiters), and serves the handler routes returns for them until SIGINT
+// or SIGTERM (Env.Serve). It exits the program when the limiters cannot be
+// built or the server fails.
+func Run(routes func(api, login *core.Limiter) http.Handler) {
+	e := Parse()
+	api, login, err := Limiters(e.Store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	e.Serve(routes(api, login))
+}
+
 // Serve serves h on e.Addr until the process gets SIGINT or SIGTERM, then
 // shuts down gracefully and closes the Redis client. It exits the program
 // when the server fails.

@@ -178,6 +178,34 @@ func startCluster(dir string, masters, replicas int, shared bool) (*Cluster, err
 // join does what redis-cli --cluster create does: slots and distinct
 // config epochs first, then MEET, then REPLICATE, then waits for health.
 func (c *Cluster) join(masters, replicas int) error {
+	if err := c.assignSlots(masters); err != nil {
+		return err
+	}
+	if err := c.meetAll(); err != nil {
+		return err
+	}
+	if err := waitFor(clusterTimeout, c.allMet); err != nil {
+		return fmt.Errorf("nodes did not meet: %w", err)
+	}
+	if err := c.replicate(masters, replicas); err != nil {
+		return err
+	}
+	return waitFor(clusterTimeout, func() error {
+		if err := c.health(); err != nil {
+			return err
+		}
+		for i, s := range c.Nodes[masters:] {
+			if err := c.checkReplicaOf(s, c.Nodes[i/replicas]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// assignSlots learns each node's ID, gives the first masters nodes equal
+// shares of the slots, and gives every node its own config epoch.
+func (c *Cluster) assignSlots(masters int) error {
 	for i, s := range c.Nodes {
 		err := withAdmin(s.Addr, func(ctx context.Context, rdb *redis.Client) error {
 			id, err := rdb.ClusterMyID(ctx).Result()
@@ -205,8 +233,12 @@ func (c *Cluster) join(masters, replicas int) error {
 			return fmt.Errorf("%s: %w", s.Addr, err)
 		}
 	}
-	// Every pair meets directly: gossip alone would spread the nodes at
-	// one random ping per node and second, taking seconds.
+	return nil
+}
+
+// meetAll has every pair of nodes meet directly: gossip alone would spread
+// the nodes at one random ping per node and second, taking seconds.
+func (c *Cluster) meetAll() error {
 	for i, s := range c.Nodes {
 		err := withAdmin(s.Addr, func(ctx context.Context, rdb *redis.Client) error {
 			for _, other := range c.Nodes[i+1:] {
@@ -221,9 +253,12 @@ func (c *Cluster) join(masters, replicas int) error {
 			return fmt.Errorf("%s: %w", s.Addr, err)
 		}
 	}
-	if err := waitFor(clusterTimeout, c.allMet); err != nil {
-		return fmt.Errorf("nodes did not meet: %w", err)
-	}
+	return nil
+}
+
+// replicate makes the nodes after the first masters replicas, replicas to
+// each master in order.
+func (c *Cluster) replicate(masters, replicas int) error {
 	for i, s := range c.Nodes[masters:] {
 		master := c.Nodes[i/replicas]
 		err := withAdmin(s.Addr, func(ctx context.Context, rdb *redis.Client) error {
@@ -233,17 +268,7 @@ func (c *Cluster) join(masters, replicas int) error {
 			return fmt.Errorf("%s: CLUSTER REPLICATE %s: %w", s.Addr, master.Addr, err)
 		}
 	}
-	return waitFor(clusterTimeout, func() error {
-		if err := c.health(); err != nil {
-			return err
-		}
-		for i, s := range c.Nodes[masters:] {
-			if err := c.checkReplicaOf(s, c.Nodes[i/replicas]); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return nil
 }
 
 // allMet reports whether every node knows every other one past the
@@ -279,6 +304,10 @@ func (c *Cluster) checkReplicaOf(s, master *Server) error {
 }
 
 // health is the condition of WaitHealthy; it describes the first problem.
+// Every running node must report the cluster ok with all slots served,
+// see no stopped node holding slots, see every running node and none of
+// them failing or still joining, agree with the others on the cluster's
+// shape, and, if it is a replica, have its link to its master up.
 func (c *Cluster) health() error {
 	live := make(map[string]*Server)
 	for _, s := range c.Nodes {
@@ -294,77 +323,101 @@ func (c *Cluster) health() error {
 		if live[s.nodeID] == nil {
 			continue
 		}
-		var info, nodesText string
-		err := withAdmin(s.Addr, func(ctx context.Context, rdb *redis.Client) error {
-			var err error
-			if info, err = rdb.ClusterInfo(ctx).Result(); err != nil {
-				return fmt.Errorf("CLUSTER INFO: %w", err)
-			}
-			if nodesText, err = rdb.ClusterNodes(ctx).Result(); err != nil {
-				return fmt.Errorf("CLUSTER NODES: %w", err)
-			}
-			return nil
-		})
+		view, me, err := clusterView(s, live)
 		if err != nil {
-			return fmt.Errorf("%s: %w", s.Addr, err)
+			return err
 		}
-		if state, _ := infoField(info, "cluster_state"); state != "ok" {
-			return fmt.Errorf("%s reports cluster_state:%s", s.Addr, state)
-		}
-		if ok, _ := infoField(info, "cluster_slots_ok"); ok != strconv.Itoa(clusterSlots) {
-			return fmt.Errorf("%s reports cluster_slots_ok:%s", s.Addr, ok)
-		}
-		nodes := parseClusterNodes(nodesText)
-		seen := make(map[string]bool)
-		var view []string
-		var me *clusterNode
-		for _, n := range nodes {
-			if n.flags["myself"] {
-				me = n
-			}
-			if live[n.id] == nil {
-				if len(n.slots) > 0 {
-					return fmt.Errorf("%s sees slots %s served by the stopped node %s", s.Addr, strings.Join(n.slots, ","), n.addr)
-				}
-				continue
-			}
-			seen[n.id] = true
-			for _, bad := range []string{"fail", "fail?", "handshake", "noaddr"} {
-				if n.flags[bad] {
-					return fmt.Errorf("%s sees %s as %s", s.Addr, n.addr, n.flagText)
-				}
-			}
-			view = append(view, n.summary())
-		}
-		for id, other := range live {
-			if !seen[id] {
-				return fmt.Errorf("%s does not know %s", s.Addr, other.Addr)
-			}
-		}
-		sort.Strings(view)
-		v := strings.Join(view, "\n")
 		if firstAddr == "" {
-			firstView, firstAddr = v, s.Addr
-		} else if v != firstView {
-			return fmt.Errorf("%s and %s disagree:\n%s\nversus\n%s", firstAddr, s.Addr, firstView, v)
+			firstView, firstAddr = view, s.Addr
+		} else if view != firstView {
+			return fmt.Errorf("%s and %s disagree:\n%s\nversus\n%s", firstAddr, s.Addr, firstView, view)
 		}
 		if me == nil {
 			return fmt.Errorf("%s: CLUSTER NODES has no myself line", s.Addr)
 		}
 		if me.flags["slave"] {
-			var repl string
-			err := withAdmin(s.Addr, func(ctx context.Context, rdb *redis.Client) error {
-				var err error
-				repl, err = rdb.Info(ctx, "replication").Result()
+			if err := replicaLinkUp(s); err != nil {
 				return err
-			})
-			if err != nil {
-				return fmt.Errorf("%s: INFO replication: %w", s.Addr, err)
-			}
-			if link, _ := infoField(repl, "master_link_status"); link != "up" {
-				return fmt.Errorf("replica %s: master_link_status:%s", s.Addr, link)
 			}
 		}
+	}
+	return nil
+}
+
+// clusterView returns what s sees of the cluster whose running nodes are
+// live (by node ID): the summaries of the running nodes, sorted and joined
+// (equal on every healthy node), and s's own entry (nil when CLUSTER NODES
+// has none). It reports s's cluster_state or cluster_slots_ok not ok, a
+// stopped node that s sees holding slots, a running node s sees failing or
+// not yet joined, and a running node s does not know.
+func clusterView(s *Server, live map[string]*Server) (view string, me *clusterNode, err error) {
+	info, nodesText, err := clusterState(s.Addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", s.Addr, err)
+	}
+	if state, _ := infoField(info, "cluster_state"); state != "ok" {
+		return "", nil, fmt.Errorf("%s reports cluster_state:%s", s.Addr, state)
+	}
+	if ok, _ := infoField(info, "cluster_slots_ok"); ok != strconv.Itoa(clusterSlots) {
+		return "", nil, fmt.Errorf("%s reports cluster_slots_ok:%s", s.Addr, ok)
+	}
+	seen := make(map[string]bool)
+	var lines []string
+	for _, n := range parseClusterNodes(nodesText) {
+		if n.flags["myself"] {
+			me = n
+		}
+		if live[n.id] == nil {
+			if len(n.slots) > 0 {
+				return "", nil, fmt.Errorf("%s sees slots %s served by the stopped node %s", s.Addr, strings.Join(n.slots, ","), n.addr)
+			}
+			continue
+		}
+		seen[n.id] = true
+		for _, bad := range []string{"fail", "fail?", "handshake", "noaddr"} {
+			if n.flags[bad] {
+				return "", nil, fmt.Errorf("%s sees %s as %s", s.Addr, n.addr, n.flagText)
+			}
+		}
+		lines = append(lines, n.summary())
+	}
+	for id, other := range live {
+		if !seen[id] {
+			return "", nil, fmt.Errorf("%s does not know %s", s.Addr, other.Addr)
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n"), me, nil
+}
+
+// clusterState returns the node's CLUSTER INFO and CLUSTER NODES.
+func clusterState(addr string) (info, nodes string, err error) {
+	err = withAdmin(addr, func(ctx context.Context, rdb *redis.Client) error {
+		var err error
+		if info, err = rdb.ClusterInfo(ctx).Result(); err != nil {
+			return fmt.Errorf("CLUSTER INFO: %w", err)
+		}
+		if nodes, err = rdb.ClusterNodes(ctx).Result(); err != nil {
+			return fmt.Errorf("CLUSTER NODES: %w", err)
+		}
+		return nil
+	})
+	return info, nodes, err
+}
+
+// replicaLinkUp reports a replica whose link to its master is not up.
+func replicaLinkUp(s *Server) error {
+	var repl string
+	err := withAdmin(s.Addr, func(ctx context.Context, rdb *redis.Client) error {
+		var err error
+		repl, err = rdb.Info(ctx, "replication").Result()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%s: INFO replication: %w", s.Addr, err)
+	}
+	if link, _ := infoField(repl, "master_link_status"); link != "up" {
+		return fmt.Errorf("replica %s: master_link_status:%s", s.Addr, link)
 	}
 	return nil
 }

@@ -9,19 +9,21 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/exampleenv"
 )
 
 // CheckRoutes checks the routes of the framework examples on the handler
-// newHandler returns for a memory store: GET /api/items/{id} limited to a
-// burst of 10 per second per client IP, POST /login to 5 a minute with a
-// 15-minute lock-out, GET /health never limited.
-func CheckRoutes(t *testing.T, newHandler func(core.Store) (http.Handler, error)) {
+// routes returns for exampleenv.Limiters on a memory store: GET
+// /api/items/{id} limited to a burst of 10 per second per client IP, POST
+// /login to 5 a minute with a 15-minute lock-out, GET /health never
+// limited.
+func CheckRoutes(t *testing.T, routes func(api, login *core.Limiter) http.Handler) {
 	t.Helper()
-	h, err := newHandler(core.NewMemoryStore())
+	api, login, err := exampleenv.Limiters(core.NewMemoryStore())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &client{t: t, h: h}
+	c := &client{t: t, h: routes(api, login)}
 	c.checkAPI()
 	c.checkLogin()
 	c.checkHealth()
