@@ -8,12 +8,9 @@
 --          allowed (charged when n > 0), else -c - 1; reset in µs;
 --          retry in µs when denied a cost up to R, else 0.
 
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
-local n, R, P = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local k = n
-if n < 0 then k = -n end
-local key = KEYS[1]
+-- It runs after lean.lua (now, n, k, key).
+
+local R, P = tonumber(ARGV[2]), tonumber(ARGV[3])
 local live = string.format('(%d', now - P) -- stamps after now - P count
 local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
 local c, seq, newest = 0, -1, nil

@@ -17,28 +17,30 @@ var lib string
 var take string
 
 // The lean scripts: one limit without a penalty, of one algorithm family
-// each. Each one's header gives its KEYS, ARGV and reply.
+// each. Each one's header (in its .lua file) gives its KEYS, ARGV and
+// reply; each source is lean.lua's shared start followed by the family's
+// own text.
 var (
-	// TAT serves GCRA and LeakyBucket.
-	//
+	TAT     = lean + tat     // GCRA and LeakyBucket
+	Token   = lean + token   // TokenBucket
+	Fixed   = lean + fixed   // FixedWindow
+	Sliding = lean + sliding // SlidingWindow
+	Log     = lean + log     // SlidingLog
+)
+
+var (
+	//go:embed lean.lua
+	lean string
 	//go:embed tat.lua
-	TAT string
-	// Token serves TokenBucket.
-	//
+	tat string
 	//go:embed token.lua
-	Token string
-	// Fixed serves FixedWindow.
-	//
+	token string
 	//go:embed fixed.lua
-	Fixed string
-	// Sliding serves SlidingWindow.
-	//
+	fixed string
 	//go:embed sliding.lua
-	Sliding string
-	// Log serves SlidingLog.
-	//
+	sliding string
 	//go:embed log.lua
-	Log string
+	log string
 )
 
 // The shape of the take script's arguments and reply.

@@ -9,12 +9,9 @@
 --          window's count; e = now - w·P in µs. A cost beyond R is denied
 --          by the same test.
 
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
-local n, R, P = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local k = n
-if n < 0 then k = -n end
-local key = KEYS[1]
+-- It runs after lean.lua (now, n, k, key).
+
+local R, P = tonumber(ARGV[2]), tonumber(ARGV[3])
 local e = math.fmod(now, P)
 local win = (now - e) / P
 local c, p = 0, 0

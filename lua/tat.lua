@@ -8,12 +8,9 @@
 --          n > 0), else -(tat - now) - 1; the caller derives the figures.
 --          A cost beyond lim is denied by the same test, since lim·T < 2^53.
 
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
-local n, lim, T = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local k = n
-if n < 0 then k = -n end
-local key = KEYS[1]
+-- It runs after lean.lua (now, n, k, key).
+
+local lim, T = tonumber(ARGV[2]), tonumber(ARGV[3])
 local tat = tonumber(redis.call('GET', key))
 if not tat or tat < now then tat = now end
 local used = tat - now + k * T

@@ -7,12 +7,9 @@
 --          -tok - 1 with tok refilled to now; the caller derives the
 --          figures. A cost beyond B is denied by the same test.
 
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
-local n, R, P, B = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local k = n
-if n < 0 then k = -n end
-local key = KEYS[1]
+-- It runs after lean.lua (now, n, k, key).
+
+local R, P, B = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local cap = B * P
 local tok, ts = cap, now
 local v = redis.call('GET', key)
