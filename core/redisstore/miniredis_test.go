@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -202,8 +203,48 @@ func TestMiniSlidingLog(t *testing.T) {
 	}
 	x.advance(7 * time.Second) // the first entry is exactly P old: gone
 	check(t, "after 10s", x.take("k", 1, l), want{true, 3, 0, 0, 10 * time.Second, 0})
-	if c, _ := x.client.ZCard(context.Background(), x.keyOf("k", l)).Result(); c != 3 {
-		t.Errorf("log holds %d entries, want 3 (expired entries removed on write)", c)
+	if c, _ := x.client.ZCard(context.Background(), x.keyOf("k", l)).Result(); c != 4 {
+		t.Errorf("log holds %d entries, want 4 (the expired one leaves at a later trim)", c)
+	}
+	x.ttlsAll()
+}
+
+// The lean script removes expired entries when an admission's sequence
+// numbers cross a multiple of 64, or when none is live: the log never holds
+// more than R + 63 entries, and the entries it keeps change no Result.
+func TestMiniSlidingLogTrim(t *testing.T) {
+	x := newMini(t)
+	mem := core.NewMemoryStore(core.WithClock(func() time.Time { return x.now }))
+	ctx := context.Background()
+	l := core.Limit{Algorithm: core.SlidingLog, Rate: 5, Period: time.Second}
+	key := x.keyOf("k", l)
+	most := int64(0)
+	for i := range 400 {
+		n := int64(1 + i%3)
+		if i%7 == 3 {
+			n = 0
+		}
+		want, _ := mem.Take(ctx, "k", n, l)
+		if got := x.take("k", n, l); !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d, n %d: redis %+v, memory %+v", i, n, got, want)
+		}
+		c, err := x.client.ZCard(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c > l.Rate+63 {
+			t.Fatalf("step %d: log holds %d entries, more than R + 63", i, c)
+		}
+		most = max(most, c)
+		x.advance(time.Duration(50+i%5*40) * time.Millisecond)
+	}
+	if most <= l.Rate {
+		t.Errorf("the log never held more than R (%d) entries: no lazy removal exercised", most)
+	}
+	x.advance(2 * time.Second) // nothing live: the next admission removes every entry
+	x.take("k", 1, l)
+	if c, _ := x.client.ZCard(ctx, key).Result(); c != 1 {
+		t.Errorf("log holds %d entries after an admission with none live, want 1", c)
 	}
 	x.ttlsAll()
 }

@@ -74,12 +74,15 @@ var families = map[core.Algorithm]*family{
 	core.TokenBucket:   {lua.CodeTokenBucket, tokenScript, tokenArgs, decodeToken, 1},
 	core.FixedWindow:   {lua.CodeFixedWindow, fixedScript, windowArgs, decodeFixed, 2},
 	core.SlidingWindow: {lua.CodeSlidingWindow, slidingScript, windowArgs, decodeSliding, 3},
-	core.SlidingLog:    {lua.CodeSlidingLog, logScript, windowArgs, decodeLog, 3},
+	core.SlidingLog:    {lua.CodeSlidingLog, logScript, logArgs, decodeLog, 3},
 }
 
 func tatArgs(s *core.Spec) []int64    { return []int64{s.Capacity(), s.Interval} }
 func tokenArgs(s *core.Spec) []int64  { return []int64{s.Rate, s.Period, s.Burst} }
 func windowArgs(s *core.Spec) []int64 { return []int64{s.Rate, s.Period} }
+
+// logArgs: R, P and the key's lifetime in ms after a charge, ceil(P/1000).
+func logArgs(s *core.Spec) []int64 { return []int64{s.Rate, s.Period, ceilDiv(s.Period, 1000)} }
 
 // The lean scripts reply with the state after the call and the verdict in
 // the sign of their first integer: x >= 0 when allowed, ^x (-x-1) when
@@ -182,7 +185,8 @@ func decodeSliding(p *prepared, n int64, v [3]int64) core.Result {
 
 // decodeLog: the reply is the count c of live entries after the call
 // (allowed) or before it (denied), reset, and the retry of a denied cost up
-// to R, all computed by the script from the log.
+// to R, all computed by the script from the log; or, for an admission whose
+// newest entry is stamped now, c alone (see logShort).
 func decodeLog(p *prepared, n int64, v [3]int64) core.Result {
 	R := p.spec.Rate
 	ok, c := verdict(v[0])
@@ -196,6 +200,16 @@ func decodeLog(p *prepared, n int64, v [3]int64) core.Result {
 	return r
 }
 
+// logShort expands the log script's one-integer reply: c >= 0 live entries
+// after an admission whose newest entry is stamped now (reset P), or none
+// (reset 0).
+func logShort(p *prepared, c int64) [3]int64 {
+	if c == 0 {
+		return [3]int64{}
+	}
+	return [3]int64{c, p.spec.Period, 0}
+}
+
 // ceilDiv is ceil(a/b) for a >= 0, b > 0.
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
@@ -207,6 +221,9 @@ func decodeLean(p *prepared, n int64, reply any) (core.Result, error) {
 	switch r := reply.(type) {
 	case int64:
 		v[0], k = r, 1
+		if p.lean.script == logScript && r >= 0 {
+			v, k = logShort(p, r), 3
+		}
 	case []any:
 		for ; k < len(r) && k < len(v); k++ {
 			x, ok := r[k].(int64)
