@@ -14,7 +14,9 @@
 -- entries run from the first live one to the last: c = last - first + 1
 -- (two reads, no count). Expired entries are removed when an admission's
 -- sequence numbers cross a multiple of 64, or when none is live, so the
--- set holds at most R + 63 entries.
+-- set holds at most R + 63 entries; an entry counts when it is stamped
+-- after max(now, newest) - P, which is what removing them at every
+-- admission would leave (ALGORITHMS.md).
 
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
@@ -28,6 +30,11 @@ local c, seq, newest, live = 0, -1, nil, nil
 if last[1] then
   seq = tonumber(last[1], 16) or -1
   newest = last[2] + 0 -- coercion reads every form a score may take
+  -- An admission at now removes the entries up to now - P, and the newest
+  -- stamp is the largest now an admission has seen: after a step back of
+  -- the clock, the entries up to newest - P stay removed, as in the memory
+  -- store, though they may still be in the set.
+  if newest > now then old = newest - P end
   if newest > old then
     live = string.format('%d', old + 1) -- stamps are integers: (old is [old + 1
     local first = redis.call('ZRANGEBYSCORE', key, live, '+inf', 'LIMIT', '0', '1')

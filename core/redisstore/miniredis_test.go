@@ -249,6 +249,45 @@ func TestMiniSlidingLogTrim(t *testing.T) {
 	x.ttlsAll()
 }
 
+// After a step back of the clock, the entries that an admission removes
+// (ALGORITHMS.md) do not count again, though the lean script leaves them in
+// the set for a later trim: the lean script and the take script (here with
+// a loose second limit) both match the memory store.
+func TestMiniSlidingLogClockBack(t *testing.T) {
+	x := newMini(t)
+	mem := core.NewMemoryStore(core.WithClock(func() time.Time { return x.now }))
+	ctx := context.Background()
+	l := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: time.Second}
+	loose := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: time.Millisecond, Burst: 1 << 20}
+	for i, limits := range [][]core.Limit{{l}, {l, loose}} {
+		key := fmt.Sprint("back", i)
+		step := func(d time.Duration, n int64, limits ...core.Limit) {
+			t.Helper()
+			x.now = x.now.Add(d)
+			x.m.SetTime(x.now) // TTLs do not move back
+			want, _ := mem.Take(ctx, key, n, limits...)
+			if got := x.take(key, n, limits...); !reflect.DeepEqual(got, want) {
+				t.Fatalf("%d limits, at %v, n %d: redis %+v, memory %+v", len(limits), x.now.Sub(t0), n, got, want)
+			}
+		}
+		step(0, 1, l)
+		step(500*time.Millisecond, 1, l)
+		step(700*time.Millisecond, 1, l) // 1.2 s: the entry at 0 expired, a live one left
+		if c, _ := x.client.ZCard(ctx, x.keyOf(key, l)).Result(); c != 3 {
+			t.Fatalf("log holds %d entries, want 3 (the expired one kept for a later trim)", c)
+		}
+		step(-300*time.Millisecond, 0, limits...) // 0.9 s: the entry at 0 stays removed
+		step(0, 1, limits...)
+		step(0, 1, limits...)
+		step(-400*time.Millisecond, 1, limits...)
+		step(1100*time.Millisecond, 2, limits...)
+		step(100*time.Millisecond, 2, limits...)
+		step(-1500*time.Millisecond, 0, limits...)
+		x.now = t0.Add(time.Duration(i+1) * time.Hour)
+		x.m.SetTime(x.now)
+	}
+}
+
 // Units taken in one microsecond, in one call or in several, are distinct
 // members of the log (the seeds' ZSET used the timestamp as member).
 func TestMiniSlidingLogSameMicrosecond(t *testing.T) {
