@@ -224,6 +224,17 @@ func TestMiniSlidingLogTrim(t *testing.T) {
 		if i%7 == 3 {
 			n = 0
 		}
+		if i%5 == 0 { // a Peek decides n and writes nothing
+			before, ttl := x.m.Dump(), x.m.TTL(key)
+			want, _ := mem.Peek(ctx, "k", n+2, l)
+			got, err := x.store.Peek(ctx, "k", n+2, l)
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("step %d, peek %d: redis %+v (%v), memory %+v", i, n+2, got, err, want)
+			}
+			if after := x.m.Dump(); after != before || x.m.TTL(key) != ttl {
+				t.Fatalf("step %d: a Peek changed the log or its TTL (%v, was %v):\n%s\n%s", i, x.m.TTL(key), ttl, before, after)
+			}
+		}
 		want, _ := mem.Take(ctx, "k", n, l)
 		if got := x.take("k", n, l); !reflect.DeepEqual(got, want) {
 			t.Fatalf("step %d, n %d: redis %+v, memory %+v", i, n, got, want)
