@@ -30,7 +30,7 @@ var leanScripts = []struct {
 	{"token", lua.Token, []any{10, 1_000_000, 1_000_000}},
 	{"fixed", lua.Fixed, []any{500_000, 3_600_000_000}},
 	{"sliding", lua.Sliding, []any{500_000, 3_600_000_000}},
-	{"log", lua.Log, []any{100_000, 3_600_000_000}},
+	{"log", lua.Log, []any{100_000, 3_600_000_000, 3_600_000}},
 }
 
 // functionLibrary is the lean scripts as one Redis Functions library: each

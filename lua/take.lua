@@ -75,12 +75,15 @@ for i = 1, m do
   if l.a == 'l' then
     -- newest entry: its score is the newest stamp, its member the sequence
     local last = call('ZRANGE', l.key, -1, -1, 'WITHSCORES')
-    l.c, l.seq = 0, -1
+    l.c, l.seq, l.old = 0, -1, now - l.P
     if last[1] then
       l.seq = tonumber(last[1], 16) or -1
       l.newest = num(last[2])
-      if l.newest > now - l.P then
-        l.c = call('ZCOUNT', l.key, '(' .. str(now - l.P), '+inf')
+      -- entries up to newest - P count as removed, whether or not log.lua
+      -- has removed them yet (see there)
+      if l.newest > now then l.old = l.newest - l.P end
+      if l.newest > l.old then
+        l.c = call('ZCOUNT', l.key, '(' .. str(l.old), '+inf')
       end
     end
   elseif l.a == 'f' then
@@ -195,7 +198,7 @@ local function log(l, cost)
     end
   else
     -- the (c+cost-R)-th oldest live entry must leave first
-    local e = call('ZRANGEBYSCORE', l.key, '(' .. str(now - P), '+inf',
+    local e = call('ZRANGEBYSCORE', l.key, '(' .. str(l.old), '+inf',
       'WITHSCORES', 'LIMIT', str(c + cost - R - 1), 1)
     retry = num(e[2]) + P - now
   end

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -202,10 +203,100 @@ func TestMiniSlidingLog(t *testing.T) {
 	}
 	x.advance(7 * time.Second) // the first entry is exactly P old: gone
 	check(t, "after 10s", x.take("k", 1, l), want{true, 3, 0, 0, 10 * time.Second, 0})
-	if c, _ := x.client.ZCard(context.Background(), x.keyOf("k", l)).Result(); c != 3 {
-		t.Errorf("log holds %d entries, want 3 (expired entries removed on write)", c)
+	if c, _ := x.client.ZCard(context.Background(), x.keyOf("k", l)).Result(); c != 4 {
+		t.Errorf("log holds %d entries, want 4 (the expired one leaves at a later trim)", c)
 	}
 	x.ttlsAll()
+}
+
+// The lean script removes expired entries when an admission's sequence
+// numbers cross a multiple of 64, or when none is live: the log never holds
+// more than R + 63 entries, and the entries it keeps change no Result.
+func TestMiniSlidingLogTrim(t *testing.T) {
+	x := newMini(t)
+	mem := core.NewMemoryStore(core.WithClock(func() time.Time { return x.now }))
+	ctx := context.Background()
+	l := core.Limit{Algorithm: core.SlidingLog, Rate: 5, Period: time.Second}
+	key := x.keyOf("k", l)
+	most := int64(0)
+	for i := range 400 {
+		n := int64(1 + i%3)
+		if i%7 == 3 {
+			n = 0
+		}
+		if i%5 == 0 { // a Peek decides n and writes nothing
+			before, ttl := x.m.Dump(), x.m.TTL(key)
+			want, _ := mem.Peek(ctx, "k", n+2, l)
+			got, err := x.store.Peek(ctx, "k", n+2, l)
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("step %d, peek %d: redis %+v (%v), memory %+v", i, n+2, got, err, want)
+			}
+			if after := x.m.Dump(); after != before || x.m.TTL(key) != ttl {
+				t.Fatalf("step %d: a Peek changed the log or its TTL (%v, was %v):\n%s\n%s", i, x.m.TTL(key), ttl, before, after)
+			}
+		}
+		want, _ := mem.Take(ctx, "k", n, l)
+		if got := x.take("k", n, l); !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d, n %d: redis %+v, memory %+v", i, n, got, want)
+		}
+		c, err := x.client.ZCard(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c > l.Rate+63 {
+			t.Fatalf("step %d: log holds %d entries, more than R + 63", i, c)
+		}
+		most = max(most, c)
+		x.advance(time.Duration(50+i%5*40) * time.Millisecond)
+	}
+	if most <= l.Rate {
+		t.Errorf("the log never held more than R (%d) entries: no lazy removal exercised", most)
+	}
+	x.advance(2 * time.Second) // nothing live: the next admission removes every entry
+	x.take("k", 1, l)
+	if c, _ := x.client.ZCard(ctx, key).Result(); c != 1 {
+		t.Errorf("log holds %d entries after an admission with none live, want 1", c)
+	}
+	x.ttlsAll()
+}
+
+// After a step back of the clock, the entries that an admission removes
+// (ALGORITHMS.md) do not count again, though the lean script leaves them in
+// the set for a later trim: the lean script and the take script (here with
+// a loose second limit) both match the memory store.
+func TestMiniSlidingLogClockBack(t *testing.T) {
+	x := newMini(t)
+	mem := core.NewMemoryStore(core.WithClock(func() time.Time { return x.now }))
+	ctx := context.Background()
+	l := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: time.Second}
+	loose := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: time.Millisecond, Burst: 1 << 20}
+	for i, limits := range [][]core.Limit{{l}, {l, loose}} {
+		key := fmt.Sprint("back", i)
+		step := func(d time.Duration, n int64, limits ...core.Limit) {
+			t.Helper()
+			x.now = x.now.Add(d)
+			x.m.SetTime(x.now) // TTLs do not move back
+			want, _ := mem.Take(ctx, key, n, limits...)
+			if got := x.take(key, n, limits...); !reflect.DeepEqual(got, want) {
+				t.Fatalf("%d limits, at %v, n %d: redis %+v, memory %+v", len(limits), x.now.Sub(t0), n, got, want)
+			}
+		}
+		step(0, 1, l)
+		step(500*time.Millisecond, 1, l)
+		step(700*time.Millisecond, 1, l) // 1.2 s: the entry at 0 expired, a live one left
+		if c, _ := x.client.ZCard(ctx, x.keyOf(key, l)).Result(); c != 3 {
+			t.Fatalf("log holds %d entries, want 3 (the expired one kept for a later trim)", c)
+		}
+		step(-300*time.Millisecond, 0, limits...) // 0.9 s: the entry at 0 stays removed
+		step(0, 1, limits...)
+		step(0, 1, limits...)
+		step(-400*time.Millisecond, 1, limits...)
+		step(1100*time.Millisecond, 2, limits...)
+		step(100*time.Millisecond, 2, limits...)
+		step(-1500*time.Millisecond, 0, limits...)
+		x.now = t0.Add(time.Duration(i+1) * time.Hour)
+		x.m.SetTime(x.now)
+	}
 }
 
 // Units taken in one microsecond, in one call or in several, are distinct

@@ -66,7 +66,8 @@ type family struct {
 	decode  func(p *prepared, n int64, v [3]int64) core.Result
 	replies int // integers in the lean script's reply, at most 3
 	// unpack, when not nil, turns a reply of one integer into the
-	// replies integers decode takes (fixed.lua packs its two when exact).
+	// replies integers decode takes (fixed.lua packs its two when exact;
+	// log.lua sends the usual admission as its count alone).
 	unpack func(p *prepared, x int64) [3]int64
 }
 
@@ -77,12 +78,15 @@ var families = map[core.Algorithm]*family{
 	core.TokenBucket:   {lua.CodeTokenBucket, tokenScript, tokenArgs, decodeToken, 1, nil},
 	core.FixedWindow:   {lua.CodeFixedWindow, fixedScript, windowArgs, decodeFixed, 2, unpackFixed},
 	core.SlidingWindow: {lua.CodeSlidingWindow, slidingScript, windowArgs, decodeSliding, 3, nil},
-	core.SlidingLog:    {lua.CodeSlidingLog, logScript, windowArgs, decodeLog, 3, nil},
+	core.SlidingLog:    {lua.CodeSlidingLog, logScript, logArgs, decodeLog, 3, logShort},
 }
 
 func tatArgs(s *core.Spec) []int64    { return []int64{s.Capacity(), s.Interval} }
 func tokenArgs(s *core.Spec) []int64  { return []int64{s.Rate, s.Period, s.Burst} }
 func windowArgs(s *core.Spec) []int64 { return []int64{s.Rate, s.Period} }
+
+// logArgs: R, P and the key's lifetime in ms after a charge, ceil(P/1000).
+func logArgs(s *core.Spec) []int64 { return []int64{s.Rate, s.Period, ceilDiv(s.Period, 1000)} }
 
 // The lean scripts reply with the state after the call and the verdict in
 // the sign of their first integer: x >= 0 when allowed, ^x (-x-1) when
@@ -196,7 +200,8 @@ func decodeSliding(p *prepared, n int64, v [3]int64) core.Result {
 
 // decodeLog: the reply is the count c of live entries after the call
 // (allowed) or before it (denied), reset, and the retry of a denied cost up
-// to R, all computed by the script from the log.
+// to R, all computed by the script from the log; or, for an admission whose
+// newest entry is stamped now, c alone (see logShort).
 func decodeLog(p *prepared, n int64, v [3]int64) core.Result {
 	R := p.spec.Rate
 	ok, c := verdict(v[0])
@@ -208,6 +213,16 @@ func decodeLog(p *prepared, n int64, v [3]int64) core.Result {
 		r.RetryAfter = micros(v[2])
 	}
 	return r
+}
+
+// logShort expands the log script's one-integer reply: c >= 0 live entries
+// after an admission whose newest entry is stamped now (reset P), or none
+// (reset 0).
+func logShort(p *prepared, c int64) [3]int64 {
+	if c == 0 {
+		return [3]int64{}
+	}
+	return [3]int64{c, p.spec.Period, 0}
 }
 
 // ceilDiv is ceil(a/b) for a >= 0, b > 0.
