@@ -63,3 +63,52 @@ func BenchmarkTake(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLeaseHot measures one hot key taken by 32 goroutines per
+// GOMAXPROCS (64 on the bench's 2 vCPUs), as the bench module's hot path
+// at c=64 does: lease mode against the exact path, on a real redis-server.
+// calls/op is lease script calls per decision (lease mode).
+//
+//	go test -run '^$' -bench LeaseHot -benchmem ./core/redisstore
+func BenchmarkLeaseHot(b *testing.B) {
+	srv := redistest.StartServer(b)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	b.Cleanup(func() { _ = client.Close() })
+	for _, lim := range []core.Limit{
+		{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 100_000_000},
+		{Algorithm: core.FixedWindow, Rate: 30_000_000, Period: time.Minute},
+	} {
+		for _, mode := range []string{"lease", "exact"} {
+			b.Run(string(lim.Algorithm)+"/"+mode, func(b *testing.B) {
+				var opts []Option
+				if mode == "lease" {
+					opts = append(opts, WithLeases(LeaseConfig{}))
+				}
+				s := realStore(b, client, opts...)
+				if s.lease != nil {
+					waitLive(b, s)
+				}
+				ctx := context.Background()
+				calls0 := int64(0)
+				if s.lease != nil {
+					calls0 = s.lease.calls.Load()
+				}
+				b.ReportAllocs()
+				b.SetParallelism(32)
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if _, err := s.Take(ctx, "hot", 1, lim); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.StopTimer()
+				if s.lease != nil {
+					b.ReportMetric(float64(s.lease.calls.Load()-calls0)/float64(b.N), "calls/op")
+				}
+			})
+		}
+	}
+}
