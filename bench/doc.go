@@ -20,7 +20,10 @@
 // sluice runs twice on Redis: sluice-redis/<algorithm> is a redisstore.Store
 // with its defaults (automatic pipelining on, the deny cache off), and
 // sluice-plain/<algorithm> the same with both off, one EVALSHA round trip
-// per decision.
+// per decision. sluice-redis+deny/<algorithm> is the defaults plus
+// redisstore.WithDenyCache(4096) (allow and deny paths): the SUMMARY
+// reports the deny path's target for the defaults (every denial decided by
+// Redis) and for the opt-in deny cache.
 //
 // The hot path has every goroutine take one key, never exhausted, and runs
 // only sluice: sluice-redis/<algorithm> (exact) against

@@ -117,7 +117,7 @@ func run() (code int) {
 						return 130
 					}
 					if err != nil {
-						fmt.Printf("%-26s ERROR %v\n", im.name, err)
+						fmt.Printf("%-32s ERROR %v\n", im.name, err)
 						failed[i] = true
 						continue
 					}
@@ -257,7 +257,7 @@ func loadAvg() string {
 }
 
 func printHeader() {
-	fmt.Printf("%-26s %11s %7s %9s %9s %9s %8s %7s %8s %6s %5s  %s\n",
+	fmt.Printf("%-32s %11s %7s %9s %9s %9s %8s %7s %8s %6s %5s  %s\n",
 		"contender", "dec/s", "spread", "p50", "p99", "redisCPU", "script", "cmds", "goCPU", "ok%", "errs", "top")
 }
 
@@ -280,10 +280,10 @@ func printRow(r *caseResult) {
 	if r.rounds > 1 {
 		spread = fmt.Sprintf("%.0f%%", 100*r.spread)
 	}
-	fmt.Printf("%-26s %11.0f %7s %9s %9s %9s %8s %7s %8s %6s %5d  %s\n",
+	fmt.Printf("%-32s %11.0f %7s %9s %9s %9s %8s %7s %8s %6s %5d  %s\n",
 		r.im.name, r.rate(), spread, fmtDur(r.p50), fmtDur(r.p99), redisCPU, script, cmds, goCPU, ok, r.errors, top)
 	if r.firstErr != nil {
-		fmt.Printf("%-26s first error: %v\n", "", r.firstErr)
+		fmt.Printf("%-32s first error: %v\n", "", r.firstErr)
 	}
 }
 
@@ -368,13 +368,13 @@ func printRatios(results []*caseResult, paths []string, concs []int) {
 				if len(rows) == 0 || len(cols) == 0 {
 					continue
 				}
-				fmt.Printf("\n%s c=%d (%s)\n%-26s", path, conc, group, "")
+				fmt.Printf("\n%s c=%d (%s)\n%-32s", path, conc, group, "")
 				for _, c := range cols {
 					fmt.Printf(" %14s", c.im.name)
 				}
 				fmt.Println()
 				for _, r := range rows {
-					fmt.Printf("%-26s", r.im.name)
+					fmt.Printf("%-32s", r.im.name)
 					for _, c := range cols {
 						fmt.Printf(" %14s", ratio(r.rate(), c.rate()))
 					}
@@ -399,7 +399,20 @@ func sluiceNames(results []*caseResult, group, path string, conc int) []*caseRes
 	var out []*caseResult
 	for _, r := range results {
 		if r.im.sluice && r.im.group == group && r.path == path && r.conc == conc &&
-			!strings.HasPrefix(r.im.name, "sluice-plain/") && !strings.HasPrefix(r.im.name, "sluice-redis@") && !r.im.hotOnly {
+			!strings.HasPrefix(r.im.name, "sluice-plain/") && !strings.HasPrefix(r.im.name, "sluice-redis@") &&
+			!strings.HasPrefix(r.im.name, denyCachePrefix) && !r.im.hotOnly {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// denyCacheNames lists the sluice contenders with the deny cache on
+// (denyCachePrefix) that ran on the path.
+func denyCacheNames(results []*caseResult, path string, conc int) []*caseResult {
+	var out []*caseResult
+	for _, r := range results {
+		if strings.HasPrefix(r.im.name, denyCachePrefix) && r.path == path && r.conc == conc {
 			out = append(out, r)
 		}
 	}

@@ -23,6 +23,13 @@ func sluiceLimit(alg core.Algorithm, q quota) core.Limit {
 	}
 }
 
+// denyCachePrefix names the contenders with the deny cache on
+// (redisstore.WithDenyCache(denyCacheSize)), the defaults otherwise.
+const (
+	denyCachePrefix = "sluice-redis+deny/"
+	denyCacheSize   = 4096 // "4096 suits most services" (WithDenyCache)
+)
+
 // inFlight is the -inflight flag: the first value, when positive, replaces
 // redisstore.DefaultPipeline in the sluice-redis contenders; each further
 // one adds contenders sluice-redis@<value>/<algorithm>, to compare
@@ -50,6 +57,20 @@ func sluiceImpls() []impl {
 					return redisDecide(st, sluiceLimit(alg, q)), nop, nil
 				}})
 		}
+	}
+	// The defaults plus the deny cache (off by default since issue 10), at
+	// the size WithDenyCache's documentation recommends: the deny path of
+	// issue 4's target, answered in process. Allow and deny paths; the
+	// SUMMARY reports the deny target for these and for the defaults.
+	for _, alg := range core.Algorithms() {
+		out = append(out, impl{name: denyCachePrefix + string(alg), group: "redis", sluice: true, timeAll: true,
+			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
+				st, err := redisstore.New(rdb, redisstore.WithDenyCache(denyCacheSize))
+				if err != nil {
+					return nil, nil, err
+				}
+				return redisDecide(st, sluiceLimit(alg, q)), func() { _ = st.Close() }, nil
+			}})
 	}
 	// The same without automatic pipelining and without the deny cache:
 	// one EVALSHA round trip per decision, as before issue 4.

@@ -63,3 +63,118 @@ func BenchmarkTake(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLeaseHot measures one hot key taken by 32 goroutines per
+// GOMAXPROCS (64 on the bench's 2 vCPUs), as the bench module's hot path
+// at c=64 does: lease mode against the exact path, on a real redis-server.
+// calls/op is lease script calls per decision (lease mode); cpu-ns/op is
+// this process's CPU per decision (user and system; redis-server's is not
+// counted). Lease mode on one key is bound by the refill's round trip
+// (one lease of at most 64 units per round trip), so ns/op moves little
+// with the client's CPU; cpu-ns/op shows what a Take costs the process.
+//
+//	go test -run '^$' -bench LeaseHot -benchmem ./core/redisstore
+func BenchmarkLeaseHot(b *testing.B) {
+	srv := redistest.StartServer(b)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	b.Cleanup(func() { _ = client.Close() })
+	for _, lim := range []core.Limit{
+		{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 100_000_000},
+		{Algorithm: core.FixedWindow, Rate: 30_000_000, Period: time.Minute},
+	} {
+		for _, mode := range []string{"lease", "exact"} {
+			b.Run(string(lim.Algorithm)+"/"+mode, func(b *testing.B) {
+				var opts []Option
+				if mode == "lease" {
+					opts = append(opts, WithLeases(LeaseConfig{}))
+				}
+				s := realStore(b, client, opts...)
+				if s.lease != nil {
+					waitLive(b, s)
+				}
+				ctx := context.Background()
+				calls0 := int64(0)
+				if s.lease != nil {
+					calls0 = s.lease.calls.Load()
+				}
+				b.ReportAllocs()
+				b.SetParallelism(32)
+				b.ResetTimer()
+				cpu0 := processCPU()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if _, err := s.Take(ctx, "hot", 1, lim); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.StopTimer()
+				if cpu := processCPU() - cpu0; cpu > 0 {
+					b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+				}
+				if s.lease != nil {
+					b.ReportMetric(float64(s.lease.calls.Load()-calls0)/float64(b.N), "calls/op")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkTakeOverhead measures what a Store adds to one round trip at
+// c=1: a serial Take of one GCRA limit (the lean script) through a Store
+// with pipelining off (plain) and with its defaults (piped), against
+// client.Do of the very EVALSHA command that the Store builds (raw), on a
+// real redis-server. The round trip dominates ns/op; cpu-ns/op is this
+// process's CPU per Take (redis-server's is not counted).
+//
+//	go test -run '^$' -bench TakeOverhead -benchmem ./core/redisstore
+func BenchmarkTakeOverhead(b *testing.B) {
+	srv := redistest.StartServer(b)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	b.Cleanup(func() { _ = client.Close() })
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	lim := []core.Limit{{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 1_000_000}}
+	ctx := context.Background()
+	plain := realStore(b, client, WithPipelining(0))
+	if err := plain.Ping(ctx); err != nil { // loads the scripts for raw
+		b.Fatal(err)
+	}
+	cmds := make([][]any, len(keys))
+	for i, k := range keys {
+		c, err := plain.call(k, 1, lim)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmds[i] = c.cmd
+	}
+	measure := func(b *testing.B, take func(i int) error) {
+		b.ReportAllocs()
+		cpu0 := processCPU()
+		for i := 0; i < b.N; i++ {
+			if err := take(i % len(keys)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if cpu := processCPU() - cpu0; cpu > 0 {
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+		}
+	}
+	b.Run("raw", func(b *testing.B) {
+		measure(b, func(i int) error { return client.Do(ctx, cmds[i]...).Err() })
+	})
+	for _, c := range []struct {
+		name string
+		s    *Store
+	}{{"plain", plain}, {"piped", realStore(b, client)}} {
+		b.Run(c.name, func(b *testing.B) {
+			measure(b, func(i int) error {
+				_, err := c.s.Take(ctx, keys[i], 1, lim...)
+				return err
+			})
+		})
+	}
+}
