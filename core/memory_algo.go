@@ -311,7 +311,7 @@ func evalSlidingLog(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	c := int64(lg.len() - start)
 	var newest int64
 	if c > 0 {
-		newest = lg.at(lg.len() - 1)
+		newest = lg.last
 	}
 	o.limit = r
 	switch {
@@ -365,11 +365,14 @@ func lock(st *memoryState, sp *algSpec, now int64) {
 }
 
 // slidingLog is a ring buffer of ascending timestamps (µs), allocated
-// lazily and grown as needed up to the limit's Rate entries.
+// lazily and grown as needed up to the limit's Rate entries. It keeps a
+// copy of its oldest and newest entries, so that a decision in which no
+// entry leaves the window reads nothing from the buffer.
 type slidingLog struct {
-	buf   []int64
-	head  int // index in buf of the oldest entry
-	count int
+	buf         []int64
+	head        int // index in buf of the oldest entry
+	count       int
+	first, last int64 // the oldest and newest entries, when count > 0
 }
 
 func (l *slidingLog) len() int {
@@ -392,7 +395,7 @@ func (l *slidingLog) at(i int) int64 {
 // when there is none), by binary search.
 func (l *slidingLog) firstAfter(cut int64) int {
 	lo, hi := 0, l.len()
-	if hi == 0 || l.at(0) > cut {
+	if hi == 0 || l.first > cut {
 		return 0 // nothing has left the window: the usual case
 	}
 	lo = 1
@@ -417,6 +420,9 @@ func (l *slidingLog) commit(start int, n, t, rate int64) {
 		l.head -= len(l.buf)
 	}
 	l.count -= start
+	if l.count > 0 && start > 0 {
+		l.first = l.at(0)
+	}
 	need := l.count + int(n)
 	switch {
 	case need > len(l.buf):
@@ -434,6 +440,12 @@ func (l *slidingLog) commit(start int, n, t, rate int64) {
 		}
 		l.buf[j] = t
 		j++
+	}
+	if n > 0 {
+		if l.count == 0 {
+			l.first = t
+		}
+		l.last = t
 	}
 	l.count = need
 }

@@ -217,3 +217,25 @@ func TestSlidingLogRing(t *testing.T) {
 		t.Errorf("drained to %d entries, the buffer still holds %d", l.len(), len(l.buf))
 	}
 }
+
+// The sliding log's copies of its oldest and newest entries follow the
+// buffer through drops, appends, growth and shrinking.
+func TestSlidingLogEnds(t *testing.T) {
+	var l slidingLog
+	next := int64(1)
+	for round := 0; round < 6000; round++ {
+		drop := 0
+		if l.len() > 0 && (round%3 == 0 || round > 4000) {
+			drop = min(l.len(), 1+round%5)
+		}
+		n := int64(round % 3)
+		if round > 4000 {
+			n = int64(round % 2)
+		}
+		l.commit(drop, n, next, 5000)
+		next += int64(1 + round%2)
+		if l.len() > 0 && (l.first != l.at(0) || l.last != l.at(l.len()-1)) {
+			t.Fatalf("round %d: first %d last %d, entries %d..%d", round, l.first, l.last, l.at(0), l.at(l.len()-1))
+		}
+	}
+}
