@@ -239,3 +239,15 @@ func TestSlidingLogEnds(t *testing.T) {
 		}
 	}
 }
+
+// The default clock reads what time.Now reads.
+func TestWallMicros(t *testing.T) {
+	for i := 0; i < 10000; i++ {
+		before := time.Now().UnixMicro()
+		w := wallMicros()
+		after := time.Now().UnixMicro()
+		if w < before || w > after {
+			t.Fatalf("wallMicros %d outside [%d, %d] read by time.Now", w, before, after)
+		}
+	}
+}
