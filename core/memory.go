@@ -82,11 +82,12 @@ type memoryShard struct {
 
 type shardData struct {
 	mu sync.Mutex
-	// states holds the states by stateHash; a state whose hash another
-	// state already holds (a 64-bit collision, in practice never) is kept
-	// in overflow, by its full key. Every stored state holds its key, and
-	// a lookup compares it.
-	states   map[uint64]*memoryState
+	// states holds the states by stateHash (memory_table.go), used of its
+	// slots taken; a state whose hash another state already holds (a
+	// 64-bit collision, in practice never) is kept in overflow, by its
+	// full key. Every stored state holds its key, and a lookup compares it.
+	states   []stateSlot
+	used     int
 	overflow map[stateKey]*memoryState
 	capacity int
 	// specs caches the validated form of the limits last used on this
@@ -159,12 +160,12 @@ func (k *stateKey) spec() algSpec {
 }
 
 // len returns the number of states the shard holds. The caller holds mu.
-func (sh *memoryShard) len() int { return len(sh.states) + len(sh.overflow) }
+func (sh *memoryShard) len() int { return sh.used + len(sh.overflow) }
 
 // find returns the state of (key, digest, sp), whose hash is h. The caller
 // holds mu.
 func (sh *memoryShard) find(key string, digest bool, sp *algSpec, h uint64) (*memoryState, bool) {
-	if st := sh.states[h]; st != nil && st.key.is(key, digest, sp) {
+	if st := sh.lookup(h); st != nil && st.key.is(key, digest, sp) {
 		return st, true
 	}
 	if len(sh.overflow) > 0 {
@@ -189,8 +190,8 @@ func (k *stateKey) is(key string, digest bool, sp *algSpec) bool {
 
 // remove deletes a stored state. The caller holds mu.
 func (sh *memoryShard) remove(st *memoryState) {
-	if sh.states[st.hash] == st {
-		delete(sh.states, st.hash)
+	if i := sh.slotOf(st.hash); i >= 0 && sh.states[i].memoryState == st {
+		sh.vacate(i)
 	} else {
 		delete(sh.overflow, st.key)
 	}
@@ -260,7 +261,6 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 		mask:   uint64(shards - 1),
 	}
 	for i := range s.shards {
-		s.shards[i].states = make(map[uint64]*memoryState)
 		s.shards[i].capacity = cfg.maxKeys / shards
 		if i < cfg.maxKeys%shards {
 			s.shards[i].capacity++
@@ -378,7 +378,7 @@ func (s *MemoryStore) clear() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		clear(sh.states)
+		sh.states, sh.used = nil, 0
 		sh.overflow = nil
 		sh.mu.Unlock()
 	}
@@ -588,8 +588,8 @@ func (sh *memoryShard) insert(k *stateKey, h uint64, st *memoryState, now int64)
 		alg: k.alg, digest: k.digest,
 	}
 	p.hash = h
-	if _, taken := sh.states[h]; !taken {
-		sh.states[h] = p
+	if sh.lookup(h) == nil {
+		sh.put(h, p)
 		return
 	}
 	if sh.overflow == nil {
@@ -598,8 +598,8 @@ func (sh *memoryShard) insert(k *stateKey, h uint64, st *memoryState, now int64)
 	sh.overflow[p.key] = p
 }
 
-// reclaim deletes the expired entries among a sample of the shard (map
-// iteration starts at a random entry) and, when the shard is full, evicts
+// reclaim deletes the expired entries among a sample of the shard (from a
+// random slot of its table on) and, when the shard is full, evicts
 // the sampled live entry that is cheapest to forget (see evictionRank).
 // Entries of key are never touched: their states are being written by the
 // current call.
@@ -631,11 +631,7 @@ func (sh *memoryShard) reclaim(now int64, key string) {
 		}
 	}
 	if !done {
-		for _, v := range sh.states {
-			if visit(v) {
-				break
-			}
-		}
+		sh.sample(visit)
 	}
 	if victim != nil && sh.len() >= sh.capacity {
 		sh.remove(victim)

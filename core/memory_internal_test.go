@@ -251,3 +251,70 @@ func TestWallMicros(t *testing.T) {
 		}
 	}
 }
+
+// The shard's table finds every state it holds and no other through
+// insertions, growth and removals, with hashes crowded on few home slots
+// so that probes wrap and removals move states back.
+func TestMemoryShardTable(t *testing.T) {
+	var sh memoryShard
+	model := map[uint64]*memoryState{}
+	rng := uint64(1)
+	next := func(n uint64) uint64 {
+		rng ^= rng << 13
+		rng ^= rng >> 7
+		rng ^= rng << 17
+		return rng % n
+	}
+	check := func(when string) {
+		t.Helper()
+		if sh.used != len(model) {
+			t.Fatalf("%s: %d used, want %d", when, sh.used, len(model))
+		}
+		for h, st := range model {
+			if got := sh.lookup(h); got != st {
+				t.Fatalf("%s: lookup(%#x) = %p, want %p", when, h, got, st)
+			}
+		}
+		for i := uint64(0); i < 8; i++ {
+			if h := next(1<<24) | 1<<40; model[h] == nil && sh.lookup(h) != nil {
+				t.Fatalf("%s: lookup(%#x) found a state never stored", when, h)
+			}
+		}
+	}
+	for round := 0; round < 20000; round++ {
+		// Hashes whose home bits take 64 values: long probe runs.
+		h := next(64)<<16 | next(1<<16)
+		if st := model[h]; st != nil {
+			sh.remove(st)
+			delete(model, h)
+		} else if len(model) < 300 {
+			st := &memoryState{hash: h}
+			sh.put(h, st)
+			model[h] = st
+		}
+		if round%97 == 0 {
+			check("round " + strconv.Itoa(round))
+		}
+	}
+	check("end")
+	// Sampling that never stops early visits every state, also while it
+	// removes some of those it visits.
+	seen := map[*memoryState]bool{}
+	sh.sample(func(st *memoryState) bool {
+		if model[st.hash] != st {
+			t.Fatalf("visited %#x, which is not stored", st.hash)
+		}
+		seen[st] = true
+		if st.hash%3 == 0 {
+			sh.remove(st)
+			delete(model, st.hash)
+		}
+		return false
+	})
+	for h, st := range model {
+		if !seen[st] {
+			t.Fatalf("sampling missed %#x", h)
+		}
+	}
+	check("after sampling")
+}
