@@ -299,35 +299,44 @@ func (s *MemoryStore) Len() int {
 // Take keeps no reference to key (a new state stores a copy), so a caller
 // may pass a key built in a buffer it reuses.
 func (s *MemoryStore) Take(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
-	return s.take(ctx, key, n, limits, true)
+	var res Result
+	err := s.take(ctx, &res, key, n, limits, true)
+	return res, err
 }
 
 // Peek returns the Result Take would return now, without charging
 // anything or setting a penalty lock (see Peeker). It fails like Take.
 func (s *MemoryStore) Peek(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
-	return s.take(ctx, key, n, limits, false)
+	var res Result
+	err := s.take(ctx, &res, key, n, limits, false)
+	return res, err
 }
 
-// take decides a Take; charge false makes it a Peek.
-func (s *MemoryStore) take(ctx context.Context, key string, n int64, limits []Limit, charge bool) (Result, error) {
+// take decides a Take into res, which it leaves zero on error; charge
+// false makes it a Peek. (The Result is written in place: returning it
+// through each call costs a few ns on the hot path.)
+func (s *MemoryStore) take(ctx context.Context, res *Result, key string, n int64, limits []Limit, charge bool) error {
 	if err := s.checkInput(ctx, key, n, limits); err != nil {
-		return Result{}, err
+		return err
 	}
 	// The scratch of one limit per limit, on the stack unless there are
 	// many; one limit (the usual case) gets no more than it needs.
-	var res Result
 	if len(limits) == 1 {
 		var one [1]limitEval
-		err := s.decide(&res, key, n, limits, one[:], charge)
-		return res, err
+		return s.decide(res, key, n, limits, one[:], charge)
 	}
+	return s.takeMany(res, key, n, limits, charge)
+}
+
+// takeMany is take for several limits, in a frame of its own so that
+// take's stays small.
+func (s *MemoryStore) takeMany(res *Result, key string, n int64, limits []Limit, charge bool) error {
 	var few [4]limitEval
 	evs := few[:]
 	if len(limits) > len(few) {
 		evs = make([]limitEval, len(limits))
 	}
-	err := s.decide(&res, key, n, limits, evs[:len(limits)], charge)
-	return res, err
+	return s.decide(res, key, n, limits, evs[:len(limits)], charge)
 }
 
 // checkInput returns the error of a call with a bad store, key, cost or
@@ -528,18 +537,23 @@ func (s *MemoryStore) decideLocked(sh *memoryShard, key string, digest bool, key
 		evaluate(&e.o, &e.sp, e.state(), now, n)
 		allowed = allowed && e.o.allowed
 	}
-	var fresh memoryState // the state written for an absent entry
 	for i := range evs {
-		e := &evs[i]
-		st := e.st
-		if st == nil {
-			fresh = memoryState{}
-			st = &fresh
+		if e := &evs[i]; e.st != nil {
+			e.write(e.st, allowed, n, charge, now)
+		} else {
+			sh.writeAbsent(e, key, digest, keyHash, allowed, n, charge, now)
 		}
-		if e.write(st, allowed, n, charge, now) && e.st == nil {
-			k := makeStateKey(key, digest, &e.sp)
-			sh.insert(&k, stateHash(keyHash, &e.sp), st, now)
-		}
+	}
+}
+
+// writeAbsent is write for a limit whose state is absent: the state is
+// built in a zero one, and stored if the decision wrote it. The caller
+// holds sh.mu.
+func (sh *memoryShard) writeAbsent(e *limitEval, key string, digest bool, keyHash uint64, allowed bool, n int64, charge bool, now int64) {
+	var fresh memoryState
+	if e.write(&fresh, allowed, n, charge, now) {
+		k := makeStateKey(key, digest, &e.sp)
+		sh.insert(&k, stateHash(keyHash, &e.sp), &fresh, now)
 	}
 }
 

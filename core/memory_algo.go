@@ -232,12 +232,14 @@ func evalTokenBucket(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 		tok -= n * p
 		o.allowed = true
 		o.next = bucketState{tokens: tok, ts: now}.words()
-		o.expires = now + ceilDiv(capacity-tok, r)
 	default:
 		o.retry = ceilDiv(n*p-tok, r)
 	}
 	o.remain = tok / p
 	o.reset = ceilDiv(capacity-tok, r)
+	if o.allowed {
+		o.expires = now + o.reset
+	}
 }
 
 func evalFixedWindow(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
