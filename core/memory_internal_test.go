@@ -318,3 +318,42 @@ func TestMemoryShardTable(t *testing.T) {
 	}
 	check("after sampling")
 }
+
+// A sliding log drained after a burst gives its blocks back, and one that
+// grows while wrapped keeps its entries in order.
+func TestSlidingLogBlocks(t *testing.T) {
+	var l slidingLog
+	var want []int64
+	next := int64(1)
+	const rate = 3000
+	for round := 0; round < 20000; round++ {
+		drop := 0
+		if len(want) > 0 && (round%5 == 0 || round > 12000) {
+			drop = min(len(want), 1+round%7)
+		}
+		n := int64(1 + round%3)
+		if round > 12000 {
+			n = int64(round % 2)
+		}
+		if len(want)-drop+int(n) > rate {
+			n = 0
+		}
+		l.commit(drop, n, next, rate)
+		want = want[drop:]
+		for i := int64(0); i < n; i++ {
+			want = append(want, next)
+		}
+		next++
+		if l.len() != len(want) || l.cap() < len(want) {
+			t.Fatalf("round %d: %d entries in a ring of %d, want %d", round, l.len(), l.cap(), len(want))
+		}
+		for i := range want {
+			if l.at(i) != want[i] {
+				t.Fatalf("round %d: entry %d = %d, want %d", round, i, l.at(i), want[i])
+			}
+		}
+	}
+	if l.cap() >= 1024 {
+		t.Errorf("drained to %d entries, the ring still holds %d", l.len(), l.cap())
+	}
+}
