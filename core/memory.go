@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -71,6 +72,7 @@ type MemoryStore struct {
 	seed   maphash.Seed
 	shards []memoryShard
 	mask   uint64
+	hint   atomic.Pointer[cachedSpec] // see hinted
 }
 
 // memoryShard is one lock's share of the states, padded to a whole number
@@ -295,7 +297,9 @@ func (s *MemoryStore) Len() int {
 // Take returns an error wrapping ErrEmptyKey, ErrNegativeCost, ErrNoLimits
 // or ErrInvalidLimit for bad input, and ctx's error when ctx is already
 // done; otherwise it never fails and never blocks beyond a short critical
-// section. With one limit and a key it has seen before it allocates nothing.
+// section. With one limit and a key it has seen before it allocates nothing
+// (but once in the store's life, to remember its first limit outside the
+// shards).
 // Take keeps no reference to key (a new state stores a copy), so a caller
 // may pass a key built in a buffer it reuses.
 func (s *MemoryStore) Take(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
@@ -473,6 +477,35 @@ func (s *MemoryStore) shardOf(key string) (*memoryShard, uint64) {
 	return &s.shards[h&s.mask], h
 }
 
+// hinted reports whether limits is the store's hint, the one limit whose
+// validated form the store keeps outside the shards, and if so sets evs[0]
+// to it: a Take on the store's usual limit reads no shard's cache.
+func (s *MemoryStore) hinted(limits []Limit, evs []limitEval) bool {
+	if len(limits) != 1 {
+		return false
+	}
+	c := s.hint.Load()
+	if c == nil || c.limit != limits[0] { // c.limit is valid, so limits[0] is
+		return false
+	}
+	evs[0].sp = c.sp
+	return true
+}
+
+// setHint makes the one limit of a call the store's hint if it has none
+// yet: the first limit used alone keeps it for the store's life, so the
+// hint costs one allocation per store.
+func (s *MemoryStore) setHint(limits []Limit, evs []limitEval) {
+	if len(limits) != 1 || s.hint.Load() != nil {
+		return
+	}
+	c := &cachedSpec{limit: limits[0], sp: evs[0].sp}
+	if c.limit.Algorithm != "" {
+		c.limit.Algorithm = algorithmOf(c.sp.alg)
+	}
+	s.hint.CompareAndSwap(nil, c)
+}
+
 // limitEval is the scratch of one limit of a Take. It holds no key, so
 // that the call's key does not escape along with the scratch's states.
 type limitEval struct {
@@ -500,9 +533,12 @@ func (e *limitEval) state() *memoryState {
 func (s *MemoryStore) decide(res *Result, key string, n int64, limits []Limit, evs []limitEval, charge bool) error {
 	key, digest := storedKey(key)
 	sh, h := s.shardOf(key)
+	hinted := s.hinted(limits, evs)
 	sh.mu.Lock()
-	if err := sh.specsOf(limits, evs); err != nil {
-		return err
+	if !hinted {
+		if err := sh.specsOf(limits, evs); err != nil {
+			return err
+		}
 	}
 	for i := 1; i < len(evs); i++ {
 		for j := 0; j < i; j++ {
@@ -514,6 +550,9 @@ func (s *MemoryStore) decide(res *Result, key string, n int64, limits []Limit, e
 	}
 	s.decideLocked(sh, key, digest, h, evs, n, charge)
 	sh.mu.Unlock()
+	if !hinted {
+		s.setHint(limits, evs)
+	}
 	if len(evs) == 1 {
 		evs[0].o.fill(res)
 		return nil

@@ -357,3 +357,42 @@ func TestSlidingLogBlocks(t *testing.T) {
 		t.Errorf("drained to %d entries, the ring still holds %d", l.len(), l.cap())
 	}
 }
+
+// The store's hint answers only for the limit it holds: other limits, alone
+// or together with it, and invalid ones take the shard's path, each with
+// its own state.
+func TestMemoryStoreHint(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStore(WithClock(func() time.Time { return time.Unix(1_000_000, 0) }))
+	a := Limit{Algorithm: FixedWindow, Rate: 2, Period: time.Hour}
+	b := Limit{Algorithm: FixedWindow, Rate: 3, Period: time.Hour}
+	take := func(want bool, limits ...Limit) {
+		t.Helper()
+		res, err := s.Take(ctx, "k", 1, limits...)
+		if err != nil || res.Allowed != want {
+			t.Fatalf("Take %v: allowed %v, %v; want %v", limits, res.Allowed, err, want)
+		}
+	}
+	take(true, a)
+	if c := s.hint.Load(); c == nil || c.limit != a {
+		t.Fatalf("hint after the first Take: %+v, want %v", c, a)
+	}
+	take(true, a)
+	take(false, a)
+	for i := 0; i < 3; i++ {
+		take(true, b)
+	}
+	take(false, b)
+	take(false, a, b)
+	if c := s.hint.Load(); c.limit != a {
+		t.Errorf("hint moved to %v", c.limit)
+	}
+	if _, err := s.Take(ctx, "k", 1, Limit{Algorithm: FixedWindow, Period: time.Hour}); err == nil {
+		t.Error("a zero Rate passed with a hint set")
+	}
+	// A caller's Algorithm in its own memory matches the hint by value.
+	alg := Algorithm(string([]byte("fixed_window")))
+	if res, _ := s.Take(ctx, "other", 1, Limit{Algorithm: alg, Rate: 2, Period: time.Hour}); !res.Allowed || res.Remaining != 1 {
+		t.Errorf("the hint's limit spelled from another string: %+v", res)
+	}
+}
