@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -37,8 +38,8 @@ var errNilMemoryStore = errors.New("sluice: MemoryStore is nil or its zero value
 // MemoryStore is a Store that keeps rate-limit state in the memory of the
 // process. It implements every Algorithm with exactly the integer
 // arithmetic of the Redis store (ALGORITHMS.md), at the clock given by
-// WithClock (by default time.Now, read once per Take, in
-// microseconds). It suits a single process, tests, and the fallback of a
+// WithClock (by default the wall clock time.Now reads, read once per Take,
+// in microseconds). It suits a single process, tests, and the fallback of a
 // Limiter whose shared store is unreachable; processes do not share it.
 //
 // Each (key, limit) pair is one state. Their number never exceeds the bound
@@ -67,10 +68,11 @@ var errNilMemoryStore = errors.New("sluice: MemoryStore is nil or its zero value
 // The zero value is not usable: create a MemoryStore with NewMemoryStore.
 // Take on a nil or zero MemoryStore returns an error rather than panic.
 type MemoryStore struct {
-	now    func() time.Time
+	now    func() time.Time // WithClock's; nil reads wallMicros
 	seed   maphash.Seed
 	shards []memoryShard
 	mask   uint64
+	hint   atomic.Pointer[cachedSpec] // see hinted
 }
 
 // memoryShard is one lock's share of the states, padded to a whole number
@@ -82,11 +84,12 @@ type memoryShard struct {
 
 type shardData struct {
 	mu sync.Mutex
-	// states holds the states by stateHash; a state whose hash another
-	// state already holds (a 64-bit collision, in practice never) is kept
-	// in overflow, by its full key. Every stored state holds its key, and
-	// a lookup compares it.
-	states   map[uint64]*memoryState
+	// states holds the states by stateHash (memory_table.go), used of its
+	// slots taken; a state whose hash another state already holds (a
+	// 64-bit collision, in practice never) is kept in overflow, by its
+	// full key. Every stored state holds its key, and a lookup compares it.
+	states   []stateSlot
+	used     int
 	overflow map[stateKey]*memoryState
 	capacity int
 	// specs caches the validated form of the limits last used on this
@@ -159,12 +162,12 @@ func (k *stateKey) spec() algSpec {
 }
 
 // len returns the number of states the shard holds. The caller holds mu.
-func (sh *memoryShard) len() int { return len(sh.states) + len(sh.overflow) }
+func (sh *memoryShard) len() int { return sh.used + len(sh.overflow) }
 
 // find returns the state of (key, digest, sp), whose hash is h. The caller
 // holds mu.
 func (sh *memoryShard) find(key string, digest bool, sp *algSpec, h uint64) (*memoryState, bool) {
-	if st := sh.states[h]; st != nil && st.key.is(key, digest, sp) {
+	if st := sh.lookup(h); st != nil && st.key.is(key, digest, sp) {
 		return st, true
 	}
 	if len(sh.overflow) > 0 {
@@ -189,8 +192,8 @@ func (k *stateKey) is(key string, digest bool, sp *algSpec) bool {
 
 // remove deletes a stored state. The caller holds mu.
 func (sh *memoryShard) remove(st *memoryState) {
-	if sh.states[st.hash] == st {
-		delete(sh.states, st.hash)
+	if i := sh.slotOf(st.hash); i >= 0 && sh.states[i].memoryState == st {
+		sh.vacate(i)
 	} else {
 		delete(sh.overflow, st.key)
 	}
@@ -240,14 +243,11 @@ func WithMaxKeys(n int) MemoryOption {
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
-	cfg := memoryConfig{now: time.Now, maxKeys: DefaultMaxKeys}
+	cfg := memoryConfig{maxKeys: DefaultMaxKeys}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.applyMemory(&cfg)
 		}
-	}
-	if cfg.now == nil {
-		cfg.now = time.Now
 	}
 	if cfg.maxKeys <= 0 {
 		cfg.maxKeys = DefaultMaxKeys
@@ -263,7 +263,6 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 		mask:   uint64(shards - 1),
 	}
 	for i := range s.shards {
-		s.shards[i].states = make(map[uint64]*memoryState)
 		s.shards[i].capacity = cfg.maxKeys / shards
 		if i < cfg.maxKeys%shards {
 			s.shards[i].capacity++
@@ -298,39 +297,50 @@ func (s *MemoryStore) Len() int {
 // Take returns an error wrapping ErrEmptyKey, ErrNegativeCost, ErrNoLimits
 // or ErrInvalidLimit for bad input, and ctx's error when ctx is already
 // done; otherwise it never fails and never blocks beyond a short critical
-// section. With one limit and a key it has seen before it allocates nothing.
+// section. With one limit and a key it has seen before it allocates nothing
+// (but once in the store's life, to remember its first limit outside the
+// shards).
 // Take keeps no reference to key (a new state stores a copy), so a caller
 // may pass a key built in a buffer it reuses.
 func (s *MemoryStore) Take(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
-	return s.take(ctx, key, n, limits, true)
+	var res Result
+	err := s.take(ctx, &res, key, n, limits, true)
+	return res, err
 }
 
 // Peek returns the Result Take would return now, without charging
 // anything or setting a penalty lock (see Peeker). It fails like Take.
 func (s *MemoryStore) Peek(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
-	return s.take(ctx, key, n, limits, false)
+	var res Result
+	err := s.take(ctx, &res, key, n, limits, false)
+	return res, err
 }
 
-// take decides a Take; charge false makes it a Peek.
-func (s *MemoryStore) take(ctx context.Context, key string, n int64, limits []Limit, charge bool) (Result, error) {
+// take decides a Take into res, which it leaves zero on error; charge
+// false makes it a Peek. (The Result is written in place: returning it
+// through each call costs a few ns on the hot path.)
+func (s *MemoryStore) take(ctx context.Context, res *Result, key string, n int64, limits []Limit, charge bool) error {
 	if err := s.checkInput(ctx, key, n, limits); err != nil {
-		return Result{}, err
+		return err
 	}
 	// The scratch of one limit per limit, on the stack unless there are
 	// many; one limit (the usual case) gets no more than it needs.
-	var res Result
 	if len(limits) == 1 {
 		var one [1]limitEval
-		err := s.decide(&res, key, n, limits, one[:], charge)
-		return res, err
+		return s.decide(res, key, n, limits, one[:], charge)
 	}
+	return s.takeMany(res, key, n, limits, charge)
+}
+
+// takeMany is take for several limits, in a frame of its own so that
+// take's stays small.
+func (s *MemoryStore) takeMany(res *Result, key string, n int64, limits []Limit, charge bool) error {
 	var few [4]limitEval
 	evs := few[:]
 	if len(limits) > len(few) {
 		evs = make([]limitEval, len(limits))
 	}
-	err := s.decide(&res, key, n, limits, evs[:len(limits)], charge)
-	return res, err
+	return s.decide(res, key, n, limits, evs[:len(limits)], charge)
 }
 
 // checkInput returns the error of a call with a bad store, key, cost or
@@ -381,10 +391,19 @@ func (s *MemoryStore) clear() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		clear(sh.states)
+		sh.states, sh.used = nil, 0
 		sh.overflow = nil
 		sh.mu.Unlock()
 	}
+}
+
+// micros reads the store's clock in µs: WithClock's, or by default the
+// wall clock (wallMicros, the value time.Now().UnixMicro() returns).
+func (s *MemoryStore) micros() int64 {
+	if s.now == nil {
+		return wallMicros()
+	}
+	return s.now().UnixMicro()
 }
 
 // storedKey returns the form a key is stored under: itself, or for a key
@@ -458,6 +477,35 @@ func (s *MemoryStore) shardOf(key string) (*memoryShard, uint64) {
 	return &s.shards[h&s.mask], h
 }
 
+// hinted reports whether limits is the store's hint, the one limit whose
+// validated form the store keeps outside the shards, and if so sets evs[0]
+// to it: a Take on the store's usual limit reads no shard's cache.
+func (s *MemoryStore) hinted(limits []Limit, evs []limitEval) bool {
+	if len(limits) != 1 {
+		return false
+	}
+	c := s.hint.Load()
+	if c == nil || c.limit != limits[0] { // c.limit is valid, so limits[0] is
+		return false
+	}
+	evs[0].sp = c.sp
+	return true
+}
+
+// setHint makes the one limit of a call the store's hint if it has none
+// yet: the first limit used alone keeps it for the store's life, so the
+// hint costs one allocation per store.
+func (s *MemoryStore) setHint(limits []Limit, evs []limitEval) {
+	if len(limits) != 1 || s.hint.Load() != nil {
+		return
+	}
+	c := &cachedSpec{limit: limits[0], sp: evs[0].sp}
+	if c.limit.Algorithm != "" {
+		c.limit.Algorithm = algorithmOf(c.sp.alg)
+	}
+	s.hint.CompareAndSwap(nil, c)
+}
+
 // limitEval is the scratch of one limit of a Take. It holds no key, so
 // that the call's key does not escape along with the scratch's states.
 type limitEval struct {
@@ -485,9 +533,12 @@ func (e *limitEval) state() *memoryState {
 func (s *MemoryStore) decide(res *Result, key string, n int64, limits []Limit, evs []limitEval, charge bool) error {
 	key, digest := storedKey(key)
 	sh, h := s.shardOf(key)
+	hinted := s.hinted(limits, evs)
 	sh.mu.Lock()
-	if err := sh.specsOf(limits, evs); err != nil {
-		return err
+	if !hinted {
+		if err := sh.specsOf(limits, evs); err != nil {
+			return err
+		}
 	}
 	for i := 1; i < len(evs); i++ {
 		for j := 0; j < i; j++ {
@@ -499,6 +550,9 @@ func (s *MemoryStore) decide(res *Result, key string, n int64, limits []Limit, e
 	}
 	s.decideLocked(sh, key, digest, h, evs, n, charge)
 	sh.mu.Unlock()
+	if !hinted {
+		s.setHint(limits, evs)
+	}
 	if len(evs) == 1 {
 		evs[0].o.fill(res)
 		return nil
@@ -514,7 +568,7 @@ func (s *MemoryStore) decide(res *Result, key string, n int64, limits []Limit, e
 // decideLocked evaluates every limit at now, then writes the decision: a
 // state for each limit that changed and had none. The caller holds sh.mu.
 func (s *MemoryStore) decideLocked(sh *memoryShard, key string, digest bool, keyHash uint64, evs []limitEval, n int64, charge bool) {
-	now := s.now().UnixMicro()
+	now := s.micros()
 	allowed := true
 	for i := range evs {
 		e := &evs[i]
@@ -522,18 +576,23 @@ func (s *MemoryStore) decideLocked(sh *memoryShard, key string, digest bool, key
 		evaluate(&e.o, &e.sp, e.state(), now, n)
 		allowed = allowed && e.o.allowed
 	}
-	var fresh memoryState // the state written for an absent entry
 	for i := range evs {
-		e := &evs[i]
-		st := e.st
-		if st == nil {
-			fresh = memoryState{}
-			st = &fresh
+		if e := &evs[i]; e.st != nil {
+			e.write(e.st, allowed, n, charge, now)
+		} else {
+			sh.writeAbsent(e, key, digest, keyHash, allowed, n, charge, now)
 		}
-		if e.write(st, allowed, n, charge, now) && e.st == nil {
-			k := makeStateKey(key, digest, &e.sp)
-			sh.insert(&k, stateHash(keyHash, &e.sp), st, now)
-		}
+	}
+}
+
+// writeAbsent is write for a limit whose state is absent: the state is
+// built in a zero one, and stored if the decision wrote it. The caller
+// holds sh.mu.
+func (sh *memoryShard) writeAbsent(e *limitEval, key string, digest bool, keyHash uint64, allowed bool, n int64, charge bool, now int64) {
+	var fresh memoryState
+	if e.write(&fresh, allowed, n, charge, now) {
+		k := makeStateKey(key, digest, &e.sp)
+		sh.insert(&k, stateHash(keyHash, &e.sp), &fresh, now)
 	}
 }
 
@@ -582,8 +641,8 @@ func (sh *memoryShard) insert(k *stateKey, h uint64, st *memoryState, now int64)
 		alg: k.alg, digest: k.digest,
 	}
 	p.hash = h
-	if _, taken := sh.states[h]; !taken {
-		sh.states[h] = p
+	if sh.lookup(h) == nil {
+		sh.put(h, p)
 		return
 	}
 	if sh.overflow == nil {
@@ -592,8 +651,8 @@ func (sh *memoryShard) insert(k *stateKey, h uint64, st *memoryState, now int64)
 	sh.overflow[p.key] = p
 }
 
-// reclaim deletes the expired entries among a sample of the shard (map
-// iteration starts at a random entry) and, when the shard is full, evicts
+// reclaim deletes the expired entries among a sample of the shard (from a
+// random slot of its table on) and, when the shard is full, evicts
 // the sampled live entry that is cheapest to forget (see evictionRank).
 // Entries of key are never touched: their states are being written by the
 // current call.
@@ -625,11 +684,7 @@ func (sh *memoryShard) reclaim(now int64, key string) {
 		}
 	}
 	if !done {
-		for _, v := range sh.states {
-			if visit(v) {
-				break
-			}
-		}
+		sh.sample(visit)
 	}
 	if victim != nil && sh.len() >= sh.capacity {
 		sh.remove(victim)

@@ -232,12 +232,14 @@ func evalTokenBucket(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 		tok -= n * p
 		o.allowed = true
 		o.next = bucketState{tokens: tok, ts: now}.words()
-		o.expires = now + ceilDiv(capacity-tok, r)
 	default:
 		o.retry = ceilDiv(n*p-tok, r)
 	}
 	o.remain = tok / p
 	o.reset = ceilDiv(capacity-tok, r)
+	if o.allowed {
+		o.expires = now + o.reset
+	}
 }
 
 func evalFixedWindow(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
@@ -311,7 +313,7 @@ func evalSlidingLog(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	c := int64(lg.len() - start)
 	var newest int64
 	if c > 0 {
-		newest = lg.at(lg.len() - 1)
+		newest = lg.last
 	}
 	o.limit = r
 	switch {
@@ -362,93 +364,6 @@ func lock(st *memoryState, sp *algSpec, now int64) {
 	if !st.has || st.expires < st.lockUntil {
 		st.expires = st.lockUntil
 	}
-}
-
-// slidingLog is a ring buffer of ascending timestamps (µs), allocated
-// lazily and grown as needed up to the limit's Rate entries.
-type slidingLog struct {
-	buf   []int64
-	head  int // index in buf of the oldest entry
-	count int
-}
-
-func (l *slidingLog) len() int {
-	if l == nil {
-		return 0
-	}
-	return l.count
-}
-
-// at returns the i-th oldest entry, 0 ≤ i < len.
-func (l *slidingLog) at(i int) int64 {
-	j := l.head + i
-	if j >= len(l.buf) {
-		j -= len(l.buf)
-	}
-	return l.buf[j]
-}
-
-// firstAfter returns the index of the oldest entry later than cut (len
-// when there is none), by binary search.
-func (l *slidingLog) firstAfter(cut int64) int {
-	lo, hi := 0, l.len()
-	if hi == 0 || l.at(0) > cut {
-		return 0 // nothing has left the window: the usual case
-	}
-	lo = 1
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if l.at(mid) > cut {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
-	}
-	return lo
-}
-
-func (l *slidingLog) reset() { l.head, l.count = 0, 0 }
-
-// commit drops the entries before start and appends n entries stamped t.
-// The caller guarantees len-start+n ≤ rate.
-func (l *slidingLog) commit(start int, n, t, rate int64) {
-	l.head += start
-	if l.head >= len(l.buf) {
-		l.head -= len(l.buf)
-	}
-	l.count -= start
-	need := l.count + int(n)
-	switch {
-	case need > len(l.buf):
-		size := max(2*len(l.buf), 8, need)
-		l.resize(min(size, int(rate)))
-	case len(l.buf) >= 1024 && need <= len(l.buf)/4:
-		// A burst long past: give back half, so an idle key does not hold
-		// its largest buffer for as long as it lives.
-		l.resize(len(l.buf) / 2)
-	}
-	j := l.head + l.count
-	for i := int64(0); i < n; i++ {
-		if j >= len(l.buf) {
-			j -= len(l.buf)
-		}
-		l.buf[j] = t
-		j++
-	}
-	l.count = need
-}
-
-// resize moves the entries, oldest first, to a new buffer of size entries
-// (at least count).
-func (l *slidingLog) resize(size int) {
-	buf := make([]int64, size)
-	if end := l.head + l.count; end <= len(l.buf) {
-		copy(buf, l.buf[l.head:end])
-	} else { // wrapped around
-		k := copy(buf, l.buf[l.head:])
-		copy(buf[k:], l.buf[:end-len(l.buf)])
-	}
-	l.buf, l.head = buf, 0
 }
 
 // ceilDiv is ceil(a/b) for a ≥ 0, b > 0.

@@ -217,3 +217,182 @@ func TestSlidingLogRing(t *testing.T) {
 		t.Errorf("drained to %d entries, the buffer still holds %d", l.len(), len(l.buf))
 	}
 }
+
+// The sliding log's copies of its oldest and newest entries follow the
+// buffer through drops, appends, growth and shrinking.
+func TestSlidingLogEnds(t *testing.T) {
+	var l slidingLog
+	next := int64(1)
+	for round := 0; round < 6000; round++ {
+		drop := 0
+		if l.len() > 0 && (round%3 == 0 || round > 4000) {
+			drop = min(l.len(), 1+round%5)
+		}
+		n := int64(round % 3)
+		if round > 4000 {
+			n = int64(round % 2)
+		}
+		l.commit(drop, n, next, 5000)
+		next += int64(1 + round%2)
+		if l.len() > 0 && (l.first != l.at(0) || l.last != l.at(l.len()-1)) {
+			t.Fatalf("round %d: first %d last %d, entries %d..%d", round, l.first, l.last, l.at(0), l.at(l.len()-1))
+		}
+	}
+}
+
+// The default clock reads what time.Now reads.
+func TestWallMicros(t *testing.T) {
+	for i := 0; i < 10000; i++ {
+		before := time.Now().UnixMicro()
+		w := wallMicros()
+		after := time.Now().UnixMicro()
+		if w < before || w > after {
+			t.Fatalf("wallMicros %d outside [%d, %d] read by time.Now", w, before, after)
+		}
+	}
+}
+
+// The shard's table finds every state it holds and no other through
+// insertions, growth and removals, with hashes crowded on few home slots
+// so that probes wrap and removals move states back.
+func TestMemoryShardTable(t *testing.T) {
+	var sh memoryShard
+	model := map[uint64]*memoryState{}
+	rng := uint64(1)
+	next := func(n uint64) uint64 {
+		rng ^= rng << 13
+		rng ^= rng >> 7
+		rng ^= rng << 17
+		return rng % n
+	}
+	check := func(when string) {
+		t.Helper()
+		if sh.used != len(model) {
+			t.Fatalf("%s: %d used, want %d", when, sh.used, len(model))
+		}
+		for h, st := range model {
+			if got := sh.lookup(h); got != st {
+				t.Fatalf("%s: lookup(%#x) = %p, want %p", when, h, got, st)
+			}
+		}
+		for i := uint64(0); i < 8; i++ {
+			if h := next(1<<24) | 1<<40; model[h] == nil && sh.lookup(h) != nil {
+				t.Fatalf("%s: lookup(%#x) found a state never stored", when, h)
+			}
+		}
+	}
+	for round := 0; round < 20000; round++ {
+		// Hashes whose home bits take 64 values: long probe runs.
+		h := next(64)<<16 | next(1<<16)
+		if st := model[h]; st != nil {
+			sh.remove(st)
+			delete(model, h)
+		} else if len(model) < 300 {
+			st := &memoryState{hash: h}
+			sh.put(h, st)
+			model[h] = st
+		}
+		if round%97 == 0 {
+			check("round " + strconv.Itoa(round))
+		}
+	}
+	check("end")
+	// Sampling that never stops early visits every state, also while it
+	// removes some of those it visits.
+	seen := map[*memoryState]bool{}
+	sh.sample(func(st *memoryState) bool {
+		if model[st.hash] != st {
+			t.Fatalf("visited %#x, which is not stored", st.hash)
+		}
+		seen[st] = true
+		if st.hash%3 == 0 {
+			sh.remove(st)
+			delete(model, st.hash)
+		}
+		return false
+	})
+	for h, st := range model {
+		if !seen[st] {
+			t.Fatalf("sampling missed %#x", h)
+		}
+	}
+	check("after sampling")
+}
+
+// A sliding log drained after a burst gives its blocks back, and one that
+// grows while wrapped keeps its entries in order.
+func TestSlidingLogBlocks(t *testing.T) {
+	var l slidingLog
+	var want []int64
+	next := int64(1)
+	const rate = 3000
+	for round := 0; round < 20000; round++ {
+		drop := 0
+		if len(want) > 0 && (round%5 == 0 || round > 12000) {
+			drop = min(len(want), 1+round%7)
+		}
+		n := int64(1 + round%3)
+		if round > 12000 {
+			n = int64(round % 2)
+		}
+		if len(want)-drop+int(n) > rate {
+			n = 0
+		}
+		l.commit(drop, n, next, rate)
+		want = want[drop:]
+		for i := int64(0); i < n; i++ {
+			want = append(want, next)
+		}
+		next++
+		if l.len() != len(want) || l.cap() < len(want) {
+			t.Fatalf("round %d: %d entries in a ring of %d, want %d", round, l.len(), l.cap(), len(want))
+		}
+		for i := range want {
+			if l.at(i) != want[i] {
+				t.Fatalf("round %d: entry %d = %d, want %d", round, i, l.at(i), want[i])
+			}
+		}
+	}
+	if l.cap() >= 1024 {
+		t.Errorf("drained to %d entries, the ring still holds %d", l.len(), l.cap())
+	}
+}
+
+// The store's hint answers only for the limit it holds: other limits, alone
+// or together with it, and invalid ones take the shard's path, each with
+// its own state.
+func TestMemoryStoreHint(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStore(WithClock(func() time.Time { return time.Unix(1_000_000, 0) }))
+	a := Limit{Algorithm: FixedWindow, Rate: 2, Period: time.Hour}
+	b := Limit{Algorithm: FixedWindow, Rate: 3, Period: time.Hour}
+	take := func(want bool, limits ...Limit) {
+		t.Helper()
+		res, err := s.Take(ctx, "k", 1, limits...)
+		if err != nil || res.Allowed != want {
+			t.Fatalf("Take %v: allowed %v, %v; want %v", limits, res.Allowed, err, want)
+		}
+	}
+	take(true, a)
+	if c := s.hint.Load(); c == nil || c.limit != a {
+		t.Fatalf("hint after the first Take: %+v, want %v", c, a)
+	}
+	take(true, a)
+	take(false, a)
+	for i := 0; i < 3; i++ {
+		take(true, b)
+	}
+	take(false, b)
+	take(false, a, b)
+	if c := s.hint.Load(); c.limit != a {
+		t.Errorf("hint moved to %v", c.limit)
+	}
+	if _, err := s.Take(ctx, "k", 1, Limit{Algorithm: FixedWindow, Period: time.Hour}); err == nil {
+		t.Error("a zero Rate passed with a hint set")
+	}
+	// A caller's Algorithm in its own memory matches the hint by value.
+	alg := Algorithm(string([]byte("fixed_window")))
+	if res, _ := s.Take(ctx, "other", 1, Limit{Algorithm: alg, Rate: 2, Period: time.Hour}); !res.Allowed || res.Remaining != 1 {
+		t.Errorf("the hint's limit spelled from another string: %+v", res)
+	}
+}
