@@ -13,14 +13,11 @@ type ClockOption struct {
 }
 
 // WithClock sets the clock a MemoryStore decides by, the clock a Limiter
-// reads for X-RateLimit-Reset and the circuit breaker's cooldown, or the
+// reads for X-RateLimit-Reset, or the
 // clock LogDenials measures its repeat interval with (LogRepeatInterval).
-// The default is time.Now, except that a MemoryStore reads the same wall
-// clock without it (at half the cost on linux/amd64) and so does not see
-// the fake clock of a testing/synctest bubble: there, pass
-// WithClock(time.Now). It is meant for tests: give the store, the Limiter
-// and the log observer the same fake clock to make every decision and
-// record reproducible. A nil clock selects the default in NewMemoryStore
+// The default is time.Now. It is meant for tests: give the store, the
+// Limiter and the log observer the same fake clock to make every decision
+// and record reproducible. A nil clock selects time.Now in NewMemoryStore
 // and LogDenials and is an error in New.
 //
 // A Redis store has no such option: it always decides by the Redis

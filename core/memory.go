@@ -38,8 +38,8 @@ var errNilMemoryStore = errors.New("sluice: MemoryStore is nil or its zero value
 // MemoryStore is a Store that keeps rate-limit state in the memory of the
 // process. It implements every Algorithm with exactly the integer
 // arithmetic of the Redis store (ALGORITHMS.md), at the clock given by
-// WithClock (by default the wall clock time.Now reads, read once per Take,
-// in microseconds). It suits a single process, tests, and the fallback of a
+// WithClock (by default time.Now, read once per Take, in
+// microseconds). It suits a single process, tests, and the fallback of a
 // Limiter whose shared store is unreachable; processes do not share it.
 //
 // Each (key, limit) pair is one state. Their number never exceeds the bound
@@ -68,7 +68,7 @@ var errNilMemoryStore = errors.New("sluice: MemoryStore is nil or its zero value
 // The zero value is not usable: create a MemoryStore with NewMemoryStore.
 // Take on a nil or zero MemoryStore returns an error rather than panic.
 type MemoryStore struct {
-	now    func() time.Time // WithClock's; nil reads wallMicros
+	now    func() time.Time
 	seed   maphash.Seed
 	shards []memoryShard
 	mask   uint64
@@ -243,11 +243,14 @@ func WithMaxKeys(n int) MemoryOption {
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
-	cfg := memoryConfig{maxKeys: DefaultMaxKeys}
+	cfg := memoryConfig{now: time.Now, maxKeys: DefaultMaxKeys}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.applyMemory(&cfg)
 		}
+	}
+	if cfg.now == nil {
+		cfg.now = time.Now
 	}
 	if cfg.maxKeys <= 0 {
 		cfg.maxKeys = DefaultMaxKeys
@@ -395,15 +398,6 @@ func (s *MemoryStore) clear() {
 		sh.overflow = nil
 		sh.mu.Unlock()
 	}
-}
-
-// micros reads the store's clock in µs: WithClock's, or by default the
-// wall clock (wallMicros, the value time.Now().UnixMicro() returns).
-func (s *MemoryStore) micros() int64 {
-	if s.now == nil {
-		return wallMicros()
-	}
-	return s.now().UnixMicro()
 }
 
 // storedKey returns the form a key is stored under: itself, or for a key
@@ -568,7 +562,7 @@ func (s *MemoryStore) decide(res *Result, key string, n int64, limits []Limit, e
 // decideLocked evaluates every limit at now, then writes the decision: a
 // state for each limit that changed and had none. The caller holds sh.mu.
 func (s *MemoryStore) decideLocked(sh *memoryShard, key string, digest bool, keyHash uint64, evs []limitEval, n int64, charge bool) {
-	now := s.micros()
+	now := s.now().UnixMicro()
 	allowed := true
 	for i := range evs {
 		e := &evs[i]

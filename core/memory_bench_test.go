@@ -112,27 +112,3 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 		core.Limit{Algorithm: core.TokenBucket, Rate: 1000, Period: time.Second, Burst: 1_000_000_000},
 	))
 }
-
-// BenchmarkMemoryStoreClock compares the store's default clock with
-// WithClock(time.Now), the clock it read before: the same decisions on
-// 1000 keys, GCRA, serial, where only the clock differs.
-func BenchmarkMemoryStoreClock(b *testing.B) {
-	ctx := context.Background()
-	l := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Second, Burst: 1_000_000}
-	keys := make([]string, 1000)
-	for i := range keys {
-		keys[i] = "client-" + strconv.Itoa(i)
-	}
-	for _, c := range []struct {
-		name string
-		opts []core.MemoryOption
-	}{{"default", nil}, {"time.Now", []core.MemoryOption{core.WithClock(time.Now)}}} {
-		b.Run(c.name, func(b *testing.B) {
-			s := core.NewMemoryStore(c.opts...)
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				_, _ = s.Take(ctx, keys[i%len(keys)], 1, l)
-			}
-		})
-	}
-}

@@ -240,18 +240,6 @@ func TestSlidingLogEnds(t *testing.T) {
 	}
 }
 
-// The default clock reads what time.Now reads.
-func TestWallMicros(t *testing.T) {
-	for i := 0; i < 10000; i++ {
-		before := time.Now().UnixMicro()
-		w := wallMicros()
-		after := time.Now().UnixMicro()
-		if w < before || w > after {
-			t.Fatalf("wallMicros %d outside [%d, %d] read by time.Now", w, before, after)
-		}
-	}
-}
-
 // The shard's table finds every state it holds and no other through
 // insertions, growth and removals, with hashes crowded on few home slots
 // so that probes wrap and removals move states back.
