@@ -13,8 +13,8 @@ type ClockOption struct {
 }
 
 // WithClock sets the clock a MemoryStore decides by, the clock a Limiter
-// reads for X-RateLimit-Reset, or the
-// clock LogDenials measures its repeat interval with (LogRepeatInterval).
+// reads for X-RateLimit-Reset, or the clock LogDenials measures its repeat
+// interval with (LogRepeatInterval).
 // The default is time.Now. It is meant for tests: give the store, the
 // Limiter and the log observer the same fake clock to make every decision
 // and record reproducible. A nil clock selects time.Now in NewMemoryStore
