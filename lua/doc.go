@@ -14,9 +14,16 @@
 // the same state, key and format as Take, so that a limit may be charged
 // by either: KEYS[1] is the state key, ARGV the cost and the few sizes the
 // algorithm needs, and the reply the smallest from which the caller derives
-// every figure (one integer for TAT and Token, two or three for the
-// others; see each script's header). The sign of the first integer is the
-// verdict: x >= 0 allowed, -x-1 denied.
+// every figure (one integer for TAT and Token, and for Fixed when exact and
+// Log's usual admission; two or three otherwise; see each script's header).
+// The sign of the first integer is the verdict: x >= 0 allowed, -x-1
+// denied (Fixed's packed integer has its own form, in fixed.lua).
+//
+// What several scripts share is written once and put before each of them,
+// so that every script Redis runs is still one program: lib.lua (number
+// formatting, exact division, PX, the state pattern, the sliding window's
+// retry, the token bucket's refill) before take.lua and lease.lua, and
+// lean.lua (Redis' clock, the cost, the key) before each lean script.
 //
 // Take's layout, for m limits (i = 1..m, 1-based as in Lua):
 //
