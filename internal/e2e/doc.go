@@ -4,7 +4,7 @@
 // The tests start real processes on 127.0.0.1 (redis-server, Redis
 // Clusters with replicas, several examples/demo servers) and drive them
 // with a Go load generator over real TCP connections, then assert what
-// SECURITY.md promises and print the figures behind each assertion with
+// docs/threat-model.md promises and print the figures behind each assertion with
 // t.Logf (run with -v to see them):
 //
 //   - distributed exactness: several demo processes sharing one Redis or
