@@ -5,26 +5,23 @@ import (
 	"time"
 )
 
-// ClockOption is the option WithClock returns. It configures a MemoryStore
-// (NewMemoryStore), a Limiter (New) and LogDenials, so a test can hand the
-// same fake clock to all of them.
+// ClockOption is the option WithClock returns. It configures a Limiter
+// (New) and LogDenials, so a test can hand both the same fake clock.
 type ClockOption struct {
 	now func() time.Time
 }
 
-// WithClock sets the clock a MemoryStore decides by, the clock a Limiter
-// reads for X-RateLimit-Reset, or the clock LogDenials measures its repeat
-// interval with (LogRepeatInterval).
-// The default is time.Now. It is meant for tests: give the store, the
-// Limiter and the log observer the same fake clock to make every decision
-// and record reproducible. A nil clock selects time.Now in NewMemoryStore
-// and LogDenials and is an error in New.
+// WithClock sets the clock a Limiter reads for X-RateLimit-Reset and its
+// guards' horizons (SetLimits), or the clock LogDenials measures its
+// repeat interval with (LogRepeatInterval). The default is time.Now. It is
+// meant for tests: give the Limiter, the log observer and the memory store
+// (memorystore.WithClock) the same fake clock to make every decision and
+// record reproducible. A nil clock selects time.Now in LogDenials and is
+// an error in New.
 //
 // A Redis store has no such option: it always decides by the Redis
 // server's TIME.
 func WithClock(now func() time.Time) ClockOption { return ClockOption{now: now} }
-
-func (c ClockOption) applyMemory(m *memoryConfig) { m.now = c.now }
 
 func (c ClockOption) applyLog(l *logConfig) { l.repeats.now = c.now }
 

@@ -5,26 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-)
 
-// ResetNotifier is a Store shared between processes that tells of the
-// keys reset through any of them (the Redis store does). A Limiter on such
-// a store registers with OnReset, so that a Reset made anywhere also clears
-// its local fallback store (FailLocal).
-type ResetNotifier interface {
-	// OnReset registers f, called with the store key of every Reset,
-	// made through this process or another, shortly after it; and with ""
-	// when resets may have been missed (so that everything kept locally is
-	// to be dropped). f must not block. Registrations last as long as the
-	// store.
-	OnReset(f func(key string))
-}
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
+)
 
 // errNoPeek and errNoReset report a store that cannot serve Status or
 // Reset; they wrap errors.ErrUnsupported.
 var (
-	errNoPeek  = fmt.Errorf("sluice: the store cannot peek (it is not a core.Peeker): %w", errors.ErrUnsupported)
-	errNoReset = fmt.Errorf("sluice: the store cannot reset (it is not a core.Resetter): %w", errors.ErrUnsupported)
+	errNoPeek  = fmt.Errorf("sluice: the store cannot peek (it is not a store.Peeker): %w", errors.ErrUnsupported)
+	errNoReset = fmt.Errorf("sluice: the store cannot reset (it is not a store.Resetter): %w", errors.ErrUnsupported)
 )
 
 // Status returns the Result that r would get from the store now, and
@@ -67,13 +57,13 @@ func (l *Limiter) Status(r *http.Request) (Result, error) {
 // nothing, and fails like Status.
 func (l *Limiter) StatusOf(ctx context.Context, key, plan string) (Result, error) {
 	if key == "" {
-		return Result{}, fmt.Errorf("sluice: status: %w", ErrEmptyKey)
+		return Result{}, fmt.Errorf("sluice: status: %w", store.ErrEmptyKey)
 	}
 	return l.peek(ctx, l.configNamed(plan), key, l.cost)
 }
 
 func (l *Limiter) peek(ctx context.Context, cfg *limiterConfig, key string, cost int64) (Result, error) {
-	p, ok := l.store.(Peeker)
+	p, ok := l.store.(store.Peeker)
 	if !ok {
 		return Result{}, errNoPeek
 	}
@@ -106,9 +96,9 @@ func (l *Limiter) peek(ctx context.Context, cfg *limiterConfig, key string, cost
 // calling Reset again is safe).
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if key == "" {
-		return fmt.Errorf("sluice: reset: %w", ErrEmptyKey)
+		return fmt.Errorf("sluice: reset: %w", store.ErrEmptyKey)
 	}
-	r, ok := l.store.(Resetter)
+	r, ok := l.store.(store.Resetter)
 	if !ok {
 		return errNoReset
 	}
@@ -124,14 +114,14 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 // watchResets makes Resets made through other processes (or other
 // Limiters of this one) clear this Limiter's local fallback store.
 func (l *Limiter) watchResets() {
-	n, ok := l.store.(ResetNotifier)
+	n, ok := l.store.(store.ResetNotifier)
 	if !ok || l.fallback == nil || l.fallback == l.store {
 		return
 	}
 	n.OnReset(func(key string) {
 		if key == "" {
-			if m, ok := l.fallback.(*MemoryStore); ok {
-				m.clear()
+			if m, ok := l.fallback.(*memorystore.Store); ok {
+				m.Clear()
 			}
 			return
 		}
@@ -143,11 +133,11 @@ func (l *Limiter) watchResets() {
 
 // forgetLocal clears storeKey in the fallback store, when it is a separate
 // Resetter.
-func (l *Limiter) forgetLocal(storeKey string, limits []Limit) {
+func (l *Limiter) forgetLocal(storeKey string, limits []store.Spec) {
 	if l.fallback == nil || l.fallback == l.store {
 		return
 	}
-	if r, ok := l.fallback.(Resetter); ok {
+	if r, ok := l.fallback.(store.Resetter); ok {
 		_ = r.Reset(context.Background(), storeKey, limits...) // a memory store fails only on bad input
 	}
 }

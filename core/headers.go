@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 	"unsafe"
+
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // HeaderStyle selects the rate-limit headers a Limiter sets on responses.
@@ -71,7 +73,7 @@ type headerPlan struct {
 	policy []string
 }
 
-func newHeaderPlan(style HeaderStyle, name string, specs []Spec) headerPlan {
+func newHeaderPlan(style HeaderStyle, name string, specs []store.Spec) headerPlan {
 	p := headerPlan{
 		legacy: style == HeadersLegacy || style == HeadersBoth,
 		ietf:   style == HeadersIETF || style == HeadersBoth,
@@ -108,11 +110,11 @@ func newHeaderPlan(style HeaderStyle, name string, specs []Spec) headerPlan {
 // report as Result.Limit) and window w: the whole seconds, rounded up, in
 // which the limit's rate admits q (q·Period/Rate; the Period itself when q
 // is the Rate), at least 1.
-func quota(s Spec) (q, w int64) {
+func quota(s store.Spec) (q, w int64) {
 	q = s.Capacity()
 	// ceil(q·P / (R·1e6)) exactly: q·P can exceed 64 bits.
-	num := new(big.Int).Mul(big.NewInt(q), big.NewInt(s.Period))
-	den := new(big.Int).Mul(big.NewInt(s.Rate), big.NewInt(int64(time.Second/time.Microsecond)))
+	num := new(big.Int).Mul(big.NewInt(q), big.NewInt(s.Period()))
+	den := new(big.Int).Mul(big.NewInt(s.Rate()), big.NewInt(int64(time.Second/time.Microsecond)))
 	num.Add(num, den).Sub(num, big.NewInt(1)).Quo(num, den)
 	w = num.Int64()
 	if !num.IsInt64() {

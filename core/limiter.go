@@ -8,6 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // Limiter applies a set of limits to HTTP requests: it identifies the
@@ -34,7 +37,7 @@ import (
 // replaced while it serves (SetLimits); the rest of its configuration is
 // fixed at construction.
 type Limiter struct {
-	store     Store
+	store     store.Store
 	key       KeyFunc
 	name      string
 	keyPrefix string // injective namespace: len(name) ":" name ":"
@@ -44,9 +47,9 @@ type Limiter struct {
 	skip     func(*http.Request) bool
 
 	policy   FailurePolicy
-	fallback Store
+	fallback store.Store
 	timeout  time.Duration // 0: no limiter deadline
-	local    bool          // store is a *MemoryStore: no deadline needed
+	local    bool          // store is a *memorystore.Store: no deadline needed
 
 	keyRule     KeyErrorRule
 	shadow      bool
@@ -83,12 +86,6 @@ const MinTimeout = time.Millisecond
 
 // Errors reported to observers (Event.Err) and by New.
 var (
-	// ErrBreakerOpen is wrapped by the error a Store returns when it knows,
-	// without trying, that it cannot answer now: its circuit breaker for
-	// the server that holds the key is open (see the redisstore package).
-	// It is then the Event.Err of the decision, which follows the failure
-	// policy at once.
-	ErrBreakerOpen = errors.New("sluice: circuit breaker open, store not called")
 	// ErrInvalidOption is wrapped by every error New returns for a bad
 	// argument or option, except an invalid Limit: that error (from New
 	// or SetLimits) wraps ErrInvalidLimit and says which limit.
@@ -99,12 +96,13 @@ var (
 )
 
 // New returns a Limiter that charges each request against limits, for the
-// client key identifies, in store. store, key and at least one limit are
-// required: a nil store, or an interface holding a nil pointer (say a nil
-// *MemoryStore), is an error wrapping ErrInvalidOption; every limit is
-// validated. Options set the rest; see Option.
-func New(store Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, error) {
-	if err := checkStore("store", store); err != nil {
+// client key identifies, in the store s (memorystore.New() for one process,
+// redisstore.New for several). s, key and at least one limit are
+// required: a nil s, or an interface holding a nil pointer (say a nil
+// *memorystore.Store), is an error wrapping ErrInvalidOption; every limit
+// is validated. Options set the rest; see Option.
+func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, error) {
+	if err := checkStore("store", s); err != nil {
 		return nil, err
 	}
 	if key == nil {
@@ -115,7 +113,7 @@ func New(store Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, er
 		return nil, err
 	}
 	l := &Limiter{
-		store:       store,
+		store:       s,
 		key:         key,
 		cost:        1,
 		timeout:     DefaultTimeout,
@@ -133,12 +131,12 @@ func New(store Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, er
 			return nil, err
 		}
 	}
-	_, l.local = store.(*MemoryStore)
+	_, l.local = s.(*memorystore.Store)
 	if l.policy == FailLocal && l.fallback == nil {
 		if l.local {
-			l.fallback = store // only fails for a gone client; a second one would too
+			l.fallback = s // only fails for a gone client; a second one would too
 		} else {
-			l.fallback = NewMemoryStore()
+			l.fallback = memorystore.New()
 		}
 	}
 	l.keyPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + ":"
@@ -154,11 +152,11 @@ func New(store Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, er
 }
 
 // specsOf validates limits, as New and SetLimits do.
-func specsOf(limits []Limit) ([]Spec, error) {
+func specsOf(limits []Limit) ([]store.Spec, error) {
 	if len(limits) == 0 {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, ErrNoLimits)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, store.ErrNoLimits)
 	}
-	specs := make([]Spec, len(limits))
+	specs := make([]store.Spec, len(limits))
 	for i, lim := range limits {
 		s, err := lim.Spec()
 		if err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // An Option configures a Limiter in New. Options are applied in order; a
@@ -115,7 +117,7 @@ type FailurePolicy uint8
 
 const (
 	// FailLocal decides with a local store holding the same limits (by
-	// default a NewMemoryStore, see WithFallbackStore). Each instance then
+	// default a memorystore.New(), see WithFallbackStore). Each instance then
 	// enforces the limits alone, so a service of N instances admits up to
 	// N times the limit while the store is away. Rate-limit headers are set
 	// from the local result. It is the default. If the local store fails
@@ -149,10 +151,10 @@ func WithFailurePolicy(p FailurePolicy) Option {
 
 // WithFallbackStore sets the local store FailLocal decides with (for a
 // memory store with your own options). It is called without the timeout and
-// the circuit breaker. The default is NewMemoryStore(). It has no effect
+// the circuit breaker. The default is memorystore.New(). It has no effect
 // under other failure policies. A nil s, or one holding a nil pointer, is
 // an error wrapping ErrInvalidOption.
-func WithFallbackStore(s Store) Option {
+func WithFallbackStore(s store.Store) Option {
 	return optionFunc(func(o *options) error {
 		if err := checkStore("fallback store", s); err != nil {
 			return err
@@ -167,7 +169,7 @@ func WithFallbackStore(s Store) Option {
 // a child of the request's context, so a client that goes away also ends
 // the call (without counting against the store). 0 sets no deadline of the
 // Limiter's own; otherwise d must be at least MinTimeout. The default is
-// DefaultTimeout. A *MemoryStore never blocks and gets no deadline.
+// DefaultTimeout. A *memorystore.Store never blocks and gets no deadline.
 //
 // The Limiter never retries a store call. A call that timed out may still
 // have been charged by the store (the script may have run), so a request

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // planConfigs holds the config of each plan by name. It is never modified
@@ -47,11 +49,11 @@ func WithPlans(plan func(r *http.Request) string, plans map[string][]Limit) Opti
 }
 
 // planSpecs validates plans.
-func planSpecs(plans map[string][]Limit) (map[string][]Spec, error) {
+func planSpecs(plans map[string][]Limit) (map[string][]store.Spec, error) {
 	if len(plans) == 0 {
 		return nil, fmt.Errorf("%w: no plans", ErrInvalidOption)
 	}
-	out := make(map[string][]Spec, len(plans))
+	out := make(map[string][]store.Spec, len(plans))
 	for name, limits := range plans {
 		if err := checkName("plan", name); err != nil {
 			return nil, err
@@ -148,7 +150,7 @@ func (l *Limiter) publish(c *limiterConfig) {
 
 // allLimits returns every limit that holds state for the Limiter's
 // clients: its own, every plan's and every guard's, each once.
-func (l *Limiter) allLimits() []Limit {
+func (l *Limiter) allLimits() []store.Spec {
 	cfgs := []*limiterConfig{l.cfg.Load()}
 	if ps := l.plans.Load(); ps != nil {
 		names := make([]string, 0, len(*ps))
@@ -160,19 +162,13 @@ func (l *Limiter) allLimits() []Limit {
 			cfgs = append(cfgs, (*ps)[name])
 		}
 	}
-	seen := map[string]bool{}
-	var out []Limit
+	seen := map[store.Spec]bool{}
+	var out []store.Spec
 	for _, c := range cfgs {
-		for i, lim := range c.take {
-			id := ""
-			if i < len(c.specs) {
-				id = c.specs[i].ID()
-			} else {
-				id = c.guards[i-len(c.specs)].spec.ID()
-			}
-			if !seen[id] {
-				seen[id] = true
-				out = append(out, lim)
+		for _, sp := range c.take {
+			if !seen[sp] {
+				seen[sp] = true
+				out = append(out, sp)
 			}
 		}
 	}

@@ -1,6 +1,10 @@
 package core
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/core/store"
+)
 
 // limiterConfig is a set of limits in force and what the Limiter derives
 // from it. It is never modified once published in Limiter.cfg, so a
@@ -8,10 +12,10 @@ import "time"
 type limiterConfig struct {
 	plan    string  // "" for the limits given to New or SetLimits
 	limits  []Limit // as given to New, SetLimits or SetPlans
-	specs   []Spec
+	specs   []store.Spec
 	headers headerPlan // read by Decision.SetHeaders
-	// take is what the store is charged: limits, then the guards' limits.
-	take   []Limit
+	// take is what the store is charged: specs, then the guards' specs.
+	take   []store.Spec
 	guards []guard
 	// expires is the earliest guard's end (zero without guards): from
 	// then on Decide replaces the config with one without that guard.
@@ -23,13 +27,12 @@ type limiterConfig struct {
 // horizon), so that tightening a limit does not hand every client the new
 // limit's full allowance: see SetLimits.
 type guard struct {
-	limit     Limit
-	spec      Spec
+	spec      store.Spec
 	successor int // index in limiterConfig.limits of the limit that replaced it
 	until     time.Time
 }
 
-func (l *Limiter) newConfig(plan string, limits []Limit, specs []Spec, guards []guard) *limiterConfig {
+func (l *Limiter) newConfig(plan string, limits []Limit, specs []store.Spec, guards []guard) *limiterConfig {
 	c := &limiterConfig{
 		plan:    plan,
 		limits:  append([]Limit(nil), limits...),
@@ -37,12 +40,12 @@ func (l *Limiter) newConfig(plan string, limits []Limit, specs []Spec, guards []
 		headers: newHeaderPlan(l.style, policyName(l.name, plan), specs),
 		guards:  guards,
 	}
-	c.take = c.limits
+	c.take = c.specs
 	if len(guards) > 0 {
-		c.take = make([]Limit, 0, len(limits)+len(guards))
-		c.take = append(c.take, c.limits...)
+		c.take = make([]store.Spec, 0, len(specs)+len(guards))
+		c.take = append(c.take, c.specs...)
 		for _, g := range guards {
-			c.take = append(c.take, g.limit)
+			c.take = append(c.take, g.spec)
 			if c.expires.IsZero() || g.until.Before(c.expires) {
 				c.expires = g.until
 			}
@@ -107,7 +110,7 @@ func (l *Limiter) SetLimits(limits []Limit) error {
 // guardsFor returns the guards of a swap from old to the limits specs: the
 // old limits replaced by tighter ones, and old's guards still in force
 // whose successor is unchanged.
-func guardsFor(old *limiterConfig, specs []Spec, now time.Time) []guard {
+func guardsFor(old *limiterConfig, specs []store.Spec, now time.Time) []guard {
 	index := make(map[string]int, len(specs)) // Spec.ID → first index in specs
 	for i := len(specs) - 1; i >= 0; i-- {
 		index[specs[i].ID()] = i
@@ -128,8 +131,8 @@ func guardsFor(old *limiterConfig, specs []Spec, now time.Time) []guard {
 	pairs := replacements(old.specs, specs, index)
 	for i, o := range old.specs {
 		j, ok := pairs[i]
-		if n := specs[j]; ok && (n.Rate < o.Rate || n.Burst < o.Burst || n.Penalty > o.Penalty) {
-			gs = append(gs, guard{limit: old.limits[i], spec: o, successor: j, until: now.Add(horizon(o))})
+		if n := specs[j]; ok && (n.Rate() < o.Rate() || n.Burst() < o.Burst() || n.Penalty() > o.Penalty()) {
+			gs = append(gs, guard{spec: o, successor: j, until: now.Add(horizon(o))})
 		}
 	}
 	return gs
@@ -139,16 +142,16 @@ func guardsFor(old *limiterConfig, specs []Spec, now time.Time) []guard {
 // specs (index maps each Spec.ID of specs to its first index): an old
 // limit i is replaced by the new limit j when they are the only removed
 // and the only added limit of their algorithm and period.
-func replacements(old, specs []Spec, index map[string]int) map[int]int {
+func replacements(old, specs []store.Spec, index map[string]int) map[int]int {
 	type class struct {
-		alg    Algorithm
+		alg    store.Algorithm
 		period int64
 	}
 	removed := map[class][]int{}
 	oldIDs := make(map[string]bool, len(old))
 	for i, s := range old {
 		if _, kept := index[s.ID()]; !kept && !oldIDs[s.ID()] {
-			k := class{s.Algorithm, s.Period}
+			k := class{s.Algorithm(), s.Period()}
 			removed[k] = append(removed[k], i)
 		}
 		oldIDs[s.ID()] = true
@@ -156,7 +159,7 @@ func replacements(old, specs []Spec, index map[string]int) map[int]int {
 	added := map[class][]int{}
 	for i, s := range specs {
 		if !oldIDs[s.ID()] && index[s.ID()] == i {
-			k := class{s.Algorithm, s.Period}
+			k := class{s.Algorithm(), s.Period()}
 			added[k] = append(added[k], i)
 		}
 	}
@@ -171,8 +174,8 @@ func replacements(old, specs []Spec, index map[string]int) map[int]int {
 
 // horizon returns how long after its last charge a limit's state can still
 // refuse a request: the time to refill completely, plus the penalty.
-func horizon(s Spec) time.Duration {
-	us := facts[s.Algorithm].horizon(&s) + s.Penalty // both below 2^53 (Validate)
+func horizon(s store.Spec) time.Duration {
+	us := s.Horizon() + s.Penalty() // both below 2^53 (Validate)
 	if us > int64(InfDuration/time.Microsecond) {
 		return InfDuration
 	}
@@ -229,5 +232,5 @@ func (c *limiterConfig) fold(res Result) Result {
 		s.ResetAfter = max(s.ResetAfter, gr.ResetAfter)
 		s.Delay = max(s.Delay, gr.Delay)
 	}
-	return Combine(own)
+	return store.Combine(own)
 }

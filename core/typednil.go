@@ -3,13 +3,15 @@ package core
 import (
 	"fmt"
 	"reflect"
+
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // checkStore returns an error wrapping ErrInvalidOption when s, the store
 // named what, is nil or holds a nil pointer, map, func or chan (a typed
-// nil, such as a nil *MemoryStore, which s == nil does not catch and which
+// nil, such as a nil *memorystore.Store, which s == nil does not catch and which
 // would fail or panic at every request).
-func checkStore(what string, s Store) error {
+func checkStore(what string, s store.Store) error {
 	switch {
 	case s == nil:
 		return fmt.Errorf("%w: %s is nil", ErrInvalidOption, what)

@@ -1,4 +1,4 @@
-package core
+package memorystore
 
 import (
 	"context"
@@ -8,17 +8,18 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/sluicehq/sluice/core/store"
 )
 
-// DefaultMaxKeys is the number of states a MemoryStore holds at most unless
+// DefaultMaxKeys is the number of states a Store holds at most unless
 // WithMaxKeys says otherwise.
 const DefaultMaxKeys = 1 << 20
 
 const (
-	// maxMemoryShards is the most shards a MemoryStore splits into.
+	// maxMemoryShards is the most shards a Store splits into.
 	maxMemoryShards = 256
 	// minShardCapacity is the fewest states a shard is sized for: a small
 	// WithMaxKeys gets fewer shards rather than tiny ones.
@@ -31,11 +32,10 @@ const (
 	maxStoredKeyLen = 256
 )
 
-// errNilMemoryStore is returned by the methods of a MemoryStore not made by
-// NewMemoryStore.
-var errNilMemoryStore = errors.New("sluice: MemoryStore is nil or its zero value; create it with NewMemoryStore")
+// errNilStore is returned by the methods of a Store not made by New.
+var errNilStore = errors.New("sluice: memorystore.Store is nil or its zero value; create it with memorystore.New")
 
-// MemoryStore is a Store that keeps rate-limit state in the memory of the
+// Store is a store.Store that keeps rate-limit state in the memory of the
 // process. It implements every Algorithm with exactly the integer
 // arithmetic of the Redis store (ALGORITHMS.md), at the clock given by
 // WithClock (by default time.Now, read once per Take, in
@@ -59,20 +59,19 @@ var errNilMemoryStore = errors.New("sluice: MemoryStore is nil or its zero value
 // allowance by making the store forget it, short of spending a full
 // allowance on each key of the flood.
 //
-// A MemoryStore is safe for concurrent use by multiple goroutines. Its
+// A Store is safe for concurrent use by multiple goroutines. Its
 // states are split into shards by a hash of the key, each behind its own
 // mutex; every limit of one key lives in the same shard, so a Take over
 // several limits is atomic, and decisions on one shard are made in the
 // order of their clock readings.
 //
-// The zero value is not usable: create a MemoryStore with NewMemoryStore.
-// Take on a nil or zero MemoryStore returns an error rather than panic.
-type MemoryStore struct {
+// The zero value is not usable: create a Store with New.
+// Take on a nil or zero Store returns an error rather than panic.
+type Store struct {
 	now    func() time.Time
 	seed   maphash.Seed
 	shards []memoryShard
 	mask   uint64
-	hint   atomic.Pointer[cachedSpec] // see hinted
 }
 
 // memoryShard is one lock's share of the states, padded to a whole number
@@ -92,52 +91,6 @@ type shardData struct {
 	used     int
 	overflow map[stateKey]*memoryState
 	capacity int
-	// specs caches the validated form of the limits last used on this
-	// shard, so that a Take on a limit seen before neither validates nor
-	// converts it again. Guarded by mu; specNext is the slot to replace.
-	specs    [specCacheSize]cachedSpec
-	specNext int
-}
-
-// specCacheSize is the number of limits each shard remembers validated.
-const specCacheSize = 4
-
-// cachedSpec is a Limit exactly as a caller passed it (Algorithm aside,
-// which is the package's constant so that the cache pins no caller memory)
-// and its validated form. An empty entry has Rate 0, which no valid Limit
-// has.
-type cachedSpec struct {
-	limit Limit
-	sp    algSpec
-}
-
-// cachedSpec returns the validated form of l if the shard has it. The
-// caller holds sh.mu.
-func (sh *memoryShard) cachedSpec(l *Limit) (*algSpec, bool) {
-	if l.Rate <= 0 {
-		return nil, false // invalid, and it would match an empty entry
-	}
-	for i := range sh.specs {
-		if c := &sh.specs[i]; c.limit == *l {
-			return &c.sp, true
-		}
-	}
-	return nil, false
-}
-
-// cacheSpec remembers sp as the validated form of l, replacing the oldest
-// entry, and returns the cached copy. The caller holds sh.mu.
-func (sh *memoryShard) cacheSpec(l *Limit, sp *algSpec) *algSpec {
-	if c, ok := sh.cachedSpec(l); ok {
-		return c
-	}
-	c := &sh.specs[sh.specNext]
-	sh.specNext = (sh.specNext + 1) % specCacheSize
-	c.limit, c.sp = *l, *sp
-	if c.limit.Algorithm != "" {
-		c.limit.Algorithm = algorithmOf(sp.alg)
-	}
-	return &c.sp
 }
 
 // stateKey identifies one state: the key (or its digest, for a long key)
@@ -215,19 +168,27 @@ func specHash(sp *algSpec) uint64 {
 	return h
 }
 
-// MemoryOption configures a MemoryStore in NewMemoryStore.
-type MemoryOption interface {
-	applyMemory(*memoryConfig)
+// Option configures a Store in New.
+type Option interface {
+	apply(*config)
 }
 
-// memoryOptionFunc adapts a function to MemoryOption.
-type memoryOptionFunc func(*memoryConfig)
+// optionFunc adapts a function to Option.
+type optionFunc func(*config)
 
-func (f memoryOptionFunc) applyMemory(c *memoryConfig) { f(c) }
+func (f optionFunc) apply(c *config) { f(c) }
 
-type memoryConfig struct {
+type config struct {
 	now     func() time.Time
 	maxKeys int
+}
+
+// WithClock sets the clock the store decides by; the default, and a nil
+// now, is time.Now. It is meant for tests: give the store and the Limiter
+// (core.WithClock) the same fake clock to make every decision
+// reproducible.
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(c *config) { c.now = now })
 }
 
 // WithMaxKeys bounds the number of states the store holds (one per key and
@@ -237,16 +198,16 @@ type memoryConfig struct {
 // whole holds n states. Keep n far above the number of limits one Take
 // uses: when a shard is too small to hold them all, the states that do not
 // fit are not kept.
-func WithMaxKeys(n int) MemoryOption {
-	return memoryOptionFunc(func(c *memoryConfig) { c.maxKeys = n })
+func WithMaxKeys(n int) Option {
+	return optionFunc(func(c *config) { c.maxKeys = n })
 }
 
-// NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
-	cfg := memoryConfig{now: time.Now, maxKeys: DefaultMaxKeys}
+// New returns an empty Store.
+func New(opts ...Option) *Store {
+	cfg := config{now: time.Now, maxKeys: DefaultMaxKeys}
 	for _, opt := range opts {
 		if opt != nil {
-			opt.applyMemory(&cfg)
+			opt.apply(&cfg)
 		}
 	}
 	if cfg.now == nil {
@@ -259,7 +220,7 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 	for shards < maxMemoryShards && cfg.maxKeys/(2*shards) >= minShardCapacity {
 		shards *= 2
 	}
-	s := &MemoryStore{
+	s := &Store{
 		now:    cfg.now,
 		seed:   maphash.MakeSeed(),
 		shards: make([]memoryShard, shards),
@@ -276,7 +237,7 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 
 // Len returns the number of states the store holds, expired ones not yet
 // reclaimed included. It is meant for tests and metrics.
-func (s *MemoryStore) Len() int {
+func (s *Store) Len() int {
 	if s == nil {
 		return 0
 	}
@@ -291,30 +252,28 @@ func (s *MemoryStore) Len() int {
 }
 
 // Take charges n against every limit for key, atomically, and reports the
-// decision (see Store and Combine). All limits are evaluated at one instant
-// against the state before the call; either every limit allows and every
+// decision (see store.Store and store.Combine). All limits are evaluated at
+// one instant against the state before the call; either every limit allows and every
 // one is charged, or nothing is charged except the penalty locks of the
 // limits that denied. n == 0 peeks: it is decided like any request and
 // writes nothing.
 //
-// Take returns an error wrapping ErrEmptyKey, ErrNegativeCost, ErrNoLimits
-// or ErrInvalidLimit for bad input, and ctx's error when ctx is already
+// Take returns an error wrapping store.ErrEmptyKey, store.ErrNegativeCost,
+// store.ErrNoLimits or store.ErrInvalidLimit (the zero Spec) for bad input, and ctx's error when ctx is already
 // done; otherwise it never fails and never blocks beyond a short critical
-// section. With one limit and a key it has seen before it allocates nothing
-// (but once in the store's life, to remember its first limit outside the
-// shards).
+// section. With one limit and a key it has seen before it allocates nothing.
 // Take keeps no reference to key (a new state stores a copy), so a caller
 // may pass a key built in a buffer it reuses.
-func (s *MemoryStore) Take(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
-	var res Result
+func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
+	var res store.Result
 	err := s.take(ctx, &res, key, n, limits, true)
 	return res, err
 }
 
 // Peek returns the Result Take would return now, without charging
-// anything or setting a penalty lock (see Peeker). It fails like Take.
-func (s *MemoryStore) Peek(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
-	var res Result
+// anything or setting a penalty lock (see store.Peeker). It fails like Take.
+func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
+	var res store.Result
 	err := s.take(ctx, &res, key, n, limits, false)
 	return res, err
 }
@@ -322,7 +281,7 @@ func (s *MemoryStore) Peek(ctx context.Context, key string, n int64, limits ...L
 // take decides a Take into res, which it leaves zero on error; charge
 // false makes it a Peek. (The Result is written in place: returning it
 // through each call costs a few ns on the hot path.)
-func (s *MemoryStore) take(ctx context.Context, res *Result, key string, n int64, limits []Limit, charge bool) error {
+func (s *Store) take(ctx context.Context, res *store.Result, key string, n int64, limits []store.Spec, charge bool) error {
 	if err := s.checkInput(ctx, key, n, limits); err != nil {
 		return err
 	}
@@ -337,7 +296,7 @@ func (s *MemoryStore) take(ctx context.Context, res *Result, key string, n int64
 
 // takeMany is take for several limits, in a frame of its own so that
 // take's stays small.
-func (s *MemoryStore) takeMany(res *Result, key string, n int64, limits []Limit, charge bool) error {
+func (s *Store) takeMany(res *store.Result, key string, n int64, limits []store.Spec, charge bool) error {
 	var few [4]limitEval
 	evs := few[:]
 	if len(limits) > len(few) {
@@ -348,16 +307,16 @@ func (s *MemoryStore) takeMany(res *Result, key string, n int64, limits []Limit,
 
 // checkInput returns the error of a call with a bad store, key, cost or
 // limit list, or with ctx done.
-func (s *MemoryStore) checkInput(ctx context.Context, key string, n int64, limits []Limit) error {
+func (s *Store) checkInput(ctx context.Context, key string, n int64, limits []store.Spec) error {
 	switch {
 	case s == nil || s.shards == nil:
-		return errNilMemoryStore
+		return errNilStore
 	case key == "":
-		return fmt.Errorf("%w: Take needs a key identifying the client", ErrEmptyKey)
+		return fmt.Errorf("%w: Take needs a key identifying the client", store.ErrEmptyKey)
 	case n < 0:
-		return fmt.Errorf("%w: n = %d", ErrNegativeCost, n)
+		return fmt.Errorf("%w: n = %d", store.ErrNegativeCost, n)
 	case len(limits) == 0:
-		return fmt.Errorf("%w: Take needs at least one limit", ErrNoLimits)
+		return fmt.Errorf("%w: Take needs at least one limit", store.ErrNoLimits)
 	}
 	if ctx != nil {
 		if err := ctx.Err(); err != nil {
@@ -368,18 +327,18 @@ func (s *MemoryStore) checkInput(ctx context.Context, key string, n int64, limit
 }
 
 // Reset deletes the states of key under limits, penalty locks included
-// (see Resetter). It fails like Take for a bad key or limit.
-func (s *MemoryStore) Reset(ctx context.Context, key string, limits ...Limit) error {
+// (see store.Resetter). It fails like Take for a bad key or limit.
+func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) error {
 	if err := s.checkInput(ctx, key, 0, limits); err != nil {
 		return err
 	}
 	evs := make([]limitEval, len(limits))
+	if err := specsOf(limits, evs); err != nil {
+		return err
+	}
 	key, digest := storedKey(key)
 	sh, h := s.shardOf(key)
 	sh.mu.Lock()
-	if err := sh.specsOf(limits, evs); err != nil {
-		return err
-	}
 	defer sh.mu.Unlock()
 	for i := range evs {
 		if st, ok := sh.find(key, digest, &evs[i].sp, stateHash(h, &evs[i].sp)); ok {
@@ -389,8 +348,12 @@ func (s *MemoryStore) Reset(ctx context.Context, key string, limits ...Limit) er
 	return nil
 }
 
-// clear forgets every state.
-func (s *MemoryStore) clear() {
+// Clear forgets every state. A core.Limiter calls it on its fallback
+// store when its shared store reports that resets may have been missed.
+func (s *Store) Clear() {
+	if s == nil {
+		return
+	}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
@@ -418,86 +381,34 @@ func makeStateKey(key string, digest bool, sp *algSpec) stateKey {
 	}
 }
 
-func toAlgSpec(sp *Spec) algSpec {
+func toAlgSpec(sp *store.Spec) algSpec {
 	a := algSpec{
-		alg: algCodeOf(sp.Algorithm), rate: sp.Rate, period: sp.Period,
-		burst: sp.Burst, penalty: sp.Penalty, interval: sp.Interval,
+		alg: algCodeOf(sp.Algorithm()), rate: sp.Rate(), period: sp.Period(),
+		burst: sp.Burst(), penalty: sp.Penalty(), interval: sp.Interval(),
 	}
 	a.hash = specHash(&a)
 	return a
 }
 
-// specsOf fills evs[i].sp with the validated form of limits[i]. On the
-// hot path every one comes from the shard's cache; otherwise they are
-// computed without holding the lock, then cached. The caller holds sh.mu,
-// which specsOf may release and take again; it returns with sh.mu held,
-// except on error.
-func (sh *memoryShard) specsOf(limits []Limit, evs []limitEval) error {
-	cached := true
+// specsOf fills evs[i].sp with the arithmetic's form of limits[i], or
+// returns the error of a limit that is not valid.
+func specsOf(limits []store.Spec, evs []limitEval) error {
 	for i := range limits {
-		sp, ok := sh.cachedSpec(&limits[i])
-		if !ok {
-			cached = false
-			break
-		}
-		evs[i].sp = *sp
-	}
-	if cached {
-		return nil
-	}
-	// With more limits than the cache holds, the specs are used from evs
-	// rather than from the cache.
-	sh.mu.Unlock()
-	for i := range limits {
-		spec, err := limits[i].Spec()
-		if err != nil {
+		if err := limits[i].Validate(); err != nil {
 			if len(limits) > 1 {
 				err = fmt.Errorf("limits[%d]: %w", i, err)
 			}
 			return err
 		}
-		evs[i].sp = toAlgSpec(&spec)
-	}
-	sh.mu.Lock()
-	for i := range limits {
-		sh.cacheSpec(&limits[i], &evs[i].sp)
+		evs[i].sp = toAlgSpec(&limits[i])
 	}
 	return nil
 }
 
 // shardOf returns the shard of a stored key and the key's hash.
-func (s *MemoryStore) shardOf(key string) (*memoryShard, uint64) {
+func (s *Store) shardOf(key string) (*memoryShard, uint64) {
 	h := maphash.String(s.seed, key)
 	return &s.shards[h&s.mask], h
-}
-
-// hinted reports whether limits is the store's hint, the one limit whose
-// validated form the store keeps outside the shards, and if so sets evs[0]
-// to it: a Take on the store's usual limit reads no shard's cache.
-func (s *MemoryStore) hinted(limits []Limit, evs []limitEval) bool {
-	if len(limits) != 1 {
-		return false
-	}
-	c := s.hint.Load()
-	if c == nil || c.limit != limits[0] { // c.limit is valid, so limits[0] is
-		return false
-	}
-	evs[0].sp = c.sp
-	return true
-}
-
-// setHint makes the one limit of a call the store's hint if it has none
-// yet: the first limit used alone keeps it for the store's life, so the
-// hint costs one allocation per store.
-func (s *MemoryStore) setHint(limits []Limit, evs []limitEval) {
-	if len(limits) != 1 || s.hint.Load() != nil {
-		return
-	}
-	c := &cachedSpec{limit: limits[0], sp: evs[0].sp}
-	if c.limit.Algorithm != "" {
-		c.limit.Algorithm = algorithmOf(c.sp.alg)
-	}
-	s.hint.CompareAndSwap(nil, c)
 }
 
 // limitEval is the scratch of one limit of a Take. It holds no key, so
@@ -524,16 +435,13 @@ func (e *limitEval) state() *memoryState {
 // decide decides a Take over limits, with evs as their scratch (one each),
 // and writes it when charge is set: all limits are decided at one instant,
 // under the lock of the key's shard, against the state before the call.
-func (s *MemoryStore) decide(res *Result, key string, n int64, limits []Limit, evs []limitEval, charge bool) error {
+func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Spec, evs []limitEval, charge bool) error {
+	if err := specsOf(limits, evs); err != nil {
+		return err
+	}
 	key, digest := storedKey(key)
 	sh, h := s.shardOf(key)
-	hinted := s.hinted(limits, evs)
 	sh.mu.Lock()
-	if !hinted {
-		if err := sh.specsOf(limits, evs); err != nil {
-			return err
-		}
-	}
 	for i := 1; i < len(evs); i++ {
 		for j := 0; j < i; j++ {
 			if evs[j].sp.sameState(&evs[i].sp) {
@@ -544,24 +452,21 @@ func (s *MemoryStore) decide(res *Result, key string, n int64, limits []Limit, e
 	}
 	s.decideLocked(sh, key, digest, h, evs, n, charge)
 	sh.mu.Unlock()
-	if !hinted {
-		s.setHint(limits, evs)
-	}
 	if len(evs) == 1 {
 		evs[0].o.fill(res)
 		return nil
 	}
-	perLimit := make([]Result, len(evs))
+	perLimit := make([]store.Result, len(evs))
 	for i := range evs {
 		evs[i].o.fill(&perLimit[i])
 	}
-	*res = Combine(perLimit)
+	*res = store.Combine(perLimit)
 	return nil
 }
 
 // decideLocked evaluates every limit at now, then writes the decision: a
 // state for each limit that changed and had none. The caller holds sh.mu.
-func (s *MemoryStore) decideLocked(sh *memoryShard, key string, digest bool, keyHash uint64, evs []limitEval, n int64, charge bool) {
+func (s *Store) decideLocked(sh *memoryShard, key string, digest bool, keyHash uint64, evs []limitEval, n int64, charge bool) {
 	now := s.now().UnixMicro()
 	allowed := true
 	for i := range evs {
@@ -713,7 +618,7 @@ func rankForEviction(k *stateKey, st *memoryState, now int64) evictionRank {
 
 // fill sets the fields of r from an outcome's µs figures. (It writes r in
 // place: building a Result and copying it costs a few ns on the hot path.)
-func (o *outcome) fill(r *Result) {
+func (o *outcome) fill(r *store.Result) {
 	r.Allowed = o.allowed
 	r.Limit = o.limit
 	r.Remaining = o.remain
@@ -723,10 +628,10 @@ func (o *outcome) fill(r *Result) {
 }
 
 // micros converts µs to a Duration; infMicros (and anything that would
-// overflow) becomes InfDuration.
+// overflow) becomes store.InfDuration.
 func micros(us int64) time.Duration {
-	if us >= int64(InfDuration/time.Microsecond) {
-		return InfDuration
+	if us >= int64(store.InfDuration/time.Microsecond) {
+		return store.InfDuration
 	}
 	return time.Duration(us) * time.Microsecond
 }

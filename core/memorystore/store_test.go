@@ -1,4 +1,4 @@
-package core_test
+package memorystore_test
 
 import (
 	"context"

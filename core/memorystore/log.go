@@ -1,4 +1,4 @@
-package core
+package memorystore
 
 // logBlock is the number of entries of each block of a sliding log longer
 // than one block.

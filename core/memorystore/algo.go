@@ -1,8 +1,9 @@
-package core
+package memorystore
 
 import (
 	"math"
 
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/arith"
 )
 
@@ -15,7 +16,7 @@ import (
 // ALGORITHMS.md).
 const infMicros = math.MaxInt64
 
-// algCode is the compact form of an Algorithm kept in the store's map keys.
+// algCode is the compact form of a Algorithm kept in the store's map keys.
 type algCode uint8
 
 const (
@@ -27,38 +28,20 @@ const (
 	algSlidingLog
 )
 
-func algCodeOf(a Algorithm) algCode {
+func algCodeOf(a store.Algorithm) algCode {
 	switch a {
-	case TokenBucket:
+	case store.TokenBucket:
 		return algTokenBucket
-	case FixedWindow:
+	case store.FixedWindow:
 		return algFixedWindow
-	case SlidingWindow:
+	case store.SlidingWindow:
 		return algSlidingWindow
-	case SlidingLog:
+	case store.SlidingLog:
 		return algSlidingLog
-	case LeakyBucket:
+	case store.LeakyBucket:
 		return algLeakyBucket
 	default: // GCRA; Spec has already rejected unknown algorithms
 		return algGCRA
-	}
-}
-
-// algorithmOf is the Algorithm of c.
-func algorithmOf(c algCode) Algorithm {
-	switch c {
-	case algTokenBucket:
-		return TokenBucket
-	case algFixedWindow:
-		return FixedWindow
-	case algSlidingWindow:
-		return SlidingWindow
-	case algSlidingLog:
-		return SlidingLog
-	case algLeakyBucket:
-		return LeakyBucket
-	default:
-		return GCRA
 	}
 }
 
@@ -73,7 +56,7 @@ type algSpec struct {
 	hash     uint64 // specHash
 }
 
-// memoryState is one (key, limit) entry of the store. has is false when
+// memoryState is one (key, limit) entry of the  has is false when
 // only a penalty lock is stored (the algorithm state is absent). expires is
 // the instant (µs) from which the entry behaves exactly like no entry: the
 // state's ttl per ALGORITHMS.md, or the end of the lock when that is later.

@@ -1,4 +1,4 @@
-package core
+package store
 
 // algorithmFacts is everything the package knows of one algorithm beyond
 // its arithmetic (memory_algo.go and lua/take.lua): one entry per
@@ -20,23 +20,23 @@ type algorithmFacts struct {
 var facts = map[Algorithm]*algorithmFacts{
 	GCRA: {
 		code: "g", burst: true,
-		capacity: func(s *Spec) int64 { return s.Burst },
-		horizon:  func(s *Spec) int64 { return s.Burst * s.Interval },
+		capacity: func(s *Spec) int64 { return s.burst },
+		horizon:  func(s *Spec) int64 { return s.burst * s.interval },
 		bounds:   tatBounds,
 	},
 	LeakyBucket: {
 		code: "k", burst: true,
-		capacity: func(s *Spec) int64 { return s.Burst + 1 }, // the job in service and a queue of Burst
-		horizon:  func(s *Spec) int64 { return (s.Burst + 1) * s.Interval },
+		capacity: func(s *Spec) int64 { return s.burst + 1 }, // the job in service and a queue of Burst
+		horizon:  func(s *Spec) int64 { return (s.burst + 1) * s.interval },
 		bounds:   tatBounds,
 	},
 	TokenBucket: {
 		code: "t", burst: true,
-		capacity: func(s *Spec) int64 { return s.Burst },
-		horizon:  func(s *Spec) int64 { return (s.Burst*s.Period + s.Rate - 1) / s.Rate },
+		capacity: func(s *Spec) int64 { return s.burst },
+		horizon:  func(s *Spec) int64 { return (s.burst*s.period + s.rate - 1) / s.rate },
 		bounds: func(s *Spec) string {
 			// Tokens are kept scaled by P: capacity B·P and refill R·elapsed.
-			if s.Burst > maxExact/s.Period || s.Rate > maxExact/s.Period {
+			if s.burst > maxExact/s.period || s.rate > maxExact/s.period {
 				return "burst × period and rate × period must be below 2^53 µs"
 			}
 			return ""
@@ -44,10 +44,10 @@ var facts = map[Algorithm]*algorithmFacts{
 	},
 	FixedWindow: {
 		code:     "f",
-		capacity: func(s *Spec) int64 { return s.Rate },
-		horizon:  func(s *Spec) int64 { return s.Period },
+		capacity: func(s *Spec) int64 { return s.rate },
+		horizon:  func(s *Spec) int64 { return s.period },
 		bounds: func(s *Spec) string {
-			if s.Rate >= maxExact {
+			if s.rate >= maxExact {
 				return "rate must be below 2^53"
 			}
 			return ""
@@ -55,11 +55,11 @@ var facts = map[Algorithm]*algorithmFacts{
 	},
 	SlidingWindow: {
 		code:     "w",
-		capacity: func(s *Spec) int64 { return s.Rate },
-		horizon:  func(s *Spec) int64 { return 2 * s.Period },
+		capacity: func(s *Spec) int64 { return s.rate },
+		horizon:  func(s *Spec) int64 { return 2 * s.period },
 		bounds: func(s *Spec) string {
 			// The weighted estimate compares sums of counts × P (up to 3·R·P).
-			if s.Rate > maxExact/(4*s.Period) {
+			if s.rate > maxExact/(4*s.period) {
 				return "rate × period must be below 2^51 µs"
 			}
 			return ""
@@ -67,10 +67,10 @@ var facts = map[Algorithm]*algorithmFacts{
 	},
 	SlidingLog: {
 		code:     "l",
-		capacity: func(s *Spec) int64 { return s.Rate },
-		horizon:  func(s *Spec) int64 { return s.Period },
+		capacity: func(s *Spec) int64 { return s.rate },
+		horizon:  func(s *Spec) int64 { return s.period },
 		bounds: func(s *Spec) string {
-			if s.Rate > MaxSlidingLogRate {
+			if s.rate > MaxSlidingLogRate {
 				return "sliding_log keeps one entry per event: rate must be at most 100000"
 			}
 			return ""
@@ -81,11 +81,11 @@ var facts = map[Algorithm]*algorithmFacts{
 // tatBounds are the bounds of GCRA and LeakyBucket, which keep a
 // theoretical arrival time.
 func tatBounds(s *Spec) string {
-	if s.Rate > s.Period {
+	if s.rate > s.period {
 		return "more than one event per microsecond cannot be timed; lower the rate or lengthen the period"
 	}
 	// The tolerance (Burst+1)·T and every TAT offset must stay exact.
-	if s.Burst >= maxExact/s.Interval-1 {
+	if s.burst >= maxExact/s.interval-1 {
 		return "burst × period/rate is too large"
 	}
 	return ""
@@ -95,4 +95,10 @@ func tatBounds(s *Spec) string {
 // figure stores report as Result.Limit and the IETF quota: Burst for GCRA
 // and TokenBucket, Burst+1 for LeakyBucket (the request in service and a
 // queue of Burst), Rate for the window algorithms.
-func (s Spec) Capacity() int64 { return facts[s.Algorithm].capacity(&s) }
+func (s Spec) Capacity() int64 { return facts[s.alg].capacity(&s) }
+
+// Horizon returns how long after its last charge a state of s can still
+// refuse a request, penalty aside: the time to refill completely, in µs
+// (Burst·Period/Rate for GCRA, TokenBucket and LeakyBucket, Period for
+// FixedWindow and SlidingLog, 2·Period for SlidingWindow).
+func (s Spec) Horizon() int64 { return facts[s.alg].horizon(&s) }

@@ -1,4 +1,4 @@
-package core
+package store
 
 import (
 	"errors"
@@ -74,21 +74,6 @@ type Limit struct {
 	Penalty time.Duration
 }
 
-// PerSecond returns a GCRA limit of rate events per second with Burst rate.
-func PerSecond(rate int64) Limit {
-	return Limit{Algorithm: GCRA, Rate: rate, Period: time.Second, Burst: rate}
-}
-
-// PerMinute returns a GCRA limit of rate events per minute with Burst rate.
-func PerMinute(rate int64) Limit {
-	return Limit{Algorithm: GCRA, Rate: rate, Period: time.Minute, Burst: rate}
-}
-
-// PerHour returns a GCRA limit of rate events per hour with Burst rate.
-func PerHour(rate int64) Limit {
-	return Limit{Algorithm: GCRA, Rate: rate, Period: time.Hour, Burst: rate}
-}
-
 // ErrInvalidLimit is wrapped by every error Validate returns.
 var ErrInvalidLimit = errors.New("sluice: invalid limit")
 
@@ -105,10 +90,10 @@ func invalid(l Limit, format string, args ...any) error {
 	return fmt.Errorf("%w %s: %s", ErrInvalidLimit, l.String(), fmt.Sprintf(format, args...))
 }
 
-// String renders l in the syntax ParseLimit reads, compactly: "30/m burst
+// String renders l in the syntax core.ParseLimit reads, compactly: "30/m burst
 // 16", "1000/3s fixed_window penalty 1m", "5/1m30s token_bucket". The
 // algorithm is written unless it is empty (the zero value, GCRA), and
-// Burst and Penalty unless they are 0, so that ParseLimit(l.String())
+// Burst and Penalty unless they are 0, so that core.ParseLimit(l.String())
 // returns l for every valid Limit. Invalid limits render too, for messages.
 func (l Limit) String() string {
 	s := strconv.FormatInt(l.Rate, 10) + "/" + formatPeriod(l.Period)
@@ -139,26 +124,61 @@ func isAlgorithmWord(a string) bool {
 }
 
 // Spec is a validated Limit in the integer units the algorithms compute
-// with: every duration in microseconds, defaults applied. Store
-// implementations work on Specs; users rarely need them.
+// with: every duration in microseconds, defaults applied. Stores receive
+// Specs; the only way to make a valid one is Limit.Spec. The zero Spec is
+// not valid: Validate reports it, and every store rejects it. Specs are
+// plain values, safe to copy and compare (equal Specs are the same limit).
 type Spec struct {
-	Algorithm Algorithm
-	Rate      int64 // R: events per Period
-	Period    int64 // P, µs
-	Burst     int64 // B after defaults (0 for the window algorithms)
-	Penalty   int64 // µs, rounded up
-	Interval  int64 // T = ceil(P/R) µs: the emission interval of GCRA and LeakyBucket (0 otherwise)
+	alg      Algorithm
+	rate     int64 // R: events per Period
+	period   int64 // P, µs
+	burst    int64 // B after defaults (0 for the window algorithms)
+	penalty  int64 // µs, rounded up
+	interval int64 // T = ceil(P/R) µs: the emission interval of GCRA and LeakyBucket (0 otherwise)
 }
+
+// errZeroSpec is the error of a Spec not made by Limit.Spec.
+var errZeroSpec = fmt.Errorf("%w: the zero Spec; make Specs with Limit.Spec", ErrInvalidLimit)
+
+// Validate returns nil for a Spec made by Limit.Spec, and an error wrapping
+// ErrInvalidLimit for the zero Spec. Stores call it on every Spec they are
+// given.
+func (s Spec) Validate() error {
+	if s.rate <= 0 {
+		return errZeroSpec
+	}
+	return nil
+}
+
+// Algorithm returns the algorithm, never empty (GCRA for a Limit without one).
+func (s Spec) Algorithm() Algorithm { return s.alg }
+
+// Rate returns R, the events admitted per Period.
+func (s Spec) Rate() int64 { return s.rate }
+
+// Period returns P in microseconds.
+func (s Spec) Period() int64 { return s.period }
+
+// Burst returns the Burst after defaults (Rate when the Limit had 0), and 0
+// for the window algorithms.
+func (s Spec) Burst() int64 { return s.burst }
+
+// Penalty returns the penalty lock in microseconds, rounded up; 0 for none.
+func (s Spec) Penalty() int64 { return s.penalty }
+
+// Interval returns T = ceil(P/R) in microseconds, the emission interval of
+// GCRA and LeakyBucket, and 0 for the other algorithms.
+func (s Spec) Interval() int64 { return s.interval }
 
 // Spec validates l and returns it in integer microseconds.
 func (l Limit) Spec() (Spec, error) { return l.normalize() }
 
 func (l Limit) normalize() (Spec, error) {
-	s := Spec{Algorithm: l.Algorithm, Rate: l.Rate, Burst: l.Burst}
-	if s.Algorithm == "" {
-		s.Algorithm = GCRA
+	s := Spec{alg: l.Algorithm, rate: l.Rate, burst: l.Burst}
+	if s.alg == "" {
+		s.alg = GCRA
 	}
-	f := facts[s.Algorithm]
+	f := facts[s.alg]
 	if f == nil {
 		return Spec{}, invalid(l, "unknown algorithm %q (want one of gcra, token_bucket, fixed_window, sliding_window, sliding_log, leaky_bucket)", string(l.Algorithm))
 	}
@@ -177,23 +197,23 @@ func (l Limit) normalize() (Spec, error) {
 	if l.Penalty < 0 {
 		return Spec{}, invalid(l, "penalty must not be negative")
 	}
-	s.Period = int64(l.Period / time.Microsecond)
+	s.period = int64(l.Period / time.Microsecond)
 	// Rounded up without overflow: Penalty + 999ns would wrap near MaxInt64.
-	s.Penalty = int64(l.Penalty / time.Microsecond)
+	s.penalty = int64(l.Penalty / time.Microsecond)
 	if l.Penalty%time.Microsecond != 0 {
-		s.Penalty++
+		s.penalty++
 	}
-	if s.Period >= maxExact || s.Penalty >= maxExact {
+	if s.period >= maxExact || s.penalty >= maxExact {
 		return Spec{}, invalid(l, "period and penalty must be below 2^53 microseconds")
 	}
 	switch {
 	case !f.burst && l.Burst != 0:
-		return Spec{}, invalid(l, "%s takes no burst; leave Burst 0", string(s.Algorithm))
-	case f.burst && s.Burst == 0:
-		s.Burst = s.Rate
+		return Spec{}, invalid(l, "%s takes no burst; leave Burst 0", string(s.alg))
+	case f.burst && s.burst == 0:
+		s.burst = s.rate
 	}
-	if s.Algorithm == GCRA || s.Algorithm == LeakyBucket {
-		s.Interval = (s.Period + s.Rate - 1) / s.Rate
+	if s.alg == GCRA || s.alg == LeakyBucket {
+		s.interval = (s.period + s.rate - 1) / s.rate
 	}
 	if msg := f.bounds(&s); msg != "" {
 		return Spec{}, invalid(l, "%s", msg)
@@ -205,7 +225,7 @@ func (l Limit) normalize() (Spec, error) {
 // different limits apart in a store: two limits share state on a key exactly
 // when every field that shapes their arithmetic is equal. Example: "g30/60000000b16p0".
 func (s Spec) ID() string {
-	c := facts[s.Algorithm].code
-	return c + strconv.FormatInt(s.Rate, 10) + "/" + strconv.FormatInt(s.Period, 10) +
-		"b" + strconv.FormatInt(s.Burst, 10) + "p" + strconv.FormatInt(s.Penalty, 10)
+	c := facts[s.alg].code
+	return c + strconv.FormatInt(s.rate, 10) + "/" + strconv.FormatInt(s.period, 10) +
+		"b" + strconv.FormatInt(s.burst, 10) + "p" + strconv.FormatInt(s.penalty, 10)
 }

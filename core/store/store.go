@@ -1,4 +1,4 @@
-package core
+package store
 
 import (
 	"context"
@@ -30,8 +30,10 @@ type Result struct {
 // for concurrent use and decide atomically.
 type Store interface {
 	// Take charges n (n == 0 peeks) against every limit for key atomically:
-	// either all allow and all are charged, or none is charged.
-	Take(ctx context.Context, key string, n int64, limits ...Limit) (Result, error)
+	// either all allow and all are charged, or none is charged. A limit
+	// that fails Spec.Validate (the zero Spec) is an error wrapping
+	// ErrInvalidLimit.
+	Take(ctx context.Context, key string, n int64, limits ...Spec) (Result, error)
 }
 
 // Errors a Store returns for bad input. They are wrapped with context; test
@@ -41,6 +43,12 @@ var (
 	ErrNegativeCost = errors.New("sluice: negative cost")
 	ErrNoLimits     = errors.New("sluice: no limits")
 )
+
+// ErrBreakerOpen is wrapped by the error a Store returns when it knows,
+// without trying, that it cannot answer now: its circuit breaker for the
+// server that holds the key is open (see the redisstore package). A
+// Limiter then follows its failure policy at once.
+var ErrBreakerOpen = errors.New("sluice: circuit breaker open, store not called")
 
 // Combine returns the overall Result of a Take over several limits from each
 // limit's own Result, in the order the limits were given: the binding
@@ -90,18 +98,18 @@ func Combine(perLimit []Result) Result {
 }
 
 // Peeker is a Store that can tell what a Take would return without
-// making it. Limiter.Status uses it; MemoryStore and the Redis store
+// making it. core.Limiter.Status uses it; the memory store and the Redis store
 // implement it.
 type Peeker interface {
 	// Peek returns exactly the Result that Take(ctx, key, n, limits...)
 	// would return at this instant, and changes nothing: no state is
 	// charged and no penalty lock is set. It takes the arguments and
 	// returns the errors of Take.
-	Peek(ctx context.Context, key string, n int64, limits ...Limit) (Result, error)
+	Peek(ctx context.Context, key string, n int64, limits ...Spec) (Result, error)
 }
 
-// Resetter is a Store that can forget a key. Limiter.Reset uses it;
-// MemoryStore and the Redis store implement it.
+// Resetter is a Store that can forget a key. core.Limiter.Reset uses it;
+// the memory store and the Redis store implement it.
 type Resetter interface {
 	// Reset deletes the state of key under each of limits, penalty locks
 	// included, so that the key's next Take sees a fresh allowance. A
@@ -111,5 +119,18 @@ type Resetter interface {
 	// for key are ignored. It returns the errors of Take for a bad key or
 	// limit, and the store's error when it fails; a failed Reset may have
 	// cleared some of the limits and can be repeated.
-	Reset(ctx context.Context, key string, limits ...Limit) error
+	Reset(ctx context.Context, key string, limits ...Spec) error
+}
+
+// ResetNotifier is a Store shared between processes that tells of the
+// keys reset through any of them (the Redis store does). A core.Limiter on
+// such a store registers with OnReset, so that a Reset made anywhere also
+// clears its local fallback store.
+type ResetNotifier interface {
+	// OnReset registers f, called with the store key of every Reset,
+	// made through this process or another, shortly after it; and with ""
+	// when resets may have been missed (so that everything kept locally is
+	// to be dropped). f must not block. Registrations last as long as the
+	// store.
+	OnReset(f func(key string))
 }
