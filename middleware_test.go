@@ -34,7 +34,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/echolimit"
 	"github.com/sluicehq/sluice/ginlimit"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -86,8 +88,8 @@ func (c *fakeClock) advance(d time.Duration) {
 // env is what one subtest runs on.
 type env struct {
 	clock *fakeClock // nil: real time
-	live  core.Store
-	dead  core.Store // a Redis store whose server is down
+	live  store.Store
+	dead  store.Store // a Redis store whose server is down
 }
 
 func (e *env) fake() bool { return e.clock != nil }
@@ -123,7 +125,7 @@ func deadClient(t *testing.T, addr string) *redis.Client {
 	return c
 }
 
-func newRedisStore(t *testing.T, c redis.UniversalClient, opts ...redisstore.Option) core.Store {
+func newRedisStore(t *testing.T, c redis.UniversalClient, opts ...redisstore.Option) store.Store {
 	t.Helper()
 	s, err := redisstore.New(c, opts...)
 	if err != nil {
@@ -165,7 +167,7 @@ var storeKinds = []storeKind{
 			dead := newRedisStore(t, deadClient(t, droppingListener(t)))
 			return func(t *testing.T) *env {
 				c := &fakeClock{now: t0}
-				return &env{clock: c, live: core.NewMemoryStore(core.WithClock(c.Now)), dead: dead}
+				return &env{clock: c, live: memorystore.New(memorystore.WithClock(c.Now)), dead: dead}
 			}
 		},
 	},
@@ -385,7 +387,7 @@ func policy(name string, l core.Limit) string {
 type setup struct {
 	t     *testing.T
 	e     *env
-	store core.Store
+	store store.Store
 	dead  bool
 }
 
@@ -427,7 +429,7 @@ func (s *setup) limiter(name string, key core.KeyFunc, limits []core.Limit, opts
 	}
 	if s.e.fake() {
 		all = append(all, core.WithClock(s.e.clock.Now),
-			core.WithFallbackStore(core.NewMemoryStore(core.WithClock(s.e.clock.Now))))
+			core.WithFallbackStore(memorystore.New(memorystore.WithClock(s.e.clock.Now))))
 	}
 	l, err := core.New(s.store, key, limits, append(all, opts...)...)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/labstack/echo/v4"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/echolimit"
 	"github.com/sluicehq/sluice/ginlimit"
 	"github.com/sluicehq/sluice/nethttp"
@@ -38,7 +39,7 @@ func headerKey(r *http.Request) (string, error) {
 }
 
 func newBenchLimiter() (*core.Limiter, error) {
-	return core.New(core.NewMemoryStore(), headerKey, []core.Limit{sluiceLimit(core.GCRA, allowQuota)})
+	return core.New(memorystore.New(), headerKey, []core.Limit{sluiceLimit(core.GCRA, allowQuota)})
 }
 
 func adapterCases() ([]adapterCase, error) {

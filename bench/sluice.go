@@ -6,18 +6,20 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // sluiceLimit is q as a sluice Limit of algorithm alg (see quota).
 // SlidingLog keeps one entry per admitted event, so its window is capped at
-// core.MaxSlidingLogRate (still never reached in a case).
+// store.MaxSlidingLogRate (still never reached in a case).
 func sluiceLimit(alg core.Algorithm, q quota) core.Limit {
 	switch alg {
 	case core.GCRA, core.TokenBucket, core.LeakyBucket:
 		return core.Limit{Algorithm: alg, Rate: q.rate, Period: q.period, Burst: q.burst}
 	case core.SlidingLog:
-		return core.Limit{Algorithm: alg, Rate: min(q.window, core.MaxSlidingLogRate), Period: q.windowPeriod}
+		return core.Limit{Algorithm: alg, Rate: min(q.window, store.MaxSlidingLogRate), Period: q.windowPeriod}
 	default:
 		return core.Limit{Algorithm: alg, Rate: q.window, Period: q.windowPeriod}
 	}
@@ -43,7 +45,7 @@ func sluiceImpls() []impl {
 		if i > 0 {
 			prefix = fmt.Sprintf("sluice-redis@%d/", n)
 		}
-		for _, alg := range core.Algorithms() {
+		for _, alg := range store.Algorithms() {
 			out = append(out, impl{name: prefix + string(alg), group: "redis", sluice: true, timeAll: true, hot: leased(alg),
 				build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
 					var opts []redisstore.Option
@@ -62,7 +64,7 @@ func sluiceImpls() []impl {
 	// the size WithDenyCache's documentation recommends: the deny path of
 	// issue 4's target, answered in process. Allow and deny paths; the
 	// SUMMARY reports the deny target for these and for the defaults.
-	for _, alg := range core.Algorithms() {
+	for _, alg := range store.Algorithms() {
 		out = append(out, impl{name: denyCachePrefix + string(alg), group: "redis", sluice: true, timeAll: true,
 			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
 				st, err := redisstore.New(rdb, redisstore.WithDenyCache(denyCacheSize))
@@ -74,7 +76,7 @@ func sluiceImpls() []impl {
 	}
 	// The same without automatic pipelining and without the deny cache:
 	// one EVALSHA round trip per decision, as before issue 4.
-	for _, alg := range core.Algorithms() {
+	for _, alg := range store.Algorithms() {
 		out = append(out, impl{name: "sluice-plain/" + string(alg), group: "redis", sluice: true, timeAll: true,
 			build: func(rdb *redis.Client, q quota) (func() decideFunc, func(), error) {
 				st, err := redisstore.New(rdb, redisstore.WithPipelining(0), redisstore.WithDenyCache(0))
@@ -86,7 +88,7 @@ func sluiceImpls() []impl {
 	}
 	// Lease mode (issue 12): the hot path only, where every goroutine takes
 	// one key; its exact counterpart is sluice-redis/<algorithm>.
-	for _, alg := range core.Algorithms() {
+	for _, alg := range store.Algorithms() {
 		if !leased(alg) {
 			continue
 		}
@@ -99,10 +101,10 @@ func sluiceImpls() []impl {
 				return redisDecide(st, sluiceLimit(alg, q)), func() { _ = st.Close() }, nil
 			}})
 	}
-	for _, alg := range core.Algorithms() {
+	for _, alg := range store.Algorithms() {
 		out = append(out, impl{name: "sluice-mem/" + string(alg), group: "memory", sluice: true,
 			build: func(_ *redis.Client, q quota) (func() decideFunc, func(), error) {
-				return memDecide(core.NewMemoryStore(), sluiceLimit(alg, q)), nop, nil
+				return memDecide(memorystore.New(), sluiceLimit(alg, q)), nop, nil
 			}})
 	}
 	return out
@@ -119,8 +121,8 @@ func leased(alg core.Algorithm) bool {
 }
 
 // memDecide and redisDecide call Take on the concrete store type, as an
-// application holding a *core.MemoryStore or a *redisstore.Store does.
-func memDecide(st *core.MemoryStore, lim core.Limit) func() decideFunc {
+// application holding a *memorystore.Store or a *redisstore.Store does.
+func memDecide(st *memorystore.Store, lim core.Limit) func() decideFunc {
 	return shared(func(ctx context.Context, key string) (bool, error) {
 		res, err := st.Take(ctx, key, 1, lim)
 		return res.Allowed, err

@@ -19,7 +19,7 @@ var (
 
 // Status returns the Result that r would get from the store now, and
 // charges nothing: the same key, plan, cost and limits as Decide, decided
-// by the store's Peek (see Peeker), so Allowed, Remaining, RetryAfter and
+// by the store's Peek (see store.Peeker), so Allowed, Remaining, RetryAfter and
 // ResetAfter are exactly what a request at this instant would see
 // (Remaining after its cost). Nothing is recorded: no state, no penalty
 // lock, no observer call, no metric, no breaker count. Use it for a
@@ -28,7 +28,7 @@ var (
 // It returns the zero Result and no error for a request the skip function
 // exempts. It fails with the key function's error (or ErrNoKey) when the
 // request has no key, with an error wrapping errors.ErrUnsupported when the
-// store is not a Peeker, and with the store's error when it fails (within
+// store is not a store.Peeker, and with the store's error when it fails (within
 // the Limiter's timeout); no failure policy applies.
 func (l *Limiter) Status(r *http.Request) (Result, error) {
 	if l.skip != nil && l.skip(r) {
@@ -90,8 +90,8 @@ func (l *Limiter) peek(ctx context.Context, cfg *limiterConfig, key string, cost
 //
 // Reset is for administrators (unblocking a customer, a support tool); it
 // is not counted as a decision. It uses ctx as given, without the
-// Limiter's timeout. It fails with an error wrapping ErrEmptyKey for an
-// empty key, errors.ErrUnsupported when the store is not a Resetter, and
+// Limiter's timeout. It fails with an error wrapping store.ErrEmptyKey for an
+// empty key, errors.ErrUnsupported when the store is not a store.Resetter, and
 // the store's error when it fails (the key may then be partly reset;
 // calling Reset again is safe).
 func (l *Limiter) Reset(ctx context.Context, key string) error {
@@ -132,7 +132,7 @@ func (l *Limiter) watchResets() {
 }
 
 // forgetLocal clears storeKey in the fallback store, when it is a separate
-// Resetter.
+// store.Resetter.
 func (l *Limiter) forgetLocal(storeKey string, limits []store.Spec) {
 	if l.fallback == nil || l.fallback == l.store {
 		return

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 )
 
 func apiKey(r *http.Request) (string, error) { return r.Header.Get("X-API-Key"), nil }
@@ -26,7 +27,7 @@ func ExampleWithPlans() {
 		plan, _, _ := strings.Cut(r.Header.Get("X-API-Key"), "-")
 		return plan
 	}
-	l, err := core.New(core.NewMemoryStore(), apiKey, []core.Limit{core.PerMinute(1)},
+	l, err := core.New(memorystore.New(), apiKey, []core.Limit{core.PerMinute(1)},
 		core.WithPlans(planOf, map[string][]core.Limit{
 			"free": {core.PerMinute(2)},
 			"pro":  {core.PerMinute(5)},
@@ -51,7 +52,7 @@ func ExampleWithPlans() {
 
 // Status tells a client what its next request would get, charging nothing.
 func ExampleLimiter_Status() {
-	l, err := core.New(core.NewMemoryStore(), apiKey, []core.Limit{core.PerHour(3)})
+	l, err := core.New(memorystore.New(), apiKey, []core.Limit{core.PerHour(3)})
 	if err != nil {
 		panic(err)
 	}
@@ -70,7 +71,7 @@ func ExampleLimiter_Status() {
 
 // Reset unblocks a client locked out by a penalty.
 func ExampleLimiter_Reset() {
-	l, err := core.New(core.NewMemoryStore(), apiKey,
+	l, err := core.New(memorystore.New(), apiKey,
 		[]core.Limit{{Rate: 1, Period: time.Minute, Penalty: 15 * time.Minute}})
 	if err != nil {
 		panic(err)

@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -41,7 +43,7 @@ func controlLimits() []Limit {
 func TestPlans(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	var plans []string
-	l, err := New(NewMemoryStore(WithClock(clock.Now)), headerKey, []Limit{PerMinute(1)},
+	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, []Limit{PerMinute(1)},
 		WithName("api"), WithClock(clock.Now), WithHeaders(HeadersIETF),
 		WithPlans(planHeader, map[string][]Limit{"free": {PerMinute(2)}, "pro": {PerMinute(5), PerHour(100)}}),
 		WithObserver(func(ev Event) { plans = append(plans, ev.Plan) }))
@@ -99,7 +101,7 @@ func TestPlans(t *testing.T) {
 func TestPlansShareIdenticalLimits(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	daily := PerHour(3)
-	l, err := New(NewMemoryStore(WithClock(clock.Now)), headerKey, []Limit{PerMinute(100)}, WithClock(clock.Now),
+	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, []Limit{PerMinute(100)}, WithClock(clock.Now),
 		WithPlans(planHeader, map[string][]Limit{"free": {PerMinute(10), daily}, "pro": {PerMinute(100), daily}}))
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +120,7 @@ func TestPlansShareIdenticalLimits(t *testing.T) {
 }
 
 func TestPlansBadInput(t *testing.T) {
-	store := NewMemoryStore()
+	store := memorystore.New()
 	for _, c := range []struct {
 		name  string
 		opt   Option
@@ -152,7 +154,7 @@ func TestPlansBadInput(t *testing.T) {
 // plans alone on error.
 func TestSetPlans(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	l, err := New(NewMemoryStore(WithClock(clock.Now)), headerKey, []Limit{PerMinute(1)}, WithClock(clock.Now),
+	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, []Limit{PerMinute(1)}, WithClock(clock.Now),
 		WithPlans(planHeader, map[string][]Limit{"free": {PerMinute(3)}, "pro": {PerMinute(10)}}))
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +201,7 @@ func TestStatusIsTheNextDecision(t *testing.T) {
 		t.Run(lim.String(), func(t *testing.T) {
 			clock := newFakeClock(time.Unix(1_700_000_000, 0))
 			events := 0
-			l, err := New(NewMemoryStore(WithClock(clock.Now)), headerKey, []Limit{lim, PerHour(5)},
+			l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, []Limit{lim, PerHour(5)},
 				WithClock(clock.Now), WithObserver(func(Event) { events++ }))
 			if err != nil {
 				t.Fatal(err)
@@ -239,7 +241,7 @@ func sameResult(a, b Result) bool {
 
 func TestStatusOfAndErrors(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	l, err := New(NewMemoryStore(WithClock(clock.Now)), headerKey, []Limit{PerMinute(3)}, WithClock(clock.Now),
+	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, []Limit{PerMinute(3)}, WithClock(clock.Now),
 		WithPlans(planHeader, map[string][]Limit{"pro": {PerMinute(10)}}),
 		WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" }))
 	if err != nil {
@@ -253,7 +255,7 @@ func TestStatusOfAndErrors(t *testing.T) {
 	if res, err := l.StatusOf(ctx, "a", ""); err != nil || res.Remaining != 2 || res.Limit != 3 {
 		t.Errorf("StatusOf(a, \"\") = %+v, %v; want limit 3, 2 remaining after the next", res, err)
 	}
-	if _, err := l.StatusOf(ctx, "", ""); !errors.Is(err, ErrEmptyKey) {
+	if _, err := l.StatusOf(ctx, "", ""); !errors.Is(err, store.ErrEmptyKey) {
 		t.Errorf("StatusOf empty key: %v", err)
 	}
 	if _, err := l.Status(clientRequest("", "")); !errors.Is(err, ErrNoKey) {
@@ -276,7 +278,7 @@ func TestStatusOfAndErrors(t *testing.T) {
 func TestReset(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	limits := controlLimits()
-	l, err := New(NewMemoryStore(WithClock(clock.Now)), headerKey, limits[:2], WithClock(clock.Now),
+	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, limits[:2], WithClock(clock.Now),
 		WithPlans(planHeader, map[string][]Limit{"all": limits}))
 	if err != nil {
 		t.Fatal(err)
@@ -299,7 +301,7 @@ func TestReset(t *testing.T) {
 			t.Errorf("plan %q, another client: %v %+v, want still refused", plan, d.Outcome, d.Result)
 		}
 	}
-	if err := l.Reset(context.Background(), ""); !errors.Is(err, ErrEmptyKey) {
+	if err := l.Reset(context.Background(), ""); !errors.Is(err, store.ErrEmptyKey) {
 		t.Errorf("Reset(\"\"): %v", err)
 	}
 }
@@ -307,7 +309,7 @@ func TestReset(t *testing.T) {
 // notifyingStore is a memory store that announces resets, as a Redis
 // store does for other processes.
 type notifyingStore struct {
-	*MemoryStore
+	*memorystore.Store
 	hooks []func(string)
 }
 
@@ -317,8 +319,8 @@ func (s *notifyingStore) OnReset(f func(string)) { s.hooks = append(s.hooks, f) 
 // Limiter's fallback store too; "" clears all of it.
 func TestResetClearsFallback(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	fallback := NewMemoryStore(WithClock(clock.Now))
-	store := &notifyingStore{MemoryStore: NewMemoryStore(WithClock(clock.Now))}
+	fallback := memorystore.New(memorystore.WithClock(clock.Now))
+	store := &notifyingStore{memorystore.Store: memorystore.New(memorystore.WithClock(clock.Now))}
 	lim := Limit{Rate: 1, Period: time.Hour, Penalty: time.Hour}
 	l, err := New(store, headerKey, []Limit{lim}, WithName("api"), WithFallbackStore(fallback))
 	if err != nil || len(store.hooks) != 1 {
@@ -326,15 +328,15 @@ func TestResetClearsFallback(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, k := range []string{"a", "b"} {
-		fallback.Take(ctx, "3:api:"+k, 1, lim)
-		fallback.Take(ctx, "3:api:"+k, 1, lim)
+		fallback.Take(ctx, "3:api:"+k, 1, specs(lim)...)
+		fallback.Take(ctx, "3:api:"+k, 1, specs(lim)...)
 	}
 	store.hooks[0]("3:api:a")
 	store.hooks[0]("3:other:b") // another Limiter's key: not ours
-	if r, _ := fallback.Peek(ctx, "3:api:a", 1, lim); !r.Allowed {
+	if r, _ := fallback.Peek(ctx, "3:api:a", 1, specs(lim)...); !r.Allowed {
 		t.Errorf("after a reset of a: %+v, want allowed", r)
 	}
-	if r, _ := fallback.Peek(ctx, "3:api:b", 1, lim); r.Allowed {
+	if r, _ := fallback.Peek(ctx, "3:api:b", 1, specs(lim)...); r.Allowed {
 		t.Errorf("b was not reset: %+v, want denied", r)
 	}
 	store.hooks[0]("")
@@ -350,7 +352,7 @@ func TestEventNamesBindingLimitAndPlan(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	perSecond, perHour := PerSecond(10), PerHour(3)
 	var got []Event
-	l, err := New(NewMemoryStore(WithClock(clock.Now)), headerKey, []Limit{PerMinute(1)}, WithClock(clock.Now),
+	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, []Limit{PerMinute(1)}, WithClock(clock.Now),
 		WithPlans(planHeader, map[string][]Limit{"pro": {perSecond, perHour}}),
 		WithObserver(func(ev Event) { got = append(got, ev) }))
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // byClient is the key function of these examples: the X-Client header.
@@ -37,7 +39,7 @@ func (failingStore) Take(context.Context, string, int64, ...core.Limit) (core.Re
 }
 
 func ExampleNew() {
-	limiter, err := core.New(core.NewMemoryStore(), byClient,
+	limiter, err := core.New(memorystore.New(), byClient,
 		[]core.Limit{
 			{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 20},
 			{Algorithm: core.SlidingLog, Rate: 1000, Period: time.Hour},
@@ -49,10 +51,10 @@ func ExampleNew() {
 	fmt.Println(limiter.Name(), len(limiter.Limits()), "limits")
 
 	// Every limit is validated; at least one is required.
-	_, err = core.New(core.NewMemoryStore(), byClient, []core.Limit{{Rate: 10}})
+	_, err = core.New(memorystore.New(), byClient, []core.Limit{{Rate: 10}})
 	fmt.Println(errors.Is(err, core.ErrInvalidLimit))
-	_, err = core.New(core.NewMemoryStore(), byClient, nil)
-	fmt.Println(errors.Is(err, core.ErrNoLimits))
+	_, err = core.New(memorystore.New(), byClient, nil)
+	fmt.Println(errors.Is(err, store.ErrNoLimits))
 	// Output:
 	// search 2 limits
 	// true
@@ -64,12 +66,12 @@ func ExampleNew() {
 // (one in service, a queue of Burst = 4) and holds each until its turn.
 func ExampleAlgorithms() {
 	now := time.Unix(1_700_000_001, 0)
-	store := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
-	for _, alg := range core.Algorithms() {
+	store := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
+	for _, alg := range store.Algorithms() {
 		limit := core.Limit{Algorithm: alg, Rate: 4, Period: time.Second}
 		fmt.Printf("%-15s", alg)
 		for i := 0; i < 6; i++ {
-			res, err := store.Take(context.Background(), "k", 1, limit)
+			res, err := store.Take(context.Background(), "k", 1, specs(limit)...)
 			if err != nil {
 				panic(err)
 			}
@@ -114,14 +116,14 @@ func ExampleLimit_Validate() {
 // the lock are denied without being counted.
 func ExampleLimit_penalty() {
 	now := time.Unix(1_700_000_000, 0)
-	store := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
+	store := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 	login := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: time.Minute, Penalty: 15 * time.Minute}
 	for i := 1; i <= 4; i++ {
-		res, _ := store.Take(context.Background(), "alice", 1, login)
+		res, _ := store.Take(context.Background(), "alice", 1, specs(login)...)
 		fmt.Printf("attempt %d: allowed=%v retry=%v\n", i, res.Allowed, res.RetryAfter)
 	}
 	now = now.Add(time.Minute) // the sliding log alone would admit again
-	res, _ := store.Take(context.Background(), "alice", 1, login)
+	res, _ := store.Take(context.Background(), "alice", 1, specs(login)...)
 	fmt.Printf("a minute later: allowed=%v retry=%v\n", res.Allowed, res.RetryAfter)
 	// Output:
 	// attempt 1: allowed=true retry=0s
@@ -172,7 +174,7 @@ func ExampleRetryAfterSeconds() {
 // Combine is how a Store reports a Take over several limits: the binding
 // limit's figures, and the largest delay.
 func ExampleCombine() {
-	res := core.Combine([]core.Result{
+	res := store.Combine([]core.Result{
 		{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: 2 * time.Second, ResetAfter: 5 * time.Second},
 		{Allowed: true, Limit: 1000, Remaining: 990, ResetAfter: time.Hour},
 		{Allowed: false, Limit: 100, Remaining: 0, RetryAfter: time.Minute, ResetAfter: time.Minute},
@@ -187,7 +189,7 @@ func ExampleCombine() {
 func ExampleWithClock() {
 	now := time.Unix(1_700_000_000, 0)
 	clock := core.WithClock(func() time.Time { return now })
-	limiter, err := core.New(core.NewMemoryStore(clock), byClient, []core.Limit{core.PerMinute(60)}, clock)
+	limiter, err := core.New(memorystore.New(clock), byClient, []core.Limit{core.PerMinute(60)}, clock)
 	if err != nil {
 		panic(err)
 	}
@@ -201,7 +203,7 @@ func ExampleWithClock() {
 func ExampleWithHeaders() {
 	now := time.Unix(1_700_000_000, 0)
 	clock := core.WithClock(func() time.Time { return now })
-	limiter, err := core.New(core.NewMemoryStore(clock), byClient,
+	limiter, err := core.New(memorystore.New(clock), byClient,
 		[]core.Limit{{Algorithm: core.FixedWindow, Rate: 100, Period: time.Minute}},
 		clock, core.WithName("api"), core.WithHeaders(core.HeadersBoth))
 	if err != nil {
@@ -226,7 +228,7 @@ func ExampleWithHeaders() {
 func ExampleDecision_Wait() {
 	now := time.Unix(1_700_000_000, 0)
 	clock := core.WithClock(func() time.Time { return now })
-	limiter, err := core.New(core.NewMemoryStore(clock), byClient,
+	limiter, err := core.New(memorystore.New(clock), byClient,
 		[]core.Limit{{Algorithm: core.LeakyBucket, Rate: 2, Period: time.Second, Burst: 1}}, clock)
 	if err != nil {
 		panic(err)
@@ -252,7 +254,7 @@ func ExampleDecision_Wait() {
 // the observer (or the metrics fed by it) before enforcing a new limit.
 func ExampleWithShadow() {
 	denied := 0
-	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(2)},
+	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(2)},
 		core.WithShadow(),
 		core.WithObserver(func(e core.Event) {
 			if e.Outcome == core.OutcomeShadowDenied {
@@ -279,7 +281,7 @@ func ExampleWithShadow() {
 func ExampleWithObserver() {
 	now := time.Unix(1_700_000_000, 0)
 	clock := core.WithClock(func() time.Time { return now })
-	limiter, err := core.New(core.NewMemoryStore(clock), byClient, []core.Limit{core.PerMinute(1)},
+	limiter, err := core.New(memorystore.New(clock), byClient, []core.Limit{core.PerMinute(1)},
 		clock, core.WithName("upload"),
 		core.WithObserver(func(e core.Event) {
 			if e.Action == core.Refuse {
@@ -320,7 +322,7 @@ func ExampleWithFailurePolicy() {
 // Requests without a key can share one bucket (the default), be refused,
 // or be served unlimited.
 func ExampleOnKeyError() {
-	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(10)},
+	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(10)},
 		core.OnKeyError(core.KeyErrorDeny))
 	if err != nil {
 		panic(err)
@@ -336,7 +338,7 @@ func ExampleOnKeyError() {
 // Some requests cost more than others: a bulk request charges one unit per
 // item.
 func ExampleWithCostFunc() {
-	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(10)},
+	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(10)},
 		core.WithCostFunc(func(r *http.Request) int64 {
 			if r.URL.Query().Has("bulk") {
 				return 4
@@ -362,7 +364,7 @@ func ExampleWithCostFunc() {
 
 // Health checks and allow-listed clients skip the limiter entirely.
 func ExampleWithSkip() {
-	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(1)},
+	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(1)},
 		core.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }))
 	if err != nil {
 		panic(err)
@@ -381,7 +383,7 @@ func ExampleWithSkip() {
 }
 
 func ExampleWithDenyResponse() {
-	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(1)},
+	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(1)},
 		core.WithDenyResponse(core.Response{
 			Status:      http.StatusServiceUnavailable,
 			ContentType: "text/plain; charset=utf-8",
@@ -428,9 +430,9 @@ func (slowStore) Take(ctx context.Context, _ string, _ int64, _ ...core.Limit) (
 // The MemoryStore holds a bounded number of states; a flood of new keys
 // evicts the least valuable ones rather than growing without bound.
 func ExampleWithMaxKeys() {
-	store := core.NewMemoryStore(core.WithMaxKeys(1000))
+	store := memorystore.New(memorystore.WithMaxKeys(1000))
 	for i := 0; i < 5000; i++ {
-		if _, err := store.Take(context.Background(), fmt.Sprint("client-", i), 1, core.PerMinute(10)); err != nil {
+		if _, err := store.Take(context.Background(), fmt.Sprint("client-", i), 1, specs(core.PerMinute(10))...); err != nil {
 			panic(err)
 		}
 	}
@@ -442,7 +444,7 @@ func ExampleWithMaxKeys() {
 // Two routes limited per client with the same limits: their names keep
 // their allowances apart on one store.
 func ExampleWithName() {
-	store := core.NewMemoryStore()
+	store := memorystore.New()
 	search, err := core.New(store, byClient, []core.Limit{core.PerMinute(1)}, core.WithName("search"))
 	if err != nil {
 		panic(err)
@@ -460,7 +462,7 @@ func ExampleWithName() {
 
 // Every request of this route costs 5 units of the limit.
 func ExampleWithCost() {
-	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(12)}, core.WithCost(5))
+	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(12)}, core.WithCost(5))
 	if err != nil {
 		panic(err)
 	}
@@ -477,12 +479,12 @@ func ExampleWithCost() {
 // A peek (cost 0) reports the state without charging anything.
 func ExampleMemoryStore_Take_peek() {
 	now := time.Unix(1_700_000_000, 0)
-	store := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
+	store := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 	limit := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: time.Minute}
 	ctx := context.Background()
-	_, _ = store.Take(ctx, "alice", 1, limit)
+	_, _ = store.Take(ctx, "alice", 1, specs(limit)...)
 	for i := 0; i < 2; i++ {
-		res, _ := store.Take(ctx, "alice", 0, limit)
+		res, _ := store.Take(ctx, "alice", 0, specs(limit)...)
 		fmt.Println(res.Allowed, res.Remaining)
 	}
 	// Output:
@@ -493,7 +495,7 @@ func ExampleMemoryStore_Take_peek() {
 // FailLocal decides with the fallback store while the shared one is down;
 // give it your own memory store to bound its size.
 func ExampleWithFallbackStore() {
-	local := core.NewMemoryStore(core.WithMaxKeys(10_000))
+	local := memorystore.New(memorystore.WithMaxKeys(10_000))
 	limiter, err := core.New(failingStore{}, byClient, []core.Limit{core.PerMinute(2)},
 		core.WithFallbackStore(local))
 	if err != nil {
@@ -534,7 +536,7 @@ func ExampleWithUnavailableResponse() {
 // An API that requires its key refuses requests without one, with a
 // response that says so.
 func ExampleWithKeyErrorResponse() {
-	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(10)},
+	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(10)},
 		core.OnKeyError(core.KeyErrorDeny),
 		core.WithKeyErrorResponse(core.Response{
 			Status:      http.StatusUnauthorized,
@@ -554,7 +556,7 @@ func ExampleWithKeyErrorResponse() {
 // Without a key, requests share one bucket by default: anonymous clients
 // are limited together, never skipped.
 func ExampleKeyErrorRule() {
-	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(2)},
+	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(2)},
 		core.WithObserver(func(e core.Event) {
 			fmt.Println(e.Outcome, errors.Is(e.KeyErr, core.ErrNoKey))
 		}))

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // FuzzLimitArithmetic builds limits and costs from arbitrary integers,
@@ -31,7 +33,7 @@ func FuzzLimitArithmetic(f *testing.F) {
 		{1, 1, int64(time.Nanosecond), 0, 0, 1},
 		{2, math.MaxInt64 / 2, int64(time.Hour), 0, 0, math.MaxInt64},
 		{3, 1 << 40, 1 << 50, 0, 0, 1},
-		{4, core.MaxSlidingLogRate, int64(time.Hour), 0, int64(time.Hour), 3},
+		{4, store.MaxSlidingLogRate, int64(time.Hour), 0, int64(time.Hour), 3},
 		{5, 1, int64(time.Microsecond), math.MaxInt64, 0, 2},
 		{1, 3, int64(time.Second), 5, int64(time.Minute), 6},
 		{0, 1, int64(time.Second), 0, (1<<53 - 1) * 1000, 2},
@@ -41,7 +43,7 @@ func FuzzLimitArithmetic(f *testing.F) {
 	} {
 		f.Add(s.alg, s.rate, s.period, s.burst, s.pen, s.n)
 	}
-	algs := append(append([]core.Algorithm(nil), core.Algorithms()...), "", "bogus")
+	algs := append(append([]core.Algorithm(nil), store.Algorithms()...), "", "bogus")
 	f.Fuzz(func(t *testing.T, alg uint8, rate, period, burst, pen, n int64) {
 		lim := core.Limit{
 			Algorithm: algs[int(alg)%len(algs)],
@@ -51,7 +53,7 @@ func FuzzLimitArithmetic(f *testing.F) {
 			Penalty:   time.Duration(pen),
 		}
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		store := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
+		store := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 		ctx := context.Background()
 		sp, verr := lim.Spec()
 		if verr != nil {
@@ -61,7 +63,7 @@ func FuzzLimitArithmetic(f *testing.F) {
 			if _, err := core.New(store, func(*http.Request) (string, error) { return "k", nil }, []core.Limit{lim}); !errors.Is(err, core.ErrInvalidLimit) {
 				t.Fatalf("%v: core.New error %v, want ErrInvalidLimit", lim, err)
 			}
-			if _, err := store.Take(ctx, "k", 1, lim); !errors.Is(err, core.ErrInvalidLimit) {
+			if _, err := store.Take(ctx, "k", 1, specs(lim)...); !errors.Is(err, core.ErrInvalidLimit) {
 				t.Fatalf("%v: Take error %v, want ErrInvalidLimit", lim, err)
 			}
 			return
@@ -81,7 +83,7 @@ func FuzzLimitArithmetic(f *testing.F) {
 		case core.LeakyBucket:
 			capacity = sp.Burst + 1
 		}
-		res, err := store.Take(ctx, "k", n, lim)
+		res, err := store.Take(ctx, "k", n, specs(lim)...)
 		if n < 0 {
 			if !errors.Is(err, core.ErrNegativeCost) {
 				t.Fatalf("%v cost %d: error %v, want ErrNegativeCost", lim, n, err)
@@ -118,11 +120,11 @@ func FuzzLimitArithmetic(f *testing.F) {
 			t.Fatalf("%v: a fresh key denied cost %d within capacity %d: %+v", lim, n, capacity, res)
 		}
 		// A denial charges nothing: a peek afterwards sees the same state.
-		before, err := store.Take(ctx, "k", 0, lim)
+		before, err := store.Take(ctx, "k", 0, specs(lim)...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		denied, err := store.Take(ctx, "k", math.MaxInt64, lim)
+		denied, err := store.Take(ctx, "k", math.MaxInt64, specs(lim)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +132,7 @@ func FuzzLimitArithmetic(f *testing.F) {
 		if sp.Penalty > 0 && !locked && denied.RetryAfter != core.InfDuration {
 			t.Fatalf("%v: the first denial, of cost MaxInt64, reports RetryAfter %v, want InfDuration", lim, denied.RetryAfter)
 		}
-		after, err := store.Take(ctx, "k", 0, lim)
+		after, err := store.Take(ctx, "k", 0, specs(lim)...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,7 +15,7 @@ import (
 
 // Limiter applies a set of limits to HTTP requests: it identifies the
 // client with a KeyFunc, charges the request's cost against every limit in
-// a Store, and turns the store's Result into a Decision that an HTTP adapter
+// a store.Store, and turns the store's Result into a Decision that an HTTP adapter
 // (nethttp, ginlimit, echolimit) carries out.
 //
 // Give each route or group of routes its own Limiter, with its own name

@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"net/http"
 	"testing"
 	"time"
@@ -19,7 +21,7 @@ func TestCanceledRequestIsNeverServed(t *testing.T) {
 		return request("mallory").WithContext(ctx)
 	}
 	limits := []Limit{PerHour(1)}
-	storeWatchingCtx := func() Store {
+	storeWatchingCtx := func() store.Store {
 		return &scriptStore{take: func(ctx context.Context, _ string, _ int64) (Result, error) {
 			if err := ctx.Err(); err != nil {
 				return Result{}, err
@@ -29,10 +31,10 @@ func TestCanceledRequestIsNeverServed(t *testing.T) {
 	}
 	cases := []struct {
 		name  string
-		store func() Store
+		store func() store.Store
 		opts  []Option
 	}{
-		{"memory store", func() Store { return NewMemoryStore() }, nil},
+		{"memory store", func() store.Store { return memorystore.New() }, nil},
 		{"remote, FailLocal", storeWatchingCtx, nil},
 		{"remote, FailOpen", storeWatchingCtx, []Option{WithFailurePolicy(FailOpen)}},
 		{"remote, FailClosed", storeWatchingCtx, []Option{WithFailurePolicy(FailClosed)}},
@@ -59,7 +61,7 @@ func TestCanceledRequestIsNeverServed(t *testing.T) {
 			if d := l.Decide(request("mallory")); d.Action != Serve || d.Outcome != OutcomeAllowed {
 				t.Fatalf("first live request: %v/%v, want serve/allowed", d.Action, d.Outcome)
 			}
-			if ms, ok := store.(*MemoryStore); ok {
+			if ms, ok := store.(*memorystore.Store); ok {
 				if d := l.Decide(request("mallory")); d.Outcome != OutcomeDenied {
 					t.Fatalf("second live request on %T: %v, want denied", ms, d.Outcome)
 				}
@@ -67,7 +69,7 @@ func TestCanceledRequestIsNeverServed(t *testing.T) {
 		})
 	}
 	t.Run("shadow mode serves", func(t *testing.T) {
-		l := mustNew(t, NewMemoryStore(), limits, WithShadow())
+		l := mustNew(t, memorystore.New(), limits, WithShadow())
 		if d := l.Decide(gone()); d.Action != Serve || d.Outcome != OutcomeCanceled {
 			t.Fatalf("shadow: %v/%v, want serve/canceled", d.Action, d.Outcome)
 		}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 )
 
 // A Limiter is usually applied by an adapter (nethttp, ginlimit,
@@ -17,7 +18,7 @@ func ExampleLimiter_Decide() {
 		}
 		return "", core.ErrNoKey
 	}
-	limiter, err := core.New(core.NewMemoryStore(), byClient,
+	limiter, err := core.New(memorystore.New(), byClient,
 		[]core.Limit{core.PerSecond(10), core.PerHour(2)},
 		core.WithName("api"), core.WithHeaders(core.HeadersIETF))
 	if err != nil {

@@ -1,20 +1,21 @@
 package core
 
 import (
+	"github.com/sluicehq/sluice/core/memorystore"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 )
 
-// These tests run the Limiter on the real MemoryStore with a fake clock
+// These tests run the Limiter on the real memorystore.Store with a fake clock
 // shared by both, so every figure is computed from ALGORITHMS.md.
 
 var t0 = time.Unix(1_700_000_000, 0)
 
 func memoryLimiter(t *testing.T, clock *fakeClock, limits []Limit, opts ...Option) *Limiter {
 	t.Helper()
-	store := NewMemoryStore(WithClock(clock.Now))
+	store := memorystore.New(memorystore.WithClock(clock.Now))
 	return mustNew(t, store, limits, append(opts, WithClock(clock.Now))...)
 }
 
@@ -80,7 +81,7 @@ func TestMemoryRetryAfterRoundsUp(t *testing.T) {
 
 func TestMemoryNamesSeparateState(t *testing.T) {
 	clock := newFakeClock(t0)
-	store := NewMemoryStore(WithClock(clock.Now))
+	store := memorystore.New(memorystore.WithClock(clock.Now))
 	limits := []Limit{PerMinute(1)}
 	a := mustNew(t, store, limits, WithName("a"), WithClock(clock.Now))
 	b := mustNew(t, store, limits, WithName("b"), WithClock(clock.Now))
@@ -164,7 +165,7 @@ func TestMemoryLeakyBucketHold(t *testing.T) {
 
 func TestMemoryFallback(t *testing.T) {
 	clock := newFakeClock(t0)
-	local := NewMemoryStore(WithClock(clock.Now))
+	local := memorystore.New(memorystore.WithClock(clock.Now))
 	l := mustNew(t, &scriptStore{take: failingTake}, []Limit{PerSecond(2)}, WithFallbackStore(local), WithClock(clock.Now))
 	for i, want := range []Action{Serve, Serve, Refuse} {
 		d, h := decideHeaders(l, request("a"))
@@ -182,9 +183,9 @@ func TestMemoryFallback(t *testing.T) {
 }
 
 func TestMemoryStoreGetsNoDeadline(t *testing.T) {
-	l := mustNew(t, NewMemoryStore(), perSecond10)
+	l := mustNew(t, memorystore.New(), perSecond10)
 	if !l.local {
-		t.Fatal("a *MemoryStore was not recognised: every decision would pay for a deadline")
+		t.Fatal("a *memorystore.Store was not recognised: every decision would pay for a deadline")
 	}
 	if mustNew(t, &scriptStore{}, perSecond10).local {
 		t.Fatal("a remote store was taken for a local one")
@@ -209,7 +210,7 @@ func TestDecideAllocs(t *testing.T) {
 }
 
 func BenchmarkDecide(b *testing.B) {
-	l, err := New(NewMemoryStore(), keyFromHeader, []Limit{PerHour(1_000_000_000)}, WithName("bench"))
+	l, err := New(memorystore.New(), keyFromHeader, []Limit{PerHour(1_000_000_000)}, WithName("bench"))
 	if err != nil {
 		b.Fatal(err)
 	}

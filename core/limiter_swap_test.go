@@ -3,6 +3,8 @@ package core
 import (
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,7 +14,7 @@ import (
 	"time"
 )
 
-// These tests swap limits on a Limiter over the real MemoryStore with a fake
+// These tests swap limits on a Limiter over the real memorystore.Store with a fake
 // clock; the figures follow ALGORITHMS.md (GCRA unless said otherwise).
 
 func mustParse(t *testing.T, ss ...string) []Limit {
@@ -50,7 +52,7 @@ func TestSetLimitsRejectsInvalid(t *testing.T) {
 	clock := newFakeClock(t0)
 	l := memoryLimiter(t, clock, mustParse(t, "3/m"))
 	serveN(l, "a", 1)
-	if err := l.SetLimits(nil); !errors.Is(err, ErrInvalidOption) || !errors.Is(err, ErrNoLimits) {
+	if err := l.SetLimits(nil); !errors.Is(err, ErrInvalidOption) || !errors.Is(err, store.ErrNoLimits) {
 		t.Errorf("SetLimits(nil) = %v", err)
 	}
 	bad := []Limit{PerSecond(5), {Rate: 10, Period: time.Second, Algorithm: FixedWindow, Burst: 3}}

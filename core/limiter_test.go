@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/core/store"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -32,7 +33,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// scriptStore is a Store test double: it records every call and answers
+// scriptStore is a store.Store test double: it records every call and answers
 // with take (or a fixed allowed Result when take is nil).
 type scriptStore struct {
 	mu    sync.Mutex
@@ -119,7 +120,7 @@ func (rec *recorder) last(t *testing.T) Event {
 	return rec.events[len(rec.events)-1]
 }
 
-func mustNew(t *testing.T, store Store, limits []Limit, opts ...Option) *Limiter {
+func mustNew(t *testing.T, store store.Store, limits []Limit, opts ...Option) *Limiter {
 	t.Helper()
 	l, err := New(store, keyFromHeader, limits, opts...)
 	if err != nil {
@@ -138,8 +139,8 @@ func TestNewRejectsBadArguments(t *testing.T) {
 	if _, err := New(st, nil, perSecond10); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("nil key: err = %v, want ErrInvalidOption", err)
 	}
-	if _, err := New(st, keyFromHeader, nil); !errors.Is(err, ErrNoLimits) {
-		t.Errorf("no limits: err = %v, want ErrNoLimits", err)
+	if _, err := New(st, keyFromHeader, nil); !errors.Is(err, store.ErrNoLimits) {
+		t.Errorf("no limits: err = %v, want store.ErrNoLimits", err)
 	}
 	_, err := New(st, keyFromHeader, []Limit{PerSecond(1), {Rate: 0, Period: time.Second}})
 	if !errors.Is(err, ErrInvalidLimit) || !strings.Contains(err.Error(), "limit 1") {

@@ -17,7 +17,7 @@ const LogLevelOff = slog.Level(math.MaxInt)
 const DefaultLogRepeatInterval = 10 * time.Second
 
 // LogOption configures LogDenials: LogLevel, LogKey, LogRepeatInterval, and
-// WithClock (the ClockOption a MemoryStore and a Limiter also take).
+// WithClock (the ClockOption a memorystore.Store and a Limiter also take).
 type LogOption interface {
 	applyLog(*logConfig)
 }
@@ -122,7 +122,7 @@ func LogRepeatInterval(d time.Duration) LogOption {
 // key_error (Event.KeyErr) when set. The client key is not logged unless
 // LogKey is given.
 //
-// Store failures (failed_open, failed_closed, fallback) and key errors
+// store.Store failures (failed_open, failed_closed, fallback) and key errors
 // (Event.KeyErr set, as for a request without a valid token on a JWT
 // route) come in floods: during a store outage every request fails, and a
 // misbehaving client can send any number of requests without a key.

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // slogCapture is a slog.Handler that keeps the records it is given.
@@ -76,11 +78,11 @@ func slogStopped() time.Time { return slogT0 }
 
 // slogLimiter returns a Limiter named "api" on a memory store with a
 // stopped clock, logging to a capture at level Debug.
-func slogLimiter(t *testing.T, store core.Store, limits []core.Limit, logOpts []core.LogOption, opts ...core.Option) (*core.Limiter, *slogCapture) {
+func slogLimiter(t *testing.T, store store.Store, limits []core.Limit, logOpts []core.LogOption, opts ...core.Option) (*core.Limiter, *slogCapture) {
 	t.Helper()
 	h := &slogCapture{level: slog.LevelDebug}
 	if store == nil {
-		store = core.NewMemoryStore(core.WithClock(slogStopped))
+		store = memorystore.New(memorystore.WithClock(slogStopped))
 	}
 	opts = append([]core.Option{core.WithName("api"), core.WithClock(slogStopped),
 		core.WithObserver(core.LogDenials(slog.New(h), logOpts...))}, opts...)
@@ -190,7 +192,7 @@ func TestLogDenialsRepeats(t *testing.T) {
 	clock := &slogClock{now: slogT0}
 	h := &slogCapture{level: slog.LevelDebug}
 	observe := core.LogDenials(slog.New(h), core.WithClock(clock.Now))
-	api, err := core.New(core.NewMemoryStore(core.WithClock(slogStopped)), slogClientKey,
+	api, err := core.New(memorystore.New(memorystore.WithClock(slogStopped)), slogClientKey,
 		[]core.Limit{core.PerSecond(1)}, core.WithName("api"), core.WithClock(slogStopped),
 		core.OnKeyError(core.KeyErrorDeny), core.WithObserver(observe))
 	if err != nil {
@@ -456,7 +458,7 @@ func ExampleLogDenials() {
 	}))
 	now := func() time.Time { return time.Unix(1_700_000_000, 0) } // a stopped clock
 	byClient := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
-	limiter, err := core.New(core.NewMemoryStore(core.WithClock(now)), byClient,
+	limiter, err := core.New(memorystore.New(memorystore.WithClock(now)), byClient,
 		[]core.Limit{core.PerSecond(1)},
 		core.WithName("api"), core.WithClock(now),
 		core.WithObserver(core.LogDenials(logger)))

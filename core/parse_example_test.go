@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 )
 
 func ExampleParseLimit() {
@@ -43,7 +44,7 @@ func ExampleLimiter_SetLimits() {
 		}
 		return out
 	}
-	limiter, err := core.New(core.NewMemoryStore(core.WithClock(clock)), byClient, parse("10/m"), core.WithClock(clock))
+	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)), byClient, parse("10/m"), core.WithClock(clock))
 	if err != nil {
 		panic(err)
 	}

@@ -56,7 +56,7 @@ func (l *Limiter) newConfig(plan string, limits []Limit, specs []store.Spec, gua
 
 // SetLimits replaces the limits the Limiter enforces, while it serves.
 // limits are validated as in New; on error (wrapping ErrInvalidOption and
-// ErrNoLimits, or ErrInvalidLimit) nothing changes. The swap is atomic:
+// store.ErrNoLimits, or ErrInvalidLimit) nothing changes. The swap is atomic:
 // each decision is made entirely with the old limits or entirely with the
 // new ones (limits, store calls and headers alike); decisions in flight
 // finish with the limits they started with. SetLimits is safe for
@@ -67,7 +67,7 @@ func (l *Limiter) newConfig(plan string, limits []Limit, specs []store.Spec, gua
 // What happens to the state clients built up:
 //
 //   - A limit that is unchanged keeps its state exactly. Stores key state by
-//     the limit's arithmetic (Spec.ID: algorithm, rate, period, burst and
+//     the limit's arithmetic (store.Spec.ID: algorithm, rate, period, burst and
 //     penalty after defaults), not by its position, so reordering limits,
 //     adding or removing others, or rewriting one in an equivalent form
 //     ("100/m" and "100/m gcra burst 100") loses nothing.
@@ -111,7 +111,7 @@ func (l *Limiter) SetLimits(limits []Limit) error {
 // old limits replaced by tighter ones, and old's guards still in force
 // whose successor is unchanged.
 func guardsFor(old *limiterConfig, specs []store.Spec, now time.Time) []guard {
-	index := make(map[string]int, len(specs)) // Spec.ID → first index in specs
+	index := make(map[string]int, len(specs)) // store.Spec.ID → first index in specs
 	for i := len(specs) - 1; i >= 0; i-- {
 		index[specs[i].ID()] = i
 	}
@@ -139,7 +139,7 @@ func guardsFor(old *limiterConfig, specs []store.Spec, now time.Time) []guard {
 }
 
 // replacements pairs the limits removed from old with those added in
-// specs (index maps each Spec.ID of specs to its first index): an old
+// specs (index maps each store.Spec.ID of specs to its first index): an old
 // limit i is replaced by the new limit j when they are the only removed
 // and the only added limit of their algorithm and period.
 func replacements(old, specs []store.Spec, index map[string]int) map[int]int {

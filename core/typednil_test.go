@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // ptrStore, mapStore and funcStore are stores of each kind that can be a
@@ -45,22 +47,22 @@ func typedNilKey(*http.Request) (string, error) { return "k", nil }
 func TestNewRefusesTypedNilStore(t *testing.T) {
 	limits := []core.Limit{core.PerSecond(1)}
 	var (
-		mem *core.MemoryStore
+		mem *memorystore.Store
 		ptr *ptrStore
 		m   mapStore
 		f   funcStore
 	)
 	for name, tc := range map[string]struct {
-		store core.Store
+		store store.Store
 		opts  []core.Option
 		want  string
 	}{
-		"nil *MemoryStore":             {mem, nil, "store is a nil *core.MemoryStore"},
+		"nil *MemoryStore":             {mem, nil, "store is a nil *memorystore.Store"},
 		"nil pointer of a test type":   {ptr, nil, "store is a nil *core_test.ptrStore"},
 		"nil map":                      {m, nil, "store is a nil core_test.mapStore"},
 		"nil func":                     {f, nil, "store is a nil core_test.funcStore"},
 		"nil":                          {nil, nil, "store is nil"},
-		"fallback nil *MemoryStore":    {core.NewMemoryStore(), []core.Option{core.WithFallbackStore(mem)}, "fallback store is a nil *core.MemoryStore"},
+		"fallback nil *MemoryStore":    {memorystore.New(), []core.Option{core.WithFallbackStore(mem)}, "fallback store is a nil *memorystore.Store"},
 		"fallback nil pointer of test": {valueStore{}, []core.Option{core.WithFallbackStore(ptr)}, "fallback store is a nil *core_test.ptrStore"},
 		"fallback nil":                 {valueStore{}, []core.Option{core.WithFallbackStore(nil)}, "fallback store is nil"},
 	} {
@@ -74,7 +76,7 @@ func TestNewRefusesTypedNilStore(t *testing.T) {
 		}
 	}
 	// Stores that are not nil, whatever their kind, are accepted.
-	for name, s := range map[string]core.Store{
+	for name, s := range map[string]store.Store{
 		"value": valueStore{}, "map": mapStore{}, "func": funcStore(func() core.Result { return core.Result{} }),
 		"pointer": &ptrStore{},
 	} {

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/echolimit"
 )
 
@@ -26,7 +27,7 @@ func byHeader(r *http.Request) (string, error) {
 func newLimiter(t *testing.T, key core.KeyFunc, limits []core.Limit, opts ...core.Option) *core.Limiter {
 	t.Helper()
 	now := func() time.Time { return t0 }
-	store := core.NewMemoryStore(core.WithClock(now))
+	store := memorystore.New(memorystore.WithClock(now))
 	l, err := core.New(store, key, limits, append([]core.Option{core.WithClock(now)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +105,7 @@ func TestPathAsPattern(t *testing.T) {
 }
 
 func TestHoldAbortsWhenClientGoes(t *testing.T) {
-	l, err := core.New(core.NewMemoryStore(), byHeader, []core.Limit{{Algorithm: core.LeakyBucket, Rate: 1, Period: 10 * time.Second, Burst: 1}})
+	l, err := core.New(memorystore.New(), byHeader, []core.Limit{{Algorithm: core.LeakyBucket, Rate: 1, Period: 10 * time.Second, Burst: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/echolimit"
 	"github.com/sluicehq/sluice/keyfuncs"
 )
@@ -19,7 +20,7 @@ func ExampleOnRefuse() {
 	if err != nil {
 		panic(err)
 	}
-	limiter, err := core.New(core.NewMemoryStore(), key, []core.Limit{core.PerMinute(1)}, core.WithName("search"))
+	limiter, err := core.New(memorystore.New(), key, []core.Limit{core.PerMinute(1)}, core.WithName("search"))
 	if err != nil {
 		panic(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/echolimit"
 )
 
@@ -21,7 +22,7 @@ func ExampleNew() {
 		}
 		return "", core.ErrNoKey
 	}
-	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(2)}, core.WithName("hello"))
+	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(2)}, core.WithName("hello"))
 	if err != nil {
 		panic(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/ginlimit"
 	"github.com/sluicehq/sluice/keyfuncs"
 )
@@ -20,7 +21,7 @@ func ExampleOnRefuse() {
 	if err != nil {
 		panic(err)
 	}
-	limiter, err := core.New(core.NewMemoryStore(), key, []core.Limit{core.PerMinute(1)}, core.WithName("search"))
+	limiter, err := core.New(memorystore.New(), key, []core.Limit{core.PerMinute(1)}, core.WithName("search"))
 	if err != nil {
 		panic(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/nethttp"
 )
 
@@ -28,7 +29,7 @@ func (w *resetWriter) WriteHeader(code int)        { w.code = code }
 //
 //	go test -run '^$' -bench . -benchmem ./nethttp/
 func BenchmarkMiddleware(b *testing.B) {
-	l, err := core.New(core.NewMemoryStore(), byHeader,
+	l, err := core.New(memorystore.New(), byHeader,
 		[]core.Limit{{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 1_000_000}})
 	if err != nil {
 		b.Fatal(err)

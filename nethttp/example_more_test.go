@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/keyfuncs"
 	"github.com/sluicehq/sluice/nethttp"
 )
@@ -17,7 +18,7 @@ func ExampleOnRefuse() {
 	if err != nil {
 		panic(err)
 	}
-	limiter, err := core.New(core.NewMemoryStore(), key, []core.Limit{core.PerMinute(1)}, core.WithName("report"))
+	limiter, err := core.New(memorystore.New(), key, []core.Limit{core.PerMinute(1)}, core.WithName("report"))
 	if err != nil {
 		panic(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/nethttp"
 )
 
@@ -19,7 +20,7 @@ func ExampleMiddleware() {
 		}
 		return "", core.ErrNoKey
 	}
-	limiter, err := core.New(core.NewMemoryStore(), byClient, []core.Limit{core.PerMinute(2)}, core.WithName("hello"))
+	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(2)}, core.WithName("hello"))
 	if err != nil {
 		panic(err)
 	}

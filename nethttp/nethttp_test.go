@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/nethttp"
 )
 
@@ -23,7 +24,7 @@ func byHeader(r *http.Request) (string, error) {
 func newLimiter(t *testing.T, key core.KeyFunc, limits []core.Limit, opts ...core.Option) *core.Limiter {
 	t.Helper()
 	now := func() time.Time { return t0 }
-	store := core.NewMemoryStore(core.WithClock(now))
+	store := memorystore.New(memorystore.WithClock(now))
 	l, err := core.New(store, key, limits, append([]core.Option{core.WithClock(now)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

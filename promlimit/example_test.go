@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/promlimit"
 )
 
@@ -23,7 +24,7 @@ func ExampleNew() {
 
 	now := func() time.Time { return time.Unix(1_700_000_000, 0) } // a stopped clock, for the example
 	byClient := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
-	limiter, err := core.New(core.NewMemoryStore(core.WithClock(now)), byClient,
+	limiter, err := core.New(memorystore.New(memorystore.WithClock(now)), byClient,
 		[]core.Limit{core.PerSecond(2)},
 		core.WithName("api"), core.WithClock(now), core.WithObserver(metrics.Observe))
 	if err != nil {

@@ -20,6 +20,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/promlimit"
 )
 
@@ -63,7 +65,7 @@ func request(client string) *http.Request {
 type flakyStore struct {
 	fail  atomic.Bool
 	calls atomic.Int64
-	next  core.Store
+	next  store.Store
 }
 
 var errDown = errors.New("store down")
@@ -73,7 +75,7 @@ func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...co
 	if s.fail.Load() {
 		return core.Result{}, fmt.Errorf("flaky: %w", errDown)
 	}
-	return s.next.Take(ctx, key, n, limits...)
+	return s.next.Take(ctx, key, n, specs(limits...)...)
 }
 
 // hangingStore answers only when the context ends.
@@ -144,7 +146,7 @@ func newCollector(t *testing.T, opts ...promlimit.Option) (*promlimit.Collector,
 	return c, reg
 }
 
-func newLimiter(t *testing.T, store core.Store, limits []core.Limit, opts ...core.Option) *core.Limiter {
+func newLimiter(t *testing.T, store store.Store, limits []core.Limit, opts ...core.Option) *core.Limiter {
 	t.Helper()
 	l, err := core.New(store, byClient, limits, opts...)
 	if err != nil {
@@ -162,7 +164,7 @@ func decide(l *core.Limiter, n int, client string) {
 func TestMemoryStoreDecisions(t *testing.T) {
 	c, reg := newCollector(t)
 	clock := newClock()
-	store := core.NewMemoryStore(core.WithClock(clock.Now))
+	store := memorystore.New(memorystore.WithClock(clock.Now))
 	l := newLimiter(t, store, []core.Limit{core.PerSecond(2)},
 		core.WithName("api"), core.WithClock(clock.Now), core.WithObserver(c.Observe),
 		core.OnKeyError(core.KeyErrorDeny))
@@ -194,7 +196,7 @@ func TestMemoryStoreDecisions(t *testing.T) {
 func TestLimitLabel(t *testing.T) {
 	c, reg := newCollector(t)
 	clock := newClock()
-	store := core.NewMemoryStore(core.WithClock(clock.Now))
+	store := memorystore.New(memorystore.WithClock(clock.Now))
 	opts := func(name string) []core.Option {
 		return []core.Option{core.WithName(name), core.WithClock(clock.Now), core.WithObserver(c.Observe)}
 	}
@@ -224,7 +226,7 @@ func TestLimitLabel(t *testing.T) {
 func TestPlanLabel(t *testing.T) {
 	c, reg := newCollector(t)
 	clock := newClock()
-	store := core.NewMemoryStore(core.WithClock(clock.Now))
+	store := memorystore.New(memorystore.WithClock(clock.Now))
 	planOf := func(r *http.Request) string { return r.Header.Get("X-Plan") }
 	plans := map[string][]core.Limit{"free": {core.PerMinute(1)}, "pro": {core.PerMinute(100)}}
 	l := newLimiter(t, store, []core.Limit{core.PerMinute(1)}, core.WithName("api"), core.WithClock(clock.Now),
@@ -251,8 +253,8 @@ func TestPlanLabel(t *testing.T) {
 func TestFallbackAllowedAndDenied(t *testing.T) {
 	c, reg := newCollector(t)
 	clock := newClock()
-	store := &flakyStore{next: core.NewMemoryStore(core.WithClock(clock.Now))}
-	local := core.NewMemoryStore(core.WithClock(clock.Now))
+	store := &flakyStore{next: memorystore.New(memorystore.WithClock(clock.Now))}
+	local := memorystore.New(memorystore.WithClock(clock.Now))
 	newL := func(name string, more ...core.Option) *core.Limiter {
 		return newLimiter(t, store, []core.Limit{core.PerSecond(3)}, append([]core.Option{core.WithName(name),
 			core.WithClock(clock.Now), core.WithFallbackStore(local), core.WithObserver(c.Observe)}, more...)...)
@@ -284,7 +286,7 @@ func TestFallbackAllowedAndDenied(t *testing.T) {
 func TestOutcomes(t *testing.T) {
 	c, reg := newCollector(t)
 	clock := newClock()
-	mem := core.NewMemoryStore(core.WithClock(clock.Now))
+	mem := memorystore.New(memorystore.WithClock(clock.Now))
 	down := &flakyStore{next: mem}
 	down.fail.Store(true)
 	common := []core.Option{core.WithClock(clock.Now), core.WithObserver(c.Observe)}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // BenchmarkMemoryStoreTake measures Take on the wall clock: on one key (all
@@ -25,10 +27,10 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 	for i := range keys {
 		keys[i] = "client-" + strconv.Itoa(i)
 	}
-	newStoreOf := func(b *testing.B, keys []string, limits ...core.Limit) *core.MemoryStore {
-		s := core.NewMemoryStore()
+	newStoreOf := func(b *testing.B, keys []string, limits ...core.Limit) *memorystore.Store {
+		s := memorystore.New()
 		for _, k := range keys {
-			if _, err := s.Take(ctx, k, 1, limits...); err != nil {
+			if _, err := s.Take(ctx, k, 1, specs(limits...)...); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -36,12 +38,12 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 		b.ResetTimer()
 		return s
 	}
-	newStore := func(b *testing.B, limits ...core.Limit) *core.MemoryStore { return newStoreOf(b, keys, limits...) }
+	newStore := func(b *testing.B, limits ...core.Limit) *memorystore.Store { return newStoreOf(b, keys, limits...) }
 	serial := func(limits ...core.Limit) func(b *testing.B) {
 		return func(b *testing.B) {
 			s := newStore(b, limits...)
 			for i := 0; i < b.N; i++ {
-				_, _ = s.Take(ctx, keys[0], 1, limits...)
+				_, _ = s.Take(ctx, keys[0], 1, specs(limits...)...)
 			}
 		}
 	}
@@ -50,14 +52,14 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 	b.Run("serial/many-keys", func(b *testing.B) {
 		s := newStore(b, gcra)
 		for i := 0; i < b.N; i++ {
-			_, _ = s.Take(ctx, keys[i&(len(keys)-1)], 1, gcra)
+			_, _ = s.Take(ctx, keys[i&(len(keys)-1)], 1, specs(gcra)...)
 		}
 	})
 	b.Run("parallel/one-key", func(b *testing.B) {
 		s := newStore(b, gcra)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				_, _ = s.Take(ctx, keys[0], 1, gcra)
+				_, _ = s.Take(ctx, keys[0], 1, specs(gcra)...)
 			}
 		})
 	})
@@ -67,7 +69,7 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			i := int(worker.Add(1)) * 7919
 			for pb.Next() {
-				_, _ = s.Take(ctx, keys[i&(len(keys)-1)], 1, gcra)
+				_, _ = s.Take(ctx, keys[i&(len(keys)-1)], 1, specs(gcra)...)
 				i++
 			}
 		})
@@ -76,13 +78,13 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 	// serial and from GOMAXPROCS goroutines, each limit never reached.
 	for _, l := range []core.Limit{
 		gcra,
-		{Algorithm: core.SlidingLog, Rate: core.MaxSlidingLogRate, Period: time.Hour},
+		{Algorithm: core.SlidingLog, Rate: store.MaxSlidingLogRate, Period: time.Hour},
 	} {
 		keys := keys[:1000]
 		b.Run("serial/1000-keys/"+string(l.Algorithm), func(b *testing.B) {
 			s := newStoreOf(b, keys, l)
 			for i := 0; i < b.N; i++ {
-				_, _ = s.Take(ctx, keys[i%len(keys)], 1, l)
+				_, _ = s.Take(ctx, keys[i%len(keys)], 1, specs(l)...)
 			}
 		})
 		b.Run("parallel/1000-keys/"+string(l.Algorithm), func(b *testing.B) {
@@ -91,7 +93,7 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				i := int(worker.Add(97))
 				for pb.Next() {
-					_, _ = s.Take(ctx, keys[i%len(keys)], 1, l)
+					_, _ = s.Take(ctx, keys[i%len(keys)], 1, specs(l)...)
 					i++
 				}
 			})

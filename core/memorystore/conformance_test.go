@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/core/storetest"
 )
 
@@ -33,9 +35,9 @@ func (c *conformanceClock) Advance(_ testing.TB, d time.Duration) {
 func TestMemoryStoreConformance(t *testing.T) {
 	// Deliberately not on a window boundary: the suite aligns where needed.
 	clock := &conformanceClock{now: time.Unix(1_700_000_000, 123_457_000)}
-	store := core.NewMemoryStore(core.WithClock(clock.Now))
+	store := memorystore.New(memorystore.WithClock(clock.Now))
 	storetest.Run(t, storetest.Harness{
-		NewStore: func(testing.TB) core.Store { return store },
+		NewStore: func(testing.TB) store.Store { return store },
 		Now:      clock.Now,
 		Advance:  clock.Advance,
 	})

@@ -6,18 +6,20 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 func ExampleMemoryStore() {
 	// A fake clock makes the output reproducible; omit WithClock to
 	// use time.Now.
 	now := time.Unix(1_700_000_000, 0)
-	store := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
+	store := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 
 	// Two requests per second, in a burst of at most two.
 	limit := core.PerSecond(2)
 	for i := 0; i < 3; i++ {
-		res, err := store.Take(context.Background(), "client-42", 1, limit)
+		res, err := store.Take(context.Background(), "client-42", 1, specs(limit)...)
 		if err != nil {
 			fmt.Println("error:", err)
 			return
@@ -25,7 +27,7 @@ func ExampleMemoryStore() {
 		fmt.Printf("allowed=%v remaining=%d retry=%v\n", res.Allowed, res.Remaining, res.RetryAfter)
 	}
 	now = now.Add(500 * time.Millisecond)
-	res, _ := store.Take(context.Background(), "client-42", 1, limit)
+	res, _ := store.Take(context.Background(), "client-42", 1, specs(limit)...)
 	fmt.Printf("500ms later: allowed=%v remaining=%d\n", res.Allowed, res.Remaining)
 	// Output:
 	// allowed=true remaining=1 retry=0s
@@ -36,14 +38,14 @@ func ExampleMemoryStore() {
 
 func ExampleMemoryStore_Take_severalLimits() {
 	now := time.Unix(1_700_000_000, 0)
-	store := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
+	store := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 
 	// At most 3 per second and 100 per hour: a Take is charged against both
 	// or, when either denies, against neither.
 	perSecond := core.Limit{Algorithm: core.FixedWindow, Rate: 3, Period: time.Second}
 	perHour := core.Limit{Algorithm: core.SlidingLog, Rate: 100, Period: time.Hour}
 	for i := 0; i < 4; i++ {
-		res, _ := store.Take(context.Background(), "client-42", 1, perSecond, perHour)
+		res, _ := store.Take(context.Background(), "client-42", 1, specs(perSecond, perHour)...)
 		fmt.Printf("allowed=%v binding=%d hourly remaining=%d\n",
 			res.Allowed, res.Binding, res.PerLimit[1].Remaining)
 	}

@@ -19,7 +19,7 @@ func TestMemoryStoreKeyStorage(t *testing.T) {
 	short := big[len(big)-len("client-7"):]
 	long := strings.Repeat("y", 64<<10)
 	for _, key := range []string{short, long} {
-		if _, err := s.Take(context.Background(), key, 1, l); err != nil {
+		if _, err := s.Take(context.Background(), key, 1, specs(l)...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -76,13 +76,13 @@ func TestMemoryStoreSpecCache(t *testing.T) {
 		t.Errorf("memoryShard is %d bytes, not a whole number of cache lines", unsafe.Sizeof(memoryShard{}))
 	}
 	for _, bad := range []Limit{{}, {Rate: -1, Period: time.Second}, {Algorithm: "gcra2", Rate: 1, Period: time.Second}} {
-		if _, err := s.Take(ctx, "k", 1, PerSecond(1)); err != nil {
+		if _, err := s.Take(ctx, "k", 1, specs(PerSecond(1))...); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Take(ctx, "k", 1, bad); err == nil {
+		if _, err := s.Take(ctx, "k", 1, specs(bad)...); err == nil {
 			t.Errorf("Take with %+v after a valid limit: no error", bad)
 		}
-		if _, err := s.Take(ctx, "k", 1, PerSecond(1), bad); err == nil {
+		if _, err := s.Take(ctx, "k", 1, specs(PerSecond(1), bad)...); err == nil {
 			t.Errorf("Take with PerSecond(1) and %+v: no error", bad)
 		}
 	}
@@ -94,7 +94,7 @@ func TestMemoryStoreSpecCache(t *testing.T) {
 	}
 	for round := 0; round < 3; round++ {
 		for _, l := range limits {
-			res, err := s.Take(ctx, "single", 1, l)
+			res, err := s.Take(ctx, "single", 1, specs(l)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +103,7 @@ func TestMemoryStoreSpecCache(t *testing.T) {
 				t.Errorf("round %d, %v: allowed %v limit %d, want %v %d", round, l, res.Allowed, res.Limit, want, l.Rate)
 			}
 		}
-		res, err := s.Take(ctx, "many", 1, limits...)
+		res, err := s.Take(ctx, "many", 1, specs(limits...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,8 +118,8 @@ func TestMemoryStoreSpecCache(t *testing.T) {
 	}
 	// An Algorithm equal to a constant but in other memory shares the entry.
 	alg := Algorithm(string([]byte("token_bucket")))
-	a, _ := s.Take(ctx, "alg", 1, Limit{Algorithm: alg, Rate: 2, Period: time.Hour})
-	b, _ := s.Take(ctx, "alg", 1, Limit{Algorithm: TokenBucket, Rate: 2, Period: time.Hour})
+	a, _ := s.Take(ctx, "alg", 1, specs(Limit{Algorithm: alg, Rate: 2, Period: time.Hour})...)
+	b, _ := s.Take(ctx, "alg", 1, specs(Limit{Algorithm: TokenBucket, Rate: 2, Period: time.Hour})...)
 	if !a.Allowed || !b.Allowed || b.Remaining != 0 {
 		t.Errorf("token_bucket 2/h twice, the algorithm spelled from two strings: %+v then %+v, want one state", a, b)
 	}
@@ -356,7 +356,7 @@ func TestMemoryStoreHint(t *testing.T) {
 	b := Limit{Algorithm: FixedWindow, Rate: 3, Period: time.Hour}
 	take := func(want bool, limits ...Limit) {
 		t.Helper()
-		res, err := s.Take(ctx, "k", 1, limits...)
+		res, err := s.Take(ctx, "k", 1, specs(limits...)...)
 		if err != nil || res.Allowed != want {
 			t.Fatalf("Take %v: allowed %v, %v; want %v", limits, res.Allowed, err, want)
 		}
@@ -375,12 +375,12 @@ func TestMemoryStoreHint(t *testing.T) {
 	if c := s.hint.Load(); c.limit != a {
 		t.Errorf("hint moved to %v", c.limit)
 	}
-	if _, err := s.Take(ctx, "k", 1, Limit{Algorithm: FixedWindow, Period: time.Hour}); err == nil {
+	if _, err := s.Take(ctx, "k", 1, specs(Limit{Algorithm: FixedWindow, Period: time.Hour})...); err == nil {
 		t.Error("a zero Rate passed with a hint set")
 	}
 	// A caller's Algorithm in its own memory matches the hint by value.
 	alg := Algorithm(string([]byte("fixed_window")))
-	if res, _ := s.Take(ctx, "other", 1, Limit{Algorithm: alg, Rate: 2, Period: time.Hour}); !res.Allowed || res.Remaining != 1 {
+	if res, _ := s.Take(ctx, "other", 1, specs(Limit{Algorithm: alg, Rate: 2, Period: time.Hour})...); !res.Allowed || res.Remaining != 1 {
 		t.Errorf("the hint's limit spelled from another string: %+v", res)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // Every expectation below is computed by hand from ALGORITHMS.md; the
@@ -39,15 +41,15 @@ func (c *memClock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-func newMemStore(opts ...core.MemoryOption) (*core.MemoryStore, *memClock) {
+func newMemStore(opts ...memorystore.Option) (*memorystore.Store, *memClock) {
 	clock := &memClock{t: memEpoch}
-	opts = append([]core.MemoryOption{core.WithClock(clock.Now)}, opts...)
-	return core.NewMemoryStore(opts...), clock
+	opts = append([]memorystore.Option{core.WithClock(clock.Now)}, opts...)
+	return memorystore.New(opts...), clock
 }
 
-func memTake(t testing.TB, s *core.MemoryStore, key string, n int64, limits ...core.Limit) core.Result {
+func memTake(t testing.TB, s *memorystore.Store, key string, n int64, limits ...core.Limit) core.Result {
 	t.Helper()
-	res, err := s.Take(context.Background(), key, n, limits...)
+	res, err := s.Take(context.Background(), key, n, specs(limits...)...)
 	if err != nil {
 		t.Fatalf("Take(%q, %d, %v): %v", key, n, limits, err)
 	}
@@ -421,7 +423,7 @@ func TestMemoryMultipleLimits(t *testing.T) {
 		s, _ := newMemStore()
 		var ls []core.Limit
 		for i := 1; i <= 7; i++ {
-			ls = append(ls, core.Limit{Algorithm: core.Algorithms()[i%len(core.Algorithms())], Rate: int64(10 * i), Period: time.Minute})
+			ls = append(ls, core.Limit{Algorithm: store.Algorithms()[i%len(store.Algorithms())], Rate: int64(10 * i), Period: time.Minute})
 		}
 		for i := 0; i < 10; i++ {
 			if r := memTake(t, s, "k", 1, ls...); !r.Allowed {
@@ -452,7 +454,7 @@ func TestMemoryBadInput(t *testing.T) {
 	s, _ := newMemStore()
 	ctx := context.Background()
 	ok := core.PerSecond(1)
-	if _, err := s.Take(ctx, "k", 1, ok, core.Limit{Rate: 1, Period: time.Nanosecond}); !errors.Is(err, core.ErrInvalidLimit) {
+	if _, err := s.Take(ctx, "k", 1, specs(ok, core.Limit{Rate: 1, Period: time.Nanosecond})...); !errors.Is(err, core.ErrInvalidLimit) {
 		t.Errorf("second limit invalid: err = %v, want ErrInvalidLimit", err)
 	}
 	if n := s.Len(); n != 0 {
@@ -461,20 +463,20 @@ func TestMemoryBadInput(t *testing.T) {
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := s.Take(cancelled, "k", 1, ok); !errors.Is(err, context.Canceled) {
+	if _, err := s.Take(cancelled, "k", 1, specs(ok)...); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled context: err = %v", err)
 	}
 	//lint:ignore SA1012 a nil context must not panic
-	if _, err := s.Take(nil, "k", 1, ok); err != nil {
+	if _, err := s.Take(nil, "k", 1, specs(ok)...); err != nil {
 		t.Errorf("nil context: %v", err)
 	}
 
-	var zero core.MemoryStore
-	if _, err := zero.Take(ctx, "k", 1, ok); err == nil {
+	var zero memorystore.Store
+	if _, err := zero.Take(ctx, "k", 1, specs(ok)...); err == nil {
 		t.Error("zero MemoryStore: no error")
 	}
-	var nilStore *core.MemoryStore
-	if _, err := nilStore.Take(ctx, "k", 1, ok); err == nil {
+	var nilStore *memorystore.Store
+	if _, err := nilStore.Take(ctx, "k", 1, specs(ok)...); err == nil {
 		t.Error("nil MemoryStore: no error")
 	}
 	if nilStore.Len() != 0 || zero.Len() != 0 {
@@ -491,7 +493,7 @@ func TestMemoryHugeCost(t *testing.T) {
 		{Algorithm: core.TokenBucket, Rate: 1 << 20, Period: time.Microsecond, Burst: 1 << 52},
 		{Algorithm: core.FixedWindow, Rate: 1<<53 - 1, Period: (1<<53 - 1) * time.Microsecond},
 		{Algorithm: core.SlidingWindow, Rate: 1 << 20, Period: 1 << 31 * time.Microsecond},
-		{Algorithm: core.SlidingLog, Rate: core.MaxSlidingLogRate, Period: 1 << 52 * time.Microsecond},
+		{Algorithm: core.SlidingLog, Rate: store.MaxSlidingLogRate, Period: 1 << 52 * time.Microsecond},
 	}
 	for _, l := range limits {
 		if err := l.Validate(); err != nil {
@@ -643,7 +645,7 @@ func TestMemoryConcurrentExactAllowance(t *testing.T) {
 					defer wg.Done()
 					<-start
 					for i := 0; i < 3; i++ {
-						r, err := s.Take(context.Background(), "one", 1, l)
+						r, err := s.Take(context.Background(), "one", 1, specs(l)...)
 						if err != nil {
 							t.Error(err)
 							return
@@ -673,7 +675,7 @@ func TestMemoryConcurrentExactAllowance(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if r, err := s.Take(context.Background(), "one", 1, a, b); err == nil && r.Allowed {
+				if r, err := s.Take(context.Background(), "one", 1, specs(a, b)...); err == nil && r.Allowed {
 					allowed.Add(1)
 				}
 			}()
@@ -690,7 +692,7 @@ func TestMemoryConcurrentExactAllowance(t *testing.T) {
 
 func TestMemoryBoundUnderFlood(t *testing.T) {
 	const maxKeys = 1000
-	s, clock := newMemStore(core.WithMaxKeys(maxKeys))
+	s, clock := newMemStore(memorystore.WithMaxKeys(maxKeys))
 	limits := []core.Limit{
 		{Algorithm: core.GCRA, Rate: 10, Period: time.Minute},
 		{Algorithm: core.SlidingLog, Rate: 5, Period: time.Minute},
@@ -708,7 +710,7 @@ func TestMemoryBoundUnderFlood(t *testing.T) {
 		t.Fatalf("store holds %d states, want at most %d and not far below", n, maxKeys)
 	}
 	// The default bound applies with WithMaxKeys(0).
-	s0 := core.NewMemoryStore(core.WithMaxKeys(0))
+	s0 := memorystore.New(memorystore.WithMaxKeys(0))
 	memTake(t, s0, "k", 1, limits[0])
 	if s0.Len() != 1 {
 		t.Fatalf("WithMaxKeys(0) store holds %d states", s0.Len())
@@ -742,7 +744,7 @@ func TestMemoryReclaimsExpired(t *testing.T) {
 // live, nearly fresh state, the cheapest live one to forget: an insertion
 // into the full shard reclaims expired states and keeps the live one.
 func TestMemoryExpiredEvictedFirst(t *testing.T) {
-	s, clock := newMemStore(core.WithMaxKeys(64)) // one shard of 64
+	s, clock := newMemStore(memorystore.WithMaxKeys(64)) // one shard of 64
 	live := core.Limit{Algorithm: core.GCRA, Rate: 100, Period: time.Hour}
 	short := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Millisecond}
 	memTake(t, s, "live", 1, live)
@@ -777,7 +779,7 @@ func TestMemoryEvictionKeepsExhaustedState(t *testing.T) {
 		{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Penalty: time.Hour},
 	} {
 		t.Run(l.String(), func(t *testing.T) {
-			s, clock := newMemStore(core.WithMaxKeys(64))
+			s, clock := newMemStore(memorystore.WithMaxKeys(64))
 			for memTake(t, s, "attacker", 1, l).Allowed {
 			}
 			if l.Penalty > 0 {
@@ -844,14 +846,14 @@ func TestMemoryTakeAllocations(t *testing.T) {
 		}
 		allocs := testing.AllocsPerRun(1000, func() {
 			clock.Advance(time.Millisecond)
-			if _, err := s.Take(ctx, key, 1, l); err != nil {
+			if _, err := s.Take(ctx, key, 1, specs(l)...); err != nil {
 				t.Fatal(err)
 			}
 		})
 		if allocs != 0 {
 			t.Errorf("%v: %v allocations per Take, want 0", l, allocs)
 		}
-		allocs = testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, key, 0, l) })
+		allocs = testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, key, 0, specs(l)...) })
 		if allocs != 0 {
 			t.Errorf("%v: %v allocations per peek, want 0", l, allocs)
 		}
@@ -859,13 +861,13 @@ func TestMemoryTakeAllocations(t *testing.T) {
 	// A peek at an unknown key stores and allocates nothing.
 	s, _ := newMemStore()
 	l := core.PerSecond(5)
-	if allocs := testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, "nobody", 0, l) }); allocs != 0 || s.Len() != 0 {
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, "nobody", 0, specs(l)...) }); allocs != 0 || s.Len() != 0 {
 		t.Errorf("peek at an unknown key: %v allocations, %d states", allocs, s.Len())
 	}
 	// Several limits allocate only the PerLimit slice.
 	l2 := core.Limit{Algorithm: core.FixedWindow, Rate: 1 << 40, Period: time.Hour}
 	memTake(t, s, "k", 1, l, l2)
-	if allocs := testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, "k", 0, l, l2) }); allocs > 1 {
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, "k", 0, specs(l, l2)...) }); allocs > 1 {
 		t.Errorf("two limits: %v allocations, want at most 1", allocs)
 	}
 }

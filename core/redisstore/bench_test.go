@@ -42,7 +42,7 @@ func BenchmarkTake(b *testing.B) {
 		b.Run(c.name+"/serial", func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				if _, err := s.Take(ctx, keys[i%len(keys)], 1, c.limits...); err != nil {
+				if _, err := s.Take(ctx, keys[i%len(keys)], 1, specs(c.limits...)...); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -53,7 +53,7 @@ func BenchmarkTake(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				i := 0
 				for pb.Next() {
-					if _, err := s.Take(ctx, keys[i%len(keys)], 1, c.limits...); err != nil {
+					if _, err := s.Take(ctx, keys[i%len(keys)], 1, specs(c.limits...)...); err != nil {
 						b.Error(err)
 						return
 					}
@@ -103,7 +103,7 @@ func BenchmarkLeaseHot(b *testing.B) {
 				cpu0 := processCPU()
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						if _, err := s.Take(ctx, "hot", 1, lim); err != nil {
+						if _, err := s.Take(ctx, "hot", 1, specs(lim)...); err != nil {
 							b.Error(err)
 							return
 						}
@@ -172,7 +172,7 @@ func BenchmarkTakeOverhead(b *testing.B) {
 	}{{"plain", plain}, {"piped", realStore(b, client)}} {
 		b.Run(c.name, func(b *testing.B) {
 			measure(b, func(i int) error {
-				_, err := c.s.Take(ctx, keys[i], 1, lim...)
+				_, err := c.s.Take(ctx, keys[i], 1, specs(lim...)...)
 				return err
 			})
 		})

@@ -61,7 +61,7 @@ func TestClientOptionsFailFast(t *testing.T) {
 		start := time.Now()
 		for i := 0; i < takes; i++ {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err := s.Take(ctx, "k", 1, clientTestLimit)
+			_, err := s.Take(ctx, "k", 1, specs(clientTestLimit)...)
 			cancel()
 			if !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Fatalf("%s: Take with Redis down: %v, want connection refused", name, err)
@@ -78,7 +78,7 @@ func TestClientOptionsFailFast(t *testing.T) {
 func TestClientOptionsDeadline(t *testing.T) {
 	srv := redistest.StartServer(t)
 	s := clientStore(t, redis.NewUniversalClient(redisstore.UniversalOptions(srv.Addr)))
-	if _, err := s.Take(context.Background(), "k", 1, clientTestLimit); err != nil {
+	if _, err := s.Take(context.Background(), "k", 1, specs(clientTestLimit)...); err != nil {
 		t.Fatal(err) // connected, script loaded
 	}
 	srv.Freeze(t)
@@ -86,7 +86,7 @@ func TestClientOptionsDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := s.Take(ctx, "k", 1, clientTestLimit)
+	_, err := s.Take(ctx, "k", 1, specs(clientTestLimit)...)
 	if took := time.Since(start); err == nil || took > 2*time.Second {
 		t.Errorf("Take with a 50ms deadline on a frozen Redis: %v after %v, want an error within the deadline", err, took)
 	}

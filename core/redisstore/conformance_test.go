@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/core/storetest"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -37,7 +38,7 @@ func conformancePrefix(tb testing.TB) string {
 // newStore returns a Store on client under prefix; every other one has the
 // deny cache on, so that the suite, which alternates between two
 // instances, runs through both.
-func newStore(tb testing.TB, client redis.UniversalClient, prefix string, opts ...redisstore.Option) core.Store {
+func newStore(tb testing.TB, client redis.UniversalClient, prefix string, opts ...redisstore.Option) store.Store {
 	tb.Helper()
 	if storeSeq.Add(1)%2 == 0 {
 		opts = append(opts, redisstore.WithDenyCache(4096))
@@ -124,7 +125,7 @@ func TestConformanceMiniredis(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		// The deny cache (on in every other instance) follows the suite's
 		// clock.
-		NewStore: func(tb testing.TB) core.Store {
+		NewStore: func(tb testing.TB) store.Store {
 			return newStore(tb, dial(tb), prefix, redisstore.WithTestClock(clock))
 		},
 		Now: clock,
@@ -156,7 +157,7 @@ func TestConformanceRedis(t *testing.T) {
 	admin := dial(t)
 	prefix := conformancePrefix(t)
 	storetest.Run(t, storetest.Harness{
-		NewStore:     func(tb testing.TB) core.Store { return newStore(tb, dial(tb), prefix) },
+		NewStore:     func(tb testing.TB) store.Store { return newStore(tb, dial(tb), prefix) },
 		Keys:         func(tb testing.TB) []storetest.KeyTTL { return listKeys(tb, admin, prefix) },
 		FlushScripts: func(tb testing.TB) { flushScripts(tb, admin) },
 	})
@@ -173,7 +174,7 @@ func TestConformanceCluster(t *testing.T) {
 	admin := dial(t)
 	prefix := conformancePrefix(t)
 	storetest.Run(t, storetest.Harness{
-		NewStore:     func(tb testing.TB) core.Store { return newStore(tb, dial(tb), prefix) },
+		NewStore:     func(tb testing.TB) store.Store { return newStore(tb, dial(tb), prefix) },
 		Keys:         func(tb testing.TB) []storetest.KeyTTL { return listKeys(tb, admin, prefix) },
 		FlushScripts: func(tb testing.TB) { flushScripts(tb, admin) },
 	})

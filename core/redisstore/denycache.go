@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // maxDenyCacheSize bounds WithDenyCache (entries are about 120 bytes).
@@ -53,7 +53,7 @@ type denyShard struct {
 type denyEntry struct {
 	hash  uint64
 	key   string
-	limit core.Limit
+	limit store.Spec
 	n     int64
 	t0    int64
 	until int64 // t0 + retry; 0: empty slot
@@ -74,13 +74,13 @@ func newDenyCache(size int) *denyCache {
 	return c
 }
 
-func (c *denyCache) hash(key string, n int64, l core.Limit) uint64 {
+func (c *denyCache) hash(key string, n int64, l store.Spec) uint64 {
 	h := maphash.String(c.seed, key)
 	h ^= uint64(n) * 0x9e3779b97f4a7c15
-	h = (h ^ uint64(l.Rate)) * 0xff51afd7ed558ccd
-	h = (h ^ uint64(l.Period)) * 0xc4ceb9fe1a85ec53
-	h = (h ^ uint64(l.Burst) ^ uint64(l.Penalty)<<1) * 0xff51afd7ed558ccd
-	if a := l.Algorithm; len(a) > 0 {
+	h = (h ^ uint64(l.Rate())) * 0xff51afd7ed558ccd
+	h = (h ^ uint64(l.Period())) * 0xc4ceb9fe1a85ec53
+	h = (h ^ uint64(l.Burst()) ^ uint64(l.Penalty())<<1) * 0xff51afd7ed558ccd
+	if a := l.Algorithm(); len(a) > 0 {
 		h ^= uint64(a[0]) | uint64(len(a))<<8
 	}
 	return h ^ h>>29
@@ -94,7 +94,7 @@ func (c *denyCache) set(h uint64) (*denyShard, []denyEntry) {
 }
 
 // get returns the cached denial of Take(key, n, l) at now (µs), if any.
-func (c *denyCache) get(key string, n int64, l core.Limit, now int64) (core.Result, bool) {
+func (c *denyCache) get(key string, n int64, l store.Spec, now int64) (store.Result, bool) {
 	h := c.hash(key, n, l)
 	sh, set := c.set(h)
 	sh.mu.Lock()
@@ -107,12 +107,12 @@ func (c *denyCache) get(key string, n int64, l core.Limit, now int64) (core.Resu
 	}
 	if e == nil || now >= e.until {
 		sh.mu.Unlock()
-		return core.Result{}, false
+		return store.Result{}, false
 	}
 	// A Take that read the clock before a concurrent one stored this
 	// denial counts as simultaneous with it.
 	d := max(0, now-e.t0)
-	r := core.Result{
+	r := store.Result{
 		Limit:      e.lim,
 		RetryAfter: time.Duration(e.retry-d) * time.Microsecond,
 		ResetAfter: time.Duration(max(0, e.reset-d)) * time.Microsecond,
@@ -124,7 +124,7 @@ func (c *denyCache) get(key string, n int64, l core.Limit, now int64) (core.Resu
 // put remembers r, the Result of Take(key, n, l) sent at t0 (µs) in
 // generation gen, when it is a denial that identical Takes will get until
 // it ends (see cacheable), and no reset came since gen.
-func (c *denyCache) put(key string, n int64, l core.Limit, p *prepared, t0 int64, gen uint64, r core.Result) {
+func (c *denyCache) put(key string, n int64, l store.Spec, p *prepared, t0 int64, gen uint64, r store.Result) {
 	retry, ok := cacheable(n, p, r)
 	if !ok {
 		return
@@ -220,21 +220,21 @@ func (c *denyCache) clear() {
 //   - A cost that can never pass (RetryAfter InfDuration) without a penalty
 //     is not cached: its Remaining and ResetAfter follow the key's traffic.
 //   - Peeks (n == 0) are never denied by an algorithm and are not cached.
-func cacheable(n int64, p *prepared, r core.Result) (int64, bool) {
+func cacheable(n int64, p *prepared, r store.Result) (int64, bool) {
 	if r.Allowed || n <= 0 || r.RetryAfter <= 0 {
 		return 0, false
 	}
 	if p.penalty > 0 {
 		retry := p.penalty
-		if r.RetryAfter != core.InfDuration {
+		if r.RetryAfter != store.InfDuration {
 			retry = min(retry, int64(r.RetryAfter/time.Microsecond))
 		}
 		return retry, retry > 0
 	}
-	if r.RetryAfter == core.InfDuration || r.Remaining != 0 {
+	if r.RetryAfter == store.InfDuration || r.Remaining != 0 {
 		return 0, false
 	}
-	if n != 1 && p.alg != core.FixedWindow {
+	if n != 1 && p.alg != store.FixedWindow {
 		return 0, false
 	}
 	return int64(r.RetryAfter / time.Microsecond), true

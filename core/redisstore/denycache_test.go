@@ -158,7 +158,7 @@ func TestMiniDenyCacheHitAllocs(t *testing.T) {
 	limits := []core.Limit{l}
 	before := x.m.CommandCount()
 	allocs := testing.AllocsPerRun(200, func() {
-		if r, err := x.store.Take(ctx, "alloc", 1, limits...); err != nil || r.Allowed {
+		if r, err := x.store.Take(ctx, "alloc", 1, specs(limits...)...); err != nil || r.Allowed {
 			t.Fatalf("%+v %v", r, err)
 		}
 	})
@@ -220,7 +220,7 @@ func TestMiniDenyCacheCanceled(t *testing.T) {
 	x.take("c", 1, l)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := x.store.Take(ctx, "c", 1, l); !errors.Is(err, context.Canceled) {
+	if _, err := x.store.Take(ctx, "c", 1, specs(l)...); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled Take: %v, want context.Canceled", err)
 	}
 }
@@ -266,7 +266,7 @@ func TestRedisDenyCacheFlood(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 2000; i++ {
 				l := limits[(g+i)%len(limits)]
-				r, err := s.Take(ctx, fmt.Sprint("flood", (g*7+i)%keys), 1, l)
+				r, err := s.Take(ctx, fmt.Sprint("flood", (g*7+i)%keys), 1, specs(l)...)
 				if err != nil || r.Allowed {
 					t.Errorf("%v: %+v %v", l, r, err)
 					return

@@ -15,6 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/lua"
 )
@@ -52,7 +54,7 @@ var (
 // diffRun plays steps random Takes of 1 to maxLimits limits on mem and on
 // take, advancing the clock with advance, and fails at the first
 // difference.
-func diffRun(t *testing.T, steps, maxLimits int, mem core.Store, now func() time.Time, advance func(time.Duration),
+func diffRun(t *testing.T, steps, maxLimits int, mem store.Store, now func() time.Time, advance func(time.Duration),
 	take func(key string, n int64, limits []core.Limit) (core.Result, error)) {
 	t.Helper()
 	seed := int64(1)
@@ -69,7 +71,7 @@ func diffRun(t *testing.T, steps, maxLimits int, mem core.Store, now func() time
 			limits[j] = diffPool[rng.Intn(len(diffPool))]
 		}
 		n := diffCosts[rng.Intn(len(diffCosts))]
-		want, err := mem.Take(ctx, key, n, limits...)
+		want, err := mem.Take(ctx, key, n, specs(limits...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,10 +96,10 @@ func TestMiniMatchesMemoryStore(t *testing.T) {
 func miniMatches(t *testing.T, steps, maxLimits int) {
 	x := newMini(t)
 	x.advance(123456789 * time.Microsecond) // off every window boundary
-	mem := core.NewMemoryStore(core.WithClock(func() time.Time { return x.now }))
+	mem := memorystore.New(memorystore.WithClock(func() time.Time { return x.now }))
 	diffRun(t, steps, maxLimits, mem, func() time.Time { return x.now }, x.advance,
 		func(key string, n int64, limits []core.Limit) (core.Result, error) {
-			r, err := x.store.Take(context.Background(), key, n, limits...)
+			r, err := x.store.Take(context.Background(), key, n, specs(limits...)...)
 			x.ttlsAll()
 			return r, err
 		})
@@ -125,7 +127,7 @@ func redisMatches(t *testing.T, steps, maxLimits int) {
 	t.Cleanup(func() { _ = client.Close() })
 	s := realStore(t, client)
 	now := time.Unix(1_700_000_000, 987654_000).UTC()
-	mem := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
+	mem := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 	const clockLine = "local t = call('TIME')"
 	const ttlLine = "local function px(ttl)"
 	for _, line := range []string{clockLine, ttlLine} {

@@ -1,4 +1,4 @@
-// Package redisstore implements core.Store on Redis, so that every
+// Package redisstore implements store.Store on Redis, so that every
 // instance of a service shares one allowance per client.
 //
 // Each Take is a single EVALSHA of a script in package lua (falling back
@@ -27,7 +27,7 @@
 //
 // where prefix is "sluice:" unless WithPrefix says otherwise; tag is "=" +
 // the key when the key is 1 to 64 bytes of [A-Za-z0-9._:@/-], and "#" + 32
-// hex digits of its SHA-256 otherwise; and limit id is core.Spec.ID
+// hex digits of its SHA-256 otherwise; and limit id is store.Spec.ID
 // (algorithm, rate, period, burst and penalty in µs). The key a
 // core.Limiter passes is "<len(name)>:<name>:<client key>", so the client
 // "alice" of a Limiter named "api" under a 100/m GCRA limit is
@@ -43,7 +43,7 @@
 // Cluster), shared by every core.Limiter on it (WithBreaker): a server
 // that keeps failing, or that lets one call run out of time, is left
 // alone, and Takes of its keys fail at once with an error wrapping
-// core.ErrBreakerOpen, so the Limiters' failure policy decides without
+// store.ErrBreakerOpen, so the Limiters' failure policy decides without
 // waiting. The Store probes it in the background and reloads its scripts
 // before traffic resumes. Ping checks, at start-up, that Redis accepts the
 // client's settings.

@@ -35,7 +35,7 @@ func ExampleStore_Take() {
 	perSecond := core.Limit{Algorithm: core.TokenBucket, Rate: 2, Period: time.Second}
 	perHour := core.Limit{Algorithm: core.FixedWindow, Rate: 100, Period: time.Hour}
 	for i := 0; i < 3; i++ {
-		res, err := store.Take(context.Background(), "user:42", 1, perSecond, perHour)
+		res, err := store.Take(context.Background(), "user:42", 1, specs(perSecond, perHour)...)
 		if err != nil {
 			log.Fatal(err)
 		}

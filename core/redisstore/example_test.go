@@ -37,7 +37,7 @@ func ExampleNew() {
 	limit := core.Limit{Algorithm: core.GCRA, Rate: 30, Period: time.Minute, Burst: 16}
 	ctx := context.Background()
 	for i := 1; i <= 17; i++ {
-		res, err := store.Take(ctx, "user:42", 1, limit)
+		res, err := store.Take(ctx, "user:42", 1, specs(limit)...)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -73,14 +73,14 @@ func ExampleWithDenyCache() {
 		log.Fatal(err)
 	}
 	limit := core.PerHour(1)
-	store.Take(ctx, "client:7", 1, limit) // allowed
-	res, _ := store.Take(ctx, "client:7", 1, limit)
+	store.Take(ctx, "client:7", 1, specs(limit)...) // allowed
+	res, _ := store.Take(ctx, "client:7", 1, specs(limit)...)
 	fmt.Println("denied for about", res.RetryAfter.Round(time.Minute))
 
 	// Identical Takes are now answered in process until the denial ends.
 	before := mr.CommandCount()
 	for i := 0; i < 1000; i++ {
-		if res, _ := store.Take(ctx, "client:7", 1, limit); res.Allowed {
+		if res, _ := store.Take(ctx, "client:7", 1, specs(limit)...); res.Allowed {
 			fmt.Println("allowed?")
 		}
 	}
@@ -112,7 +112,7 @@ func ExampleWithPipelining() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := store.Take(context.Background(), "api", 1, limit)
+			res, err := store.Take(context.Background(), "api", 1, specs(limit)...)
 			if err == nil && res.Allowed {
 				admitted.Add(1)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -67,13 +68,13 @@ func FuzzKeyLayout(f *testing.F) {
 			t.Fatal(err)
 		}
 		if k1 == "" {
-			if _, err := store.Take(ctx, k1, 1, lims...); !errors.Is(err, core.ErrEmptyKey) {
+			if _, err := store.Take(ctx, k1, 1, specs(lims...)...); !errors.Is(err, store.ErrEmptyKey) {
 				t.Fatalf("empty key: error %v, want ErrEmptyKey", err)
 			}
 			return
 		}
 		for i, want := range []bool{true, false} {
-			res, err := store.Take(ctx, k1, 1, lims...)
+			res, err := store.Take(ctx, k1, 1, specs(lims...)...)
 			if err != nil {
 				t.Fatalf("Take %d of %.60q: %v", i+1, k1, err)
 			}
@@ -84,7 +85,7 @@ func FuzzKeyLayout(f *testing.F) {
 		distinct := 1
 		if k2 != "" && k2 != k1 {
 			distinct++
-			res, err := store.Take(ctx, k2, 1, lims...)
+			res, err := store.Take(ctx, k2, 1, specs(lims...)...)
 			if err != nil {
 				t.Fatalf("Take of %.60q: %v", k2, err)
 			}

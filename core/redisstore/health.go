@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // Default circuit-breaker settings (see WithBreaker).
@@ -29,7 +29,7 @@ const probeTimeout = time.Second
 // failures consecutive failed calls, or at once on a call that ran out of
 // time (its caller had already waited the whole per-decision timeout).
 // While it is open, Takes and Peeks of keys on that server fail at once
-// with an error wrapping core.ErrBreakerOpen, so the Limiters' failure
+// with an error wrapping store.ErrBreakerOpen, so the Limiters' failure
 // policy decides without waiting; keys on other Cluster masters are not
 // affected.
 //
@@ -112,7 +112,7 @@ func (h *health) newNode(addr string, client redis.UniversalClient) *node {
 	if addr != "" {
 		what = "redis " + addr
 	}
-	n := &node{h: h, client: client, open: fmt.Errorf("%s: %w", what, core.ErrBreakerOpen)}
+	n := &node{h: h, client: client, open: fmt.Errorf("%s: %w", what, store.ErrBreakerOpen)}
 	if h.pipe != nil {
 		n.pipe = h.pipe()
 	}

@@ -33,7 +33,7 @@ func miniStore(t *testing.T, opts ...redisstore.Option) (*miniredis.Miniredis, *
 }
 
 func take(st *redisstore.Store, key string) error {
-	_, err := st.Take(context.Background(), key, 1, perMinute10)
+	_, err := st.Take(context.Background(), key, 1, specs(perMinute10)...)
 	return err
 }
 
@@ -63,7 +63,7 @@ func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for i := 0; i < 5; i++ {
-		_, _ = st.Take(ctx, "a", 1, perMinute10) // the caller went away
+		_, _ = st.Take(ctx, "a", 1, specs(perMinute10)...) // the caller went away
 	}
 	for i := 0; i < 2; i++ {
 		_ = take(st, "a")
@@ -78,7 +78,7 @@ func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
 		if err := take(st, key); !errors.Is(err, core.ErrBreakerOpen) {
 			t.Fatalf("open breaker: %v, want ErrBreakerOpen", err)
 		}
-		if _, err := st.Peek(context.Background(), key, 1, perMinute10); !errors.Is(err, core.ErrBreakerOpen) {
+		if _, err := st.Peek(context.Background(), key, 1, specs(perMinute10)...); !errors.Is(err, core.ErrBreakerOpen) {
 			t.Fatalf("open breaker, Peek: %v, want ErrBreakerOpen", err)
 		}
 	}
@@ -100,7 +100,7 @@ func TestBreakerOpensOnTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	var ne net.Error
-	if _, err := st.Take(ctx, "a", 1, perMinute10); !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &ne) && ne.Timeout()) {
+	if _, err := st.Take(ctx, "a", 1, specs(perMinute10)...); !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &ne) && ne.Timeout()) {
 		t.Fatalf("frozen server: %v, want a timeout", err)
 	}
 	wantState(t, st, "a", "open")
@@ -175,7 +175,7 @@ func TestBreakerWaitsWhileScriptsLoad(t *testing.T) {
 	wantState(t, st, "a", "loading")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
-	if _, err := st.Take(ctx, "a", 1, perMinute10); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := st.Take(ctx, "a", 1, specs(perMinute10)...); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("while the scripts load: %v, want to wait until the deadline", err)
 	}
 	done := make(chan error)

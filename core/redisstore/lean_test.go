@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/lua"
 )
@@ -48,7 +49,7 @@ func TestScriptChoice(t *testing.T) {
 func TestLeanAndTakeShareState(t *testing.T) {
 	x := newMini(t)
 	x.advance(123456789 * time.Microsecond)
-	mem := core.NewMemoryStore(core.WithClock(func() time.Time { return x.now }))
+	mem := memorystore.New(memorystore.WithClock(func() time.Time { return x.now }))
 	loose := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: time.Millisecond, Burst: 1 << 20}
 	ctx := context.Background()
 	for _, l := range allAlgorithms() {
@@ -59,7 +60,7 @@ func TestLeanAndTakeShareState(t *testing.T) {
 				limits = append(limits, loose)
 			}
 			n := int64(1 + i%3)
-			want, _ := mem.Take(ctx, key, n, limits...)
+			want, _ := mem.Take(ctx, key, n, specs(limits...)...)
 			got := x.take(key, n, limits...)
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("%v step %d (%d limits): redis %+v, memory %+v", l, i, len(limits), got, want)
@@ -126,7 +127,7 @@ func TestRedisScriptsMatchMemoryStore(t *testing.T) {
 		t.Run(fmt.Sprint("limits ", maxLimits), func(t *testing.T) {
 			s := realStore(t, client, WithPrefix(fmt.Sprintf("lean%d:", maxLimits)))
 			now := time.Unix(1_700_000_000, 987654_000).UTC()
-			mem := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
+			mem := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 			calls := 0
 			diffRun(t, 1500, maxLimits, mem, func() time.Time { return now }, func(d time.Duration) { now = now.Add(d) },
 				func(key string, n int64, limits []core.Limit) (core.Result, error) {

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/lua"
 )
 
@@ -41,7 +41,7 @@ type LeaseConfig struct {
 	// the key's Takes in this process, measured; MinUnits == MaxUnits
 	// makes the size fixed.
 	MinUnits int64
-	// Share caps a lease at capacity/Share units (core.Spec.Capacity:
+	// Share caps a lease at capacity/Share units (store.Spec.Capacity:
 	// Burst, or Rate for the windows), so that a lease is a small part of
 	// what the limit allows (default 16; 2 to 2^20).
 	Share int64
@@ -183,7 +183,7 @@ type leaseShard struct {
 // leaseKey names the state a lease draws on: a key under one limit.
 type leaseKey struct {
 	key   string
-	limit core.Limit
+	limit store.Spec
 }
 
 // newLeases returns lease mode for st with cfg (defaults applied), or nil
@@ -224,10 +224,10 @@ func (l *leases) suspend() {
 	}
 }
 
-func leasable(lim core.Limit) bool {
-	switch lim.Algorithm {
-	case "", core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindow:
-		return lim.Penalty == 0
+func leasable(lim store.Spec) bool {
+	switch lim.Algorithm() {
+	case store.GCRA, store.TokenBucket, store.FixedWindow, store.SlidingWindow:
+		return lim.Penalty() == 0
 	}
 	return false
 }
@@ -235,9 +235,9 @@ func leasable(lim core.Limit) bool {
 // take is the Store's hook: it decides Take(key, n, limits) from a lease
 // when the key is hot (ok true), and leaves it to the exact path
 // otherwise (ok false). It is safe on a nil *leases (lease mode off).
-func (l *leases) take(ctx context.Context, key string, n int64, limits []core.Limit) (core.Result, bool, error) {
+func (l *leases) take(ctx context.Context, key string, n int64, limits []store.Spec) (store.Result, bool, error) {
 	if l == nil || n <= 0 || n > l.cfg.MaxUnits || len(limits) != 1 || !leasable(limits[0]) {
-		return core.Result{}, false, nil
+		return store.Result{}, false, nil
 	}
 	lk := leaseKey{key, limits[0]}
 	h := l.hash(key, limits[0])
@@ -247,21 +247,21 @@ func (l *leases) take(ctx context.Context, key string, n int64, limits []core.Li
 	sh.mu.RUnlock()
 	if e == nil {
 		if !l.heat(h) {
-			return core.Result{}, false, nil
+			return store.Result{}, false, nil
 		}
 		if e = l.admit(sh, lk); e == nil {
-			return core.Result{}, false, nil
+			return store.Result{}, false, nil
 		}
 	}
 	return e.take(ctx, l, n)
 }
 
-func (l *leases) hash(key string, lim core.Limit) uint64 {
+func (l *leases) hash(key string, lim store.Spec) uint64 {
 	h := maphash.String(l.seed, key)
-	h = (h ^ uint64(lim.Rate)) * 0xff51afd7ed558ccd
-	h = (h ^ uint64(lim.Period)) * 0xc4ceb9fe1a85ec53
-	h = (h ^ uint64(lim.Burst)) * 0xff51afd7ed558ccd
-	if a := lim.Algorithm; len(a) > 0 {
+	h = (h ^ uint64(lim.Rate())) * 0xff51afd7ed558ccd
+	h = (h ^ uint64(lim.Period())) * 0xc4ceb9fe1a85ec53
+	h = (h ^ uint64(lim.Burst())) * 0xff51afd7ed558ccd
+	if a := lim.Algorithm(); len(a) > 0 {
 		h ^= uint64(a[0]) | uint64(len(a))<<8
 	}
 	return h ^ h>>29

@@ -65,7 +65,7 @@ func hammer(t *testing.T, stores []*Store, workers int, key string, l core.Limit
 				var mine []decision
 				for time.Now().Before(stop) {
 					t0 := time.Now().UnixMicro()
-					r, err := s.Take(context.Background(), key, 1, l)
+					r, err := s.Take(context.Background(), key, 1, specs(l)...)
 					if err != nil {
 						failed.Store(err)
 						return
@@ -244,7 +244,7 @@ func idleKeys(stores []*Store) (n int64) {
 
 func peekOK(tb testing.TB, s *Store, key string, l core.Limit) core.Result {
 	tb.Helper()
-	r, err := s.Peek(context.Background(), key, 1, l)
+	r, err := s.Peek(context.Background(), key, 1, specs(l)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestRedisLeaseResetEverywhere(t *testing.T) {
 	for _, s := range stores {
 		heatUp(t, s, "reset", l)
 	}
-	if err := stores[1].Reset(context.Background(), "reset", l); err != nil {
+	if err := stores[1].Reset(context.Background(), "reset", specs(l)...); err != nil {
 		t.Fatal(err)
 	}
 	if stores[1].lease.entry("reset", l) != nil {

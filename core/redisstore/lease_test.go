@@ -150,7 +150,7 @@ func TestMiniLeaseGCRA(t *testing.T) {
 // peek returns Redis' figures for key under l, as Status would see them.
 func (x *mini) peek(key string, l core.Limit) core.Result {
 	x.tb.Helper()
-	r, err := x.store.Peek(context.Background(), key, 1, l)
+	r, err := x.store.Peek(context.Background(), key, 1, specs(l)...)
 	if err != nil {
 		x.tb.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestMiniLeasePassThrough(t *testing.T) {
 	} {
 		key := strings.ReplaceAll(c.name, " ", "-")
 		for range 3 * leaseCfg.HotTakes {
-			if _, err := x.store.Take(context.Background(), key, c.n, c.limits...); err != nil {
+			if _, err := x.store.Take(context.Background(), key, c.n, specs(c.limits...)...); err != nil {
 				t.Fatalf("%s: %v", c.name, err)
 			}
 		}
@@ -307,7 +307,7 @@ func TestMiniLeasePassThrough(t *testing.T) {
 	}
 	bad := core.Limit{Algorithm: core.GCRA, Rate: 10, Period: time.Second + 1} // not whole µs
 	for range leaseCfg.HotTakes {
-		if _, err := x.store.Take(context.Background(), "bad", 1, bad); !errors.Is(err, core.ErrInvalidLimit) {
+		if _, err := x.store.Take(context.Background(), "bad", 1, specs(bad)...); !errors.Is(err, core.ErrInvalidLimit) {
 			t.Fatalf("invalid limit: error %v", err)
 		}
 	}
@@ -326,7 +326,7 @@ func TestMiniLeaseResetDrops(t *testing.T) {
 	y := &mini{tb: t, m: x.m, client: client, store: other, now: x.now}
 	y.heat("k", l)
 	x.heat("other-key", l)
-	if err := x.store.Reset(context.Background(), "k", l); err != nil {
+	if err := x.store.Reset(context.Background(), "k", specs(l)...); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := x.held("k", l); ok {
@@ -400,7 +400,7 @@ func TestMiniLeaseCanceled(t *testing.T) {
 	x.heat("k", l)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := x.store.Take(ctx, "k", 1, l); !errors.Is(err, context.Canceled) {
+	if _, err := x.store.Take(ctx, "k", 1, specs(l)...); !errors.Is(err, context.Canceled) {
 		t.Errorf("error %v, want context.Canceled", err)
 	}
 	if u, _ := x.held("k", l); u != 15 {

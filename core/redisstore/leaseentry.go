@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/lua"
 )
 
@@ -51,23 +51,23 @@ type leaseReply struct{ granted, limit, remaining, retry, reset, win, left int64
 // newLease returns the entry of lk, or nil when its limit is invalid or
 // too small to lease.
 func (l *leases) newLease(lk leaseKey) *lease {
-	spec, err := lk.limit.Spec()
-	if err != nil {
+	spec := lk.limit
+	if spec.Validate() != nil {
 		return nil
 	}
 	most := min(l.cfg.MaxUnits, spec.Capacity()/l.cfg.Share)
 	if most < 2 {
 		return nil
 	}
-	codes := map[core.Algorithm]string{core.GCRA: lua.CodeGCRA, core.TokenBucket: lua.CodeTokenBucket,
-		core.FixedWindow: lua.CodeFixedWindow, core.SlidingWindow: lua.CodeSlidingWindow}
+	codes := map[store.Algorithm]string{store.GCRA: lua.CodeGCRA, store.TokenBucket: lua.CodeTokenBucket,
+		store.FixedWindow: lua.CodeFixedWindow, store.SlidingWindow: lua.CodeSlidingWindow}
 	least := min(l.cfg.MinUnits, most)
 	now := l.st.clock()
 	return &lease{
 		rkey: l.st.redisKey(lk.key, stateSuffix(&spec)),
-		args: [5]string{codes[spec.Algorithm], strconv.FormatInt(spec.Rate, 10), strconv.FormatInt(spec.Period, 10),
-			strconv.FormatInt(spec.Burst, 10), strconv.FormatInt(spec.Interval, 10)},
-		window: spec.Algorithm == core.FixedWindow || spec.Algorithm == core.SlidingWindow,
+		args: [5]string{codes[spec.Algorithm()], strconv.FormatInt(spec.Rate(), 10), strconv.FormatInt(spec.Period(), 10),
+			strconv.FormatInt(spec.Burst(), 10), strconv.FormatInt(spec.Interval(), 10)},
+		window: spec.Algorithm() == store.FixedWindow || spec.Algorithm() == store.SlidingWindow,
 		min:    least, max: most,
 		size: min(max(int64(l.cfg.HotTakes), least), most),
 		mark: now, last: now,
@@ -78,19 +78,19 @@ func (l *leases) newLease(lk leaseKey) *lease {
 // are still valid, from its denial while that lasts, else after a refill
 // (its own, or one under way). ok false: e was dropped, or n is larger
 // than a lease; the exact path decides.
-func (e *lease) take(ctx context.Context, l *leases, n int64) (core.Result, bool, error) {
+func (e *lease) take(ctx context.Context, l *leases, n int64) (store.Result, bool, error) {
 	if n > e.max {
-		return core.Result{}, false, nil
+		return store.Result{}, false, nil
 	}
 	for {
 		if err := ctx.Err(); err != nil {
-			return core.Result{}, true, leaseErr(n, err)
+			return store.Result{}, true, leaseErr(n, err)
 		}
 		now := l.st.clock()
 		e.mu.Lock()
 		if e.dead {
 			e.mu.Unlock()
-			return core.Result{}, false, nil
+			return store.Result{}, false, nil
 		}
 		e.last = now
 		if e.units >= n && now < e.until {
@@ -122,10 +122,10 @@ func (e *lease) take(ctx context.Context, l *leases, n int64) (core.Result, bool
 // spend takes n of e's units for a Take at now and returns its Result; it
 // reports whether a refill ahead of need should start (e.busy is then
 // set). e.mu is held.
-func (e *lease) spend(n, now int64) (core.Result, bool) {
+func (e *lease) spend(n, now int64) (store.Result, bool) {
 	e.units -= n
 	e.spent += n
-	r := core.Result{Allowed: true, Limit: e.lim, Remaining: min(e.lim, e.rem+e.units), ResetAfter: micros(e.reset - (now - e.t0))}
+	r := store.Result{Allowed: true, Limit: e.lim, Remaining: min(e.lim, e.rem+e.units), ResetAfter: micros(e.reset - (now - e.t0))}
 	if e.busy == nil && e.units*4 <= e.size && now >= e.deny.until {
 		e.busy = make(chan struct{})
 		return r, true
@@ -135,12 +135,12 @@ func (e *lease) spend(n, now int64) (core.Result, bool) {
 
 // answer returns the remembered denial for a Take of n at now, if it
 // applies: RetryAfter and ResetAfter count down from Redis' figures.
-func (d *leaseDenial) answer(n, now int64) (core.Result, bool) {
+func (d *leaseDenial) answer(n, now int64) (store.Result, bool) {
 	if now >= d.until || n < d.n {
-		return core.Result{}, false
+		return store.Result{}, false
 	}
 	el := max(0, now-d.t0)
-	return core.Result{Limit: d.lim, Remaining: d.rem, RetryAfter: micros(d.retry - el), ResetAfter: micros(d.reset - el)}, true
+	return store.Result{Limit: d.lim, Remaining: d.rem, RetryAfter: micros(d.retry - el), ResetAfter: micros(d.reset - el)}, true
 }
 
 // refillAhead refills e in the background; the caller has set e.busy.
@@ -158,7 +158,7 @@ func (l *leases) refillAhead(e *lease) {
 // the units of a lease that has ended, and ends the refill (e.busy, set
 // by the caller). A Take of n > 0 waits for it and gets n of the grant,
 // or Redis' refusal; n == 0 is a refill ahead of need.
-func (l *leases) refill(ctx context.Context, e *lease, n int64) (core.Result, bool, error) {
+func (l *leases) refill(ctx context.Context, e *lease, n int64) (store.Result, bool, error) {
 	t0 := l.st.clock()
 	e.mu.Lock()
 	var ret, rwin int64
@@ -179,7 +179,7 @@ func (l *leases) refill(ctx context.Context, e *lease, n int64) (core.Result, bo
 	}()
 	switch {
 	case err != nil:
-		return core.Result{}, true, leaseErr(n, err)
+		return store.Result{}, true, leaseErr(n, err)
 	case rep.granted == 0:
 		return e.refused(n, t0, l.ttl, rep), true, nil
 	}
@@ -200,10 +200,10 @@ func (e *lease) resize(now, ttl int64) {
 // Result of the Take of n it was made for (n == 0: none). A dropped e
 // (a reset) keeps nothing: the Take gets its n, the rest is not spent.
 // Units of an earlier window are void. e.mu is held.
-func (e *lease) install(n, t0, ttl int64, r leaseReply) core.Result {
+func (e *lease) install(n, t0, ttl int64, r leaseReply) store.Result {
 	e.spent += n
 	if e.dead {
-		return core.Result{Allowed: true, Limit: r.limit, Remaining: r.remaining, ResetAfter: micros(r.reset)}
+		return store.Result{Allowed: true, Limit: r.limit, Remaining: r.remaining, ResetAfter: micros(r.reset)}
 	}
 	if e.window && r.win != e.win {
 		e.units = 0
@@ -216,18 +216,18 @@ func (e *lease) install(n, t0, ttl int64, r leaseReply) core.Result {
 	}
 	e.t0, e.lim, e.rem, e.reset = t0, r.limit, r.remaining, r.reset
 	e.deny = leaseDenial{}
-	return core.Result{Allowed: true, Limit: r.limit, Remaining: min(r.limit, r.remaining+e.units), ResetAfter: micros(r.reset)}
+	return store.Result{Allowed: true, Limit: r.limit, Remaining: min(r.limit, r.remaining+e.units), ResetAfter: micros(r.reset)}
 }
 
 // refused remembers Redis' refusal of a refill sent at t0 for a Take of n
 // (n == 0: ahead of need, refused for 1) and returns the Take's Result.
 // e.mu is held.
-func (e *lease) refused(n, t0, ttl int64, r leaseReply) core.Result {
+func (e *lease) refused(n, t0, ttl int64, r leaseReply) store.Result {
 	if !e.dead && r.retry > 0 {
 		e.deny = leaseDenial{n: max(n, 1), t0: t0, until: t0 + min(r.retry, ttl),
 			lim: r.limit, rem: r.remaining, retry: r.retry, reset: r.reset}
 	}
-	return core.Result{Limit: r.limit, Remaining: r.remaining, RetryAfter: retryDuration(r.retry), ResetAfter: micros(r.reset)}
+	return store.Result{Limit: r.limit, Remaining: r.remaining, RetryAfter: retryDuration(r.retry), ResetAfter: micros(r.reset)}
 }
 
 // call runs the lease script for e through the breaker of e's server:

@@ -17,6 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // t0 is a whole multiple of every window the tests use (10 s, 1 min).
@@ -57,7 +59,7 @@ func (x *mini) advance(d time.Duration) {
 
 func (x *mini) take(key string, n int64, limits ...core.Limit) core.Result {
 	x.tb.Helper()
-	r, err := x.store.Take(context.Background(), key, n, limits...)
+	r, err := x.store.Take(context.Background(), key, n, specs(limits...)...)
 	if err != nil {
 		x.tb.Fatalf("Take(%q, %d, %v): %v", key, n, limits, err)
 	}
@@ -214,7 +216,7 @@ func TestMiniSlidingLog(t *testing.T) {
 // more than R + 63 entries, and the entries it keeps change no Result.
 func TestMiniSlidingLogTrim(t *testing.T) {
 	x := newMini(t)
-	mem := core.NewMemoryStore(core.WithClock(func() time.Time { return x.now }))
+	mem := memorystore.New(memorystore.WithClock(func() time.Time { return x.now }))
 	ctx := context.Background()
 	l := core.Limit{Algorithm: core.SlidingLog, Rate: 5, Period: time.Second}
 	key := x.keyOf("k", l)
@@ -226,8 +228,8 @@ func TestMiniSlidingLogTrim(t *testing.T) {
 		}
 		if i%5 == 0 { // a Peek decides n and writes nothing
 			before, ttl := x.m.Dump(), x.m.TTL(key)
-			want, _ := mem.Peek(ctx, "k", n+2, l)
-			got, err := x.store.Peek(ctx, "k", n+2, l)
+			want, _ := mem.Peek(ctx, "k", n+2, specs(l)...)
+			got, err := x.store.Peek(ctx, "k", n+2, specs(l)...)
 			if err != nil || !reflect.DeepEqual(got, want) {
 				t.Fatalf("step %d, peek %d: redis %+v (%v), memory %+v", i, n+2, got, err, want)
 			}
@@ -235,7 +237,7 @@ func TestMiniSlidingLogTrim(t *testing.T) {
 				t.Fatalf("step %d: a Peek changed the log or its TTL (%v, was %v):\n%s\n%s", i, x.m.TTL(key), ttl, before, after)
 			}
 		}
-		want, _ := mem.Take(ctx, "k", n, l)
+		want, _ := mem.Take(ctx, "k", n, specs(l)...)
 		if got := x.take("k", n, l); !reflect.DeepEqual(got, want) {
 			t.Fatalf("step %d, n %d: redis %+v, memory %+v", i, n, got, want)
 		}
@@ -266,7 +268,7 @@ func TestMiniSlidingLogTrim(t *testing.T) {
 // a loose second limit) both match the memory store.
 func TestMiniSlidingLogClockBack(t *testing.T) {
 	x := newMini(t)
-	mem := core.NewMemoryStore(core.WithClock(func() time.Time { return x.now }))
+	mem := memorystore.New(memorystore.WithClock(func() time.Time { return x.now }))
 	ctx := context.Background()
 	l := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: time.Second}
 	loose := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: time.Millisecond, Burst: 1 << 20}
@@ -276,7 +278,7 @@ func TestMiniSlidingLogClockBack(t *testing.T) {
 			t.Helper()
 			x.now = x.now.Add(d)
 			x.m.SetTime(x.now) // TTLs do not move back
-			want, _ := mem.Take(ctx, key, n, limits...)
+			want, _ := mem.Take(ctx, key, n, specs(limits...)...)
 			if got := x.take(key, n, limits...); !reflect.DeepEqual(got, want) {
 				t.Fatalf("%d limits, at %v, n %d: redis %+v, memory %+v", len(limits), x.now.Sub(t0), n, got, want)
 			}
@@ -540,15 +542,15 @@ func TestMiniInputErrors(t *testing.T) {
 		limits []core.Limit
 		want   error
 	}{
-		{"empty key", "", 1, []core.Limit{l}, core.ErrEmptyKey},
+		{"empty key", "", 1, []core.Limit{l}, store.ErrEmptyKey},
 		{"negative cost", "k", -1, []core.Limit{l}, core.ErrNegativeCost},
-		{"no limits", "k", 1, nil, core.ErrNoLimits},
+		{"no limits", "k", 1, nil, store.ErrNoLimits},
 		{"zero limit", "k", 1, []core.Limit{{}}, core.ErrInvalidLimit},
 		{"bad second limit", "k", 1, []core.Limit{l, {Algorithm: "nope", Rate: 1, Period: time.Second}}, core.ErrInvalidLimit},
 		{"burst on window", "k", 1, []core.Limit{{Algorithm: core.FixedWindow, Rate: 1, Period: time.Second, Burst: 2}}, core.ErrInvalidLimit},
 	}
 	for _, c := range cases {
-		_, err := x.store.Take(ctx, c.key, c.n, c.limits...)
+		_, err := x.store.Take(ctx, c.key, c.n, specs(c.limits...)...)
 		if !errors.Is(err, c.want) {
 			t.Errorf("%s: error %v, want %v", c.name, err, c.want)
 		}
@@ -559,16 +561,16 @@ func TestMiniInputErrors(t *testing.T) {
 	// Redis failures are wrapped errors, never panics.
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := x.store.Take(canceled, "k", 1, l); !errors.Is(err, context.Canceled) {
+	if _, err := x.store.Take(canceled, "k", 1, specs(l)...); !errors.Is(err, context.Canceled) {
 		t.Errorf("Take with a canceled context: %v, want context.Canceled", err)
 	}
 	for _, zero := range []*Store{nil, {}} {
-		if _, err := zero.Take(ctx, "k", 1, l); err == nil {
+		if _, err := zero.Take(ctx, "k", 1, specs(l)...); err == nil {
 			t.Errorf("Take on %#v succeeded", zero)
 		}
 	}
 	x.m.Close()
-	if _, err := x.store.Take(ctx, "k", 1, l); err == nil || !strings.HasPrefix(err.Error(), "redisstore: ") {
+	if _, err := x.store.Take(ctx, "k", 1, specs(l)...); err == nil || !strings.HasPrefix(err.Error(), "redisstore: ") {
 		t.Errorf("Take on a closed server: %v, want a redisstore error", err)
 	}
 }
@@ -589,7 +591,7 @@ func TestNewOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Take(context.Background(), "k", 1, core.PerSecond(1)); err != nil {
+	if _, err := s.Take(context.Background(), "k", 1, specs(core.PerSecond(1))...); err != nil {
 		t.Fatal(err)
 	}
 	if keys := m.Keys(); len(keys) != 1 || !strings.HasPrefix(keys[0], strings.Repeat("p", MaxPrefixLen)+"{=k}:") {
@@ -685,7 +687,7 @@ func TestMiniConcurrentExact(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := 0; i < 10; i++ {
-					r, err := x.store.Take(context.Background(), "race", 1, l)
+					r, err := x.store.Take(context.Background(), "race", 1, specs(l)...)
 					if err != nil {
 						t.Error(err)
 						return
@@ -733,7 +735,7 @@ func TestMiniFixedWindowOutlivedKey(t *testing.T) {
 		}
 		x.now = x.now.Add(3 * time.Millisecond) // two windows on, no expiry
 		x.m.SetTime(x.now)
-		if r, err := x.store.Peek(context.Background(), "k", 2, l); err != nil || !r.Allowed || r.Remaining != 0 {
+		if r, err := x.store.Peek(context.Background(), "k", 2, specs(l)...); err != nil || !r.Allowed || r.Remaining != 0 {
 			t.Errorf("%v: peek of 2 in a later window: %+v, %v; want allowed, Remaining 0", l, r, err)
 		}
 		if r := x.take("k", 1, l); !r.Allowed || r.Remaining != 1 {

@@ -29,7 +29,7 @@ func flood(t *testing.T, s *Store, prefix string, keys, goroutines, per int, l c
 			defer wg.Done()
 			for i := 0; i < per; i++ {
 				k := (g + i) % keys
-				r, err := s.Take(context.Background(), prefix+strconv.Itoa(k), 1, l)
+				r, err := s.Take(context.Background(), prefix+strconv.Itoa(k), 1, specs(l)...)
 				if err != nil {
 					t.Errorf("take: %v", err)
 					return
@@ -152,7 +152,7 @@ func TestRedisPipelineCanceled(t *testing.T) {
 	srv.Freeze(t)
 	first := make(chan error, 1)
 	go func() {
-		_, err := s.Take(context.Background(), "c", 1, l) // holds the only slot
+		_, err := s.Take(context.Background(), "c", 1, specs(l)...) // holds the only slot
 		first <- err
 	}()
 	for i := 0; ; i++ {
@@ -171,7 +171,7 @@ func TestRedisPipelineCanceled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = s.Take(ctx, "c", 1, l)
+	_, err = s.Take(ctx, "c", 1, specs(l)...)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("queued Take: %v, want context.DeadlineExceeded", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -42,7 +43,7 @@ func sharedClient(tb testing.TB) *redis.Client {
 
 func takeOK(tb testing.TB, s *Store, key string, n int64, limits ...core.Limit) core.Result {
 	tb.Helper()
-	r, err := s.Take(context.Background(), key, n, limits...)
+	r, err := s.Take(context.Background(), key, n, specs(limits...)...)
 	if err != nil {
 		tb.Fatalf("Take(%q, %d): %v", key, n, err)
 	}
@@ -350,15 +351,15 @@ func TestRedisLargeCalls(t *testing.T) {
 	s := realStore(t, client)
 	ctx := context.Background()
 	key := "large:" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	l := core.Limit{Algorithm: core.SlidingLog, Rate: core.MaxSlidingLogRate, Period: time.Minute}
-	check(t, "full log", takeOK(t, s, key, core.MaxSlidingLogRate, l), want{true, core.MaxSlidingLogRate, 0, 0, time.Minute, 0})
+	l := core.Limit{Algorithm: core.SlidingLog, Rate: store.MaxSlidingLogRate, Period: time.Minute}
+	check(t, "full log", takeOK(t, s, key, store.MaxSlidingLogRate, l), want{true, store.MaxSlidingLogRate, 0, 0, time.Minute, 0})
 	logKey := s.prefix + "{" + hashTag(key) + "}:" + mustID(t, l)
-	if c := client.ZCard(ctx, logKey).Val(); c != core.MaxSlidingLogRate {
-		t.Errorf("log holds %d, want %d", c, core.MaxSlidingLogRate)
+	if c := client.ZCard(ctx, logKey).Val(); c != store.MaxSlidingLogRate {
+		t.Errorf("log holds %d, want %d", c, store.MaxSlidingLogRate)
 	}
 	last, err := client.ZRange(ctx, logKey, -1, -1).Result()
-	if err != nil || len(last) != 1 || last[0] != fmt.Sprintf("%016x", core.MaxSlidingLogRate-1) {
-		t.Errorf("newest member %v (%v), want %016x", last, err, core.MaxSlidingLogRate-1)
+	if err != nil || len(last) != 1 || last[0] != fmt.Sprintf("%016x", store.MaxSlidingLogRate-1) {
+		t.Errorf("newest member %v (%v), want %016x", last, err, store.MaxSlidingLogRate-1)
 	}
 	if r := takeOK(t, s, key, 1, l); r.Allowed {
 		t.Errorf("one more than a full log allowed: %+v", r)
@@ -446,7 +447,7 @@ func TestRedisConcurrentExact(t *testing.T) {
 			go func(s *Store) {
 				defer wg.Done()
 				for i := 0; i < 12; i++ {
-					r, err := s.Take(context.Background(), key, 1, l)
+					r, err := s.Take(context.Background(), key, 1, specs(l)...)
 					if err != nil {
 						t.Error(err)
 						return
@@ -476,7 +477,7 @@ func TestRedisTimedOutTakeChargedOnce(t *testing.T) {
 	s := realStore(t, client, WithBreaker(0, 0)) // the timeout below would open it
 	takeOK(t, s, "stuck", 0, l)                  // connect and load the script while the server runs
 	srv.Freeze(t)
-	_, err := s.Take(context.Background(), "stuck", 1, l)
+	_, err := s.Take(context.Background(), "stuck", 1, specs(l)...)
 	srv.Thaw(t)
 	if err == nil || !strings.HasPrefix(err.Error(), "redisstore: ") {
 		t.Fatalf("Take on a frozen server: %v, want a redisstore error", err)
@@ -496,7 +497,7 @@ func TestRedisTimedOutTakeChargedOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = s.Take(ctx, "stuck", 1, l)
+	_, err = s.Take(ctx, "stuck", 1, specs(l)...)
 	took := time.Since(start)
 	srv.Thaw(t)
 	if err == nil || took > 2*time.Second {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // resetChannel is the Pub/Sub channel, after the prefix, on which Reset
@@ -17,19 +17,19 @@ import (
 const resetChannel = "reset"
 
 // Peek returns exactly the Result that Take would return now, without
-// charging anything or setting a penalty lock (core.Peeker): the script
+// charging anything or setting a penalty lock (store.Peeker): the script
 // decides the cost as Take does and writes nothing. It never answers from
 // the deny cache. It fails like Take.
-func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...core.Limit) (core.Result, error) {
+func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	if err := s.check(key, n, limits); err != nil {
-		return core.Result{}, err
+		return store.Result{}, err
 	}
 	r, _, err := s.run(ctx, key, -n, limits)
 	return r, err
 }
 
 // Reset deletes the state of key under each of limits, penalty locks
-// included, in one DEL (core.Resetter). Then, before it returns, it drops
+// included, in one DEL (store.Resetter). Then, before it returns, it drops
 // the key from this Store's deny cache and announces the key on the Pub/Sub
 // channel <prefix>reset, so that every other Store with a deny cache on the
 // same Redis and prefix drops it too, within a round trip of Redis. A Store
@@ -40,7 +40,7 @@ func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...core.Li
 // Reset fails like Take for a bad key or limit, and with the client's
 // error, wrapped, when Redis fails; the key may then be partly reset, and
 // calling Reset again is safe.
-func (s *Store) Reset(ctx context.Context, key string, limits ...core.Limit) error {
+func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) error {
 	if err := s.check(key, 0, limits); err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...core.Limit) err
 
 // OnReset registers f to be called with the key of every Reset made on
 // this Redis under this prefix, through any Store in any process, shortly
-// after it (core.ResetNotifier), and with "" whenever the Store has
+// after it (store.ResetNotifier), and with "" whenever the Store has
 // (re)subscribed to the announcements, since it may have missed some. A
 // core.Limiter registers to clear its fallback store. The first call
 // starts the Store's subscription (one connection of the client, held

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -113,7 +114,7 @@ func TestRedisResetAcrossInstances(t *testing.T) {
 // that exhausts a client and moves miniredis' clock sees the client
 // allowed again, for every algorithm.
 func TestMiniredisMovingTime(t *testing.T) {
-	for _, a := range core.Algorithms() {
+	for _, a := range store.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			m := miniredis.RunT(t)
 			m.SetTime(time.Now())

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/arith"
 	"github.com/sluicehq/sluice/lua"
 )
@@ -62,8 +62,8 @@ func (s *script) eval(cmd []any) []any {
 type family struct {
 	code    string
 	script  *script
-	args    func(s *core.Spec) []int64
-	decode  func(p *prepared, n int64, v [3]int64) core.Result
+	args    func(s *store.Spec) []int64
+	decode  func(p *prepared, n int64, v [3]int64) store.Result
 	replies int // integers in the lean script's reply, at most 3
 	// unpack, when not nil, turns a reply of one integer into the
 	// replies integers decode takes (fixed.lua packs its two when exact;
@@ -72,21 +72,21 @@ type family struct {
 }
 
 // families maps every algorithm to its scripts: the one place that does.
-var families = map[core.Algorithm]*family{
-	core.GCRA:          {lua.CodeGCRA, tatScript, tatArgs, decodeGCRA, 1, nil},
-	core.LeakyBucket:   {lua.CodeLeakyBucket, tatScript, tatArgs, decodeLeaky, 1, nil},
-	core.TokenBucket:   {lua.CodeTokenBucket, tokenScript, tokenArgs, decodeToken, 1, nil},
-	core.FixedWindow:   {lua.CodeFixedWindow, fixedScript, windowArgs, decodeFixed, 2, unpackFixed},
-	core.SlidingWindow: {lua.CodeSlidingWindow, slidingScript, windowArgs, decodeSliding, 3, nil},
-	core.SlidingLog:    {lua.CodeSlidingLog, logScript, logArgs, decodeLog, 3, logShort},
+var families = map[store.Algorithm]*family{
+	store.GCRA:          {lua.CodeGCRA, tatScript, tatArgs, decodeGCRA, 1, nil},
+	store.LeakyBucket:   {lua.CodeLeakyBucket, tatScript, tatArgs, decodeLeaky, 1, nil},
+	store.TokenBucket:   {lua.CodeTokenBucket, tokenScript, tokenArgs, decodeToken, 1, nil},
+	store.FixedWindow:   {lua.CodeFixedWindow, fixedScript, windowArgs, decodeFixed, 2, unpackFixed},
+	store.SlidingWindow: {lua.CodeSlidingWindow, slidingScript, windowArgs, decodeSliding, 3, nil},
+	store.SlidingLog:    {lua.CodeSlidingLog, logScript, logArgs, decodeLog, 3, logShort},
 }
 
-func tatArgs(s *core.Spec) []int64    { return []int64{s.Capacity(), s.Interval} }
-func tokenArgs(s *core.Spec) []int64  { return []int64{s.Rate, s.Period, s.Burst} }
-func windowArgs(s *core.Spec) []int64 { return []int64{s.Rate, s.Period} }
+func tatArgs(s *store.Spec) []int64    { return []int64{s.Capacity(), s.Interval()} }
+func tokenArgs(s *store.Spec) []int64  { return []int64{s.Rate(), s.Period(), s.Burst()} }
+func windowArgs(s *store.Spec) []int64 { return []int64{s.Rate(), s.Period()} }
 
 // logArgs: R, P and the key's lifetime in ms after a charge, ceil(P/1000).
-func logArgs(s *core.Spec) []int64 { return []int64{s.Rate, s.Period, ceilDiv(s.Period, 1000)} }
+func logArgs(s *store.Spec) []int64 { return []int64{s.Rate(), s.Period(), ceilDiv(s.Period(), 1000)} }
 
 // The lean scripts reply with the state after the call and the verdict in
 // the sign of their first integer: x >= 0 when allowed, ^x (-x-1) when
@@ -102,17 +102,17 @@ func verdict(x int64) (allowed bool, v int64) {
 	return true, x
 }
 
-func decodeGCRA(p *prepared, n int64, v [3]int64) core.Result { return tatResult(p, n, v[0], false) }
+func decodeGCRA(p *prepared, n int64, v [3]int64) store.Result { return tatResult(p, n, v[0], false) }
 
-func decodeLeaky(p *prepared, n int64, v [3]int64) core.Result { return tatResult(p, n, v[0], true) }
+func decodeLeaky(p *prepared, n int64, v [3]int64) store.Result { return tatResult(p, n, v[0], true) }
 
 // tatResult: the reply is used = tat - now after the call (allowed), or
 // before it (denied).
-func tatResult(p *prepared, n, x int64, leaky bool) core.Result {
-	lim, T := p.capacity, p.spec.Interval
+func tatResult(p *prepared, n, x int64, leaky bool) store.Result {
+	lim, T := p.capacity, p.spec.Interval()
 	tol := lim * T
 	ok, used := verdict(x)
-	r := core.Result{Allowed: ok, Limit: lim, ResetAfter: micros(used)}
+	r := store.Result{Allowed: ok, Limit: lim, ResetAfter: micros(used)}
 	if tol > used {
 		r.Remaining = (tol - used) / T
 	}
@@ -120,7 +120,7 @@ func tatResult(p *prepared, n, x int64, leaky bool) core.Result {
 	case ok && leaky && n > 0:
 		r.Delay = micros(used - T)
 	case !ok && n > lim:
-		r.RetryAfter = core.InfDuration
+		r.RetryAfter = store.InfDuration
 	case !ok:
 		r.RetryAfter = micros(used + n*T - tol)
 	}
@@ -129,13 +129,13 @@ func tatResult(p *prepared, n, x int64, leaky bool) core.Result {
 
 // decodeToken: the reply is tok, the tokens scaled by P after the call
 // (allowed) or refilled to now (denied).
-func decodeToken(p *prepared, n int64, v [3]int64) core.Result {
-	R, P, B := p.spec.Rate, p.spec.Period, p.spec.Burst
+func decodeToken(p *prepared, n int64, v [3]int64) store.Result {
+	R, P, B := p.spec.Rate(), p.spec.Period(), p.spec.Burst()
 	ok, tok := verdict(v[0])
-	r := core.Result{Allowed: ok, Limit: B, Remaining: tok / P, ResetAfter: micros(ceilDiv(B*P-tok, R))}
+	r := store.Result{Allowed: ok, Limit: B, Remaining: tok / P, ResetAfter: micros(ceilDiv(B*P-tok, R))}
 	switch {
 	case !ok && n > B:
-		r.RetryAfter = core.InfDuration
+		r.RetryAfter = store.InfDuration
 	case !ok:
 		r.RetryAfter = micros(ceilDiv(n*P-tok, R))
 	}
@@ -145,7 +145,7 @@ func decodeToken(p *prepared, n int64, v [3]int64) core.Result {
 // unpackFixed splits fixed.lua's reply of one integer, c·P + left - 1
 // when allowed or -(c·P + left) when denied, into {c or ^c, left}.
 func unpackFixed(p *prepared, x int64) [3]int64 {
-	P := p.spec.Period
+	P := p.spec.Period()
 	if x >= 0 {
 		return [3]int64{x / P, x%P + 1}
 	}
@@ -155,17 +155,17 @@ func unpackFixed(p *prepared, x int64) [3]int64 {
 
 // decodeFixed: the reply is the window's count c after the call (allowed)
 // or before it (denied), and left = end - now.
-func decodeFixed(p *prepared, n int64, v [3]int64) core.Result {
-	R := p.spec.Rate
+func decodeFixed(p *prepared, n int64, v [3]int64) store.Result {
+	R := p.spec.Rate()
 	ok, c := verdict(v[0])
 	left := micros(v[1])
-	r := core.Result{Allowed: ok, Limit: R, Remaining: R - c}
+	r := store.Result{Allowed: ok, Limit: R, Remaining: R - c}
 	if c > 0 {
 		r.ResetAfter = left
 	}
 	switch {
 	case !ok && n > R:
-		r.RetryAfter = core.InfDuration
+		r.RetryAfter = store.InfDuration
 	case !ok:
 		r.RetryAfter = left
 	}
@@ -175,11 +175,11 @@ func decodeFixed(p *prepared, n int64, v [3]int64) core.Result {
 // decodeSliding: the reply is the current window's count c after the call
 // (allowed) or before it (denied), the previous window's p, and e, how far
 // now is into the current window.
-func decodeSliding(p *prepared, n int64, v [3]int64) core.Result {
-	R, P := p.spec.Rate, p.spec.Period
+func decodeSliding(p *prepared, n int64, v [3]int64) store.Result {
+	R, P := p.spec.Rate(), p.spec.Period()
 	ok, c := verdict(v[0])
 	prev, e := v[1], v[2]
-	r := core.Result{Allowed: ok, Limit: R}
+	r := store.Result{Allowed: ok, Limit: R}
 	if rem := R*P - prev*(P-e) - c*P; rem > 0 {
 		r.Remaining = rem / P
 	}
@@ -191,7 +191,7 @@ func decodeSliding(p *prepared, n int64, v [3]int64) core.Result {
 	}
 	switch {
 	case !ok && n > R:
-		r.RetryAfter = core.InfDuration
+		r.RetryAfter = store.InfDuration
 	case !ok:
 		r.RetryAfter = micros(arith.SlidingWindowRetry(R, P, e, c, prev, n))
 	}
@@ -202,13 +202,13 @@ func decodeSliding(p *prepared, n int64, v [3]int64) core.Result {
 // (allowed) or before it (denied), reset, and the retry of a denied cost up
 // to R, all computed by the script from the log; or, for an admission whose
 // newest entry is stamped now, c alone (see logShort).
-func decodeLog(p *prepared, n int64, v [3]int64) core.Result {
-	R := p.spec.Rate
+func decodeLog(p *prepared, n int64, v [3]int64) store.Result {
+	R := p.spec.Rate()
 	ok, c := verdict(v[0])
-	r := core.Result{Allowed: ok, Limit: R, Remaining: R - c, ResetAfter: micros(v[1])}
+	r := store.Result{Allowed: ok, Limit: R, Remaining: R - c, ResetAfter: micros(v[1])}
 	switch {
 	case !ok && n > R:
-		r.RetryAfter = core.InfDuration
+		r.RetryAfter = store.InfDuration
 	case !ok:
 		r.RetryAfter = micros(v[2])
 	}
@@ -222,7 +222,7 @@ func logShort(p *prepared, c int64) [3]int64 {
 	if c == 0 {
 		return [3]int64{}
 	}
-	return [3]int64{c, p.spec.Period, 0}
+	return [3]int64{c, p.spec.Period(), 0}
 }
 
 // ceilDiv is ceil(a/b) for a >= 0, b > 0.
@@ -230,7 +230,7 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // decodeLean turns a lean script's reply into the Result of a Take of n
 // (negative: a dry run of -n) on the one limit p.
-func decodeLean(p *prepared, n int64, reply any) (core.Result, error) {
+func decodeLean(p *prepared, n int64, reply any) (store.Result, error) {
 	var v [3]int64
 	k := 0
 	switch r := reply.(type) {
@@ -243,14 +243,14 @@ func decodeLean(p *prepared, n int64, reply any) (core.Result, error) {
 		for ; k < len(r) && k < len(v); k++ {
 			x, ok := r[k].(int64)
 			if !ok {
-				return core.Result{}, fmt.Errorf("redisstore: take: script reply holds %T, want integers", r[k])
+				return store.Result{}, fmt.Errorf("redisstore: take: script reply holds %T, want integers", r[k])
 			}
 			v[k] = x
 		}
 		k = len(r)
 	}
 	if k != p.lean.replies {
-		return core.Result{}, fmt.Errorf("redisstore: take: script replied %T of %d integers, want %d", reply, k, p.lean.replies)
+		return store.Result{}, fmt.Errorf("redisstore: take: script replied %T of %d integers, want %d", reply, k, p.lean.replies)
 	}
 	return p.lean.decode(p, abs(n), v), nil
 }
@@ -278,7 +278,7 @@ func int64s(reply any) ([]int64, error) {
 }
 
 // leanArgs renders a lean script's ARGV after the cost, once per limit.
-func leanArgs(f *family, s *core.Spec) []any {
+func leanArgs(f *family, s *store.Spec) []any {
 	var out []any
 	for _, x := range f.args(s) {
 		out = append(out, x)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/lua"
 )
 
@@ -30,13 +30,15 @@ const MaxPrefixLen = 64
 const maxPlainKey = 64
 
 // maxCachedLimits bounds the per-Store cache of prepared limits, so that
-// callers building limits on the fly cannot grow it without end.
+// callers building limits on the fly cannot grow it without end. The cache
+// is keyed by Spec: a prepared limit holds its Redis key suffix and script
+// arguments already formatted, which a Take would otherwise build anew.
 const maxCachedLimits = 1024
 
 // ErrInvalidPrefix is wrapped by the error New returns for a bad WithPrefix.
 var ErrInvalidPrefix = errors.New("redisstore: invalid key prefix")
 
-// Store is a core.Store that keeps rate-limit state in Redis, a Redis
+// Store is a store.Store that keeps rate-limit state in Redis, a Redis
 // Cluster or any other redis.UniversalClient. Each Take is one EVALSHA of
 // a Lua script (see package lua) that reads Redis' clock, decides every
 // limit and writes the states with their TTLs, so concurrent Takes from
@@ -45,15 +47,15 @@ var ErrInvalidPrefix = errors.New("redisstore: invalid key prefix")
 // Besides a small cache of prepared limits, a Store holds a queue of Takes
 // waiting for a shared round trip (WithPipelining, on by default) and,
 // when asked, a bounded cache of recent denials (WithDenyCache); neither
-// changes any Result. It implements core.Peeker, core.Resetter and
-// core.ResetNotifier. It is safe for concurrent use. Create it with New;
+// changes any Result. It implements store.Peeker, store.Resetter and
+// store.ResetNotifier. It is safe for concurrent use. Create it with New;
 // the zero value is not usable. Close stops its background subscription,
 // if it has one.
 type Store struct {
 	client redis.UniversalClient
 	prefix string
 
-	cache  sync.Map // core.Limit -> *prepared
+	cache  sync.Map // store.Spec -> *prepared (see maxCachedLimits)
 	cached atomic.Int32
 
 	scripts *runner      // runs the scripts, reloads them when lost
@@ -275,23 +277,19 @@ type prepared struct {
 	lean     *family
 	leanArgs []any
 
-	spec     core.Spec
+	spec     store.Spec
 	capacity int64
-	alg      core.Algorithm
+	alg      store.Algorithm
 	penalty  int64 // µs
 }
 
-func (s *Store) prepare(l core.Limit) (*prepared, error) {
-	if p, ok := s.cache.Load(l); ok {
+func (s *Store) prepare(spec store.Spec) (*prepared, error) {
+	if p, ok := s.cache.Load(spec); ok {
 		return p.(*prepared), nil
 	}
-	spec, err := l.Spec()
-	if err != nil {
-		return nil, err
-	}
-	f := families[spec.Algorithm]
+	f := families[spec.Algorithm()]
 	if f == nil {
-		return nil, fmt.Errorf("%w %s: algorithm %q has no Redis script", core.ErrInvalidLimit, l, string(spec.Algorithm))
+		return nil, fmt.Errorf("%w: algorithm %q has no Redis script", store.ErrInvalidLimit, string(spec.Algorithm()))
 	}
 	state := stateSuffix(&spec)
 	p := &prepared{
@@ -299,22 +297,22 @@ func (s *Store) prepare(l core.Limit) (*prepared, error) {
 		lock:     state + ":x",
 		spec:     spec,
 		capacity: spec.Capacity(),
-		alg:      spec.Algorithm,
-		penalty:  spec.Penalty,
+		alg:      spec.Algorithm(),
+		penalty:  spec.Penalty(),
 		args: [lua.ArgsPerLimit]any{
 			f.code,
-			strconv.FormatInt(spec.Rate, 10),
-			strconv.FormatInt(spec.Period, 10),
-			strconv.FormatInt(spec.Burst, 10),
-			strconv.FormatInt(spec.Interval, 10),
-			strconv.FormatInt(spec.Penalty, 10),
+			strconv.FormatInt(spec.Rate(), 10),
+			strconv.FormatInt(spec.Period(), 10),
+			strconv.FormatInt(spec.Burst(), 10),
+			strconv.FormatInt(spec.Interval(), 10),
+			strconv.FormatInt(spec.Penalty(), 10),
 		},
 	}
-	if spec.Penalty == 0 {
+	if spec.Penalty() == 0 {
 		p.lean, p.leanArgs = f, leanArgs(f, &spec)
 	}
 	if s.cached.Load() < maxCachedLimits {
-		if _, loaded := s.cache.LoadOrStore(l, p); !loaded {
+		if _, loaded := s.cache.LoadOrStore(spec, p); !loaded {
 			s.cached.Add(1)
 		}
 	}
@@ -324,7 +322,7 @@ func (s *Store) prepare(l core.Limit) (*prepared, error) {
 // Take charges n (n == 0 peeks) against every limit for key, atomically:
 // either every limit allows and all are charged, or none is charged and
 // only the penalty locks of the limits that denied are set. All limits
-// are decided at one instant of Redis' clock. The Result is core.Combine's
+// are decided at one instant of Redis' clock. The Result is store.Combine's
 // of the limits' own Results, which are in the order given.
 //
 // key may be any non-empty string: a key of 1 to 64 bytes of
@@ -332,13 +330,13 @@ func (s *Store) prepare(l core.Limit) (*prepared, error) {
 // by a hash of it, so keys can neither collide nor grow Redis keys without
 // bound. Every Redis key of one Take shares one Cluster hash tag.
 //
-// Take returns an error wrapping core.ErrEmptyKey, core.ErrNegativeCost,
-// core.ErrNoLimits or core.ErrInvalidLimit for bad input, and the Redis
+// Take returns an error wrapping store.ErrEmptyKey, store.ErrNegativeCost,
+// store.ErrNoLimits or store.ErrInvalidLimit for bad input, and the Redis
 // client's error, wrapped, when Redis fails; it then charges nothing that
 // it knows of (see New about client retries).
-func (s *Store) Take(ctx context.Context, key string, n int64, limits ...core.Limit) (core.Result, error) {
+func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	if err := s.check(key, n, limits); err != nil {
-		return core.Result{}, err
+		return store.Result{}, err
 	}
 	if r, ok, err := s.lease.take(ctx, key, n, limits); ok { // lease mode (lease.go); nil: off
 		return r, err
@@ -353,7 +351,7 @@ func (s *Store) Take(ctx context.Context, key string, n int64, limits ...core.Li
 	t0 := s.clock()
 	if r, ok := s.deny.get(key, n, limits[0], t0); ok {
 		if err := ctx.Err(); err != nil {
-			return core.Result{}, fmt.Errorf("redisstore: take %d on 1 limit(s): %w", n, err)
+			return store.Result{}, fmt.Errorf("redisstore: take %d on 1 limit(s): %w", n, err)
 		}
 		return r, nil
 	}
@@ -365,30 +363,35 @@ func (s *Store) Take(ctx context.Context, key string, n int64, limits ...core.Li
 }
 
 // check reports bad arguments to Take, Peek or Reset.
-func (s *Store) check(key string, n int64, limits []core.Limit) error {
+func (s *Store) check(key string, n int64, limits []store.Spec) error {
 	switch {
 	case s == nil || s.client == nil:
 		return errors.New("redisstore: take on a Store not made by New")
 	case key == "":
-		return fmt.Errorf("redisstore: take: %w", core.ErrEmptyKey)
+		return fmt.Errorf("redisstore: take: %w", store.ErrEmptyKey)
 	case n < 0:
-		return fmt.Errorf("redisstore: take %d: %w", n, core.ErrNegativeCost)
+		return fmt.Errorf("redisstore: take %d: %w", n, store.ErrNegativeCost)
 	case len(limits) == 0:
-		return fmt.Errorf("redisstore: take: %w", core.ErrNoLimits)
+		return fmt.Errorf("redisstore: take: %w", store.ErrNoLimits)
+	}
+	for i := range limits {
+		if err := limits[i].Validate(); err != nil {
+			return fmt.Errorf("redisstore: take: limit %d: %w", i, err)
+		}
 	}
 	return nil
 }
 
 // run sends one script call for a Take of n, or for a dry run of -n when n
 // is negative, and returns its Result and the first limit, prepared.
-func (s *Store) run(ctx context.Context, key string, n int64, limits []core.Limit) (core.Result, *prepared, error) {
+func (s *Store) run(ctx context.Context, key string, n int64, limits []store.Spec) (store.Result, *prepared, error) {
 	c, err := s.call(key, n, limits)
 	if err != nil {
-		return core.Result{}, nil, err
+		return store.Result{}, nil, err
 	}
 	server := s.health.nodeFor(ctx, c.key)
 	if err := server.admit(ctx); err != nil {
-		return core.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
+		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
 	}
 	var reply any
 	if server.pipe != nil {
@@ -401,7 +404,7 @@ func (s *Store) run(ctx context.Context, key string, n int64, limits []core.Limi
 		if s.cluster != nil {
 			s.cluster.kick(s.clock())
 		}
-		return core.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
+		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
 	}
 	r, err := c.decode(reply, n)
 	return r, c.first, err
@@ -421,7 +424,7 @@ type scriptCall struct {
 // call builds the script call for a Take of n (negative: a dry run of -n):
 // the lean script of its family for one limit without a penalty, else the
 // take script.
-func (s *Store) call(key string, n int64, limits []core.Limit) (scriptCall, error) {
+func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, error) {
 	if len(limits) == 1 {
 		p, err := s.prepare(limits[0])
 		if err != nil {
@@ -445,13 +448,13 @@ func (s *Store) call(key string, n int64, limits []core.Limit) (scriptCall, erro
 }
 
 // decode turns the reply of c into the Result of its Take of n.
-func (c *scriptCall) decode(reply any, n int64) (core.Result, error) {
+func (c *scriptCall) decode(reply any, n int64) (store.Result, error) {
 	if c.script != takeScript {
 		return decodeLean(c.first, n, reply)
 	}
 	v, err := int64s(reply)
 	if err != nil {
-		return core.Result{}, err
+		return store.Result{}, err
 	}
 	return decode(v, c.m)
 }
@@ -462,8 +465,8 @@ func (c *scriptCall) decode(reply any, n int64) (core.Result, error) {
 // earlier versions; the mark keeps the two layouts in different keys, so a
 // process of an earlier version running beside this one never meets a key
 // of the wrong type.
-func stateSuffix(s *core.Spec) string {
-	if s.Algorithm == core.FixedWindow {
+func stateSuffix(s *store.Spec) string {
+	if s.Algorithm() == store.FixedWindow {
 		return ":" + s.ID() + ":h"
 	}
 	return ":" + s.ID()
@@ -481,7 +484,7 @@ func (s *Store) redisKey(key, suffix string) string {
 
 // request builds the take script's KEYS and ARGV for a Take; first is the
 // first limit, prepared.
-func (s *Store) request(key string, n int64, limits []core.Limit) (keys []string, args []any, first *prepared, err error) {
+func (s *Store) request(key string, n int64, limits []store.Spec) (keys []string, args []any, first *prepared, err error) {
 	base := s.redisKey(key, "")
 	keys = make([]string, 0, lua.KeysPerLimit*len(limits))
 	args = make([]any, 1, 1+lua.ArgsPerLimit*len(limits))
@@ -502,15 +505,15 @@ func (s *Store) request(key string, n int64, limits []core.Limit) (keys []string
 
 // decode turns the take script's reply into the Result of a Take over m
 // limits.
-func decode(reply []int64, m int) (core.Result, error) {
+func decode(reply []int64, m int) (store.Result, error) {
 	if len(reply) != lua.RepliesPerLimit*m {
-		return core.Result{}, fmt.Errorf("redisstore: take: script replied %d integers for %d limit(s), want %d",
+		return store.Result{}, fmt.Errorf("redisstore: take: script replied %d integers for %d limit(s), want %d",
 			len(reply), m, lua.RepliesPerLimit*m)
 	}
-	per := make([]core.Result, m)
+	per := make([]store.Result, m)
 	for i := range per {
 		v := reply[lua.RepliesPerLimit*i:]
-		per[i] = core.Result{
+		per[i] = store.Result{
 			Allowed:    v[0] == 1,
 			Limit:      v[1],
 			Remaining:  v[2],
@@ -519,12 +522,12 @@ func decode(reply []int64, m int) (core.Result, error) {
 			Delay:      micros(v[5]),
 		}
 	}
-	return core.Combine(per), nil
+	return store.Combine(per), nil
 }
 
 // costArg is n for the scripts (negative: a dry run of -n). Every limit's
 // capacity is below lua.MaxCost, so a larger cost is sent as lua.MaxCost:
-// it is denied with RetryAfter core.InfDuration all the same, and no
+// it is denied with RetryAfter store.InfDuration all the same, and no
 // arithmetic overflows.
 func costArg(n int64) int64 {
 	return max(-lua.MaxCost, min(n, lua.MaxCost))
@@ -532,7 +535,7 @@ func costArg(n int64) int64 {
 
 func retryDuration(us int64) time.Duration {
 	if us == lua.RetryNever {
-		return core.InfDuration
+		return store.InfDuration
 	}
 	return micros(us)
 }
@@ -540,12 +543,12 @@ func retryDuration(us int64) time.Duration {
 // micros converts the script's microseconds, which are below 2^53, to a
 // Duration; out-of-range figures saturate rather than wrap.
 func micros(us int64) time.Duration {
-	const maxMicros = int64(core.InfDuration / time.Microsecond)
+	const maxMicros = int64(store.InfDuration / time.Microsecond)
 	switch {
 	case us <= 0:
 		return 0
 	case us > maxMicros:
-		return core.InfDuration
+		return store.InfDuration
 	}
 	return time.Duration(us) * time.Microsecond
 }

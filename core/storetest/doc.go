@@ -1,4 +1,4 @@
-// Package storetest is the conformance suite every core.Store must pass: it
+// Package storetest is the conformance suite every store.Store must pass: it
 // holds a store to the arithmetic of ALGORITHMS.md, figure by figure.
 //
 // A store's tests call Run with a Harness that says how to build the store
@@ -7,7 +7,7 @@
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, storetest.Harness{
-//			NewStore: func(tb testing.TB) core.Store { return newStore(tb) },
+//			NewStore: func(tb testing.TB) store.Store { return newStore(tb) },
 //			Now:      clock.Now,
 //			Advance:  func(tb testing.TB, d time.Duration) { clock.Advance(d) },
 //		})
@@ -15,11 +15,11 @@
 //
 // Run covers, as subtests:
 //
-//   - BadInput: an empty key, a negative cost, no limits and every kind of
-//     invalid Limit return errors wrapping core.ErrEmptyKey,
-//     core.ErrNegativeCost, core.ErrNoLimits and core.ErrInvalidLimit,
+//   - BadInput: an empty key, a negative cost, no limits and an invalid
+//     limit (the zero Spec) return errors wrapping store.ErrEmptyKey,
+//     store.ErrNegativeCost, store.ErrNoLimits and store.ErrInvalidLimit,
 //     without a panic and without charging anything; a cost beyond capacity
-//     (up to math.MaxInt64) is a denial with RetryAfter core.InfDuration.
+//     (up to math.MaxInt64) is a denial with RetryAfter store.InfDuration.
 //   - Isolation: keys that a naive storage encoding would confuse ("k:x",
 //     "{k}", "k\x00", …) and limits that differ in any field keep separate
 //     state; two store instances on one backend share it.

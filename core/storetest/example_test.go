@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/core/storetest"
 )
 
@@ -28,13 +29,13 @@ func (c *fakeClock) Advance(_ testing.TB, d time.Duration) {
 }
 
 // A store's test builds a Harness and passes it to Run. Here: the
-// MemoryStore on a clock the suite controls, so every figure is exact. A
+// memory store on a clock the suite controls, so every figure is exact. A
 // Redis store would also set Keys (SCAN and PTTL) and FlushScripts.
 func ExampleRun() {
 	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
-	store := core.NewMemoryStore(core.WithClock(clock.Now))
+	mem := memorystore.New(memorystore.WithClock(clock.Now))
 	h := storetest.Harness{
-		NewStore: func(testing.TB) core.Store { return store },
+		NewStore: func(testing.TB) store.Store { return mem },
 		Now:      clock.Now,
 		Advance:  clock.Advance,
 	}

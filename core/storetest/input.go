@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // badInput is a Take that must fail with an error wrapping want.
@@ -24,10 +25,10 @@ type badInput struct {
 // badInputs returns every kind of bad input, on key, good being a valid limit.
 func badInputs(key string, good core.Limit) []badInput {
 	return []badInput{
-		{"empty key", "", 1, []core.Limit{good}, core.ErrEmptyKey},
+		{"empty key", "", 1, []core.Limit{good}, store.ErrEmptyKey},
 		{"negative cost", key, -1, []core.Limit{good}, core.ErrNegativeCost},
 		{"most negative cost", key, math.MinInt64, []core.Limit{good}, core.ErrNegativeCost},
-		{"no limits", key, 1, nil, core.ErrNoLimits},
+		{"no limits", key, 1, nil, store.ErrNoLimits},
 		{"zero limit", key, 1, []core.Limit{{}}, core.ErrInvalidLimit},
 		{"zero rate", key, 1, []core.Limit{{Rate: 0, Period: time.Second}}, core.ErrInvalidLimit},
 		{"negative rate", key, 1, []core.Limit{{Rate: -1, Period: time.Second}}, core.ErrInvalidLimit},
@@ -40,7 +41,7 @@ func badInputs(key string, good core.Limit) []badInput {
 		{"burst on fixed window", key, 1, []core.Limit{{Algorithm: core.FixedWindow, Rate: 1, Period: time.Second, Burst: 2}}, core.ErrInvalidLimit},
 		{"burst on sliding window", key, 1, []core.Limit{{Algorithm: core.SlidingWindow, Rate: 1, Period: time.Second, Burst: 2}}, core.ErrInvalidLimit},
 		{"burst on sliding log", key, 1, []core.Limit{{Algorithm: core.SlidingLog, Rate: 1, Period: time.Second, Burst: 2}}, core.ErrInvalidLimit},
-		{"sliding log too large", key, 1, []core.Limit{{Algorithm: core.SlidingLog, Rate: core.MaxSlidingLogRate + 1, Period: time.Hour}}, core.ErrInvalidLimit},
+		{"sliding log too large", key, 1, []core.Limit{{Algorithm: core.SlidingLog, Rate: store.MaxSlidingLogRate + 1, Period: time.Hour}}, core.ErrInvalidLimit},
 		{"gcra faster than 1/µs", key, 1, []core.Limit{{Algorithm: core.GCRA, Rate: 2, Period: time.Microsecond}}, core.ErrInvalidLimit},
 		{"token bucket too large", key, 1, []core.Limit{{Algorithm: core.TokenBucket, Rate: 1 << 40, Period: time.Hour}}, core.ErrInvalidLimit},
 		{"one invalid among valid", key, 1, []core.Limit{good, {Rate: 1, Period: -1}}, core.ErrInvalidLimit},
@@ -74,7 +75,7 @@ func (s *suite) testBadInput(t *testing.T) {
 // testHugeCost: a cost no limit can ever admit is a plain denial,
 // RetryAfter INF, not an error, whatever its size (a store must not
 // overflow n·T or n·P).
-func testHugeCost(t *testing.T, st core.Store) {
+func testHugeCost(t *testing.T, st store.Store) {
 	for _, lim := range hourLimits(5) {
 		key := newKey(t)
 		for _, n := range []int64{math.MaxInt64, 1 << 53, 1<<53 + 1, 6} {
@@ -168,7 +169,7 @@ func (s *suite) testConcurrency(t *testing.T) {
 			for _, st := range stores {
 				for g := 0; g < perStore; g++ {
 					wg.Add(1)
-					go func(st core.Store) {
+					go func(st store.Store) {
 						defer wg.Done()
 						<-start
 						res, err := take(t, st, key, 1, lim)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // resetLimits are the limits the Reset case exhausts: every algorithm, each
@@ -19,15 +20,15 @@ func resetLimits() []core.Limit {
 	return out
 }
 
-// testReset checks core.Resetter, when the store implements it: a key
+// testReset checks store.Resetter, when the store implements it: a key
 // exhausted and locked through one instance, then Reset through the other,
 // gets exactly what a fresh key gets; other keys keep their state; bad
 // input fails like Take.
 func (s *suite) testReset(t *testing.T) {
 	stores := s.stores(t)
-	r, ok := stores[1].(core.Resetter)
+	r, ok := stores[1].(store.Resetter)
 	if !ok {
-		t.Skip("the store is not a core.Resetter")
+		t.Skip("the store is not a store.Resetter")
 	}
 	limits := resetLimits()
 	warmUp(t, limits, stores[:]...)
@@ -43,11 +44,11 @@ func (s *suite) testReset(t *testing.T) {
 // testResetOne exhausts two keys under l through stores[0], resets one
 // through r (stores[1]), and checks that it then gets what a fresh key gets
 // and that the other is still locked.
-func (s *suite) testResetOne(t *testing.T, ctx context.Context, stores [2]core.Store, r core.Resetter, l core.Limit) {
+func (s *suite) testResetOne(t *testing.T, ctx context.Context, stores [2]store.Store, r store.Resetter, l core.Limit) {
 	key, other := newKey(t), newKey(t)
 	exhaust(t, stores[0], key, l)
 	exhaust(t, stores[0], other, l)
-	if err := r.Reset(ctx, key, l); err != nil {
+	if err := r.Reset(ctx, key, specs([]core.Limit{l})...); err != nil {
 		t.Fatalf("Reset: %v", err)
 	}
 	got := takeAfterReset(t, stores[0], key, l)
@@ -63,36 +64,36 @@ func (s *suite) testResetOne(t *testing.T, ctx context.Context, stores [2]core.S
 // testResetSeveral exhausts one key under every limit through stores[1],
 // resets them all in one call, and checks that the key is admitted again;
 // resetting a key without state is no error.
-func testResetSeveral(t *testing.T, ctx context.Context, stores [2]core.Store, r core.Resetter, limits []core.Limit) {
+func testResetSeveral(t *testing.T, ctx context.Context, stores [2]store.Store, r store.Resetter, limits []core.Limit) {
 	key := newKey(t)
 	for _, l := range limits {
 		exhaust(t, stores[1], key, l)
 	}
-	if err := r.Reset(ctx, key, limits...); err != nil {
+	if err := r.Reset(ctx, key, specs(limits)...); err != nil {
 		t.Fatalf("Reset: %v", err)
 	}
 	got := takeAfterReset(t, stores[0], key, limits...)
 	if !got.Allowed || got.Remaining != 4 {
 		t.Errorf("after Reset of every limit: %s, want allowed with 4 remaining", fmtResult(got))
 	}
-	if err := r.Reset(ctx, newKey(t), limits...); err != nil {
+	if err := r.Reset(ctx, newKey(t), specs(limits)...); err != nil {
 		t.Errorf("Reset of a key without state: %v", err)
 	}
 }
 
 // testResetBadInput: Reset rejects an empty key, no limits and an invalid
 // limit with Take's errors; valid is a valid limit.
-func testResetBadInput(t *testing.T, ctx context.Context, r core.Resetter, valid []core.Limit) {
+func testResetBadInput(t *testing.T, ctx context.Context, r store.Resetter, valid []core.Limit) {
 	for _, c := range []struct {
 		key    string
 		limits []core.Limit
 		want   error
 	}{
-		{"", valid, core.ErrEmptyKey},
-		{"k", nil, core.ErrNoLimits},
+		{"", valid, store.ErrEmptyKey},
+		{"k", nil, store.ErrNoLimits},
 		{"k", []core.Limit{{Rate: -1, Period: time.Second}}, core.ErrInvalidLimit},
 	} {
-		if err := r.Reset(ctx, c.key, c.limits...); !errors.Is(err, c.want) {
+		if err := r.Reset(ctx, c.key, specs(c.limits)...); !errors.Is(err, c.want) {
 			t.Errorf("Reset(%q, %v): %v, want %v", c.key, c.limits, err, c.want)
 		}
 	}
@@ -106,7 +107,7 @@ const resetDelay = time.Second
 // resetDelay, and returns the first allowed Result (or the last denial).
 // Before the store has dropped what it kept of key, Takes are denied
 // without charging.
-func takeAfterReset(tb testing.TB, st core.Store, key string, limits ...core.Limit) core.Result {
+func takeAfterReset(tb testing.TB, st store.Store, key string, limits ...core.Limit) core.Result {
 	tb.Helper()
 	deadline := time.Now().Add(resetDelay)
 	for {
@@ -120,7 +121,7 @@ func takeAfterReset(tb testing.TB, st core.Store, key string, limits ...core.Lim
 
 // exhaust spends l's allowance for key and makes one more request, which
 // the penalty turns into a lock.
-func exhaust(tb testing.TB, st core.Store, key string, l core.Limit) {
+func exhaust(tb testing.TB, st store.Store, key string, l core.Limit) {
 	tb.Helper()
 	for i := 0; ; i++ {
 		res := mustTake(tb, st, key, 1, l)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 const (
@@ -656,16 +657,16 @@ func (s *suite) playOnce(t *testing.T, sc scenario, steps []step, flush bool) (f
 }
 
 // checkPeek peeks at step st before it is taken, through the other store
-// instance, when the store is a core.Peeker: the Result must be the one the
+// instance, when the store is a store.Peeker: the Result must be the one the
 // Take is about to return (the Take that follows shows it charged nothing).
-func (s *suite) checkPeek(tb testing.TB, st core.Store, key string, i int, stp step, limits []core.Limit) []string {
-	p, ok := st.(core.Peeker)
+func (s *suite) checkPeek(tb testing.TB, st store.Store, key string, i int, stp step, limits []core.Limit) []string {
+	p, ok := st.(store.Peeker)
 	if !ok {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	got, err := p.Peek(ctx, key, stp.n, limits...)
+	got, err := p.Peek(ctx, key, stp.n, specs(limits)...)
 	where := fmt.Sprintf("peek before step %d (at %v, n=%d, limits %v)", i, stp.at, stp.n, limits)
 	if err != nil {
 		return []string{fmt.Sprintf("%s: %v", where, err)}

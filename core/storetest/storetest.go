@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // KeyTTL is one key held by a store's backend and its remaining lifetime.
@@ -27,7 +28,7 @@ type Harness struct {
 	// return a new instance sharing the backend's state (a new client on the
 	// same Redis); a store without a shared backend may return the same
 	// instance every time. The suite alternates between two instances.
-	NewStore func(tb testing.TB) core.Store
+	NewStore func(tb testing.TB) store.Store
 
 	// Now and Advance, when both are set, give the suite full control of the
 	// store's clock: Now returns it and Advance moves it forward by d
@@ -108,13 +109,13 @@ func newKey(tb testing.TB) string {
 }
 
 // stores returns two store instances on the same backend.
-func (s *suite) stores(tb testing.TB) [2]core.Store {
-	return [2]core.Store{s.h.NewStore(tb), s.h.NewStore(tb)}
+func (s *suite) stores(tb testing.TB) [2]store.Store {
+	return [2]store.Store{s.h.NewStore(tb), s.h.NewStore(tb)}
 }
 
 // warmUp makes a peek through each store on a throwaway key, so that
 // connecting and loading scripts do not count as lateness in what follows.
-func warmUp(tb testing.TB, limits []core.Limit, stores ...core.Store) {
+func warmUp(tb testing.TB, limits []core.Limit, stores ...store.Store) {
 	for _, st := range stores {
 		if _, err := take(tb, st, "storetest:warm-up", 0, limits...); err != nil {
 			tb.Fatalf("warming up the store: %v", err)
@@ -123,7 +124,7 @@ func warmUp(tb testing.TB, limits []core.Limit, stores ...core.Store) {
 }
 
 // take calls st.Take with a deadline, turning a panic into a test failure.
-func take(tb testing.TB, st core.Store, key string, n int64, limits ...core.Limit) (res core.Result, err error) {
+func take(tb testing.TB, st store.Store, key string, n int64, limits ...core.Limit) (res core.Result, err error) {
 	tb.Helper()
 	defer func() {
 		if p := recover(); p != nil {
@@ -133,11 +134,25 @@ func take(tb testing.TB, st core.Store, key string, n int64, limits ...core.Limi
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return st.Take(ctx, key, n, limits...)
+	return st.Take(ctx, key, n, specs(limits)...)
+}
+
+// specs converts limits to the Specs a store receives. An invalid Limit
+// becomes the zero Spec, which a store must reject as it rejected invalid
+// Limits before the contract passed Specs.
+func specs(limits []core.Limit) []store.Spec {
+	if limits == nil {
+		return nil
+	}
+	out := make([]store.Spec, len(limits))
+	for i, l := range limits {
+		out[i], _ = l.Spec() // the zero Spec on error
+	}
+	return out
 }
 
 // mustTake is take that fails the test on an error.
-func mustTake(tb testing.TB, st core.Store, key string, n int64, limits ...core.Limit) core.Result {
+func mustTake(tb testing.TB, st store.Store, key string, n int64, limits ...core.Limit) core.Result {
 	tb.Helper()
 	res, err := take(tb, st, key, n, limits...)
 	if err != nil {

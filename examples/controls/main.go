@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/exampleenv"
 	"github.com/sluicehq/sluice/keyfuncs"
 	"github.com/sluicehq/sluice/nethttp"
@@ -25,7 +26,7 @@ func planOf(r *http.Request) string {
 }
 
 // newHandler returns the routes, with their limiter keeping state in store.
-func newHandler(store core.Store, adminToken string) (http.Handler, error) {
+func newHandler(store store.Store, adminToken string) (http.Handler, error) {
 	apiKey, err := keyfuncs.Header("X-API-Key")
 	if err != nil {
 		return nil, err
@@ -84,7 +85,7 @@ func newHandler(store core.Store, adminToken string) (http.Handler, error) {
 
 func main() {
 	token := flag.String("admin-token", "secret", "the X-Admin-Token that /admin/reset requires")
-	// -addr, and -redis: without it the store is core.NewMemoryStore(),
+	// -addr, and -redis: without it the store is memorystore.New(),
 	// with it a Redis store every instance given the same URL shares.
 	env := exampleenv.Parse()
 	h, err := newHandler(env.Store, *token)

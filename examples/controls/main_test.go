@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 )
 
 func TestControls(t *testing.T) {
 	// A store whose clock stands still: nothing refills while the test
 	// runs, however slowly (pro keys refill one request per 6 ms).
 	now := time.Now()
-	h, err := newHandler(core.NewMemoryStore(core.WithClock(func() time.Time { return now })), "secret")
+	h, err := newHandler(memorystore.New(memorystore.WithClock(func() time.Time { return now })), "secret")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // usageText is printed for -h.
@@ -286,8 +287,8 @@ func (c *config) setLimit(f *flagValues) error {
 
 // algorithmOf returns the algorithm -algorithm names.
 func algorithmOf(name string) (core.Algorithm, error) {
-	names := make([]string, 0, len(core.Algorithms()))
-	for _, a := range core.Algorithms() {
+	names := make([]string, 0, len(store.Algorithms()))
+	for _, a := range store.Algorithms() {
 		if string(a) == name {
 			return a, nil
 		}

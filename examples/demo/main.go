@@ -17,7 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/promlimit"
 )
 
@@ -74,10 +76,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // openStore returns the store cfg names, checked (checkRedis) if it is
 // Redis, and the function that closes it and its client.
-func openStore(ctx context.Context, cfg *config, stderr io.Writer) (core.Store, func(), error) {
+func openStore(ctx context.Context, cfg *config, stderr io.Writer) (store.Store, func(), error) {
 	client := cfg.redisClient()
 	if client == nil {
-		return core.NewMemoryStore(), func() {}, nil
+		return memorystore.New(), func() {}, nil
 	}
 	rs, err := redisstore.New(client)
 	if err != nil {
@@ -97,7 +99,7 @@ func openStore(ctx context.Context, cfg *config, stderr io.Writer) (core.Store, 
 
 // limitedHandler returns the demo's routes: GET / limited by cfg's limiter
 // on store, which reports to the metrics that /metrics serves.
-func limitedHandler(cfg *config, store core.Store) (http.Handler, error) {
+func limitedHandler(cfg *config, store store.Store) (http.Handler, error) {
 	reg := prometheus.NewRegistry()
 	metrics, err := promlimit.New(reg)
 	if err != nil {

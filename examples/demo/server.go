@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/echolimit"
 	"github.com/sluicehq/sluice/ginlimit"
 	"github.com/sluicehq/sluice/keyfuncs"
@@ -71,7 +72,7 @@ func (c *config) redisClient() redis.UniversalClient {
 }
 
 // newLimiter builds the limiter of GET /.
-func (c *config) newLimiter(store core.Store, opts ...core.Option) (*core.Limiter, error) {
+func (c *config) newLimiter(store store.Store, opts ...core.Option) (*core.Limiter, error) {
 	key, err := c.keyFunc()
 	if err != nil {
 		return nil, err

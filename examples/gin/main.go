@@ -34,7 +34,7 @@ func routes(api, login *core.Limiter) http.Handler {
 
 func main() {
 	gin.SetMode(gin.ReleaseMode)
-	// -addr, and -redis: without it the store is core.NewMemoryStore(),
+	// -addr, and -redis: without it the store is memorystore.New(),
 	// with it redisstore.New(redis.NewClient(opt)), opt from
 	// redisstore.ParseURL. Serves until SIGINT or SIGTERM, then shuts
 	// down gracefully.

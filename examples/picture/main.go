@@ -11,7 +11,7 @@
 // 10, 10, 980, 900, 100 and 0 requests in six consecutive seconds (against
 // which a fixed window admits 1980 requests within 3 s), and a steady flood
 // at twice the limit's rate for 10 s. Requests are spread evenly within each
-// second; each is one Take of cost 1 on a core.MemoryStore whose clock is
+// second; each is one Take of cost 1 on a memorystore.Store whose clock is
 // set to the request's arrival, so the output is exact and reproducible.
 // LeakyBucket's admitted requests are counted when they are served, after
 // the delay the store gives them.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 const committedSVG = "../../docs/algorithms.svg"
@@ -73,7 +75,7 @@ func TestCommittedSVGIsCurrent(t *testing.T) {
 	}
 	// Every algorithm has its panel in each column.
 	for _, p := range patterns {
-		for _, alg := range core.Algorithms() {
+		for _, alg := range store.Algorithms() {
 			if id := `id="` + p.name + "-" + string(alg) + `"`; !bytes.Contains(got, []byte(id)) {
 				t.Errorf("no panel %s", id)
 			}
@@ -127,8 +129,8 @@ func TestReplaysKeepTheirAlgorithmsBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	T := time.Duration(spec.Interval) * time.Microsecond // 3 ms
-	B := int(spec.Burst)                                 // 1000
+	T := time.Duration(spec.Interval()) * time.Microsecond // 3 ms
+	B := int(spec.Burst)                                   // 1000
 	for _, sc := range allScenes(t) {
 		name := sc.pattern.name
 		offered := 0
@@ -223,13 +225,13 @@ func TestReplaysKeepTheirAlgorithmsBounds(t *testing.T) {
 func gcraWithBurst(t *testing.T, p pattern, burst int64) []bool {
 	t.Helper()
 	now := start
-	store := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
+	store := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 	limit := limitFor(core.GCRA)
 	limit.Burst = burst
 	var out []bool
 	for _, at := range arrivals(p) {
 		now = start.Add(at)
-		res, err := store.Take(context.Background(), "k", 1, limit)
+		res, err := store.Take(context.Background(), "k", 1, specs(limit)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,7 +252,7 @@ func TestTerminalChart(t *testing.T) {
 		t.Error("the default is not -pattern seed, or the output is not reproducible")
 	}
 	out := a.String()
-	for _, alg := range core.Algorithms() {
+	for _, alg := range store.Algorithms() {
 		if !strings.Contains(out, "\n"+algName(alg)+": ") {
 			t.Errorf("no chart for %s", alg)
 		}

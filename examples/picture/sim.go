@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // The scenario of the seed articles: 1000 requests per 3 seconds.
@@ -108,13 +110,16 @@ type replay struct {
 // set to each request's arrival before its Take.
 func simulate(p pattern, alg core.Algorithm) (replay, error) {
 	now := start
-	store := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
-	limit := limitFor(alg)
+	mem := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
+	limit, err := limitFor(alg).Spec()
+	if err != nil {
+		return replay{}, err
+	}
 	ctx := context.Background()
 	rp := replay{alg: alg}
 	for _, at := range arrivals(p) {
 		now = start.Add(at)
-		res, err := store.Take(ctx, "client", 1, limit)
+		res, err := mem.Take(ctx, "client", 1, limit)
 		if err != nil {
 			return replay{}, fmt.Errorf("%s at %v: %w", algName(alg), at, err)
 		}
@@ -192,7 +197,7 @@ type scene struct {
 func build(p pattern) (scene, error) {
 	sc := scene{pattern: p}
 	end := time.Duration(len(p.perSecond))*time.Second + tail
-	for _, alg := range core.Algorithms() {
+	for _, alg := range store.Algorithms() {
 		rp, err := simulate(p, alg)
 		if err != nil {
 			return scene{}, err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/internal/exampleenv"
 	"github.com/sluicehq/sluice/keyfuncs"
 	"github.com/sluicehq/sluice/nethttp"
@@ -26,7 +27,7 @@ func newServer(path string, logger *slog.Logger) (http.Handler, *reloader, error
 		return nil, nil, err
 	}
 	r, err := newReloader(path, logger, func(limits []core.Limit) (*core.Limiter, error) {
-		return core.New(core.NewMemoryStore(), clientIP, limits,
+		return core.New(memorystore.New(), clientIP, limits,
 			core.WithName("api"), core.WithHeaders(core.HeadersBoth))
 	})
 	if err != nil {

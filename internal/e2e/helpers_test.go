@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/keyfuncs"
 	"github.com/sluicehq/sluice/nethttp"
 )
@@ -217,7 +218,7 @@ type service struct {
 
 // newService starts a service limiting every request with limits in
 // store, keyed by the X-Client header.
-func newService(t testing.TB, store core.Store, limits []core.Limit, opts ...core.Option) *service {
+func newService(t testing.TB, store store.Store, limits []core.Limit, opts ...core.Option) *service {
 	t.Helper()
 	key, err := keyfuncs.Header(clientHeader)
 	if err != nil {
@@ -226,7 +227,7 @@ func newService(t testing.TB, store core.Store, limits []core.Limit, opts ...cor
 	return newServiceKey(t, store, key, limits, opts...)
 }
 
-func newServiceKey(t testing.TB, store core.Store, key core.KeyFunc, limits []core.Limit, opts ...core.Option) *service {
+func newServiceKey(t testing.TB, store store.Store, key core.KeyFunc, limits []core.Limit, opts ...core.Option) *service {
 	t.Helper()
 	ta := newTally()
 	// By default a store failure refuses (503) and the deadline is roomy,

@@ -21,7 +21,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/keyfuncs"
 )
@@ -383,7 +385,7 @@ func TestHostileKeysCluster(t *testing.T) {
 	}
 	for round := 0; round <= limit; round++ {
 		for _, k := range keys {
-			res, err := store.Take(ctx, k, 1, lims...)
+			res, err := store.Take(ctx, k, 1, specs(lims...)...)
 			if err != nil {
 				t.Fatalf("Take(%.40q): %v", k, err)
 			}
@@ -463,11 +465,11 @@ func TestHostileAbsurdLimits(t *testing.T) {
 		{Rate: -1, Period: time.Second},
 		{Rate: 1, Period: -time.Second},
 	} {
-		if _, err := core.New(core.NewMemoryStore(), key, []core.Limit{lim}); err == nil || !errors.Is(err, core.ErrInvalidLimit) {
+		if _, err := core.New(memorystore.New(), key, []core.Limit{lim}); err == nil || !errors.Is(err, core.ErrInvalidLimit) {
 			t.Errorf("core.New with %v: err = %v, want one wrapping ErrInvalidLimit", lim, err)
 		}
 	}
-	stores := map[string]core.Store{"memory": core.NewMemoryStore(), "redis": sharedStore(t)}
+	stores := map[string]store.Store{"memory": memorystore.New(), "redis": sharedStore(t)}
 	// Absurd but enforceable: decided without error or panic.
 	for name, store := range stores {
 		for _, lim := range []core.Limit{
@@ -475,7 +477,7 @@ func TestHostileAbsurdLimits(t *testing.T) {
 			{Rate: 1, Period: time.Microsecond},
 			{Algorithm: core.SlidingWindow, Rate: 1, Period: time.Microsecond},
 			{Algorithm: core.TokenBucket, Rate: 1 << 20, Period: time.Hour, Burst: 1 << 20},
-			{Algorithm: core.SlidingLog, Rate: core.MaxSlidingLogRate, Period: 1000 * time.Hour},
+			{Algorithm: core.SlidingLog, Rate: store.MaxSlidingLogRate, Period: 1000 * time.Hour},
 		} {
 			svc := newService(t, store, []core.Limit{lim})
 			hc := newHTTPClient(1)
@@ -497,7 +499,7 @@ func TestHostileAbsurdLimits(t *testing.T) {
 		}
 	}
 	for name, store := range stores {
-		for _, alg := range core.Algorithms() {
+		for _, alg := range store.Algorithms() {
 			lims := []core.Limit{{Algorithm: alg, Rate: hostileLimit, Period: longPeriod()}}
 			huge := newService(t, store, lims, core.WithCost(math.MaxInt64))
 			hugeFunc := newService(t, store, lims, core.WithCostFunc(func(*http.Request) int64 { return math.MaxInt64 }))

@@ -13,7 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -41,7 +43,7 @@ func TestMemoryStoreMillionKeys(t *testing.T) {
 	lims := []core.Limit{{Algorithm: core.SlidingLog, Rate: 10, Period: time.Hour}}
 
 	base := heapInUse()
-	store := core.NewMemoryStore(core.WithMaxKeys(maxKeys))
+	store := memorystore.New(memorystore.WithMaxKeys(maxKeys))
 	take := func(from, to int) {
 		var wg sync.WaitGroup
 		const workers = 2
@@ -55,7 +57,7 @@ func TestMemoryStoreMillionKeys(t *testing.T) {
 					if i%100 == 0 {
 						key += strings.Repeat("x", 1000)
 					}
-					res, err := store.Take(ctx, key, 1, lims...)
+					res, err := store.Take(ctx, key, 1, specs(lims...)...)
 					if err != nil || !res.Allowed {
 						t.Errorf("Take(%d) = %+v, %v; want allowed (a fresh key)", i, res, err)
 						return
@@ -118,12 +120,12 @@ func TestRedisMemoryBaseline(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lims []core.Limit
-	for _, alg := range core.Algorithms() {
+	for _, alg := range store.Algorithms() {
 		lims = append(lims, core.Limit{Algorithm: alg, Rate: 1, Period: 2 * time.Second, Penalty: time.Second})
 	}
 	// Warm up (script cache, connections), let that key lapse, then read
 	// the baseline.
-	if _, err := store.Take(ctx, "warm-up", 1, core.Limit{Rate: 1, Period: time.Millisecond}); err != nil {
+	if _, err := store.Take(ctx, "warm-up", 1, specs(core.Limit{Rate: 1, Period: time.Millisecond})...); err != nil {
 		t.Fatal(err)
 	}
 	waitDBSize(t, ctx, admin, 0, 30*time.Second)
@@ -140,7 +142,7 @@ func TestRedisMemoryBaseline(t *testing.T) {
 				key := fmt.Sprintf("mem-%d", i)
 				// Two requests: the second is denied and sets the locks.
 				for range 2 {
-					if _, err := store.Take(ctx, key, 1, lims...); err != nil {
+					if _, err := store.Take(ctx, key, 1, specs(lims...)...); err != nil {
 						t.Errorf("Take: %v", err)
 						return
 					}

@@ -14,7 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/keyfuncs"
 )
 
@@ -26,7 +28,7 @@ const shutdownTimeout = 10 * time.Second
 // store its limiters keep their state in.
 type Env struct {
 	Addr  string
-	Store core.Store
+	Store store.Store
 	// client is the Redis client behind Store; nil for the memory store.
 	client *redis.Client
 }
@@ -49,9 +51,9 @@ func Parse() *Env {
 
 // openStore returns a memory store for url "", and otherwise a Redis store
 // shared by every process given the same url, with its client (to close).
-func openStore(url string) (core.Store, *redis.Client, error) {
+func openStore(url string) (store.Store, *redis.Client, error) {
 	if url == "" {
-		return core.NewMemoryStore(), nil, nil
+		return memorystore.New(), nil, nil
 	}
 	opt, err := redisstore.ParseURL(url) // no retries, deadlines honoured
 	if err != nil {
@@ -75,7 +77,7 @@ func openStore(url string) (core.Store, *redis.Client, error) {
 // Behind a load balancer, name it with keyfuncs.WithTrustedProxies, or
 // every client shares its address. Each limiter has its own name, which
 // keeps their counters apart in a shared store.
-func Limiters(store core.Store) (api, login *core.Limiter, err error) {
+func Limiters(store store.Store) (api, login *core.Limiter, err error) {
 	clientIP, err := keyfuncs.IP()
 	if err != nil {
 		return nil, nil, err

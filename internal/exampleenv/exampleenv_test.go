@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 func TestOpenStore(t *testing.T) {
 	store, client, err := openStore("")
-	if _, ok := store.(*core.MemoryStore); !ok || client != nil || err != nil {
+	if _, ok := store.(*memorystore.Store); !ok || client != nil || err != nil {
 		t.Errorf(`openStore(""): %T, %v, %v; want a MemoryStore`, store, client, err)
 	}
 	if _, _, err := openStore("http://localhost"); err == nil {
@@ -31,7 +32,7 @@ func TestOpenStore(t *testing.T) {
 	if o := client.Options(); o.MaxRetries != 0 || !o.ContextTimeoutEnabled {
 		t.Errorf("the client retries (MaxRetries %d) or ignores deadlines (ContextTimeoutEnabled %v)", o.MaxRetries, o.ContextTimeoutEnabled)
 	}
-	r, err := store.Take(context.Background(), "k", 1, core.PerMinute(5))
+	r, err := store.Take(context.Background(), "k", 1, specs(core.PerMinute(5))...)
 	if err != nil || !r.Allowed {
 		t.Errorf("Take on the Redis store: %+v, %v", r, err)
 	}

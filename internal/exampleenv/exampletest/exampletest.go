@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/internal/exampleenv"
 )
 
@@ -19,7 +20,7 @@ import (
 // limited.
 func CheckRoutes(t *testing.T, routes func(api, login *core.Limiter) http.Handler) {
 	t.Helper()
-	api, login, err := exampleenv.Limiters(core.NewMemoryStore())
+	api, login, err := exampleenv.Limiters(memorystore.New())
 	if err != nil {
 		t.Fatal(err)
 	}
