@@ -123,15 +123,23 @@ func leased(alg core.Algorithm) bool {
 // memDecide and redisDecide call Take on the concrete store type, as an
 // application holding a *memorystore.Store or a *redisstore.Store does.
 func memDecide(st *memorystore.Store, lim core.Limit) func() decideFunc {
+	sp, err := lim.Spec()
+	if err != nil {
+		panic(err) // the benchmark's limits are constants
+	}
 	return shared(func(ctx context.Context, key string) (bool, error) {
-		res, err := st.Take(ctx, key, 1, lim)
+		res, err := st.Take(ctx, key, 1, sp)
 		return res.Allowed, err
 	})
 }
 
 func redisDecide(st *redisstore.Store, lim core.Limit) func() decideFunc {
+	sp, err := lim.Spec()
+	if err != nil {
+		panic(err) // the benchmark's limits are constants
+	}
 	return shared(func(ctx context.Context, key string) (bool, error) {
-		res, err := st.Take(ctx, key, 1, lim)
+		res, err := st.Take(ctx, key, 1, sp)
 		return res.Allowed, err
 	})
 }

@@ -320,7 +320,7 @@ func (s *notifyingStore) OnReset(f func(string)) { s.hooks = append(s.hooks, f) 
 func TestResetClearsFallback(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	fallback := memorystore.New(memorystore.WithClock(clock.Now))
-	store := &notifyingStore{memorystore.Store: memorystore.New(memorystore.WithClock(clock.Now))}
+	store := &notifyingStore{Store: memorystore.New(memorystore.WithClock(clock.Now))}
 	lim := Limit{Rate: 1, Period: time.Hour, Penalty: time.Hour}
 	l, err := New(store, headerKey, []Limit{lim}, WithName("api"), WithFallbackStore(fallback))
 	if err != nil || len(store.hooks) != 1 {

@@ -34,7 +34,7 @@ func request(client string) *http.Request {
 // failingStore is a Store that is always down.
 type failingStore struct{}
 
-func (failingStore) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
+func (failingStore) Take(context.Context, string, int64, ...store.Spec) (core.Result, error) {
 	return core.Result{}, errors.New("connection refused")
 }
 
@@ -66,12 +66,12 @@ func ExampleNew() {
 // (one in service, a queue of Burst = 4) and holds each until its turn.
 func ExampleAlgorithms() {
 	now := time.Unix(1_700_000_001, 0)
-	store := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
+	mem := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 	for _, alg := range store.Algorithms() {
 		limit := core.Limit{Algorithm: alg, Rate: 4, Period: time.Second}
 		fmt.Printf("%-15s", alg)
 		for i := 0; i < 6; i++ {
-			res, err := store.Take(context.Background(), "k", 1, specs(limit)...)
+			res, err := mem.Take(context.Background(), "k", 1, specs(limit)...)
 			if err != nil {
 				panic(err)
 			}
@@ -116,14 +116,14 @@ func ExampleLimit_Validate() {
 // the lock are denied without being counted.
 func ExampleLimit_penalty() {
 	now := time.Unix(1_700_000_000, 0)
-	store := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
+	mem := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 	login := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: time.Minute, Penalty: 15 * time.Minute}
 	for i := 1; i <= 4; i++ {
-		res, _ := store.Take(context.Background(), "alice", 1, specs(login)...)
+		res, _ := mem.Take(context.Background(), "alice", 1, specs(login)...)
 		fmt.Printf("attempt %d: allowed=%v retry=%v\n", i, res.Allowed, res.RetryAfter)
 	}
 	now = now.Add(time.Minute) // the sliding log alone would admit again
-	res, _ := store.Take(context.Background(), "alice", 1, specs(login)...)
+	res, _ := mem.Take(context.Background(), "alice", 1, specs(login)...)
 	fmt.Printf("a minute later: allowed=%v retry=%v\n", res.Allowed, res.RetryAfter)
 	// Output:
 	// attempt 1: allowed=true retry=0s
@@ -138,12 +138,12 @@ func ExampleLimit_Spec() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Printf("rate=%d period=%dµs burst=%d interval=%dµs\n", spec.Rate, spec.Period, spec.Burst, spec.Interval)
+	fmt.Printf("rate=%d period=%dµs burst=%d interval=%dµs\n", spec.Rate(), spec.Period(), spec.Burst(), spec.Interval())
 	fmt.Println(spec.ID())
 
 	// Defaults are applied: Burst 0 means Rate.
 	spec, _ = core.PerSecond(5).Spec()
-	fmt.Println(spec.Burst, spec.Interval)
+	fmt.Println(spec.Burst(), spec.Interval())
 	// Output:
 	// rate=30 period=60000000µs burst=16 interval=2000000µs
 	// g30/60000000b16p0
@@ -188,8 +188,8 @@ func ExampleCombine() {
 // X-RateLimit-Reset included, reproducible.
 func ExampleWithClock() {
 	now := time.Unix(1_700_000_000, 0)
-	clock := core.WithClock(func() time.Time { return now })
-	limiter, err := core.New(memorystore.New(clock), byClient, []core.Limit{core.PerMinute(60)}, clock)
+	clock := func() time.Time { return now }
+	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)), byClient, []core.Limit{core.PerMinute(60)}, core.WithClock(clock))
 	if err != nil {
 		panic(err)
 	}
@@ -202,10 +202,10 @@ func ExampleWithClock() {
 
 func ExampleWithHeaders() {
 	now := time.Unix(1_700_000_000, 0)
-	clock := core.WithClock(func() time.Time { return now })
-	limiter, err := core.New(memorystore.New(clock), byClient,
+	clock := func() time.Time { return now }
+	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)), byClient,
 		[]core.Limit{{Algorithm: core.FixedWindow, Rate: 100, Period: time.Minute}},
-		clock, core.WithName("api"), core.WithHeaders(core.HeadersBoth))
+		core.WithClock(clock), core.WithName("api"), core.WithHeaders(core.HeadersBoth))
 	if err != nil {
 		panic(err)
 	}
@@ -227,9 +227,9 @@ func ExampleWithHeaders() {
 // the unavailable response.
 func ExampleDecision_Wait() {
 	now := time.Unix(1_700_000_000, 0)
-	clock := core.WithClock(func() time.Time { return now })
-	limiter, err := core.New(memorystore.New(clock), byClient,
-		[]core.Limit{{Algorithm: core.LeakyBucket, Rate: 2, Period: time.Second, Burst: 1}}, clock)
+	clock := func() time.Time { return now }
+	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)), byClient,
+		[]core.Limit{{Algorithm: core.LeakyBucket, Rate: 2, Period: time.Second, Burst: 1}}, core.WithClock(clock))
 	if err != nil {
 		panic(err)
 	}
@@ -280,9 +280,9 @@ func ExampleWithShadow() {
 // Observers see every decision: here a log line for each refusal.
 func ExampleWithObserver() {
 	now := time.Unix(1_700_000_000, 0)
-	clock := core.WithClock(func() time.Time { return now })
-	limiter, err := core.New(memorystore.New(clock), byClient, []core.Limit{core.PerMinute(1)},
-		clock, core.WithName("upload"),
+	clock := func() time.Time { return now }
+	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)), byClient, []core.Limit{core.PerMinute(1)},
+		core.WithClock(clock), core.WithName("upload"),
 		core.WithObserver(func(e core.Event) {
 			if e.Action == core.Refuse {
 				fmt.Printf("limiter=%s key=%s outcome=%s retry=%v\n", e.Limiter, e.Key, e.Outcome, e.Result.RetryAfter)
@@ -422,7 +422,7 @@ func ExampleWithTimeout() {
 // slowStore is a Store that answers only when its context ends.
 type slowStore struct{}
 
-func (slowStore) Take(ctx context.Context, _ string, _ int64, _ ...core.Limit) (core.Result, error) {
+func (slowStore) Take(ctx context.Context, _ string, _ int64, _ ...store.Spec) (core.Result, error) {
 	<-ctx.Done()
 	return core.Result{}, ctx.Err()
 }
@@ -430,13 +430,13 @@ func (slowStore) Take(ctx context.Context, _ string, _ int64, _ ...core.Limit) (
 // The MemoryStore holds a bounded number of states; a flood of new keys
 // evicts the least valuable ones rather than growing without bound.
 func ExampleWithMaxKeys() {
-	store := memorystore.New(memorystore.WithMaxKeys(1000))
+	mem := memorystore.New(memorystore.WithMaxKeys(1000))
 	for i := 0; i < 5000; i++ {
-		if _, err := store.Take(context.Background(), fmt.Sprint("client-", i), 1, specs(core.PerMinute(10))...); err != nil {
+		if _, err := mem.Take(context.Background(), fmt.Sprint("client-", i), 1, specs(core.PerMinute(10))...); err != nil {
 			panic(err)
 		}
 	}
-	fmt.Println(store.Len() <= 1000)
+	fmt.Println(mem.Len() <= 1000)
 	// Output:
 	// true
 }
@@ -444,12 +444,12 @@ func ExampleWithMaxKeys() {
 // Two routes limited per client with the same limits: their names keep
 // their allowances apart on one store.
 func ExampleWithName() {
-	store := memorystore.New()
-	search, err := core.New(store, byClient, []core.Limit{core.PerMinute(1)}, core.WithName("search"))
+	mem := memorystore.New()
+	search, err := core.New(mem, byClient, []core.Limit{core.PerMinute(1)}, core.WithName("search"))
 	if err != nil {
 		panic(err)
 	}
-	upload, err := core.New(store, byClient, []core.Limit{core.PerMinute(1)}, core.WithName("upload"))
+	upload, err := core.New(mem, byClient, []core.Limit{core.PerMinute(1)}, core.WithName("upload"))
 	if err != nil {
 		panic(err)
 	}
@@ -474,22 +474,6 @@ func ExampleWithCost() {
 	// serve 7
 	// serve 2
 	// refuse 2
-}
-
-// A peek (cost 0) reports the state without charging anything.
-func ExampleMemoryStore_Take_peek() {
-	now := time.Unix(1_700_000_000, 0)
-	store := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
-	limit := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: time.Minute}
-	ctx := context.Background()
-	_, _ = store.Take(ctx, "alice", 1, specs(limit)...)
-	for i := 0; i < 2; i++ {
-		res, _ := store.Take(ctx, "alice", 0, specs(limit)...)
-		fmt.Println(res.Allowed, res.Remaining)
-	}
-	// Output:
-	// true 2
-	// true 2
 }
 
 // FailLocal decides with the fallback store while the shared one is down;

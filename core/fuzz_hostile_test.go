@@ -69,19 +69,19 @@ func FuzzLimitArithmetic(f *testing.F) {
 			return
 		}
 		const maxExact = 1 << 53
-		if sp.Rate <= 0 || sp.Period <= 0 || sp.Period >= maxExact || sp.Burst < 0 || sp.Penalty < 0 || sp.Penalty >= maxExact {
+		if sp.Rate() <= 0 || sp.Period() <= 0 || sp.Period() >= maxExact || sp.Burst() < 0 || sp.Penalty() < 0 || sp.Penalty() >= maxExact {
 			t.Fatalf("%v accepted with Spec %+v, outside the documented bounds", lim, sp)
 		}
-		if want := (lim.Penalty + time.Microsecond - 1) / time.Microsecond; lim.Penalty < math.MaxInt64-1000 && sp.Penalty != int64(want) {
-			t.Fatalf("%v: Spec.Penalty %d µs, want %d (rounded up)", lim, sp.Penalty, want)
+		if want := (lim.Penalty + time.Microsecond - 1) / time.Microsecond; lim.Penalty < math.MaxInt64-1000 && sp.Penalty() != int64(want) {
+			t.Fatalf("%v: Spec.Penalty %d µs, want %d (rounded up)", lim, sp.Penalty(), want)
 		}
 
-		capacity := sp.Rate
-		switch sp.Algorithm {
+		capacity := sp.Rate()
+		switch sp.Algorithm() {
 		case core.GCRA, core.TokenBucket:
-			capacity = sp.Burst
+			capacity = sp.Burst()
 		case core.LeakyBucket:
-			capacity = sp.Burst + 1
+			capacity = sp.Burst() + 1
 		}
 		res, err := store.Take(ctx, "k", n, specs(lim)...)
 		if n < 0 {
@@ -115,7 +115,7 @@ func FuzzLimitArithmetic(f *testing.F) {
 			}
 		}
 		check("first Take", res, n)
-		locked = !res.Allowed && sp.Penalty > 0
+		locked = !res.Allowed && sp.Penalty() > 0
 		if n > 0 && n <= capacity && !res.Allowed {
 			t.Fatalf("%v: a fresh key denied cost %d within capacity %d: %+v", lim, n, capacity, res)
 		}
@@ -129,14 +129,14 @@ func FuzzLimitArithmetic(f *testing.F) {
 			t.Fatal(err)
 		}
 		check("MaxInt64 Take", denied, math.MaxInt64)
-		if sp.Penalty > 0 && !locked && denied.RetryAfter != core.InfDuration {
+		if sp.Penalty() > 0 && !locked && denied.RetryAfter != core.InfDuration {
 			t.Fatalf("%v: the first denial, of cost MaxInt64, reports RetryAfter %v, want InfDuration", lim, denied.RetryAfter)
 		}
 		after, err := store.Take(ctx, "k", 0, specs(lim)...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sp.Penalty == 0 && after.Remaining != before.Remaining {
+		if sp.Penalty() == 0 && after.Remaining != before.Remaining {
 			t.Fatalf("%v: a denied MaxInt64 cost changed Remaining from %d to %d", lim, before.Remaining, after.Remaining)
 		}
 

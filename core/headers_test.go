@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/core/store"
 	"net/http"
 	"strconv"
 	"strings"
@@ -211,7 +212,7 @@ func TestIETFHeadersExact(t *testing.T) {
 		{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: 300 * time.Millisecond, ResetAfter: time.Second},
 		{Allowed: true, Limit: 1000, Remaining: 412, ResetAfter: 2087*time.Second + 1},
 	}
-	res = Combine(per)
+	res = store.Combine(per)
 	d, h := headersFor(t, limits, res, now, WithHeaders(HeadersBoth), WithName(`we"ird\name`))
 	if d.Action != Refuse {
 		t.Fatalf("action %v", d.Action)
@@ -242,7 +243,7 @@ func TestIETFHeadersParse(t *testing.T) {
 		{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: 3599 * time.Second},
 	}
 	for _, name := range []string{"api", `a, "b";q=1`, `\`, " ", "GET /users/{id}"} {
-		_, h := headersFor(t, limits, Combine(per), now, WithHeaders(HeadersIETF), WithName(name))
+		_, h := headersFor(t, limits, store.Combine(per), now, WithHeaders(HeadersIETF), WithName(name))
 		policy, err := parseSFList(h.Get("RateLimit-Policy"))
 		if err != nil {
 			t.Fatalf("name %q: RateLimit-Policy %q: %v", name, h.Get("RateLimit-Policy"), err)

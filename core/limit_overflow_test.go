@@ -21,8 +21,8 @@ func TestValidateRejectsHugePenaltyWithoutOverflow(t *testing.T) {
 		want    int64
 	}{{1, 1}, {time.Microsecond, 1}, {time.Microsecond + 1, 2}, {time.Second, 1e6}} {
 		sp, err := Limit{Rate: 1, Period: time.Second, Penalty: tc.penalty}.Spec()
-		if err != nil || sp.Penalty != tc.want {
-			t.Errorf("Spec(penalty %v).Penalty = %d, %v; want %d (rounded up)", tc.penalty, sp.Penalty, err, tc.want)
+		if err != nil || sp.Penalty() != tc.want {
+			t.Errorf("Spec(penalty %v).Penalty = %d, %v; want %d (rounded up)", tc.penalty, sp.Penalty(), err, tc.want)
 		}
 	}
 }

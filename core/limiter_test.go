@@ -44,14 +44,14 @@ type scriptStore struct {
 type storeCall struct {
 	key         string
 	n           int64
-	limits      []Limit
+	limits      []store.Spec
 	hasDeadline bool
 	timeout     time.Duration // until the deadline, when hasDeadline
 }
 
-func (s *scriptStore) Take(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
+func (s *scriptStore) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (Result, error) {
 	dl, ok := ctx.Deadline()
-	c := storeCall{key: key, n: n, limits: append([]Limit(nil), limits...), hasDeadline: ok}
+	c := storeCall{key: key, n: n, limits: append([]store.Spec(nil), limits...), hasDeadline: ok}
 	if ok {
 		c.timeout = time.Until(dl)
 	}
@@ -204,7 +204,7 @@ func TestNameNamespacesStoreKeys(t *testing.T) {
 		if c.key != want[i] {
 			t.Errorf("call %d: store key %q, want %q", i, c.key, want[i])
 		}
-		if len(c.limits) != 1 || c.limits[0] != PerSecond(10) {
+		if len(c.limits) != 1 || c.limits[0] != specs(PerSecond(10))[0] {
 			t.Errorf("call %d: limits %v, want the limiter's", i, c.limits)
 		}
 	}

@@ -98,7 +98,7 @@ type slogFailing struct{}
 
 var errSlogDown = errors.New("store down")
 
-func (slogFailing) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
+func (slogFailing) Take(context.Context, string, int64, ...store.Spec) (core.Result, error) {
 	return core.Result{}, fmt.Errorf("take: %w", errSlogDown)
 }
 

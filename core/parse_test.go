@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"github.com/sluicehq/sluice/core/store"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -137,12 +138,12 @@ func TestParseLimitValidateError(t *testing.T) {
 func randomValidLimit(r *rand.Rand) Limit {
 	for {
 		var l Limit
-		if i := r.IntN(len(Algorithms()) + 1); i < len(Algorithms()) {
-			l.Algorithm = Algorithms()[i]
+		if i := r.IntN(len(store.Algorithms()) + 1); i < len(store.Algorithms()) {
+			l.Algorithm = store.Algorithms()[i]
 		}
 		switch r.IntN(4) {
 		case 0:
-			l.Period = []time.Duration{time.Second, time.Minute, time.Hour, day, time.Millisecond}[r.IntN(5)]
+			l.Period = []time.Duration{time.Second, time.Minute, time.Hour, 24 * time.Hour, time.Millisecond}[r.IntN(5)]
 		case 1:
 			l.Period = time.Duration(1+r.Int64N(1e6)) * time.Microsecond
 		case 2:

@@ -16,26 +16,26 @@ import (
 // typed nil; valueStore is one that cannot.
 type ptrStore struct{ calls int64 }
 
-func (s *ptrStore) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
+func (s *ptrStore) Take(context.Context, string, int64, ...store.Spec) (core.Result, error) {
 	s.calls++ // a nil *ptrStore panics here
 	return core.Result{Allowed: true}, nil
 }
 
 type mapStore map[string]int64
 
-func (mapStore) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
+func (mapStore) Take(context.Context, string, int64, ...store.Spec) (core.Result, error) {
 	return core.Result{Allowed: true}, nil
 }
 
 type funcStore func() core.Result
 
-func (f funcStore) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
+func (f funcStore) Take(context.Context, string, int64, ...store.Spec) (core.Result, error) {
 	return f(), nil
 }
 
 type valueStore struct{}
 
-func (valueStore) Take(context.Context, string, int64, ...core.Limit) (core.Result, error) {
+func (valueStore) Take(context.Context, string, int64, ...store.Spec) (core.Result, error) {
 	return core.Result{Allowed: true}, nil
 }
 

@@ -70,7 +70,7 @@ type flakyStore struct {
 
 var errDown = errors.New("store down")
 
-func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...core.Limit) (core.Result, error) {
+func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (core.Result, error) {
 	s.calls.Add(1)
 	if s.fail.Load() {
 		return core.Result{}, fmt.Errorf("flaky: %w", errDown)
@@ -81,7 +81,7 @@ func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...co
 // hangingStore answers only when the context ends.
 type hangingStore struct{}
 
-func (hangingStore) Take(ctx context.Context, _ string, _ int64, _ ...core.Limit) (core.Result, error) {
+func (hangingStore) Take(ctx context.Context, _ string, _ int64, _ ...store.Spec) (core.Result, error) {
 	<-ctx.Done()
 	return core.Result{}, ctx.Err()
 }

@@ -7,19 +7,22 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
-	"github.com/sluicehq/sluice/core/store"
 )
 
-func ExampleMemoryStore() {
+func ExampleStore() {
 	// A fake clock makes the output reproducible; omit WithClock to
 	// use time.Now.
 	now := time.Unix(1_700_000_000, 0)
-	store := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
+	mem := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 
-	// Two requests per second, in a burst of at most two.
-	limit := core.PerSecond(2)
+	// Two requests per second, in a burst of at most two. A store takes
+	// the validated form of a limit, its Spec.
+	limit, err := core.PerSecond(2).Spec()
+	if err != nil {
+		panic(err)
+	}
 	for i := 0; i < 3; i++ {
-		res, err := store.Take(context.Background(), "client-42", 1, specs(limit)...)
+		res, err := mem.Take(context.Background(), "client-42", 1, limit)
 		if err != nil {
 			fmt.Println("error:", err)
 			return
@@ -27,7 +30,7 @@ func ExampleMemoryStore() {
 		fmt.Printf("allowed=%v remaining=%d retry=%v\n", res.Allowed, res.Remaining, res.RetryAfter)
 	}
 	now = now.Add(500 * time.Millisecond)
-	res, _ := store.Take(context.Background(), "client-42", 1, specs(limit)...)
+	res, _ := mem.Take(context.Background(), "client-42", 1, limit)
 	fmt.Printf("500ms later: allowed=%v remaining=%d\n", res.Allowed, res.Remaining)
 	// Output:
 	// allowed=true remaining=1 retry=0s
@@ -36,16 +39,16 @@ func ExampleMemoryStore() {
 	// 500ms later: allowed=true remaining=0
 }
 
-func ExampleMemoryStore_Take_severalLimits() {
+func ExampleStore_Take_severalLimits() {
 	now := time.Unix(1_700_000_000, 0)
-	store := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
+	mem := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 
 	// At most 3 per second and 100 per hour: a Take is charged against both
 	// or, when either denies, against neither.
-	perSecond := core.Limit{Algorithm: core.FixedWindow, Rate: 3, Period: time.Second}
-	perHour := core.Limit{Algorithm: core.SlidingLog, Rate: 100, Period: time.Hour}
+	perSecond, _ := core.Limit{Algorithm: core.FixedWindow, Rate: 3, Period: time.Second}.Spec()
+	perHour, _ := core.Limit{Algorithm: core.SlidingLog, Rate: 100, Period: time.Hour}.Spec()
 	for i := 0; i < 4; i++ {
-		res, _ := store.Take(context.Background(), "client-42", 1, specs(perSecond, perHour)...)
+		res, _ := mem.Take(context.Background(), "client-42", 1, perSecond, perHour)
 		fmt.Printf("allowed=%v binding=%d hourly remaining=%d\n",
 			res.Allowed, res.Binding, res.PerLimit[1].Remaining)
 	}
@@ -54,4 +57,20 @@ func ExampleMemoryStore_Take_severalLimits() {
 	// allowed=true binding=0 hourly remaining=98
 	// allowed=true binding=0 hourly remaining=97
 	// allowed=false binding=0 hourly remaining=97
+}
+
+// A peek (cost 0) reports the state without charging anything.
+func ExampleStore_Take_peek() {
+	now := time.Unix(1_700_000_000, 0)
+	mem := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
+	limit, _ := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: time.Minute}.Spec()
+	ctx := context.Background()
+	_, _ = mem.Take(ctx, "alice", 1, limit)
+	for i := 0; i < 2; i++ {
+		res, _ := mem.Take(ctx, "alice", 0, limit)
+		fmt.Println(res.Allowed, res.Remaining)
+	}
+	// Output:
+	// true 2
+	// true 2
 }
