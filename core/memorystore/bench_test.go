@@ -23,6 +23,7 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 	// One per second with a burst of a million: each Take adds 1s to the
 	// key's TAT, so no key's state expires during the benchmark.
 	gcra := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Second, Burst: 1_000_000}
+	gcraSpec := specs(gcra)
 	keys := make([]string, 1<<16)
 	for i := range keys {
 		keys[i] = "client-" + strconv.Itoa(i)
@@ -41,9 +42,9 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 	newStore := func(b *testing.B, limits ...core.Limit) *memorystore.Store { return newStoreOf(b, keys, limits...) }
 	serial := func(limits ...core.Limit) func(b *testing.B) {
 		return func(b *testing.B) {
-			s := newStore(b, limits...)
+			s, sp := newStore(b, limits...), specs(limits...)
 			for i := 0; i < b.N; i++ {
-				_, _ = s.Take(ctx, keys[0], 1, specs(limits...)...)
+				_, _ = s.Take(ctx, keys[0], 1, sp...)
 			}
 		}
 	}
@@ -52,14 +53,14 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 	b.Run("serial/many-keys", func(b *testing.B) {
 		s := newStore(b, gcra)
 		for i := 0; i < b.N; i++ {
-			_, _ = s.Take(ctx, keys[i&(len(keys)-1)], 1, specs(gcra)...)
+			_, _ = s.Take(ctx, keys[i&(len(keys)-1)], 1, gcraSpec...)
 		}
 	})
 	b.Run("parallel/one-key", func(b *testing.B) {
 		s := newStore(b, gcra)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				_, _ = s.Take(ctx, keys[0], 1, specs(gcra)...)
+				_, _ = s.Take(ctx, keys[0], 1, gcraSpec...)
 			}
 		})
 	})
@@ -69,7 +70,7 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			i := int(worker.Add(1)) * 7919
 			for pb.Next() {
-				_, _ = s.Take(ctx, keys[i&(len(keys)-1)], 1, specs(gcra)...)
+				_, _ = s.Take(ctx, keys[i&(len(keys)-1)], 1, gcraSpec...)
 				i++
 			}
 		})
@@ -81,10 +82,11 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 		{Algorithm: core.SlidingLog, Rate: store.MaxSlidingLogRate, Period: time.Hour},
 	} {
 		keys := keys[:1000]
+		sp := specs(l)
 		b.Run("serial/1000-keys/"+string(l.Algorithm), func(b *testing.B) {
 			s := newStoreOf(b, keys, l)
 			for i := 0; i < b.N; i++ {
-				_, _ = s.Take(ctx, keys[i%len(keys)], 1, specs(l)...)
+				_, _ = s.Take(ctx, keys[i%len(keys)], 1, sp...)
 			}
 		})
 		b.Run("parallel/1000-keys/"+string(l.Algorithm), func(b *testing.B) {
@@ -93,7 +95,7 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				i := int(worker.Add(97))
 				for pb.Next() {
-					_, _ = s.Take(ctx, keys[i%len(keys)], 1, specs(l)...)
+					_, _ = s.Take(ctx, keys[i%len(keys)], 1, sp...)
 					i++
 				}
 			})

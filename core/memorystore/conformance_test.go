@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/core/storetest"
@@ -29,15 +28,15 @@ func (c *conformanceClock) Advance(_ testing.TB, d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// TestMemoryStoreConformance runs the conformance suite on a MemoryStore
+// TestMemoryStoreConformance runs the conformance suite on the memory store
 // whose clock only the suite moves, so every figure is checked exactly.
-// The MemoryStore lists no keys, so the suite's TTL checks do not apply.
+// The memory store lists no keys, so the suite's TTL checks do not apply.
 func TestMemoryStoreConformance(t *testing.T) {
 	// Deliberately not on a window boundary: the suite aligns where needed.
 	clock := &conformanceClock{now: time.Unix(1_700_000_000, 123_457_000)}
-	store := memorystore.New(memorystore.WithClock(clock.Now))
+	mem := memorystore.New(memorystore.WithClock(clock.Now))
 	storetest.Run(t, storetest.Harness{
-		NewStore: func(testing.TB) store.Store { return store },
+		NewStore: func(testing.TB) store.Store { return mem },
 		Now:      clock.Now,
 		Advance:  clock.Advance,
 	})

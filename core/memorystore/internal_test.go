@@ -2,6 +2,8 @@ package memorystore
 
 import (
 	"context"
+	"errors"
+	"github.com/sluicehq/sluice/core/store"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,8 +14,8 @@ import (
 // White-box checks of how MemoryStore stores keys and sizes its shards.
 
 func TestMemoryStoreKeyStorage(t *testing.T) {
-	s := NewMemoryStore()
-	l := Limit{Algorithm: FixedWindow, Rate: 5, Period: time.Minute}
+	s := New()
+	l := store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: time.Minute}
 	// A short key that is a slice of a large string must not pin it.
 	big := strings.Repeat("x", 1<<20) + "client-7"
 	short := big[len(big)-len("client-7"):]
@@ -50,7 +52,7 @@ func TestMemoryStoreShardSizes(t *testing.T) {
 	for _, c := range []struct{ maxKeys, shards int }{
 		{1, 1}, {64, 1}, {127, 1}, {128, 2}, {1000, 8}, {1 << 14, 256}, {DefaultMaxKeys, 256}, {0, 256}, {-5, 256},
 	} {
-		s := NewMemoryStore(WithMaxKeys(c.maxKeys))
+		s := New(WithMaxKeys(c.maxKeys))
 		want := c.maxKeys
 		if want <= 0 {
 			want = DefaultMaxKeys
@@ -65,32 +67,28 @@ func TestMemoryStoreShardSizes(t *testing.T) {
 	}
 }
 
-// The shard's cache of validated limits must never answer for a limit it
-// does not hold: an invalid limit (the zero Limit looks like an empty
-// entry) is rejected whatever the cache holds, and more distinct limits
-// than the cache keeps each get their own state.
-func TestMemoryStoreSpecCache(t *testing.T) {
+// The zero Spec is rejected, alone or beside a valid limit, and distinct
+// limits on one key each get their own state.
+func TestMemoryStoreSpecs(t *testing.T) {
 	ctx := context.Background()
-	s := NewMemoryStore(WithClock(func() time.Time { return time.Unix(1_000_000, 0) }))
+	s := New(WithClock(func() time.Time { return time.Unix(1_000_000, 0) }))
 	if unsafe.Sizeof(memoryShard{})%64 != 0 {
 		t.Errorf("memoryShard is %d bytes, not a whole number of cache lines", unsafe.Sizeof(memoryShard{}))
 	}
-	for _, bad := range []Limit{{}, {Rate: -1, Period: time.Second}, {Algorithm: "gcra2", Rate: 1, Period: time.Second}} {
-		if _, err := s.Take(ctx, "k", 1, specs(PerSecond(1))...); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Take(ctx, "k", 1, specs(bad)...); err == nil {
-			t.Errorf("Take with %+v after a valid limit: no error", bad)
-		}
-		if _, err := s.Take(ctx, "k", 1, specs(PerSecond(1), bad)...); err == nil {
-			t.Errorf("Take with PerSecond(1) and %+v: no error", bad)
-		}
+	perSecond := store.Limit{Rate: 1, Period: time.Second}
+	if _, err := s.Take(ctx, "k", 1, specs(perSecond)...); err != nil {
+		t.Fatal(err)
 	}
-	// Eight limits, two more than twice the cache: each admits exactly its
-	// own rate, alone and all together.
-	var limits []Limit
-	for r := int64(1); r <= 2*specCacheSize; r++ {
-		limits = append(limits, Limit{Algorithm: FixedWindow, Rate: r, Period: time.Hour})
+	if _, err := s.Take(ctx, "k", 1, store.Spec{}); !errors.Is(err, store.ErrInvalidLimit) {
+		t.Errorf("Take with the zero Spec after a valid limit: %v, want ErrInvalidLimit", err)
+	}
+	if _, err := s.Take(ctx, "k", 1, append(specs(perSecond), store.Spec{})...); !errors.Is(err, store.ErrInvalidLimit) {
+		t.Errorf("Take with a valid limit and the zero store.Spec: %v, want ErrInvalidLimit", err)
+	}
+	// Eight limits: each admits exactly its own rate, alone and all together.
+	var limits []store.Limit
+	for r := int64(1); r <= 8; r++ {
+		limits = append(limits, store.Limit{Algorithm: store.FixedWindow, Rate: r, Period: time.Hour})
 	}
 	for round := 0; round < 3; round++ {
 		for _, l := range limits {
@@ -116,21 +114,14 @@ func TestMemoryStoreSpecCache(t *testing.T) {
 			}
 		}
 	}
-	// An Algorithm equal to a constant but in other memory shares the entry.
-	alg := Algorithm(string([]byte("token_bucket")))
-	a, _ := s.Take(ctx, "alg", 1, specs(Limit{Algorithm: alg, Rate: 2, Period: time.Hour})...)
-	b, _ := s.Take(ctx, "alg", 1, specs(Limit{Algorithm: TokenBucket, Rate: 2, Period: time.Hour})...)
-	if !a.Allowed || !b.Allowed || b.Remaining != 0 {
-		t.Errorf("token_bucket 2/h twice, the algorithm spelled from two strings: %+v then %+v, want one state", a, b)
-	}
 }
 
 // Two states whose hashes collide are both kept, found and reclaimed: the
 // second lives in the overflow map.
 func TestMemoryShardHashCollision(t *testing.T) {
-	s := NewMemoryStore(WithMaxKeys(64))
+	s := New(WithMaxKeys(64))
 	sh := &s.shards[0]
-	sp := toAlgSpec(&Spec{Algorithm: FixedWindow, Rate: 1, Period: 1000})
+	sp := toAlgSpec(&specs(store.Limit{Algorithm: store.FixedWindow, Rate: 1, Period: time.Millisecond})[0])
 	k1 := makeStateKey("a", false, &sp)
 	k2 := makeStateKey("b", false, &sp)
 	const h = 42
@@ -343,44 +334,5 @@ func TestSlidingLogBlocks(t *testing.T) {
 	}
 	if l.cap() >= 1024 {
 		t.Errorf("drained to %d entries, the ring still holds %d", l.len(), l.cap())
-	}
-}
-
-// The store's hint answers only for the limit it holds: other limits, alone
-// or together with it, and invalid ones take the shard's path, each with
-// its own state.
-func TestMemoryStoreHint(t *testing.T) {
-	ctx := context.Background()
-	s := NewMemoryStore(WithClock(func() time.Time { return time.Unix(1_000_000, 0) }))
-	a := Limit{Algorithm: FixedWindow, Rate: 2, Period: time.Hour}
-	b := Limit{Algorithm: FixedWindow, Rate: 3, Period: time.Hour}
-	take := func(want bool, limits ...Limit) {
-		t.Helper()
-		res, err := s.Take(ctx, "k", 1, specs(limits...)...)
-		if err != nil || res.Allowed != want {
-			t.Fatalf("Take %v: allowed %v, %v; want %v", limits, res.Allowed, err, want)
-		}
-	}
-	take(true, a)
-	if c := s.hint.Load(); c == nil || c.limit != a {
-		t.Fatalf("hint after the first Take: %+v, want %v", c, a)
-	}
-	take(true, a)
-	take(false, a)
-	for i := 0; i < 3; i++ {
-		take(true, b)
-	}
-	take(false, b)
-	take(false, a, b)
-	if c := s.hint.Load(); c.limit != a {
-		t.Errorf("hint moved to %v", c.limit)
-	}
-	if _, err := s.Take(ctx, "k", 1, specs(Limit{Algorithm: FixedWindow, Period: time.Hour})...); err == nil {
-		t.Error("a zero Rate passed with a hint set")
-	}
-	// A caller's Algorithm in its own memory matches the hint by value.
-	alg := Algorithm(string([]byte("fixed_window")))
-	if res, _ := s.Take(ctx, "other", 1, specs(Limit{Algorithm: alg, Rate: 2, Period: time.Hour})...); !res.Allowed || res.Remaining != 1 {
-		t.Errorf("the hint's limit spelled from another string: %+v", res)
 	}
 }

@@ -43,7 +43,7 @@ func (c *memClock) Advance(d time.Duration) {
 
 func newMemStore(opts ...memorystore.Option) (*memorystore.Store, *memClock) {
 	clock := &memClock{t: memEpoch}
-	opts = append([]memorystore.Option{core.WithClock(clock.Now)}, opts...)
+	opts = append([]memorystore.Option{memorystore.WithClock(clock.Now)}, opts...)
 	return memorystore.New(opts...), clock
 }
 
@@ -500,9 +500,9 @@ func TestMemoryHugeCost(t *testing.T) {
 			t.Fatalf("test limit invalid: %v", err)
 		}
 		sp, _ := l.Spec()
-		capacity := sp.Rate
-		if sp.Burst > 0 {
-			capacity = sp.Burst
+		capacity := sp.Rate()
+		if sp.Burst() > 0 {
+			capacity = sp.Burst()
 		}
 		if l.Algorithm == core.LeakyBucket {
 			capacity++
@@ -844,16 +844,17 @@ func TestMemoryTakeAllocations(t *testing.T) {
 			clock.Advance(time.Millisecond)
 			memTake(t, s, key, 1, l)
 		}
+		sp := specs(l)
 		allocs := testing.AllocsPerRun(1000, func() {
 			clock.Advance(time.Millisecond)
-			if _, err := s.Take(ctx, key, 1, specs(l)...); err != nil {
+			if _, err := s.Take(ctx, key, 1, sp...); err != nil {
 				t.Fatal(err)
 			}
 		})
 		if allocs != 0 {
 			t.Errorf("%v: %v allocations per Take, want 0", l, allocs)
 		}
-		allocs = testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, key, 0, specs(l)...) })
+		allocs = testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, key, 0, sp...) })
 		if allocs != 0 {
 			t.Errorf("%v: %v allocations per peek, want 0", l, allocs)
 		}
@@ -861,13 +862,15 @@ func TestMemoryTakeAllocations(t *testing.T) {
 	// A peek at an unknown key stores and allocates nothing.
 	s, _ := newMemStore()
 	l := core.PerSecond(5)
-	if allocs := testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, "nobody", 0, specs(l)...) }); allocs != 0 || s.Len() != 0 {
+	sp := specs(l)
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, "nobody", 0, sp...) }); allocs != 0 || s.Len() != 0 {
 		t.Errorf("peek at an unknown key: %v allocations, %d states", allocs, s.Len())
 	}
 	// Several limits allocate only the PerLimit slice.
 	l2 := core.Limit{Algorithm: core.FixedWindow, Rate: 1 << 40, Period: time.Hour}
 	memTake(t, s, "k", 1, l, l2)
-	if allocs := testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, "k", 0, specs(l, l2)...) }); allocs > 1 {
+	sp2 := specs(l, l2)
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, "k", 0, sp2...) }); allocs > 1 {
 		t.Errorf("two limits: %v allocations, want at most 1", allocs)
 	}
 }
