@@ -75,7 +75,7 @@ func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...st
 	if s.fail.Load() {
 		return core.Result{}, fmt.Errorf("flaky: %w", errDown)
 	}
-	return s.next.Take(ctx, key, n, specs(limits...)...)
+	return s.next.Take(ctx, key, n, limits...)
 }
 
 // hangingStore answers only when the context ends.

@@ -145,7 +145,7 @@ func BenchmarkTakeOverhead(b *testing.B) {
 	}
 	cmds := make([][]any, len(keys))
 	for i, k := range keys {
-		c, err := plain.call(k, 1, lim)
+		c, err := plain.call(k, 1, specs(lim...))
 		if err != nil {
 			b.Fatal(err)
 		}

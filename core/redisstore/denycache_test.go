@@ -184,7 +184,7 @@ func TestDenyCacheBounded(t *testing.T) {
 	l := core.PerHour(1)
 	denied := core.Result{Limit: 1, RetryAfter: time.Hour}
 	for i := 0; i < 10000; i++ {
-		c.put(strconv.Itoa(i), 1, l, p, 0, 0, denied)
+		c.put(strconv.Itoa(i), 1, specs(l)[0], p, 0, 0, denied)
 	}
 	after := 0
 	for i := range c.shards {
@@ -196,7 +196,7 @@ func TestDenyCacheBounded(t *testing.T) {
 	if after != total {
 		t.Errorf("%d entries after 10000 keys, want %d", after, total)
 	}
-	if _, ok := c.get("9999", 1, l, 1); !ok {
+	if _, ok := c.get("9999", 1, specs(l)[0], 1); !ok {
 		t.Error("the latest denial is not found")
 	}
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
@@ -314,11 +314,11 @@ func TestDenyCacheCycleHits(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		for k := 0; k < 1000; k++ {
 			key := "k" + strconv.Itoa(k)
-			if _, ok := c.get(key, 1, l, int64(round)); !ok {
+			if _, ok := c.get(key, 1, specs(l)[0], int64(round)); !ok {
 				if round > 0 {
 					misses++
 				}
-				c.put(key, 1, l, p, int64(round), 0, denied)
+				c.put(key, 1, specs(l)[0], p, int64(round), 0, denied)
 			}
 		}
 	}

@@ -139,7 +139,7 @@ func redisMatches(t *testing.T, steps, maxLimits int) {
 	calls := 0
 	diffRun(t, steps, maxLimits, mem, func() time.Time { return now }, func(d time.Duration) { now = now.Add(d) },
 		func(key string, n int64, limits []core.Limit) (core.Result, error) {
-			keys, args, _, err := s.request(key, n, limits)
+			keys, args, _, err := s.request(key, n, specs(limits...))
 			if err != nil {
 				return core.Result{}, err
 			}

@@ -44,7 +44,7 @@ func waitListening(tb interface {
 // BreakerState names the state of the breaker of the server that holds
 // key's state under limit: "closed", "open" or "loading".
 func BreakerState(s *Store, key string, limit Limit) string {
-	keys, _, _, err := s.request(key, 1, []Limit{limit})
+	keys, _, _, err := s.request(key, 1, specs(limit))
 	if err != nil {
 		panic(err)
 	}

@@ -63,18 +63,18 @@ func FuzzKeyLayout(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, k1, k2 string) {
 		prefix := fmt.Sprintf("fz%d-%d:", os.Getpid(), hostileSeq.Add(1))
-		store, err := redisstore.New(rdb, redisstore.WithPrefix(prefix))
+		rs, err := redisstore.New(rdb, redisstore.WithPrefix(prefix))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if k1 == "" {
-			if _, err := store.Take(ctx, k1, 1, specs(lims...)...); !errors.Is(err, store.ErrEmptyKey) {
+			if _, err := rs.Take(ctx, k1, 1, specs(lims...)...); !errors.Is(err, store.ErrEmptyKey) {
 				t.Fatalf("empty key: error %v, want ErrEmptyKey", err)
 			}
 			return
 		}
 		for i, want := range []bool{true, false} {
-			res, err := store.Take(ctx, k1, 1, specs(lims...)...)
+			res, err := rs.Take(ctx, k1, 1, specs(lims...)...)
 			if err != nil {
 				t.Fatalf("Take %d of %.60q: %v", i+1, k1, err)
 			}
@@ -85,7 +85,7 @@ func FuzzKeyLayout(f *testing.F) {
 		distinct := 1
 		if k2 != "" && k2 != k1 {
 			distinct++
-			res, err := store.Take(ctx, k2, 1, specs(lims...)...)
+			res, err := rs.Take(ctx, k2, 1, specs(lims...)...)
 			if err != nil {
 				t.Fatalf("Take of %.60q: %v", k2, err)
 			}

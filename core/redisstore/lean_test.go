@@ -25,7 +25,7 @@ func TestScriptChoice(t *testing.T) {
 		core.FixedWindow: fixedScript, core.SlidingWindow: slidingScript, core.SlidingLog: logScript,
 	}
 	for _, l := range allAlgorithms() {
-		c, err := x.store.call("k", 1, []core.Limit{l})
+		c, err := x.store.call("k", 1, specs(l))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,12 +33,12 @@ func TestScriptChoice(t *testing.T) {
 			t.Errorf("%v: script %s keys %v, want %s and the state key", l, c.script.Hash(), keys, want[l.Algorithm].Hash())
 		}
 		l.Penalty = time.Second
-		c, _ = x.store.call("k", 1, []core.Limit{l})
+		c, _ = x.store.call("k", 1, specs(l))
 		if keys, _ := c.keysArgs(); c.script != takeScript || len(keys) != 2 {
 			t.Errorf("%v: keys %v, want the take script with state and lock", l, keys)
 		}
 	}
-	if c, _ := x.store.call("k", 1, allAlgorithms()); c.script != takeScript {
+	if c, _ := x.store.call("k", 1, specs(allAlgorithms()...)); c.script != takeScript {
 		t.Error("several limits: not the take script")
 	}
 }
@@ -131,7 +131,7 @@ func TestRedisScriptsMatchMemoryStore(t *testing.T) {
 			calls := 0
 			diffRun(t, 1500, maxLimits, mem, func() time.Time { return now }, func(d time.Duration) { now = now.Add(d) },
 				func(key string, n int64, limits []core.Limit) (core.Result, error) {
-					c, err := s.call(key, n, limits)
+					c, err := s.call(key, n, specs(limits...))
 					if err != nil {
 						return core.Result{}, err
 					}

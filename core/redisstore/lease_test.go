@@ -57,7 +57,8 @@ func (x *mini) held(key string, l core.Limit) (int64, bool) {
 }
 
 // entry returns the lease entry of key under lim, or nil.
-func (l *leases) entry(key string, lim core.Limit) *lease {
+func (l *leases) entry(key string, limit core.Limit) *lease {
+	lim := specs(limit)[0]
 	sh := &l.shards[l.hash(key, lim)%leaseShards]
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()

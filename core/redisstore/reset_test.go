@@ -29,13 +29,13 @@ func instance(t *testing.T, addr string, limits []core.Limit, opts ...redisstore
 	t.Helper()
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
-	store, err := redisstore.New(client, opts...)
+	rs, err := redisstore.New(client, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = store.Close() })
-	redisstore.WaitListening(t, store)
-	l, err := core.New(store, clientKey, limits, core.WithName("api"), core.WithTimeout(10*time.Second))
+	t.Cleanup(func() { _ = rs.Close() })
+	redisstore.WaitListening(t, rs)
+	l, err := core.New(rs, clientKey, limits, core.WithName("api"), core.WithTimeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,11 +120,11 @@ func TestMiniredisMovingTime(t *testing.T) {
 			m.SetTime(time.Now())
 			client := redis.NewClient(&redis.Options{Addr: m.Addr()})
 			t.Cleanup(func() { _ = client.Close() })
-			store, err := redisstore.New(client)
+			rs, err := redisstore.New(client)
 			if err != nil {
 				t.Fatal(err)
 			}
-			l, err := core.New(store, clientKey, []core.Limit{{Algorithm: a, Rate: 2, Period: time.Minute}})
+			l, err := core.New(rs, clientKey, []core.Limit{{Algorithm: a, Rate: 2, Period: time.Minute}})
 			if err != nil {
 				t.Fatal(err)
 			}

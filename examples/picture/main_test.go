@@ -130,7 +130,7 @@ func TestReplaysKeepTheirAlgorithmsBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	T := time.Duration(spec.Interval()) * time.Microsecond // 3 ms
-	B := int(spec.Burst)                                   // 1000
+	B := int(spec.Burst())                                 // 1000
 	for _, sc := range allScenes(t) {
 		name := sc.pattern.name
 		offered := 0

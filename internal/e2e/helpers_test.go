@@ -75,12 +75,12 @@ type tally struct {
 	mu        sync.Mutex
 	byOutcome map[core.Outcome]int
 	served    map[core.Outcome]int // decisions with Action Serve or Hold
-	errs      map[string]int       // store errors by kind
+	errs      map[string]int       // kv errors by kind
 	lastErr   error
 
 	mark      atomic.Int64 // unix ns; decisions after it are watched
-	recovered atomic.Int64 // unix ns of the first store decision (Err nil) after mark
-	lastFail  atomic.Int64 // unix ns of the latest decision with a store error
+	recovered atomic.Int64 // unix ns of the first kv decision (Err nil) after mark
+	lastFail  atomic.Int64 // unix ns of the latest decision with a kv error
 }
 
 func newTally() *tally {
@@ -218,16 +218,16 @@ type service struct {
 
 // newService starts a service limiting every request with limits in
 // store, keyed by the X-Client header.
-func newService(t testing.TB, store store.Store, limits []core.Limit, opts ...core.Option) *service {
+func newService(t testing.TB, kv store.Store, limits []core.Limit, opts ...core.Option) *service {
 	t.Helper()
 	key, err := keyfuncs.Header(clientHeader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newServiceKey(t, store, key, limits, opts...)
+	return newServiceKey(t, kv, key, limits, opts...)
 }
 
-func newServiceKey(t testing.TB, store store.Store, key core.KeyFunc, limits []core.Limit, opts ...core.Option) *service {
+func newServiceKey(t testing.TB, kv store.Store, key core.KeyFunc, limits []core.Limit, opts ...core.Option) *service {
 	t.Helper()
 	ta := newTally()
 	// By default a store failure refuses (503) and the deadline is roomy,
@@ -238,7 +238,7 @@ func newServiceKey(t testing.TB, store store.Store, key core.KeyFunc, limits []c
 		core.WithName(uniq("svc")), core.WithObserver(ta.observe),
 		core.WithFailurePolicy(core.FailClosed), core.WithTimeout(2 * time.Second),
 	}, opts...)
-	lim, err := core.New(store, key, limits, opts...)
+	lim, err := core.New(kv, key, limits, opts...)
 	if err != nil {
 		t.Fatalf("core.New: %v", err)
 	}

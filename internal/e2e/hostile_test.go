@@ -42,11 +42,11 @@ func sharedStore(t *testing.T) *redisstore.Store {
 	srv := redistest.Shared(t)
 	rdb := newRedisClient(srv.Addr)
 	t.Cleanup(func() { _ = rdb.Close() })
-	store, err := redisstore.New(rdb)
+	kv, err := redisstore.New(rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return store
+	return kv
 }
 
 // clientFrom returns an HTTP client whose connections leave from the
@@ -132,8 +132,8 @@ func wantServed(t *testing.T, what string, st stats, served int) {
 // request; without trusted proxies they are all ignored and the client
 // stays in its one bucket.
 func TestHostileForwardedHeaders(t *testing.T) {
-	store := sharedStore(t)
-	svc := newServiceKey(t, store, mustKey(t)(keyfuncs.IP()), hostileLimits())
+	kv := sharedStore(t)
+	svc := newServiceKey(t, kv, mustKey(t)(keyfuncs.IP()), hostileLimits())
 	defer svc.Close()
 	r := newRand(1, 2)
 	st := send(t, clientFrom("127.0.0.4"), svc.URL, 10*hostileLimit, func(i int, req *http.Request) {
@@ -187,7 +187,7 @@ func proxy(t *testing.T, target, mode string) string {
 // allowance, and an attacker who sends the victim's address (127.0.0.3)
 // in every forwarding header does not lock the victim out.
 func TestHostileBehindTrustedProxy(t *testing.T) {
-	store := sharedStore(t)
+	kv := sharedStore(t)
 	for _, mode := range []string{"x-forwarded-for", "forwarded", "real-ip"} {
 		t.Run(mode, func(t *testing.T) {
 			opts := []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("127.0.0.1")}
@@ -197,7 +197,7 @@ func TestHostileBehindTrustedProxy(t *testing.T) {
 			case "real-ip":
 				opts = append(opts, keyfuncs.WithClientIPHeader("X-Real-IP"))
 			}
-			svc := newServiceKey(t, store, mustKey(t)(keyfuncs.IP(opts...)), hostileLimits())
+			svc := newServiceKey(t, kv, mustKey(t)(keyfuncs.IP(opts...)), hostileLimits())
 			defer svc.Close()
 			front := proxy(t, svc.URL, mode)
 			r := newRand(3, 4)
@@ -223,8 +223,8 @@ func TestHostileBehindTrustedProxy(t *testing.T) {
 // allowance. Another /64 has its own, and two IPv4 neighbours are never
 // grouped (the reverse bug).
 func TestHostileIPv6Rotation(t *testing.T) {
-	store := sharedStore(t)
-	svc := newServiceKey(t, store, mustKey(t)(keyfuncs.IP(keyfuncs.WithTrustedProxies("127.0.0.1"))), hostileLimits())
+	kv := sharedStore(t)
+	svc := newServiceKey(t, kv, mustKey(t)(keyfuncs.IP(keyfuncs.WithTrustedProxies("127.0.0.1"))), hostileLimits())
 	defer svc.Close()
 	r := newRand(5, 6)
 	from := func(addr func() string) func(int, *http.Request) {
@@ -251,7 +251,7 @@ func TestHostileIPv6Rotation(t *testing.T) {
 // allowance and the victim keeps its own; with JWT alone and KeyErrorDeny
 // every bad token gets the fixed 403 body, which names no error.
 func TestHostileTokens(t *testing.T) {
-	store := sharedStore(t)
+	kv := sharedStore(t)
 	secret := []byte("e2e-secret-0123456789abcdefghijklmnop")
 	other := []byte("not-the-secret-0123456789abcdefghijkl")
 	jwtKey := mustKey(t)(keyfuncs.JWT("sub", keyfuncs.HMACSecret(secret)))
@@ -298,7 +298,7 @@ func TestHostileTokens(t *testing.T) {
 	}
 
 	t.Run("fallback to IP", func(t *testing.T) {
-		svc := newServiceKey(t, store, keyfuncs.Fallback(jwtKey, ipKey), hostileLimits())
+		svc := newServiceKey(t, kv, keyfuncs.Fallback(jwtKey, ipKey), hostileLimits())
 		defer svc.Close()
 		wantServed(t, "attacker with bad tokens claiming the victim", send(t, clientFrom("127.0.0.5"), svc.URL, 10*hostileLimit, attack), hostileLimit)
 		wantServed(t, "victim with a valid token, same address as the attacker",
@@ -310,7 +310,7 @@ func TestHostileTokens(t *testing.T) {
 	t.Run("shared bucket", func(t *testing.T) {
 		// KeyErrorShared (the default): every request without a valid
 		// identity shares one bucket, whatever token it carries.
-		svc := newServiceKey(t, store, jwtKey, hostileLimits())
+		svc := newServiceKey(t, kv, jwtKey, hostileLimits())
 		defer svc.Close()
 		wantServed(t, "bad tokens claiming the victim", send(t, newHTTPClient(4), svc.URL, 10*hostileLimit, attack), hostileLimit)
 		wantServed(t, "victim with a valid token", send(t, newHTTPClient(4), svc.URL, 2*hostileLimit, func(_ int, req *http.Request) {
@@ -319,7 +319,7 @@ func TestHostileTokens(t *testing.T) {
 	})
 
 	t.Run("deny without error text", func(t *testing.T) {
-		svc := newServiceKey(t, store, jwtKey, hostileLimits(), core.OnKeyError(core.KeyErrorDeny))
+		svc := newServiceKey(t, kv, jwtKey, hostileLimits(), core.OnKeyError(core.KeyErrorDeny))
 		defer svc.Close()
 		hc := newHTTPClient(4)
 		defer hc.CloseIdleConnections()
@@ -367,7 +367,7 @@ func TestHostileKeysCluster(t *testing.T) {
 	rdb := newClusterClient(c.Addrs)
 	defer rdb.Close()
 	prefix := uniq("hk") + ":"
-	store, err := redisstore.New(rdb, redisstore.WithPrefix(prefix))
+	kv, err := redisstore.New(rdb, redisstore.WithPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +385,7 @@ func TestHostileKeysCluster(t *testing.T) {
 	}
 	for round := 0; round <= limit; round++ {
 		for _, k := range keys {
-			res, err := store.Take(ctx, k, 1, specs(lims...)...)
+			res, err := kv.Take(ctx, k, 1, specs(lims...)...)
 			if err != nil {
 				t.Fatalf("Take(%.40q): %v", k, err)
 			}
@@ -471,7 +471,7 @@ func TestHostileAbsurdLimits(t *testing.T) {
 	}
 	stores := map[string]store.Store{"memory": memorystore.New(), "redis": sharedStore(t)}
 	// Absurd but enforceable: decided without error or panic.
-	for name, store := range stores {
+	for name, kv := range stores {
 		for _, lim := range []core.Limit{
 			{Rate: 1, Period: time.Second, Penalty: (1<<53 - 1) * time.Microsecond},
 			{Rate: 1, Period: time.Microsecond},
@@ -479,7 +479,7 @@ func TestHostileAbsurdLimits(t *testing.T) {
 			{Algorithm: core.TokenBucket, Rate: 1 << 20, Period: time.Hour, Burst: 1 << 20},
 			{Algorithm: core.SlidingLog, Rate: store.MaxSlidingLogRate, Period: 1000 * time.Hour},
 		} {
-			svc := newService(t, store, []core.Limit{lim})
+			svc := newService(t, kv, []core.Limit{lim})
 			hc := newHTTPClient(1)
 			client := uniq("absurd")
 			rs := load{client: hc, urls: []string{svc.URL}, workers: 1, n: 3, key: func(int) string { return client }, keep: true,
@@ -498,11 +498,11 @@ func TestHostileAbsurdLimits(t *testing.T) {
 			}
 		}
 	}
-	for name, store := range stores {
+	for name, kv := range stores {
 		for _, alg := range store.Algorithms() {
 			lims := []core.Limit{{Algorithm: alg, Rate: hostileLimit, Period: longPeriod()}}
-			huge := newService(t, store, lims, core.WithCost(math.MaxInt64))
-			hugeFunc := newService(t, store, lims, core.WithCostFunc(func(*http.Request) int64 { return math.MaxInt64 }))
+			huge := newService(t, kv, lims, core.WithCost(math.MaxInt64))
+			hugeFunc := newService(t, kv, lims, core.WithCostFunc(func(*http.Request) int64 { return math.MaxInt64 }))
 			client := uniq("absurd")
 			for _, svc := range []*service{huge, hugeFunc} {
 				hc := newHTTPClient(1)
@@ -535,7 +535,7 @@ func TestHostilePenaltyOverflow(t *testing.T) {
 		err := lim.Validate()
 		if !errors.Is(err, core.ErrInvalidLimit) {
 			sp, _ := lim.Spec()
-			t.Errorf("Limit{Rate: 1, Period: 1s, Penalty: %d}.Validate() = %v, want ErrInvalidLimit (Spec().Penalty = %d µs)", int64(p), err, sp.Penalty)
+			t.Errorf("Limit{Rate: 1, Period: 1s, Penalty: %d}.Validate() = %v, want ErrInvalidLimit (Spec().Penalty = %d µs)", int64(p), err, sp.Penalty())
 		}
 	}
 }
@@ -544,12 +544,12 @@ func TestHostilePenaltyOverflow(t *testing.T) {
 // (WithClock) share one Redis: the count stays exact, because every
 // decision uses Redis' TIME inside the script, not the instance's clock.
 func TestHostileClockSkew(t *testing.T) {
-	store := sharedStore(t)
+	kv := sharedStore(t)
 	name := uniq("skew")
 	lims := []core.Limit{{Algorithm: core.FixedWindow, Rate: hostileLimit, Period: longPeriod()}}
-	ahead := newService(t, store, lims, core.WithName(name), core.WithClock(func() time.Time { return time.Now().Add(time.Hour) }))
+	ahead := newService(t, kv, lims, core.WithName(name), core.WithClock(func() time.Time { return time.Now().Add(time.Hour) }))
 	defer ahead.Close()
-	behind := newService(t, store, lims, core.WithName(name), core.WithClock(func() time.Time { return time.Now().Add(-time.Hour) }))
+	behind := newService(t, kv, lims, core.WithName(name), core.WithClock(func() time.Time { return time.Now().Add(-time.Hour) }))
 	defer behind.Close()
 	client := uniq("skewed")
 	hc := newHTTPClient(4)

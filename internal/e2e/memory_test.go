@@ -43,7 +43,7 @@ func TestMemoryStoreMillionKeys(t *testing.T) {
 	lims := []core.Limit{{Algorithm: core.SlidingLog, Rate: 10, Period: time.Hour}}
 
 	base := heapInUse()
-	store := memorystore.New(memorystore.WithMaxKeys(maxKeys))
+	kv := memorystore.New(memorystore.WithMaxKeys(maxKeys))
 	take := func(from, to int) {
 		var wg sync.WaitGroup
 		const workers = 2
@@ -57,7 +57,7 @@ func TestMemoryStoreMillionKeys(t *testing.T) {
 					if i%100 == 0 {
 						key += strings.Repeat("x", 1000)
 					}
-					res, err := store.Take(ctx, key, 1, specs(lims...)...)
+					res, err := kv.Take(ctx, key, 1, specs(lims...)...)
 					if err != nil || !res.Allowed {
 						t.Errorf("Take(%d) = %+v, %v; want allowed (a fresh key)", i, res, err)
 						return
@@ -70,26 +70,26 @@ func TestMemoryStoreMillionKeys(t *testing.T) {
 	start := time.Now()
 	take(0, 2*maxKeys)
 	full := heapInUse()
-	lenFull := store.Len()
+	lenFull := kv.Len()
 	maxLen := lenFull
 	for from := 2 * maxKeys; from < total; from += 100_000 {
 		take(from, min(from+100_000, total))
-		if n := store.Len(); n > maxLen {
+		if n := kv.Len(); n > maxLen {
 			maxLen = n
 		}
 	}
 	elapsed := time.Since(start)
 	end := heapInUse()
-	runtime.KeepAlive(store)
+	runtime.KeepAlive(kv)
 	t.Logf("%d distinct keys in %v with WithMaxKeys(%d): Len %d once full, at most %d sampled, %d at the end",
-		total, elapsed.Round(time.Millisecond), maxKeys, lenFull, maxLen, store.Len())
+		total, elapsed.Round(time.Millisecond), maxKeys, lenFull, maxLen, kv.Len())
 	t.Logf("heap: %.1f MB before, %.1f MB once the bound was reached (%d keys), %.1f MB after %d keys (%.0f bytes per state held)",
-		mb(base), mb(full), 2*maxKeys, mb(end), total, float64(end-base)/float64(max(store.Len(), 1)))
-	if maxLen > maxKeys || store.Len() > maxKeys {
-		t.Errorf("the store held up to %d states (%d at the end), more than its bound %d", maxLen, store.Len(), maxKeys)
+		mb(base), mb(full), 2*maxKeys, mb(end), total, float64(end-base)/float64(max(kv.Len(), 1)))
+	if maxLen > maxKeys || kv.Len() > maxKeys {
+		t.Errorf("the store held up to %d states (%d at the end), more than its bound %d", maxLen, kv.Len(), maxKeys)
 	}
-	if store.Len() < maxKeys/2 {
-		t.Errorf("the store holds %d states, under half its bound %d: it forgets more than it must", store.Len(), maxKeys)
+	if kv.Len() < maxKeys/2 {
+		t.Errorf("the store holds %d states, under half its bound %d: it forgets more than it must", kv.Len(), maxKeys)
 	}
 	// Once full, the flood must not grow what the store keeps: allow 16 MB
 	// for map growth (maps do not shrink) and noise, against the hundreds
@@ -115,7 +115,7 @@ func TestRedisMemoryBaseline(t *testing.T) {
 	rdb := newRedisClient(srv.Addr)
 	defer rdb.Close()
 	admin := srv.Client(t)
-	store, err := redisstore.New(rdb)
+	kv, err := redisstore.New(rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestRedisMemoryBaseline(t *testing.T) {
 	}
 	// Warm up (script cache, connections), let that key lapse, then read
 	// the baseline.
-	if _, err := store.Take(ctx, "warm-up", 1, specs(core.Limit{Rate: 1, Period: time.Millisecond})...); err != nil {
+	if _, err := kv.Take(ctx, "warm-up", 1, specs(core.Limit{Rate: 1, Period: time.Millisecond})...); err != nil {
 		t.Fatal(err)
 	}
 	waitDBSize(t, ctx, admin, 0, 30*time.Second)
@@ -142,7 +142,7 @@ func TestRedisMemoryBaseline(t *testing.T) {
 				key := fmt.Sprintf("mem-%d", i)
 				// Two requests: the second is denied and sets the locks.
 				for range 2 {
-					if _, err := store.Take(ctx, key, 1, specs(lims...)...); err != nil {
+					if _, err := kv.Take(ctx, key, 1, specs(lims...)...); err != nil {
 						t.Errorf("Take: %v", err)
 						return
 					}
