@@ -39,10 +39,11 @@ func BenchmarkTake(b *testing.B) {
 	} {
 		s := realStore(b, client)
 		ctx := context.Background()
+		sp := specs(c.limits...)
 		b.Run(c.name+"/serial", func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				if _, err := s.Take(ctx, keys[i%len(keys)], 1, specs(c.limits...)...); err != nil {
+				if _, err := s.Take(ctx, keys[i%len(keys)], 1, sp...); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -53,7 +54,7 @@ func BenchmarkTake(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				i := 0
 				for pb.Next() {
-					if _, err := s.Take(ctx, keys[i%len(keys)], 1, specs(c.limits...)...); err != nil {
+					if _, err := s.Take(ctx, keys[i%len(keys)], 1, sp...); err != nil {
 						b.Error(err)
 						return
 					}
@@ -101,9 +102,10 @@ func BenchmarkLeaseHot(b *testing.B) {
 				b.SetParallelism(32)
 				b.ResetTimer()
 				cpu0 := processCPU()
+				sp := specs(lim)
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						if _, err := s.Take(ctx, "hot", 1, specs(lim)...); err != nil {
+						if _, err := s.Take(ctx, "hot", 1, sp...); err != nil {
 							b.Error(err)
 							return
 						}
@@ -170,9 +172,10 @@ func BenchmarkTakeOverhead(b *testing.B) {
 		name string
 		s    *Store
 	}{{"plain", plain}, {"piped", realStore(b, client)}} {
+		sp := specs(lim...)
 		b.Run(c.name, func(b *testing.B) {
 			measure(b, func(i int) error {
-				_, err := c.s.Take(ctx, keys[i], 1, specs(lim...)...)
+				_, err := c.s.Take(ctx, keys[i], 1, sp...)
 				return err
 			})
 		})

@@ -155,10 +155,10 @@ func TestMiniDenyCacheHitAllocs(t *testing.T) {
 		t.Fatal("second take allowed")
 	}
 	ctx := context.Background()
-	limits := []core.Limit{l}
+	limits := specs(l)
 	before := x.m.CommandCount()
 	allocs := testing.AllocsPerRun(200, func() {
-		if r, err := x.store.Take(ctx, "alloc", 1, specs(limits...)...); err != nil || r.Allowed {
+		if r, err := x.store.Take(ctx, "alloc", 1, limits...); err != nil || r.Allowed {
 			t.Fatalf("%+v %v", r, err)
 		}
 	})
