@@ -1,8 +1,12 @@
-// Package core holds sluice's framework-agnostic rate-limiting decisions:
-// the Limit type and its algorithms, the store.Store interface with an in-memory
-// implementation, and the Limiter that HTTP adapters call once per request.
+// Package core is sluice's rate limiter for users and HTTP adapters: New
+// makes a Limiter from a store, a KeyFunc and Limits (PerSecond,
+// PerMinute, PerHour, ParseLimit), and the adapters (nethttp, ginlimit,
+// echolimit) call Limiter.Decide once per request and carry out its
+// Decision.
 //
-// core imports only the standard library. The Redis store lives in
-// core/redisstore; the key functions in keyfuncs; the HTTP adapters in
-// nethttp, ginlimit and echolimit.
+// A Limiter needs a store: memorystore.New() for one process, or
+// redisstore.New for several sharing Redis. Limit, Algorithm and Result
+// are aliases of package store's, so users import only core and a store;
+// package store is the contract for those who write a store. Key
+// functions live in keyfuncs.
 package core

@@ -427,7 +427,7 @@ func (slowStore) Take(ctx context.Context, _ string, _ int64, _ ...store.Spec) (
 	return core.Result{}, ctx.Err()
 }
 
-// The MemoryStore holds a bounded number of states; a flood of new keys
+// The memory store holds a bounded number of states; a flood of new keys
 // evicts the least valuable ones rather than growing without bound.
 func ExampleWithMaxKeys() {
 	mem := memorystore.New(memorystore.WithMaxKeys(1000))

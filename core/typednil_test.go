@@ -42,7 +42,7 @@ func (valueStore) Take(context.Context, string, int64, ...store.Spec) (core.Resu
 func typedNilKey(*http.Request) (string, error) { return "k", nil }
 
 // A typed nil inside the Store interface (a nil *redisstore.Store, a nil
-// *MemoryStore) is refused by New and WithFallbackStore, instead of
+// *memorystore.Store) is refused by New and WithFallbackStore, instead of
 // serving from the fallback, or panicking, at every request.
 func TestNewRefusesTypedNilStore(t *testing.T) {
 	limits := []core.Limit{core.PerSecond(1)}

@@ -11,7 +11,7 @@ import (
 	"unsafe"
 )
 
-// White-box checks of how MemoryStore stores keys and sizes its shards.
+// White-box checks of how Store stores keys and sizes its shards.
 
 func TestMemoryStoreKeyStorage(t *testing.T) {
 	s := New()

@@ -83,7 +83,7 @@ type memoryShard struct {
 
 type shardData struct {
 	mu sync.Mutex
-	// states holds the states by stateHash (memory_table.go), used of its
+	// states holds the states by stateHash (table.go), used of its
 	// slots taken; a state whose hash another state already holds (a
 	// 64-bit collision, in practice never) is kept in overflow, by its
 	// full key. Every stored state holds its key, and a lookup compares it.

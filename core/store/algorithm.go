@@ -1,7 +1,7 @@
 package store
 
 // algorithmFacts is everything the package knows of one algorithm beyond
-// its arithmetic (memory_algo.go and lua/take.lua): one entry per
+// its arithmetic (core/memorystore/algo.go and lua/take.lua): one entry per
 // algorithm, so that a fact is written once.
 type algorithmFacts struct {
 	code  string // one letter: Spec.ID and the Lua scripts' code

@@ -106,7 +106,7 @@ type replay struct {
 	requests []request
 }
 
-// simulate replays p through alg on a MemoryStore with a fake clock that is
+// simulate replays p through alg on a memory store with a fake clock that is
 // set to each request's arrival before its Take.
 func simulate(p pattern, alg core.Algorithm) (replay, error) {
 	now := start

@@ -30,7 +30,7 @@ func heapInUse() uint64 {
 
 // TestMemoryStoreMillionKeys sends one request for each of a million
 // distinct keys (100,000 with -short), as a flood of spoofed identities
-// would, through a MemoryStore bounded by WithMaxKeys: the store never holds
+// would, through a memorystore.Store bounded by WithMaxKeys: the store never holds
 // more states than its bound, and the heap it keeps does not grow with the
 // flood once the bound is reached.
 func TestMemoryStoreMillionKeys(t *testing.T) {
