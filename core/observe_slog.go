@@ -17,7 +17,7 @@ const LogLevelOff = slog.Level(math.MaxInt)
 const DefaultLogRepeatInterval = 10 * time.Second
 
 // LogOption configures LogDenials: LogLevel, LogKey, LogRepeatInterval, and
-// WithClock (the ClockOption a memorystore.Store and a Limiter also take).
+// WithClock (the ClockOption a Limiter also takes).
 type LogOption interface {
 	applyLog(*logConfig)
 }
