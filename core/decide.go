@@ -85,6 +85,7 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 	switch {
 	case err == nil:
 		l.fromResult(&d, cfg.fold(res))
+		l.needsDone(&d, l.store, storeKey, cost)
 	case ctx.Err() != nil:
 		// The client is gone: no policy serves it (see OutcomeCanceled).
 		d.Action, d.Outcome, d.resp = Refuse, OutcomeCanceled, &l.unavailable
@@ -111,7 +112,7 @@ func (l *Limiter) take(ctx context.Context, cfg *limiterConfig, storeKey string,
 		defer cancel()
 	}
 	start := time.Now()
-	res, err := l.store.Take(tctx, storeKey, cost, cfg.take...)
+	res, err := l.charge(tctx, l.store, storeKey, cost, cfg.take)
 	end := time.Now()
 	ev.Latency = end.Sub(start)
 	if err != nil && tctx != ctx && tctx.Err() == context.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
@@ -130,13 +131,14 @@ func (l *Limiter) onFailure(ctx context.Context, d *Decision, storeKey string, c
 		d.Action, d.Outcome, d.resp = Refuse, OutcomeFailedClosed, &l.unavailable
 	default: // FailLocal
 		start := time.Now()
-		res, err := l.fallback.Take(ctx, storeKey, cost, d.l.take...)
+		res, err := l.charge(ctx, l.fallback, storeKey, cost, d.l.take)
 		ev.Latency += time.Since(start)
 		if err != nil {
 			d.Action, d.Outcome = Serve, OutcomeFailedOpen
 			return
 		}
 		l.fromResult(d, d.l.fold(res))
+		l.needsDone(d, l.fallback, storeKey, cost)
 		d.Outcome = OutcomeFallback
 	}
 }
@@ -170,6 +172,10 @@ func (l *Limiter) finish(r *http.Request, d Decision, ev Event) Decision {
 	if len(l.observers) > 0 {
 		ev.Request = r
 		l.observe(ev, &d)
+		if d.after != nil {
+			d.after.ev = ev
+			d.after.ev.Limiter, d.after.ev.Result = l.name, d.Result
+		}
 	}
 	return d
 }

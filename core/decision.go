@@ -68,6 +68,11 @@ const (
 	// unless the store charged before the context ended. In shadow mode it
 	// is served.
 	OutcomeCanceled
+	// OutcomeGiveBackFailed is not a decision: it reports, after the
+	// handler, that the charge of a request that WithCountIf does not
+	// count could not be given back (Event.Err says why); the client was
+	// charged. The response is not affected.
+	OutcomeGiveBackFailed
 )
 
 var outcomeNames = [...]string{
@@ -81,6 +86,8 @@ var outcomeNames = [...]string{
 	OutcomeSkipped:      "skipped",
 	OutcomeKeyError:     "key_error",
 	OutcomeCanceled:     "canceled",
+
+	OutcomeGiveBackFailed: "give_back_failed",
 }
 
 func (o Outcome) String() string { return enumString(outcomeNames[:], "outcome", uint8(o)) }
@@ -138,9 +145,10 @@ type Decision struct {
 	// FailClosed.
 	Result Result
 
-	l    *limiterConfig // the limits it was made with (nil: zero Decision)
-	now  time.Time      // when the decision was made, by the Limiter's clock
-	resp *Response      // what to write for Refuse, or for a Hold cut short
+	l     *limiterConfig // the limits it was made with (nil: zero Decision)
+	now   time.Time      // when the decision was made, by the Limiter's clock
+	resp  *Response      // what to write for Refuse, or for a Hold cut short
+	after *afterStep     // what Done does (nil: nothing)
 }
 
 // Response returns what to write when Action is Refuse (the deny response

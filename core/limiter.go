@@ -45,6 +45,7 @@ type Limiter struct {
 	cost     int64
 	costFunc func(*http.Request) int64
 	skip     func(*http.Request) bool
+	countIf  func(status int) bool // nil: every request counts
 
 	policy   FailurePolicy
 	fallback store.Store
@@ -139,6 +140,9 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 			l.fallback = memorystore.New()
 		}
 	}
+	if err := l.checkRefunders(); err != nil {
+		return nil, err
+	}
 	l.keyPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + ":"
 	l.style = style
 	l.cfg.Store(l.newConfig("", limits, specs, nil))
@@ -149,6 +153,21 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 	}
 	l.watchResets()
 	return l, nil
+}
+
+// checkRefunders reports, for a Limiter with WithCountIf, a store or a
+// local fallback store that cannot give a charge back.
+func (l *Limiter) checkRefunders() error {
+	if l.countIf == nil {
+		return nil
+	}
+	if _, ok := l.store.(store.Refunder); !ok {
+		return fmt.Errorf("%w: WithCountIf needs a store that can give a charge back (a store.Refunder); %T is not one", ErrInvalidOption, l.store)
+	}
+	if _, ok := l.fallback.(store.Refunder); l.policy == FailLocal && !ok {
+		return fmt.Errorf("%w: WithCountIf needs a fallback store that can give a charge back (a store.Refunder); %T is not one", ErrInvalidOption, l.fallback)
+	}
+	return nil
 }
 
 // specsOf validates limits, as New and SetLimits do.

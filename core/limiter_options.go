@@ -111,6 +111,33 @@ func WithSkip(f func(*http.Request) bool) Option {
 	})
 }
 
+// WithCountIf counts a request only when count returns true for the
+// status its handler wrote: WithCountIf(func(s int) bool { return s >= 400 })
+// counts failed logins only. Every request is charged up front as usual,
+// so that concurrent attempts are limited exactly; once the handler has
+// written its status, the adapter calls Decision.Done and, when count
+// returns false, the charge is given back to the store (see
+// store.Refunder and ALGORITHMS.md for what each algorithm gives back).
+// Requests that are served hold their units while in flight: a burst of
+// concurrent successful requests can be refused until some complete.
+// A give-back that fails (the store is down) is reported to observers as
+// OutcomeGiveBackFailed and leaves the charge in place; a penalty lock
+// is never set nor lifted by a give-back.
+//
+// The store, and under FailLocal the fallback store, must implement
+// store.Refunder (the memory and Redis stores do): New fails otherwise.
+// count is called once per charged request after its handler; it must be
+// safe for concurrent use.
+func WithCountIf(count func(status int) bool) Option {
+	return optionFunc(func(o *options) error {
+		if count == nil {
+			return fmt.Errorf("%w: count function is nil", ErrInvalidOption)
+		}
+		o.l.countIf = count
+		return nil
+	})
+}
+
 // FailurePolicy is what a Limiter does when its store fails, exceeds the
 // per-decision timeout, or is cut off by the circuit breaker.
 type FailurePolicy uint8

@@ -24,6 +24,10 @@ type Result struct {
 	// PerLimit holds one Result per limit when Take was given more than
 	// one (their own PerLimit is nil); nil for a single limit.
 	PerLimit []Result
+
+	// Stamp is the store's clock, in µs, at which Refunder.Charge decided,
+	// for Refunder.Refund; 0 when the store does not say (Take may).
+	Stamp int64
 }
 
 // Store decides and records rate-limit state. Implementations must be safe
@@ -120,6 +124,23 @@ type Resetter interface {
 	// limit, and the store's error when it fails; a failed Reset may have
 	// cleared some of the limits and can be repeated.
 	Reset(ctx context.Context, key string, limits ...Spec) error
+}
+
+// Refunder is a Store that can give back what it charged, for a Limiter
+// that counts requests by their outcome (core.WithCountIf). The memory
+// store and the Redis store implement it.
+type Refunder interface {
+	// Charge is Take, and sets the Result's Stamp, which Refund needs.
+	Charge(ctx context.Context, key string, n int64, limits ...Spec) (Result, error)
+	// Refund gives back n units that an allowed Charge of key over limits
+	// made at stamp charged, with each algorithm's give-back in
+	// ALGORITHMS.md: never more capacity than the charge took, a window's
+	// count only while that window is current (or, for SlidingWindow,
+	// the previous one), no unit of a SlidingLog after it has expired. It
+	// never sets nor lifts a penalty lock. It returns the errors of Take
+	// for bad input, and the store's error when it fails; a failed Refund
+	// gave back nothing or everything it could.
+	Refund(ctx context.Context, key string, n int64, stamp int64, limits ...Spec) error
 }
 
 // ResetNotifier is a Store shared between processes that tells of the
