@@ -6,10 +6,12 @@ import (
 	"github.com/sluicehq/sluice/core/store"
 )
 
-// Charge is Take; its Result's Stamp is the store's clock at the decision,
-// for Refund (see store.Refunder). (Take sets it too.)
+// Charge is Take, and sets the Result's Stamp to the store's clock at the
+// decision, for Refund (see store.Refunder).
 func (s *Store) Charge(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
-	return s.Take(ctx, key, n, limits...)
+	var res store.Result
+	err := s.take(ctx, &res, key, n, limits, true)
+	return res, err
 }
 
 // Refund gives back n units that an allowed Charge of key over limits
@@ -51,7 +53,11 @@ func (s *Store) Refund(ctx context.Context, key string, n int64, stamp int64, li
 func giveBack(st *memoryState, sp *algSpec, now, n, stamp int64) {
 	switch sp.alg {
 	case algGCRA, algLeakyBucket:
-		n = min(n, sp.burst+1) // so that n·T cannot overflow
+		lim := sp.burst // n ≤ lim: so that n·T cannot overflow, as in Redis
+		if sp.alg == algLeakyBucket {
+			lim++
+		}
+		n = min(n, lim)
 		if tat := st.words.tat().tat; tat > now {
 			st.words = tatState{tat: max(now, tat-n*sp.interval)}.words()
 		}

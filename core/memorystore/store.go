@@ -267,6 +267,7 @@ func (s *Store) Len() int {
 func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	var res store.Result
 	err := s.take(ctx, &res, key, n, limits, true)
+	res.Stamp = 0 // Charge's
 	return res, err
 }
 
@@ -275,6 +276,7 @@ func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.S
 func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	var res store.Result
 	err := s.take(ctx, &res, key, n, limits, false)
+	res.Stamp = 0
 	return res, err
 }
 

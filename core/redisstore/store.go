@@ -389,11 +389,20 @@ func (s *Store) run(ctx context.Context, key string, n int64, limits []store.Spe
 	if err != nil {
 		return store.Result{}, nil, err
 	}
+	return s.send(ctx, c, n)
+}
+
+// send runs c, the script call of a Take of n (negative: a dry run of -n),
+// through the breaker of its server, and decodes its reply.
+func (s *Store) send(ctx context.Context, c scriptCall, n int64) (store.Result, *prepared, error) {
 	server := s.health.nodeFor(ctx, c.key)
 	if err := server.admit(ctx); err != nil {
-		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
+		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, c.m, err)
 	}
-	var reply any
+	var (
+		reply any
+		err   error
+	)
 	if server.pipe != nil {
 		reply, err = server.pipe.do(ctx, c.script, c.cmd)
 	} else {
@@ -404,7 +413,7 @@ func (s *Store) run(ctx context.Context, key string, n int64, limits []store.Spe
 		if s.cluster != nil {
 			s.cluster.kick(s.clock())
 		}
-		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
+		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, c.m, err)
 	}
 	r, err := c.decode(reply, n)
 	return r, c.first, err
@@ -419,6 +428,8 @@ type scriptCall struct {
 	key    string    // the first Redis key, whose slot picks the Cluster node
 	first  *prepared // the first limit
 	m      int       // the number of limits
+	// stamped: the take script's reply ends with Redis' clock (Charge)
+	stamped bool
 }
 
 // call builds the script call for a Take of n (negative: a dry run of -n):
@@ -433,7 +444,7 @@ func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, erro
 		if f := p.lean; f != nil {
 			k := s.redisKey(key, p.state)
 			cmd := append(f.script.command(1, 5+len(p.leanArgs)), k, costArg(n))
-			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1}, nil
+			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1, false}, nil
 		}
 	}
 	keys, args, first, err := s.request(key, n, limits)
@@ -444,7 +455,7 @@ func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, erro
 	for _, k := range keys {
 		cmd = append(cmd, k)
 	}
-	return scriptCall{takeScript, append(cmd, args...), keys[0], first, len(limits)}, nil
+	return scriptCall{takeScript, append(cmd, args...), keys[0], first, len(limits), false}, nil
 }
 
 // decode turns the reply of c into the Result of its Take of n.
@@ -456,7 +467,15 @@ func (c *scriptCall) decode(reply any, n int64) (store.Result, error) {
 	if err != nil {
 		return store.Result{}, err
 	}
-	return decode(v, c.m)
+	if !c.stamped {
+		return decode(v, c.m)
+	}
+	if len(v) == 0 {
+		return store.Result{}, fmt.Errorf("redisstore: take: script replied no integers, want a stamp")
+	}
+	r, err := decode(v[:len(v)-1], c.m)
+	r.Stamp = v[len(v)-1]
+	return r, err
 }
 
 // stateSuffix is what follows the hash tag in the Redis key of a limit's
