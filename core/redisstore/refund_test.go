@@ -115,3 +115,72 @@ func TestMiniRefundMatchesMemory(t *testing.T) {
 		})
 	}
 }
+
+// Random charges of cost 1 or 2, give-backs of earlier charges (some twice,
+// some long after) and clock moves, on every algorithm at once (each with
+// a penalty, one limit given twice) and on each alone: the memory store
+// and miniredis give every Charge and Peek the same Result, and every key
+// keeps a TTL.
+func TestMiniRefundRandomMatchesMemory(t *testing.T) {
+	const P = 10 * time.Second
+	all := []core.Limit{
+		{Algorithm: core.GCRA, Rate: 4, Period: P, Penalty: 3 * time.Second},
+		{Algorithm: core.LeakyBucket, Rate: 4, Period: P, Burst: 3},
+		{Algorithm: core.TokenBucket, Rate: 4, Period: P, Burst: 5},
+		{Algorithm: core.FixedWindow, Rate: 4, Period: P, Penalty: 2 * time.Second},
+		{Algorithm: core.SlidingWindow, Rate: 4, Period: P},
+		{Algorithm: core.SlidingLog, Rate: 4, Period: P},
+	}
+	sets := [][]core.Limit{append(all, all[5])}
+	for _, l := range all {
+		sets = append(sets, []core.Limit{l})
+	}
+	ctx := context.Background()
+	for si, set := range sets {
+		x := newMini(t)
+		now := t0
+		mem := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
+		sp := specs(set...)
+		type charge struct {
+			n      int64
+			stamps [2]int64
+		}
+		var charges []charge
+		rnd := uint64(si + 1)
+		next := func(k uint64) uint64 { rnd = rnd*6364136223846793005 + 1442695040888963407; return (rnd >> 33) % k }
+		for step := 0; step < 300; step++ {
+			if d := time.Duration(next(4)) * 700 * time.Millisecond; next(2) == 0 && d > 0 {
+				now = now.Add(d)
+				x.advance(d)
+			}
+			var rm, rr store.Result
+			var em, er error
+			switch op := next(3); {
+			case op == 0 && len(charges) > 0:
+				c := charges[next(uint64(len(charges)))]
+				em = mem.Refund(ctx, "k", c.n, c.stamps[0], sp...)
+				er = x.store.Refund(ctx, "k", c.n, c.stamps[1], sp...)
+				rm, _ = mem.Peek(ctx, "k", 0, sp...)
+				rr, _ = x.store.Peek(ctx, "k", 0, sp...)
+			default:
+				n := int64(1 + next(2))
+				rm, em = mem.Charge(ctx, "k", n, sp...)
+				rr, er = x.store.Charge(ctx, "k", n, sp...)
+				if rm.Allowed && rr.Allowed {
+					charges = append(charges, charge{n, [2]int64{rm.Stamp, rr.Stamp}})
+				}
+			}
+			if em != nil || er != nil {
+				t.Fatalf("set %d step %d: %v, %v", si, step, em, er)
+			}
+			rm.Stamp, rr.Stamp = 0, 0
+			if !reflect.DeepEqual(rm, rr) {
+				t.Fatalf("set %d step %d: memory %+v, Redis %+v", si, step, rm, rr)
+			}
+		}
+		if len(charges) < 20 {
+			t.Errorf("set %d: only %d charges allowed", si, len(charges))
+		}
+		x.ttlsAll()
+	}
+}
