@@ -47,8 +47,8 @@ var ErrInvalidPrefix = errors.New("redisstore: invalid key prefix")
 // Besides a small cache of prepared limits, a Store holds a queue of Takes
 // waiting for a shared round trip (WithPipelining, on by default) and,
 // when asked, a bounded cache of recent denials (WithDenyCache); neither
-// changes any Result. It implements store.Peeker, store.Resetter and
-// store.ResetNotifier. It is safe for concurrent use. Create it with New;
+// changes any Result. It implements store.Peeker, store.Resetter,
+// store.ResetNotifier and store.Refunder. It is safe for concurrent use. Create it with New;
 // the zero value is not usable. Close stops its background subscription,
 // if it has one.
 type Store struct {
