@@ -16,7 +16,7 @@ type afterStep struct {
 	storeKey string
 	cost     int64
 	stamp    int64
-	ev       Event // what the decision's observers saw, for a failed give-back
+	ev       Event // the decision's Event before observe, for a failed give-back
 }
 
 // NeedsDone reports whether the adapter must call Done after the handler:
@@ -50,10 +50,9 @@ func (d Decision) Done(status int) {
 	}
 	ev := a.ev
 	ev.Latency, ev.Err = time.Since(start), err
-	ev.Outcome, ev.Action = OutcomeGiveBackFailed, Serve
-	for _, f := range a.lim.observers {
-		f(ev)
-	}
+	failed := d
+	failed.Outcome, failed.Action = OutcomeGiveBackFailed, Serve
+	a.lim.observe(ev, &failed)
 }
 
 // charge calls the store for a decision: Charge for a Limiter with

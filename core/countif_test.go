@@ -102,11 +102,13 @@ func TestCountIfGiveBackFailureAndFallback(t *testing.T) {
 	down := errors.New("store down")
 	st := &refundingStore{Store: memorystore.New(), refundErr: down}
 	fb := &refundingStore{Store: memorystore.New()}
-	l := mustNew(t, st, []Limit{PerMinute(3)}, WithCountIf(failures), WithObserver(rec.observe), WithFallbackStore(fb))
+	l := mustNew(t, st, []Limit{PerMinute(3)}, WithCountIf(failures), WithObserver(rec.observe), WithFallbackStore(fb),
+		WithName("login"))
 	d := l.Decide(request("a"))
 	d.Done(200)
 	ev := rec.last(t)
-	if ev.Outcome != OutcomeGiveBackFailed || !errors.Is(ev.Err, down) || ev.Key != "a" || ev.Action != Serve {
+	if ev.Outcome != OutcomeGiveBackFailed || !errors.Is(ev.Err, down) || ev.Key != "a" || ev.Action != Serve ||
+		ev.Limiter != "login" || ev.Limit != PerMinute(3) || !ev.Result.Allowed {
 		t.Errorf("event after a failed give-back: %+v", ev)
 	}
 	if st.refunds != 1 || fb.refunds != 0 {

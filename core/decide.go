@@ -174,7 +174,6 @@ func (l *Limiter) finish(r *http.Request, d Decision, ev Event) Decision {
 		l.observe(ev, &d)
 		if d.after != nil {
 			d.after.ev = ev
-			d.after.ev.Limiter, d.after.ev.Result = l.name, d.Result
 		}
 	}
 	return d
