@@ -88,10 +88,17 @@ local function sliding(key, P)
   return 1
 end
 
--- sliding_log: up to n of the entries stamped s, the oldest live stamp at
--- or after the charge's (the charge's own), go; the later entries move up
--- one place each, so that the sequence numbers stay consecutive. The work
--- grows with the entries admitted after the charge (at most R + 63).
+-- sliding_log: up to n of the units stamped s, the oldest live stamp at
+-- or after the charge's (the charge's own), go, taken from the last
+-- members of that stamp; the members from there on are renamed so that
+-- unit numbers stay consecutive. A member is its first unit's number in 16
+-- hex digits, followed, when it holds w > 1 units, by '+' and w in hex
+-- (log.lua). The work grows with the members admitted after the charge.
+local function member(first, w)
+  if w == 1 then return string.format('%016x', first) end
+  return string.format('%016x+%x', first, w)
+end
+
 local function log(key, P)
   if stamp <= now - P then return 0 end -- its entries have expired
   local last = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
@@ -101,16 +108,33 @@ local function log(key, P)
   lo = lo - P + 1 -- the oldest live stamp
   if lo < stamp then lo = stamp end
   local es = call('ZRANGEBYSCORE', key, str(lo), '+inf', 'WITHSCORES')
-  local cnt = #es / 2
-  if cnt == 0 then return 0 end
-  local s, j = num(es[2]), 0
-  while j < cnt and num(es[2 * j + 2]) == s do j = j + 1 end
-  local k = n
-  if k > j then k = j end
-  for i = j - k, cnt - k - 1 do -- 0-based: place i takes the stamp of i + k
-    call('ZADD', key, str(num(es[2 * (i + k) + 2])), es[2 * i + 1])
+  if #es == 0 then return 0 end
+  local ms, s = {}, num(es[2])
+  for i = 1, #es, 2 do
+    local m = es[i]
+    local w = 1
+    if string.sub(m, 17, 17) == '+' then w = tonumber(string.sub(m, 18), 16) or 1 end
+    ms[#ms + 1] = { m = m, first = tonumber(string.sub(m, 1, 16), 16), w = w, score = num(es[i + 1]) }
   end
-  for i = cnt - k, cnt - 1 do call('ZREM', key, es[2 * i + 1]) end
+  if not ms[1].first then return 0 end -- members not written by these scripts
+  local j = 0 -- the members stamped s
+  while j < #ms and ms[j + 1].score == s do j = j + 1 end
+  local k = n
+  for i = j, 1, -1 do
+    local d = ms[i].w
+    if d > k then d = k end
+    ms[i].w, k = ms[i].w - d, k - d
+  end
+  local nextUnit = ms[1].first
+  for i = 1, #ms do
+    local e = ms[i]
+    local name = member(nextUnit, e.w)
+    if e.w == 0 or name ~= e.m then call('ZREM', key, e.m) end
+    if e.w > 0 then
+      if name ~= e.m then call('ZADD', key, str(e.score), name) end
+      nextUnit = nextUnit + e.w
+    end
+  end
   return 1
 end
 

@@ -184,3 +184,50 @@ func TestMiniRefundRandomMatchesMemory(t *testing.T) {
 		x.ttlsAll()
 	}
 }
+
+// The sliding log's give-back on a log whose members hold several units
+// each ("<first>+<w>", one member per request): units come off the last
+// members of the charge's stamp, and the members after them are renamed so
+// that unit numbers stay consecutive.
+func TestMiniRefundLogWeighted(t *testing.T) {
+	x := newMini(t)
+	lim := core.Limit{Algorithm: core.SlidingLog, Rate: 10, Period: 10 * time.Second}
+	key := x.keyOf("k", lim)
+	us := float64(t0.UnixMicro())
+	for _, m := range []struct {
+		name string
+		at   float64
+	}{{"0000000000000000+3", us}, {"0000000000000003+2", us + 1e6}, {"0000000000000005", us + 2e6}} {
+		if _, err := x.m.ZAdd(key, m.at, m.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x.advance(3 * time.Second)
+	members := func() []string {
+		t.Helper()
+		ms, err := x.m.ZMembers(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ms
+	}
+	ctx := context.Background()
+	if err := x.store.Refund(ctx, "k", 1, t0.UnixMicro()+1_000_000, specs(lim)...); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := members(), []string{"0000000000000000+3", "0000000000000003", "0000000000000004"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("after giving back 1 unit of the second request: %q, want %q", got, want)
+	}
+	if err := x.store.Refund(ctx, "k", 5, t0.UnixMicro(), specs(lim)...); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := members(), []string{"0000000000000000", "0000000000000001"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("after giving back the first request's 3 units: %q, want %q", got, want)
+	}
+	if s, _ := x.m.ZScore(key, "0000000000000001"); s != us+2e6 {
+		t.Errorf("the last member's stamp: %v, want %v", s, us+2e6)
+	}
+	if r := x.take("k", 0, lim); r.Remaining != 8 {
+		t.Errorf("Remaining after the give-backs: %d, want 8", r.Remaining)
+	}
+}
