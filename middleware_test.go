@@ -1054,22 +1054,23 @@ func scenarios(tok jwtTokens) []scenario {
 		})
 	}
 
-	{ // IPv6 clients are grouped by /64, and an IPv4-mapped IPv6 peer is
-		// its IPv4 address: rotating addresses inside a /64, or writing
-		// one IPv4 address two ways, buys nothing.
+	{ // IPv6 clients are grouped by /56, and an IPv4-mapped or 6to4 IPv6
+		// peer is its IPv4 address: rotating addresses or /64s inside a
+		// /56, or writing one IPv4 address three ways, buys nothing.
 		lim := core.PerHour(2)
 		T := interval(lim)
 		rows = append(rows, scenario{
-			name:   "IPv6 /64 and IPv4-mapped peers",
+			name:   "IPv6 /56, IPv4-mapped and 6to4 peers",
 			routes: func(s *setup) []route { return s.api([]core.Limit{lim}) },
 			steps: []step{
 				{remote: "[2001:db8:1:2::1]:40000", status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
 				{remote: "[2001:db8:1:2:ffff::9]:40001", status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * T}},
 				{remote: "[2001:db8:1:2:abcd:1:2:3]:40002", status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * T, retry: T}},
-				{remote: "[2001:db8:1:3::1]:40000", status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
+				{remote: "[2001:db8:1:ff::1]:40000", status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * T, retry: T}},
+				{remote: "[2001:db8:1:100::1]:40000", status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
 				{remote: "203.0.113.9:1", status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
 				{remote: "[::ffff:203.0.113.9]:2", status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * T}},
-				{remote: "[::ffff:cb00:7109]:3", status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * T, retry: T}},
+				{remote: "[2002:cb00:7109:1::1]:3", status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * T, retry: T}},
 			},
 		})
 	}

@@ -10,11 +10,31 @@ import (
 	"github.com/sluicehq/sluice/core"
 )
 
-// Default grouping of client addresses, see WithIPv6Prefix and WithIPv4Prefix.
-const (
-	DefaultIPv6PrefixBits = 64
-	DefaultIPv4PrefixBits = 32
-)
+// DefaultIPv6PrefixBits is the prefix length IP groups IPv6 clients by
+// unless WithIPv6Prefix says otherwise: every address of one /56 shares one
+// key.
+//
+// A /64 is the smallest network an IPv6 host gets, and it can pick any of
+// its 2^64 addresses for each request; but providers delegate more to one
+// customer: residential ISPs usually a /56 (256 /64s), business lines and
+// tunnel brokers a /48 (65,536 /64s), as RIPE-690 recommends. Keyed by /64,
+// such a customer multiplies its allowance by 256 or 65,536 (measured: 2,560
+// requests over the /64s of one /56 all served against a limit of 10). /56
+// is the usual residential delegation and the default of express-rate-limit
+// 8. The cost: networks that give each customer a single /64 out of a shared
+// /56 (mobile carriers, some hosting providers) put up to 256 customers in
+// one bucket.
+//
+// Choose WithIPv6Prefix(64) when most clients are on mobile networks or
+// hosting that hand out one /64 per customer, and a shared bucket would hurt
+// more than a multiplied allowance; choose WithIPv6Prefix(48) when clients
+// are sites with /48s, or to add a second, coarser limit beside the
+// per-client one (a Limiter keyed by /48 stacked before one keyed by /56).
+const DefaultIPv6PrefixBits = 56
+
+// DefaultIPv4PrefixBits is the prefix length IP groups IPv4 clients by
+// unless WithIPv4Prefix says otherwise: each address on its own.
+const DefaultIPv4PrefixBits = 32
 
 // IPOption configures IP.
 type IPOption interface{ apply(*ipConfig) }
@@ -95,10 +115,11 @@ func WithClientIPHeader(name string) IPOption {
 }
 
 // WithIPv6Prefix groups IPv6 clients by their first bits bits (0 < bits ≤
-// 128): one end user usually holds a whole /64 and can rotate addresses
-// inside it at will. The default is DefaultIPv6PrefixBits (64); 128 keys
-// every address on its own, 48 groups a typical site allocation. It never
-// applies to IPv4 or IPv4-mapped addresses.
+// 128): one customer usually holds a whole /56 or /48 and can rotate
+// addresses inside it at will. The default is DefaultIPv6PrefixBits (56),
+// whose doc says when to choose 48 or 64; 128 keys every address on its
+// own. It never applies to IPv4 or IPv4-mapped addresses, nor to 6to4 and
+// Teredo addresses, which are keyed by the IPv4 address they embed (see IP).
 func WithIPv6Prefix(bits int) IPOption {
 	return ipOptionFunc(func(c *ipConfig) { c.ipv6Bits = bits })
 }
@@ -145,8 +166,21 @@ type ipKeyer struct {
 //
 // The key is the canonical text of the client address, masked to its group
 // (see WithIPv6Prefix and WithIPv4Prefix): "203.0.113.7" for IPv4,
-// "2001:db8:1:2::/64" for IPv6 under the default /64 grouping; with a full
+// "2001:db8:1::/56" for IPv6 under the default /56 grouping; with a full
 // length prefix (/32, /128) the bare address, otherwise the prefix.
+//
+// IPv6 addresses that embed an IPv4 address are keyed as that IPv4 address
+// (then grouped by WithIPv4Prefix), since their host holds the IPv4 address
+// and every IPv6 address built from it: a 6to4 address (2002::/16, RFC 3056:
+// 2002:V4ADDR::/48, 2^80 addresses per IPv4 host) by the IPv4 address in
+// bits 16 to 47; a Teredo address (2001::/32, RFC 4380) by its client's
+// public IPv4 address, stored inverted in the last 32 bits (the server
+// address, flags and port, which the client can vary, are ignored). The
+// embedded address is where replies to the connection are routed, so a
+// client that completes a TCP handshake from such an address holds it; a
+// coarse prefix instead would put every client of the mechanism in one
+// bucket. So 6to4 and Teredo addresses of one host, and the host's own IPv4
+// address, share one key.
 //
 // Errors: an empty RemoteAddr, or a trusted proxy reporting a hidden client
 // ("unknown", an RFC 7239 obfuscated identifier, a Forwarded element without
@@ -289,6 +323,7 @@ func (k *ipKeyer) key(r *http.Request) (string, error) {
 
 // keyOf returns the key of the normalised address a.
 func (k *ipKeyer) keyOf(a netip.Addr) string {
+	a = embeddedIPv4(a)
 	bits := k.ipv6Bits
 	if a.Is4() {
 		bits = k.ipv4Bits
@@ -301,6 +336,22 @@ func (k *ipKeyer) keyOf(a netip.Addr) string {
 		return a.String()
 	}
 	return p.String()
+}
+
+// embeddedIPv4 returns the IPv4 address a 6to4 or Teredo address a embeds,
+// or a itself.
+func embeddedIPv4(a netip.Addr) netip.Addr {
+	if !a.Is6() {
+		return a
+	}
+	b := a.As16()
+	switch {
+	case b[0] == 0x20 && b[1] == 0x02: // 6to4: 2002:V4ADDR::/48
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]})
+	case b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0: // Teredo: client address XOR 0xffffffff
+		return netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]})
+	}
+	return a
 }
 
 // clientAddr finds the normalised client address of r.

@@ -92,13 +92,13 @@ func TestIPWithoutTrustedProxies(t *testing.T) {
 	}{
 		{"ipv4 with port", "203.0.113.7:1234", ok, "203.0.113.7"},
 		{"ipv4 without port", "203.0.113.7", ok, "203.0.113.7"},
-		{"ipv6 grouped by /64", "[2001:db8:1:2:3:4:5:6]:443", ok, "2001:db8:1:2::/64"},
-		{"ipv6 without port", "2001:db8:1:2:3:4:5:6", ok, "2001:db8:1:2::/64"},
-		{"ipv6 brackets without port", "[2001:db8:1:2::9]", ok, "2001:db8:1:2::/64"},
-		{"ipv4-mapped is ipv4, never /64", "[::ffff:203.0.113.7]:80", ok, "203.0.113.7"},
-		{"zone dropped", "[fe80::1%eth0]:80", ok, "fe80::/64"},
-		{"zone dropped without port", "fe80::1%eth0", ok, "fe80::/64"},
-		{"loopback v6", "[::1]:80", ok, "::/64"},
+		{"ipv6 grouped by /56", "[2001:db8:1:2:3:4:5:6]:443", ok, "2001:db8:1::/56"},
+		{"ipv6 without port", "2001:db8:1:2:3:4:5:6", ok, "2001:db8:1::/56"},
+		{"ipv6 brackets without port", "[2001:db8:1:2::9]", ok, "2001:db8:1::/56"},
+		{"ipv4-mapped is ipv4, never /56", "[::ffff:203.0.113.7]:80", ok, "203.0.113.7"},
+		{"zone dropped", "[fe80::1%eth0]:80", ok, "fe80::/56"},
+		{"zone dropped without port", "fe80::1%eth0", ok, "fe80::/56"},
+		{"loopback v6", "[::1]:80", ok, "::/56"},
 		{"empty RemoteAddr", "", noKey, ""},
 		{"hostname", "localhost:80", badData, ""},
 		{"garbage", "not an address", badData, ""},
@@ -148,11 +148,11 @@ func TestIPXForwardedFor(t *testing.T) {
 		{"mapped client keyed as IPv4", "10.0.0.1:1", []hdr{xff("::ffff:203.0.113.7")}, ok, "203.0.113.7"},
 		{"mapped untrusted peer not trusted", "[::ffff:198.51.100.1]:1", []hdr{xff("203.0.113.7")}, ok, "198.51.100.1"},
 		{"IPv6 trusted peer", "[fd00::1]:1", []hdr{xff("203.0.113.7")}, ok, "203.0.113.7"},
-		{"IPv6 trusted peer with zone", "[fd00::1%eth0]:1", []hdr{xff("2001:db8:1:2::77")}, ok, "2001:db8:1:2::/64"},
+		{"IPv6 trusted peer with zone", "[fd00::1%eth0]:1", []hdr{xff("2001:db8:1:2::77")}, ok, "2001:db8:1::/56"},
 		{"zoned trusted hop skipped", "10.0.0.1:1", []hdr{xff("203.0.113.7, fd00::5%eth1")}, ok, "203.0.113.7"},
-		{"IPv6 client grouped", "10.0.0.1:1", []hdr{xff("2001:db8:aa:bb:1:2:3:4")}, ok, "2001:db8:aa:bb::/64"},
+		{"IPv6 client grouped", "10.0.0.1:1", []hdr{xff("2001:db8:aa:bb:1:2:3:4")}, ok, "2001:db8:aa::/56"},
 		{"entry with port", "10.0.0.1:1", []hdr{xff("203.0.113.7:5555")}, ok, "203.0.113.7"},
-		{"bracketed IPv6 entry with port", "10.0.0.1:1", []hdr{xff("[2001:db8::1]:443")}, ok, "2001:db8::/64"},
+		{"bracketed IPv6 entry with port", "10.0.0.1:1", []hdr{xff("[2001:db8::1]:443")}, ok, "2001:db8::/56"},
 		{"garbage left of the client never parsed", "10.0.0.1:1", []hdr{xff("<script>, ;;, 203.0.113.7")}, ok, "203.0.113.7"},
 		{"garbage at the client position", "10.0.0.1:1", []hdr{xff("evil.example")}, badData, ""},
 		{"garbage behind a trusted hop", "10.0.0.1:1", []hdr{xff("203.0.113.7, 10.0.0.300")}, badData, ""},
@@ -192,15 +192,15 @@ func TestIPForwarded(t *testing.T) {
 		{"token value", "10.0.0.1:1", []hdr{fwd("for=203.0.113.7")}, ok, "203.0.113.7"},
 		{"quoted value", "10.0.0.1:1", []hdr{fwd(`for="203.0.113.7"`)}, ok, "203.0.113.7"},
 		{"quoted IPv4 with port", "10.0.0.1:1", []hdr{fwd(`for="203.0.113.7:8080"`)}, ok, "203.0.113.7"},
-		{"quoted IPv6 in brackets with port", "10.0.0.1:1", []hdr{fwd(`for="[2001:db8:cafe::17]:4711"`)}, ok, "2001:db8:cafe::/64"},
-		{"obfuscated port", "10.0.0.1:1", []hdr{fwd(`for="[2001:db8:cafe::17]:_p1"`)}, ok, "2001:db8:cafe::/64"},
+		{"quoted IPv6 in brackets with port", "10.0.0.1:1", []hdr{fwd(`for="[2001:db8:cafe::17]:4711"`)}, ok, "2001:db8:cafe::/56"},
+		{"obfuscated port", "10.0.0.1:1", []hdr{fwd(`for="[2001:db8:cafe::17]:_p1"`)}, ok, "2001:db8:cafe::/56"},
 		{"parameter names case-insensitive", "10.0.0.1:1", []hdr{fwd("For=203.0.113.7;PROTO=https")}, ok, "203.0.113.7"},
 		{"other parameters", "10.0.0.1:1", []hdr{fwd(`proto=https;for=203.0.113.7;by="[2001:db8:ffff::1]";host=example.com`)}, ok, "203.0.113.7"},
 		{"spaces around separators", "10.0.0.1:1", []hdr{fwd(" for=6.6.6.6 ,  for=203.0.113.7 ; proto=http ")}, ok, "203.0.113.7"},
 		{"walk from the right", "10.0.0.1:1", []hdr{fwd("for=6.6.6.6, for=203.0.113.7;proto=https, for=10.0.0.2")}, ok, "203.0.113.7"},
 		{"trusted IPv6 hop skipped", "10.0.0.1:1", []hdr{fwd(`for=203.0.113.7, for="[2001:db8:ffff::9]"`)}, ok, "203.0.113.7"},
 		{"mapped trusted hop skipped", "10.0.0.1:1", []hdr{fwd(`for=203.0.113.7, for="[::ffff:10.1.1.1]"`)}, ok, "203.0.113.7"},
-		{"zoned entry", "10.0.0.1:1", []hdr{fwd(`for="[fe80::1%25eth0]:80"`)}, ok, "fe80::/64"},
+		{"zoned entry", "10.0.0.1:1", []hdr{fwd(`for="[fe80::1%25eth0]:80"`)}, ok, "fe80::/56"},
 		{"several lines", "10.0.0.1:1", []hdr{fwd("for=6.6.6.6"), fwd("for=203.0.113.7"), fwd("for=10.0.0.5")}, ok, "203.0.113.7"},
 		{"every hop trusted: left-most", "10.0.0.1:1", []hdr{fwd("for=10.1.1.1, for=10.2.2.2")}, ok, "10.1.1.1"},
 		{"no header: the peer", "10.0.0.1:1", nil, ok, "10.0.0.1"},
@@ -243,7 +243,7 @@ func TestIPClientIPHeader(t *testing.T) {
 		key     string
 	}{
 		{"trusted peer", "173.245.48.5:1", []hdr{cf("203.0.113.7")}, ok, "203.0.113.7"},
-		{"trusted peer, IPv6 client grouped", "173.245.48.5:1", []hdr{cf("2001:db8:1:2::3")}, ok, "2001:db8:1:2::/64"},
+		{"trusted peer, IPv6 client grouped", "173.245.48.5:1", []hdr{cf("2001:db8:1:2::3")}, ok, "2001:db8:1::/56"},
 		{"trusted peer, mapped client", "173.245.48.5:1", []hdr{cf("::ffff:203.0.113.7")}, ok, "203.0.113.7"},
 		{"value taken even if it is a trusted address", "173.245.48.5:1", []hdr{cf("173.245.48.9")}, ok, "173.245.48.9"},
 		{"untrusted peer: spoof ignored", "198.51.100.1:1", []hdr{cf("203.0.113.7")}, ok, "198.51.100.1"},
@@ -269,7 +269,8 @@ func TestIPPrefixGrouping(t *testing.T) {
 		remote string
 		key    string
 	}{
-		{"default /64", nil, "[2001:db8:1:2:ffff::1]:1", "2001:db8:1:2::/64"},
+		{"default /56", nil, "[2001:db8:1:2:ffff::1]:1", "2001:db8:1::/56"},
+		{"/64", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(64)}, "[2001:db8:1:2:ffff::1]:1", "2001:db8:1:2::/64"},
 		{"/48", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(48)}, "[2001:db8:1:2::1]:1", "2001:db8:1::/48"},
 		{"/56", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(56)}, "[2001:db8:1:2ff::1]:1", "2001:db8:1:200::/56"},
 		{"/128 is the address", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(128)}, "[2001:db8:1:2::1]:1", "2001:db8:1:2::1"},
@@ -285,13 +286,13 @@ func TestIPPrefixGrouping(t *testing.T) {
 		})
 	}
 
-	// Rotating inside one /64 keeps the key; another /64 changes it.
+	// Rotating inside one /56 keeps the key; another /56 changes it.
 	fn := mustIP(t)
 	a, _ := fn(newRequest("[2001:db8:1:2::1]:1"))
-	b, _ := fn(newRequest("[2001:db8:1:2:dead:beef:0:7]:1"))
-	c, _ := fn(newRequest("[2001:db8:1:3::1]:1"))
+	b, _ := fn(newRequest("[2001:db8:1:ff:dead:beef:0:7]:1"))
+	c, _ := fn(newRequest("[2001:db8:1:100::1]:1"))
 	if a != b || a == c || a == "" {
-		t.Fatalf("/64 grouping: %q %q %q", a, b, c)
+		t.Fatalf("/56 grouping: %q %q %q", a, b, c)
 	}
 	// Distinct IPv4 clients stay apart (no IPv4 address falls into a shared group).
 	x, _ := fn(newRequest("203.0.113.7:1"))
@@ -449,7 +450,7 @@ func TestIPConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 200; i++ {
 				k, err := fn(newRequest("10.0.0.1:1", hdr{"Forwarded", `for="[2001:db8::1]:80", for=10.0.0.2`}))
-				if err != nil || k != "2001:db8::/64" {
+				if err != nil || k != "2001:db8::/56" {
 					t.Errorf("key %q, %v", k, err)
 					return
 				}
@@ -457,4 +458,79 @@ func TestIPConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// With default options, one customer's /56 is one key (issue 20: 2,560
+// requests over the 256 /64s of one /56 were served against a limit of 10
+// when IPv6 was grouped by /64), and the next /56 is another.
+func TestIPDefaultGroupsIPv6By56(t *testing.T) {
+	if keyfuncs.DefaultIPv6PrefixBits != 56 {
+		t.Fatalf("DefaultIPv6PrefixBits = %d, want 56", keyfuncs.DefaultIPv6PrefixBits)
+	}
+	for name, fn := range map[string]core.KeyFunc{
+		"peer":   mustIP(t),
+		"behind": mustIP(t, keyfuncs.WithTrustedProxies("10.0.0.0/8")),
+	} {
+		keys := map[string]int{}
+		for i := 0; i < 256; i++ {
+			addr := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 7, 0x12, byte(i), byte(i), 1, 2, 3, 4, 5, 6, byte(255 - i)})
+			r := newRequest(netip.AddrPortFrom(addr, 443).String())
+			if name == "behind" {
+				r = newRequest("10.0.0.1:1", hdr{"X-Forwarded-For", addr.String()})
+			}
+			k, err := fn(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys[k]++
+		}
+		if len(keys) != 1 || keys["2001:db8:7:1200::/56"] != 256 {
+			t.Fatalf("%s: the 256 /64s of 2001:db8:7:1200::/56 got keys %v, want one", name, keys)
+		}
+		checkKey(t, fn, newRequest("[2001:db8:7:1300::1]:1"), ok, "2001:db8:7:1300::/56")
+	}
+}
+
+// A 6to4 address (2002:V4ADDR::/48) is keyed as the IPv4 address it embeds:
+// the host holding 203.0.113.7 holds 2^80 6to4 addresses, which would
+// otherwise be 65,536 /64s or 256 /56s.
+func TestIP6to4KeyedByEmbeddedIPv4(t *testing.T) {
+	fn := mustIP(t, keyfuncs.WithTrustedProxies("10.0.0.0/8"))
+	for _, addr := range []string{
+		"[2002:cb00:7107::1]:443",
+		"[2002:cb00:7107:1::1]:443",
+		"[2002:cb00:7107:ffff:ffff:ffff:ffff:ffff]:1",
+		"[2002:cb00:7107:8000:1:2:3:4%eth0]:1",
+		"203.0.113.7:1",
+		"[::ffff:203.0.113.7]:1",
+	} {
+		checkKey(t, fn, newRequest(addr), ok, "203.0.113.7")
+	}
+	checkKey(t, fn, newRequest("10.0.0.1:1", hdr{"X-Forwarded-For", "2002:cb00:7107:42::9"}), ok, "203.0.113.7")
+	checkKey(t, fn, newRequest("[2002:cb00:7108::1]:1"), ok, "203.0.113.8")
+	// WithIPv4Prefix groups the embedded address like any IPv4 address.
+	checkKey(t, mustIP(t, keyfuncs.WithIPv4Prefix(24)), newRequest("[2002:cb00:71ff::1]:1"), ok, "203.0.113.0/24")
+	// The IPv6 prefix applies to no 6to4 address, whatever its length.
+	checkKey(t, mustIP(t, keyfuncs.WithIPv6Prefix(128)), newRequest("[2002:cb00:7107::1]:1"), ok, "203.0.113.7")
+	// Neighbours of 2002::/16 are plain IPv6.
+	checkKey(t, fn, newRequest("[2003:cb00:7107::1]:1"), ok, "2003:cb00:7107::/56")
+}
+
+// A Teredo address (2001:0::/32, RFC 4380) is keyed as its client's public
+// IPv4 address, which it stores inverted in its last 32 bits; the server
+// address, flags and port the client can vary change nothing.
+func TestIPTeredoKeyedByClientIPv4(t *testing.T) {
+	fn := mustIP(t)
+	for _, addr := range []string{
+		"[2001:0:4136:e378:8000:63bf:3fff:fdd2]:1", // RFC 4380's example: client 192.0.2.45, port 40000, server 65.54.227.120
+		"[2001:0:4136:e378:8000:1:3fff:fdd2]:1",    // another port
+		"[2001:0:c633:6401:0:63bf:3fff:fdd2]:1",    // another server, no cone flag
+		"[2001:0:4136:e378:ffff:ffff:3fff:fdd2]:1",
+		"192.0.2.45:1",
+	} {
+		checkKey(t, fn, newRequest(addr), ok, "192.0.2.45")
+	}
+	checkKey(t, fn, newRequest("[2001:0:4136:e378:8000:63bf:3fff:fdd3]:1"), ok, "192.0.2.44")
+	// 2001:db8::/32 and 2001:1::/32 are not Teredo.
+	checkKey(t, fn, newRequest("[2001:1:4136:e378:8000:63bf:3fff:fdd2]:1"), ok, "2001:1:4136:e300::/56")
 }
