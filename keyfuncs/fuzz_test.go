@@ -54,8 +54,11 @@ func FuzzIP(f *testing.F) {
 		"forwarded": mustIP(f, trustedOpts, keyfuncs.WithForwarded()),
 		"header":    mustIP(f, trustedOpts, keyfuncs.WithClientIPHeader("X-Real-IP")),
 	}
-	// Every address, in halves: IP refuses a single prefix of length 0.
-	trustAll := mustIP(f, keyfuncs.WithTrustedProxies("0.0.0.0/1", "128.0.0.0/1", "::/1", "8000::/1"))
+	// Every non-public range and the documentation ranges (IP refuses
+	// trusting all addresses, even in parts).
+	trustAll := mustIP(f, keyfuncs.WithTrustedProxies("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
+		"100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24",
+		"::1", "fe80::/10", "fc00::/7", "2001:db8::/32"))
 	inTrusted := func(a netip.Addr) bool {
 		return netip.MustParsePrefix("10.0.0.0/8").Contains(a) || netip.MustParsePrefix("fd00::/8").Contains(a)
 	}
@@ -98,7 +101,7 @@ func FuzzIP(f *testing.F) {
 			}
 		}
 
-		// Trusting every address, the key is the peer's or one of the
+		// Trusting many addresses, the key is the peer's or one of the
 		// X-Forwarded-For entries'.
 		if k, err := trustAll(full); err == nil && peerErr == nil {
 			candidates := map[string]bool{peerKey: true}

@@ -68,19 +68,37 @@ type ipConfig struct {
 // inside one of them does IP read a forwarding header, and only trusted hops
 // are skipped when walking it. IPv4-mapped IPv6 prefixes
 // ("::ffff:10.0.0.0/104") are converted to IPv4 ones; an IPv6 prefix never
-// covers IPv4 or IPv4-mapped addresses. Invalid text makes IP return an
-// error, and so does a prefix that covers every address of its family
-// ("0.0.0.0/0", "::/0", "::ffff:0.0.0.0/96": any prefix of length 0 once
-// converted): trusting every peer lets every client choose its key.
-// The option may be given several times; the lists add up.
+// covers IPv4 or IPv4-mapped addresses. The option may be given several
+// times; the lists add up.
+//
+// Every client inside a trusted prefix can choose its key by writing a
+// forwarding header, so IP refuses, with an error naming the prefix:
+//   - invalid text;
+//   - a prefix covering every address of its family ("0.0.0.0/0", "::/0",
+//     "::ffff:0.0.0.0/96");
+//   - a prefix covering more public addresses than a /12 for IPv4 (2^20)
+//     or a /28 for IPv6 (2^100), such as "2000::/3", "::/1", "0.0.0.0/1"
+//     or "::ffff:0.0.0.0/97" (which is 0.0.0.0/1);
+//   - prefixes that together cover more public addresses than a /8 for
+//     IPv4 (2^24) or a /24 for IPv6 (2^104), such as 4,096 /20s; the union
+//     is counted, so overlapping prefixes count once.
+//
+// Public means outside the ranges no internet client connects from, which
+// may be trusted at any width: for IPv4 the private 10.0.0.0/8,
+// 172.16.0.0/12 and 192.168.0.0/16, the shared (carrier-grade NAT)
+// 100.64.0.0/10, loopback 127.0.0.0/8 and link-local 169.254.0.0/16; for
+// IPv6 loopback ::1, link-local fe80::/10 and unique local fc00::/7. The
+// bounds admit the CDN lists people trust (Cloudflare's widest IPv4 prefix
+// is a /13 and its list about 2^20.5 addresses; CloudFront's IPv6 prefix is
+// a /28) and refuse what is no proxy fleet: a /8 and wider, a family's
+// halves, 2000::/3.
 func WithTrustedProxies(cidrs ...string) IPOption {
 	cidrs = append([]string(nil), cidrs...)
 	return ipOptionFunc(func(c *ipConfig) { c.cidrs = append(c.cidrs, cidrs...) })
 }
 
-// WithTrustedPrefixes is WithTrustedProxies for already parsed prefixes.
-// Invalid (zero) prefixes, and prefixes covering every address of their
-// family, make IP return an error.
+// WithTrustedPrefixes is WithTrustedProxies for already parsed prefixes,
+// with the same bounds. Invalid (zero) prefixes make IP return an error.
 func WithTrustedPrefixes(prefixes ...netip.Prefix) IPOption {
 	prefixes = append([]netip.Prefix(nil), prefixes...)
 	return ipOptionFunc(func(c *ipConfig) { c.prefixes = append(c.prefixes, prefixes...) })
@@ -188,8 +206,8 @@ type ipKeyer struct {
 // address is needed is another error; client-written entries left of the
 // client address are never parsed.
 //
-// IP returns an error for invalid options: an unparsable CIDR, a trusted
-// prefix covering every address of its family, a prefix length out of
+// IP returns an error for invalid options: an unparsable CIDR, trusted
+// prefixes wider than WithTrustedProxies allows, a prefix length out of
 // range, several forwarding-header options, or a forwarding
 // header option without any trusted proxy. The returned KeyFunc is safe for
 // concurrent use.
@@ -229,76 +247,6 @@ func IP(opts ...IPOption) (core.KeyFunc, error) {
 		k.headerName = http.CanonicalHeaderKey(cfg.headerName)
 	}
 	return k.key, nil
-}
-
-// trustedPrefixes returns the validated, normalised trusted prefixes of cfg.
-func trustedPrefixes(cfg ipConfig) ([]netip.Prefix, error) {
-	var trusted []netip.Prefix
-	for _, s := range cfg.cidrs {
-		p, err := parseTrusted(s)
-		if err != nil {
-			return nil, err
-		}
-		if err := checkTrusted(p, s); err != nil {
-			return nil, err
-		}
-		trusted = append(trusted, p)
-	}
-	for _, p := range cfg.prefixes {
-		if !p.IsValid() {
-			return nil, errors.New("keyfuncs: invalid trusted prefix (zero netip.Prefix)")
-		}
-		if err := checkTrusted(normalizePrefix(p), p.String()); err != nil {
-			return nil, err
-		}
-		trusted = append(trusted, normalizePrefix(p))
-	}
-	return trusted, nil
-}
-
-// checkTrusted refuses a normalised trusted prefix that covers every
-// address of its family (its length is 0: "0.0.0.0/0", "::/0",
-// "::ffff:0.0.0.0/96"): every request would then come from a trusted
-// proxy, and the client would choose its key by writing the header.
-func checkTrusted(p netip.Prefix, text string) error {
-	if p.Bits() != 0 {
-		return nil
-	}
-	family := "IPv6"
-	if p.Addr().Is4() {
-		family = "IPv4"
-	}
-	return fmt.Errorf("keyfuncs: trusted proxy %q covers every %s address, so every client could choose its own key "+
-		"by sending a forwarding header; list the proxies' own addresses or networks", text, family)
-}
-
-// parseTrusted parses a trusted CIDR or single address.
-func parseTrusted(s string) (netip.Prefix, error) {
-	s = strings.TrimSpace(s)
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("keyfuncs: invalid trusted proxy CIDR %q: %w", s, err)
-		}
-		return normalizePrefix(p), nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("keyfuncs: invalid trusted proxy address %q: %w", s, err)
-	}
-	a = a.WithZone("").Unmap()
-	return netip.PrefixFrom(a, a.BitLen()), nil
-}
-
-// normalizePrefix masks p and turns an IPv4-mapped IPv6 prefix of at least
-// 96 bits into the equivalent IPv4 prefix, since addresses are unmapped
-// before they are compared.
-func normalizePrefix(p netip.Prefix) netip.Prefix {
-	a := p.Addr()
-	if a.Is4In6() && p.Bits() >= 96 {
-		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-	}
-	return p.Masked()
 }
 
 func (k *ipKeyer) isTrusted(a netip.Addr) bool {

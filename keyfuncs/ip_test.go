@@ -317,8 +317,8 @@ func TestIPTrustedProxyForms(t *testing.T) {
 		{"unmasked CIDR", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.1.2.3/8")}, "10.9.9.9:1", true},
 		{"surrounding spaces", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(" 10.0.0.0/8 ")}, "10.9.9.9:1", true},
 		{"link-local with zone", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("fe80::/10")}, "[fe80::1%eth0]:1", true},
-		{"::/1 does not cover IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/1")}, "10.0.0.1:1", false},
-		{"::/1 does not cover mapped IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/1")}, "[::ffff:10.0.0.1]:1", false},
+		{"::/96 does not cover IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/96")}, "10.0.0.1:1", false},
+		{"::/96 does not cover mapped IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/96")}, "[::ffff:10.0.0.1]:1", false},
 		{"lists add up", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithTrustedProxies("192.0.2.0/24")}, "192.0.2.1:1", true},
 		{"netip prefix, mapped", []keyfuncs.IPOption{keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("::ffff:10.0.0.0/104"))}, "10.0.0.1:1", true},
 	}
@@ -411,9 +411,9 @@ func TestIPRefusesTrustingEveryone(t *testing.T) {
 			t.Errorf("unclear error %q", msg)
 		}
 	}
-	// Short prefixes that leave addresses untrusted are accepted; so is the
-	// mapped form of a real network.
-	for _, cidr := range []string{"0.0.0.0/1", "::/1", "::ffff:0.0.0.0/95", "::ffff:10.0.0.0/104"} {
+	// The mapped form of a real network is accepted, and so is an IPv6
+	// prefix that only looks like a mapped one (it covers no IPv4 address).
+	for _, cidr := range []string{"::ffff:0.0.0.0/95", "::ffff:10.0.0.0/104"} {
 		if _, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(cidr)); err != nil {
 			t.Errorf("%s: %v", cidr, err)
 		}
@@ -533,4 +533,96 @@ func TestIPTeredoKeyedByClientIPv4(t *testing.T) {
 	checkKey(t, fn, newRequest("[2001:0:4136:e378:8000:63bf:3fff:fdd3]:1"), ok, "192.0.2.44")
 	// 2001:db8::/32 and 2001:1::/32 are not Teredo.
 	checkKey(t, fn, newRequest("[2001:1:4136:e378:8000:63bf:3fff:fdd2]:1"), ok, "2001:1:4136:e300::/56")
+}
+
+// A trusted prefix, or a set of them, covering more public addresses than
+// the documented bound lets a large part of the internet choose its key
+// (issue 20: "2000::/3", the halves of a family and "::ffff:0.0.0.0/97"
+// were accepted). IP refuses them and names the prefix; private, loopback,
+// link-local, shared and unique local ranges of any width, and the lists of
+// real CDNs, are accepted.
+func TestIPRefusesWidePublicTrust(t *testing.T) {
+	slash12s := func(n int) []string { // n distinct public IPv4 /12s, from 16.0.0.0/12
+		var out []string
+		for i := 0; i < n; i++ {
+			out = append(out, netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(16 + i/16), byte(i % 16 << 4), 0, 0}), 12).String())
+		}
+		return out
+	}
+	slash28s := func(n int) []string { // n distinct public IPv6 /28s, from 2400::/28
+		var out []string
+		for i := 0; i < n; i++ {
+			out = append(out, netip.PrefixFrom(netip.AddrFrom16([16]byte{0x24, 0, byte(i >> 4), byte(i % 16 << 4)}), 28).String())
+		}
+		return out
+	}
+	every12 := func() []string { // IPv4 in /12 parts: 4,096 of them
+		var out []string
+		for i := 0; i < 4096; i++ {
+			out = append(out, netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(i >> 4), byte(i % 16 << 4), 0, 0}), 12).String())
+		}
+		return out
+	}
+	refused := []struct {
+		cidrs []string
+		names string // what the error must quote
+	}{
+		{[]string{"2000::/3"}, `"2000::/3"`},
+		{[]string{"::/1", "8000::/1"}, `"::/1"`},
+		{[]string{"10.0.0.0/8", "8000::/1"}, `"8000::/1"`},
+		{[]string{"0.0.0.0/1", "128.0.0.0/1"}, `"0.0.0.0/1"`},
+		{[]string{"128.0.0.0/1"}, `"128.0.0.0/1"`},
+		{[]string{"::ffff:0.0.0.0/97"}, `"::ffff:0.0.0.0/97" (0.0.0.0/1)`},
+		{[]string{"::ffff:128.0.0.0/97", "::ffff:0.0.0.0/97"}, `"::ffff:128.0.0.0/97" (128.0.0.0/1)`},
+		{[]string{"10.0.0.0/7"}, `"10.0.0.0/7"`}, // 11.0.0.0/8 is public
+		{[]string{"172.0.0.0/8"}, `"172.0.0.0/8"`},
+		{[]string{"96.0.0.0/11"}, `"96.0.0.0/11"`},
+		{[]string{"2600::/27"}, `"2600::/27"`},
+		{[]string{"fc00::/6"}, `"fc00::/6"`}, // f800::/7 is not unique local
+		{slash12s(17), `"16.0.0.0/12"`},
+		{slash28s(17), `"2400::/28"`},
+		{every12(), `"0.0.0.0/12"`},
+	}
+	for _, tt := range refused {
+		for _, opt := range []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(tt.cidrs...), trustedPrefixes(tt.cidrs)} {
+			fn, err := keyfuncs.IP(opt)
+			if err == nil || fn != nil {
+				t.Errorf("IP accepted %.80v", tt.cidrs)
+				continue
+			}
+			if msg := err.Error(); !strings.Contains(msg, tt.names) || !strings.Contains(msg, "public") {
+				t.Errorf("%.60v: error %q does not name %s", tt.cidrs, msg, tt.names)
+			}
+		}
+	}
+	cloudflare := []string{ // www.cloudflare.com/ips, 2026
+		"173.245.48.0/20", "103.21.244.0/22", "103.22.200.0/22", "103.31.4.0/22", "141.101.64.0/18",
+		"108.162.192.0/18", "190.93.240.0/20", "188.114.96.0/20", "197.234.240.0/22", "198.41.128.0/17",
+		"162.158.0.0/15", "104.16.0.0/13", "104.24.0.0/14", "172.64.0.0/13", "131.0.72.0/22",
+		"2400:cb00::/32", "2606:4700::/32", "2803:f800::/32", "2405:b500::/32", "2405:8100::/32",
+		"2a06:98c0::/29", "2c0f:f248::/32",
+	}
+	for _, cidrs := range [][]string{
+		cloudflare,
+		append([]string{"2600:9000::/28"}, cloudflare...), // and CloudFront's IPv6 prefix
+		{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "::1", "fe80::/10", "fc00::/7"},
+		{"fd00::/8", "fc00::/7", "10.0.0.0/8", "10.1.0.0/16"},
+		{"16.0.0.0/12"},
+		slash12s(16),
+		slash28s(16),
+		append(slash12s(16), slash12s(16)...), // a prefix listed twice counts once
+		append(slash12s(16), "16.0.0.0/16", "10.0.0.0/8", "172.16.0.0/12"),
+	} {
+		if _, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(cidrs...)); err != nil {
+			t.Errorf("%.60v: %v", cidrs, err)
+		}
+	}
+}
+
+func trustedPrefixes(cidrs []string) keyfuncs.IPOption {
+	var ps []netip.Prefix
+	for _, c := range cidrs {
+		ps = append(ps, netip.MustParsePrefix(c))
+	}
+	return keyfuncs.WithTrustedPrefixes(ps...)
 }
