@@ -262,7 +262,7 @@ func TestHostileIPv6Rotation(t *testing.T) {
 // every bad token gets the fixed 403 body, which names no error.
 func TestHostileTokens(t *testing.T) {
 	kv := sharedStore(t)
-	secret := []byte("e2e-secret-0123456789abcdefghijklmnop")
+	secret := []byte("e2e-secret-Jx4tR8wQ2mZ7vK1cN5bH9sLp")
 	other := []byte("not-the-secret-0123456789abcdefghijkl")
 	jwtKey := mustKey(t)(keyfuncs.JWT("sub", keyfuncs.HMACSecret(secret)))
 	ipKey := mustKey(t)(keyfuncs.IP())
