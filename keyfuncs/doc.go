@@ -26,6 +26,19 @@
 // for values checked elsewhere (an API key your handler validates) or where
 // a client picking its key does no harm.
 //
+// # Cheap checks first
+//
+// JWT verifies a signature on every request before the Limiter can count
+// it, whoever sends it: a forged token near the length bound costs about
+// 92 µs of CPU with HS256 and 3.9 ms with ES512, even from an address
+// already over its limit. IP costs well under a microsecond. So limit by
+// IP first, with a Limiter of its own whose middleware wraps the one keyed
+// by the token (stacked Limiters): a client over its address's allowance
+// is refused before any of its tokens is verified (see the example
+// ipLimitBeforeJWT). Give the IP limit the headroom of the busiest honest
+// address (an office behind one NAT), and the token limit the per-user
+// figure.
+//
 // # Errors
 //
 // A KeyFunc returns an error when it cannot identify the request; the
