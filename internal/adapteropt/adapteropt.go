@@ -2,8 +2,7 @@
 // (nethttp, ginlimit, echolimit) share. Each adapter has the same options
 // (so far one, OnRefuse) in its framework's types: it declares its Option
 // as an alias of Option[F], F its refusal handler's type, and wraps
-// OnRefuse with its own documentation. Pattern builds the route pattern
-// the gin and echo adapters set.
+// OnRefuse with its own documentation.
 package adapteropt
 
 // An Option configures an adapter whose refusal handler has type F.
@@ -35,4 +34,16 @@ func Apply[F any](opts []Option[F]) Config[F] {
 		}
 	}
 	return c
+}
+
+// Pattern returns the route pattern of a request with method matched by a
+// router's template path ("/users/:id"), in http.ServeMux's form: "GET
+// /users/:id". The gin and echo adapters set it as Request.Pattern, so
+// that a route key tells the methods of one route apart, as ServeMux's
+// patterns do; an empty path (no route matched) gives "".
+func Pattern(method, path string) string {
+	if path == "" {
+		return ""
+	}
+	return method + " " + path
 }

@@ -1,9 +1,6 @@
 package adapteropt
 
-import (
-	"fmt"
-	"testing"
-)
+import "testing"
 
 func TestApply(t *testing.T) {
 	if c := Apply[func() int](nil); c.OnRefuse != nil {
@@ -26,42 +23,4 @@ func TestPattern(t *testing.T) {
 			t.Errorf("Pattern(%q, %q) = %q, want %q", tt.method, tt.path, got, tt.want)
 		}
 	}
-}
-
-// Kept patterns are returned without allocating; many pairs (more than
-// the table holds) still get their right pattern.
-func TestPatternKept(t *testing.T) {
-	if got := Pattern("GET", "/kept/:id"); got != "GET /kept/:id" {
-		t.Fatalf("Pattern = %q", got)
-	}
-	if allocs := testing.AllocsPerRun(100, func() { _ = Pattern("GET", "/kept/:id") }); allocs != 0 {
-		t.Fatalf("%v allocations for a kept pattern", allocs)
-	}
-	for i := 0; i < 4*patternSlots; i++ {
-		method, path := fmt.Sprintf("M%d", i%7), fmt.Sprintf("/r%d/:id", i)
-		for range 2 {
-			if got := Pattern(method, path); got != method+" "+path {
-				t.Fatalf("Pattern(%q, %q) = %q", method, path, got)
-			}
-		}
-	}
-}
-
-// BenchmarkPattern: a kept pattern against building one.
-func BenchmarkPattern(b *testing.B) {
-	b.Run("kept", func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			_ = Pattern("GET", "/users/:id")
-		}
-	})
-	b.Run("built", func(b *testing.B) {
-		b.ReportAllocs()
-		method, path := "GET", "/users/:id"
-		var sink string
-		for i := 0; i < b.N; i++ {
-			sink = method + " " + path
-		}
-		_ = sink
-	})
 }
