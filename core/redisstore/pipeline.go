@@ -118,17 +118,17 @@ func (b *batcher) release() {
 }
 
 // next returns the next batch to send, or nil, having given up the
-// caller's slot, when nothing is queued; b.mu is held.
+// caller's slot, when no live call is queued; b.mu is held. It takes
+// batches until one holds a live call, so that a run of more than maxBatch
+// abandoned calls cannot strand the live ones behind it.
 func (b *batcher) next() []*call {
-	var batch []*call
-	if len(b.queue) > 0 {
-		batch = b.take()
+	for len(b.queue) > 0 {
+		if batch := b.take(); len(batch) > 0 {
+			return batch
+		}
 	}
-	if len(batch) == 0 {
-		b.busy--
-		return nil
-	}
-	return batch
+	b.busy--
+	return nil
 }
 
 // take removes up to maxBatch calls from the queue and returns those
