@@ -75,6 +75,7 @@ type call struct {
 	err    error
 	done   chan struct{}
 	state  atomic.Int32 // callQueued, callSent, callAbandoned
+	sent   atomic.Int64 // when it was sent (monoMicros); set before state turns callSent
 }
 
 const (
@@ -83,26 +84,30 @@ const (
 	callAbandoned
 )
 
-// do runs cmd, an EVALSHA of s, and returns its reply.
-func (b *batcher) do(ctx context.Context, s *script, cmd []any) (any, error) {
+// do runs cmd, an EVALSHA of s, and returns its reply and when it was
+// sent (monoMicros), or notSent when ctx ended while it was queued.
+func (b *batcher) do(ctx context.Context, s *script, cmd []any) (any, int64, error) {
 	b.mu.Lock()
 	if b.busy < b.max {
 		b.busy++
 		b.mu.Unlock()
+		sent := monoMicros()
 		reply, err := b.scripts.run(ctx, s, cmd)
 		b.release()
-		return reply, err
+		return reply, sent, err
 	}
 	c := &call{ctx: ctx, script: s, cmd: cmd, done: make(chan struct{})}
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
 	select {
 	case <-c.done:
-		return c.reply, c.err
+		return c.reply, c.sent.Load(), c.err
 	case <-ctx.Done():
 		// Never sent if it was still queued; otherwise its reply is dropped.
-		c.state.CompareAndSwap(callQueued, callAbandoned)
-		return nil, ctx.Err()
+		if c.state.CompareAndSwap(callQueued, callAbandoned) {
+			return nil, notSent, ctx.Err()
+		}
+		return nil, c.sent.Load(), ctx.Err()
 	}
 }
 
@@ -145,8 +150,9 @@ func (b *batcher) take() []*call {
 		clear(b.queue[n:])
 		b.queue = b.queue[:n]
 	}
-	live := batch[:0]
+	live, now := batch[:0], monoMicros()
 	for _, c := range batch {
+		c.sent.Store(now)
 		if c.state.CompareAndSwap(callQueued, callSent) { // else abandoned
 			live = append(live, c)
 		}
