@@ -64,3 +64,6 @@ func WithProbeCheck(check func(context.Context) error) Option {
 
 // Limit is core.Limit, for BreakerState's callers.
 type Limit = core.Limit
+
+// PipeStats is pipeStats, for the external tests.
+func PipeStats(s *Store) (pipelined, resent int64) { return pipeStats(s) }

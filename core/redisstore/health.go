@@ -39,27 +39,24 @@ const probeTimeout = time.Second
 //     ECONNREFUSED, ECONNRESET, EOF): a dead server (with go-redis'
 //     default dial retries a refusal reaches the caller as a timeout;
 //     UniversalOptions turns them off);
-//   - after failures consecutive counted failures otherwise (an answered
-//     call resets the count). Error replies count. A call that ran out of
-//     time counts only when the server answered no call while it waited,
-//     and it waited for the server at least as long as in the Store's own
-//     queue (WithPipelining): a server that answers others is slow, not
-//     gone, and time in the queue is not the server's.
+//   - after failures consecutive error replies (an answered call resets
+//     the count);
+//   - after failures consecutive timeouts of calls made since the server
+//     last answered any call, provided at least one of them was made after
+//     the first of them was reported.
 //
-// Not counted either: a call whose caller went away (context canceled),
-// and one whose deadline ran out in the queue, never sent. So single slow
-// calls, a slow but answering server, and a starved client whose replies
-// wait to be read do not open a breaker, while a server that stops
-// answering opens it once failures calls sent to it after it froze have
-// timed out: requests wait at most their timeout each, and only during
-// about one timeout after the freeze plus the time for failures calls to
-// arrive. A failure ratio over a time window (Hystrix, Envoy) was not
-// chosen: the calls answered before a freeze stay in the window and hold
-// the breaker closed for about half of it, every request meanwhile waiting
-// out its timeout. The rule's limit: a client process that does not run at
-// all for longer than the timeout while failures or more of its calls are
-// in flight cannot tell that from a frozen server, and opens the breaker
-// for one cooldown.
+// Not counted: a call whose caller went away (context canceled), one whose
+// deadline ran out in the Store's own queue (WithPipelining), never sent,
+// and a timeout while the server answers other calls (it is slow, not
+// gone). The second-generation proviso keeps a client process that was not
+// running (CPU starvation, a pause of the whole process) from taking the
+// timeouts of the calls it had in flight for the server's: the calls it
+// makes once it runs again are answered. A frozen server opens the breaker
+// about two timeouts after it froze, given steady traffic: each request
+// meanwhile waits at most its own timeout. A failure ratio over a time
+// window (Hystrix, Envoy) was not chosen: the calls answered before a
+// freeze stay in the window and hold the breaker closed for about half of
+// it, every request meanwhile waiting out its timeout.
 //
 // An open breaker is probed in the background every cooldown, with or
 // without traffic: a PING, then a script call (EVALSHA, or EVAL when Redis
@@ -127,6 +124,7 @@ type node struct {
 
 	isOpen   atomic.Bool  // the breaker is open: calls fail at once
 	failures atomic.Int32 // consecutive counted failures, while closed
+	streak   atomic.Int64 // when the first of them was reported (monoMicros); noStreak: none
 	answered atomic.Int64 // when the server last answered a call (monoMicros), to answerGrain
 }
 
@@ -137,6 +135,9 @@ const answerGrain = 1000
 // notSent is the send time of a call that never left the Store's queue.
 const notSent = -1
 
+// noStreak is node.streak when no failure is counted.
+const noStreak = math.MaxInt64
+
 func (h *health) newNode(addr string, client redis.UniversalClient) *node {
 	what := "redis"
 	if addr != "" {
@@ -144,6 +145,7 @@ func (h *health) newNode(addr string, client redis.UniversalClient) *node {
 	}
 	n := &node{h: h, client: client, openErr: fmt.Errorf("%s: %w", what, store.ErrBreakerOpen)}
 	n.answered.Store(math.MinInt64)
+	n.streak.Store(noStreak)
 	if h.pipe != nil {
 		n.pipe = h.pipe()
 	}
@@ -198,11 +200,18 @@ func (n *node) report(ctx context.Context, err error, start, sent int64) {
 		// Never sent, or the caller went away: nothing learnt about Redis.
 	case connLost(err):
 		n.trip()
-	case timedOut(ctx, err) && !n.unanswered(start, sent):
-		// Slow, not gone: Redis answered meanwhile, or the queue took
-		// most of the time.
-	case n.failures.Add(1) >= n.h.threshold:
-		n.trip()
+	case !timedOut(ctx, err):
+		n.streak.CompareAndSwap(noStreak, monoMicros())
+		if n.failures.Add(1) >= n.h.threshold {
+			n.trip()
+		}
+	case n.unanswered(start):
+		// Counted, but it opens the breaker only when a call made after
+		// the first of the streak failed too (this process ran meanwhile).
+		n.streak.CompareAndSwap(noStreak, monoMicros())
+		if n.failures.Add(1) >= n.h.threshold && start > n.streak.Load() {
+			n.trip()
+		}
 	}
 }
 
@@ -210,18 +219,17 @@ func (n *node) report(ctx context.Context, err error, start, sent int64) {
 func (n *node) answer() {
 	if n.failures.Load() != 0 {
 		n.failures.Store(0)
+		n.streak.Store(noStreak)
 	}
 	if now, a := monoMicros(), n.answered.Load(); now-answerGrain >= a {
 		n.answered.CompareAndSwap(a, now) // lost: another call moved it
 	}
 }
 
-// unanswered reports whether a call made at start, sent at sent and timed
-// out now tells that the server stopped answering: it waited for the
-// server at least as long as in the Store's queue, and the server answered
-// no call meanwhile.
-func (n *node) unanswered(start, sent int64) bool {
-	return monoMicros()-sent >= sent-start && n.answered.Load() < sent
+// unanswered reports whether a call made at start that timed out tells
+// that the server stopped answering: the server answered no call since.
+func (n *node) unanswered(start int64) bool {
+	return n.answered.Load() < start
 }
 
 // timedOut reports whether err ended a call because time ran out.
@@ -286,6 +294,7 @@ func (n *node) probe() bool {
 	}
 	_ = n.h.load(ctx, n.client)
 	n.failures.Store(0)
+	n.streak.Store(noStreak)
 	n.isOpen.Store(false)
 	return true
 }

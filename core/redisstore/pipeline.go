@@ -2,8 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -104,7 +106,7 @@ func (b *batcher) do(ctx context.Context, s *script, cmd []any) (any, int64, err
 		return c.reply, c.sent.Load(), c.err
 	case <-ctx.Done():
 		// Never sent if it was still queued; otherwise its reply is dropped.
-		if c.state.CompareAndSwap(callQueued, callAbandoned) {
+		if c.state.CompareAndSwap(callQueued, callAbandoned) || c.state.Load() == callAbandoned {
 			return nil, notSent, ctx.Err()
 		}
 		return nil, c.sent.Load(), ctx.Err()
@@ -137,7 +139,8 @@ func (b *batcher) next() []*call {
 }
 
 // take removes up to maxBatch calls from the queue and returns those
-// still wanted, marked sent; b.mu is held.
+// still wanted, marked sent; those whose context has ended are marked
+// abandoned; b.mu is held.
 func (b *batcher) take() []*call {
 	var batch []*call
 	if len(b.queue) <= maxBatch {
@@ -150,10 +153,13 @@ func (b *batcher) take() []*call {
 		clear(b.queue[n:])
 		b.queue = b.queue[:n]
 	}
-	live, now := batch[:0], monoMicros()
+	live, now, wall := batch[:0], monoMicros(), time.Now()
 	for _, c := range batch {
 		c.sent.Store(now)
-		if c.state.CompareAndSwap(callQueued, callSent) { // else abandoned
+		if d, ok := c.ctx.Deadline(); ok && !wall.Before(d) || c.ctx.Err() != nil { // its timer may not have fired yet
+
+			c.state.CompareAndSwap(callQueued, callAbandoned)
+		} else if c.state.CompareAndSwap(callQueued, callSent) { // else abandoned
 			live = append(live, c)
 		}
 	}
@@ -186,7 +192,8 @@ func (b *batcher) send(live []*call) (resent int) {
 	for i, c := range live {
 		cmds[i] = pipe.Do(ctx, c.cmd...)
 	}
-	_, _ = pipe.Exec(ctx) // every command carries its own error
+	_, err := pipe.Exec(ctx)
+	unanswered(cmds, err)
 	var lost []int
 	for i, cmd := range cmds {
 		if isNoScript(cmd.Err()) {
@@ -199,7 +206,8 @@ func (b *batcher) send(live []*call) (resent int) {
 			c := live[i]
 			cmds[i] = pipe.Do(ctx, c.script.eval(c.cmd)...)
 		}
-		_, _ = pipe.Exec(ctx)
+		_, err = pipe.Exec(ctx)
+		unanswered(cmds, err)
 	}
 	for i, c := range live {
 		c.reply, c.err = cmds[i].Result()
@@ -210,6 +218,23 @@ func (b *batcher) send(live []*call) (resent int) {
 	}
 	return len(lost)
 }
+
+// unanswered gives the pipeline's error to every command of cmds that has
+// neither a reply nor an error: go-redis leaves them so when reading the
+// replies fails before the first one (a deadline that ran out meanwhile).
+func unanswered(cmds []*redis.Cmd, err error) {
+	if err == nil {
+		err = errNoReply
+	}
+	for _, cmd := range cmds {
+		if cmd.Err() == nil && cmd.Val() == nil {
+			cmd.SetErr(err)
+		}
+	}
+}
+
+// errNoReply is the error of a pipelined command that got no reply.
+var errNoReply = errors.New("redisstore: no reply in the pipeline")
 
 // pipelineContext is the context of a pipeline that serves every call of
 // live: it ends with the latest of their deadlines, or never when one of
