@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"sync"
@@ -35,39 +34,35 @@ const probeTimeout = time.Second
 // without waiting; keys on other Cluster masters are not affected.
 //
 // A breaker opens on evidence that the server fails, not on one slow call:
-//   - at once when a connection to it is refused or lost (a failed dial,
-//     ECONNREFUSED, ECONNRESET, EOF): a dead server (with go-redis'
-//     default dial retries a refusal reaches the caller as a timeout;
-//     UniversalOptions turns them off);
-//   - after failures consecutive error replies (an answered call resets
-//     the count);
-//   - after failures consecutive timeouts of calls made since the server
-//     last answered any call, provided at least one of them was made after
-//     the first of them was reported.
+//   - at once when a connection to it is refused (a dead server; go-redis'
+//     default dial retries report a refusal as a timeout, UniversalOptions
+//     turns them off);
+//   - after failures consecutive failed calls (error replies, connections
+//     lost under a call), an answered call resetting the count;
+//   - after failures consecutive timeouts of calls made while the server
+//     answered nothing, one of them made after the first was reported.
 //
-// Not counted: a call whose caller went away (context canceled), one whose
-// deadline ran out in the Store's own queue (WithPipelining), never sent,
-// and a timeout while the server answers other calls (it is slow, not
-// gone). The second-generation proviso keeps a client process that was not
-// running (CPU starvation, a pause of the whole process) from taking the
-// timeouts of the calls it had in flight for the server's: the calls it
-// makes once it runs again are answered. A frozen server opens the breaker
-// about two timeouts after it froze, given steady traffic: each request
-// meanwhile waits at most its own timeout. A failure ratio over a time
-// window (Hystrix, Envoy) was not chosen: the calls answered before a
-// freeze stay in the window and hold the breaker closed for about half of
-// it, every request meanwhile waiting out its timeout.
+// So these do not count: a timeout while the server answers other calls
+// (slow, not gone); a call whose deadline ran out in the Store's own queue
+// (WithPipelining), never sent; a call whose caller went away. The last
+// proviso keeps a client that did not run for a while (CPU starvation) from
+// blaming the server for the calls it had in flight: those it makes next
+// are answered. A lost connection is not enough either: the next call
+// dials, which is refused if the server is gone. A frozen server opens the
+// breaker about two timeouts after it froze under steady traffic, each
+// request waiting at most its own timeout. A failure ratio over a time
+// window (Hystrix, Envoy) would keep it closed longer: the calls answered
+// before the freeze stay in the window.
 //
 // An open breaker is probed in the background every cooldown, with or
 // without traffic: a PING, then a script call (EVALSHA, or EVAL when Redis
-// lost the script), which Redis holds exactly when it would hold a Take
-// (CLIENT PAUSE WRITE lets PING through but not scripts). A probe waits
-// for the larger of cooldown and one second; while it waits, calls keep
-// failing at once. When the script call is answered the probe loads the
-// Store's scripts (a failure, such as an ACL without SCRIPT LOAD, is
-// ignored: Takes fall back to EVAL) and the breaker closes. So decisions
-// come from Redis again within one cooldown of Redis answering scripts,
-// and no request waits on a probe.
+// lost the script), which Redis holds whenever it holds Takes (CLIENT
+// PAUSE WRITE answers PING but holds scripts). A probe waits up to the
+// larger of cooldown and one second, and calls fail at once meanwhile.
+// Once Redis runs the script the probe loads the Store's scripts (a
+// failure, such as an ACL without SCRIPT LOAD, is ignored: Takes fall back
+// to EVAL) and closes the breaker, so decisions come from Redis again
+// within one cooldown of Redis answering, and no request waits on a probe.
 //
 // failures 0 turns the breakers off: every call goes to Redis. The
 // defaults are DefaultBreakerFailures and DefaultBreakerCooldown; failures
@@ -198,9 +193,9 @@ func (n *node) report(ctx context.Context, err error, start, sent int64) {
 		n.answer()
 	case sent == notSent || ctx.Err() == context.Canceled:
 		// Never sent, or the caller went away: nothing learnt about Redis.
-	case connLost(err):
+	case refused(err):
 		n.trip()
-	case !timedOut(ctx, err):
+	case !timedOut(ctx, err): // an error reply, a connection lost
 		n.streak.CompareAndSwap(noStreak, monoMicros())
 		if n.failures.Add(1) >= n.h.threshold {
 			n.trip()
@@ -239,16 +234,11 @@ func timedOut(ctx context.Context, err error) bool {
 		errors.As(err, &ne) && ne.Timeout()
 }
 
-// connLost reports whether err says the server refused or dropped the
-// connection: a dial that failed other than by timing out, a reset, or
-// the connection closed under the call.
-func connLost(err error) bool {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
-		return true
-	}
+// refused reports whether err says the server refused a connection: a
+// dial that failed other than by timing out.
+func refused(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial" && !op.Timeout()
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &op) && op.Op == "dial" && !op.Timeout()
 }
 
 // trip opens a closed breaker and starts its probes.
