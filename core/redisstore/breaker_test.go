@@ -239,11 +239,13 @@ func TestBreakerIgnoresSlowCalls(t *testing.T) {
 		st := realStore(t, slowProxy(t, srv.Addr, 20*time.Millisecond))
 		done := make(chan *takeTally)
 		go func() {
-			tt, _ := hammer(t, st, 4, 2*time.Second, time.Second)
+			tt, _ := hammer(t, st, 4, 2*time.Second, 2*time.Second)
 			done <- tt
 		}()
+		time.Sleep(200 * time.Millisecond) // the workers are answered
 		short := &takeTally{}
 		for i := 0; i < 40; i++ {
+			time.Sleep(10 * time.Millisecond) // about one answer to the workers apart
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Millisecond)
 			_, err := st.Take(ctx, "short", 1, specs(perMinute10)...)
 			cancel()
@@ -253,7 +255,7 @@ func TestBreakerIgnoresSlowCalls(t *testing.T) {
 			}
 		}
 		normal := <-done
-		t.Logf("Takes with a 2 ms deadline (20 ms round trips): %v; alongside, 4 workers with 2 s: %v", short.snapshot(), normal.snapshot())
+		t.Logf("Takes with a 2 ms deadline (20 ms round trips): %v; alongside, 4 workers with a 2 s deadline: %v", short.snapshot(), normal.snapshot())
 		if short.get("timeout") == 0 {
 			t.Errorf("no Take with a 2 ms deadline timed out: the test proves nothing")
 		}
