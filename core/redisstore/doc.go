@@ -43,10 +43,10 @@
 // Cluster), shared by every core.Limiter on it (WithBreaker): a server
 // that refuses connections, keeps failing or stops answering (not one
 // slow call) is left alone, and Takes of its keys fail at once with an
-// error wrapping core.ErrBreakerOpen, so the Limiters' failure policy
+// error wrapping store.ErrBreakerOpen, so the Limiters' failure policy
 // decides without waiting. The Store probes it in the background with a
-// script call and reloads its scripts before traffic resumes. Ping checks, at start-up, that Redis accepts the
-// client's settings.
+// script call and reloads its scripts before traffic resumes. Ping checks,
+// at start-up, that Redis accepts the client's settings.
 //
 // Automatic pipelining (WithPipelining, on by default) sends a Take at once
 // when the Store is idle and, while its requests are in flight, queues
