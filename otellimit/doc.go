@@ -17,7 +17,8 @@
 //	sluice.store.latency  {limiter}                        Float64Histogram, unit s
 //	sluice.store.errors   {limiter, kind}                  Int64Counter, unit {error}
 //
-// Through OpenTelemetry's Prometheus exporter these read as promlimit's
+// Through OpenTelemetry's Prometheus exporter with underscore escaping
+// (otlptranslator.UnderscoreEscapingWithSuffixes) these read as promlimit's
 // sluice_decisions_total, sluice_store_latency_seconds and
 // sluice_store_errors_total.
 //
