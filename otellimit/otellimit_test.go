@@ -407,7 +407,8 @@ func TestOptions(t *testing.T) {
 	rec, rd := newRecorder(t,
 		otellimit.WithNamespace(""),
 		otellimit.WithLatencyBuckets(0.001, 0.01),
-		otellimit.WithAttributes(attribute.String("service", "shop")),
+		otellimit.WithAttributes(attribute.String("service", "cart")),
+		otellimit.WithAttributes(attribute.String("service", "shop")), // the later wins
 		nil, // ignored, like core's
 	)
 	rec.Observe(core.Event{Limiter: "api", Outcome: core.OutcomeDenied, Latency: 5 * time.Millisecond,
