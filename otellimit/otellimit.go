@@ -113,9 +113,10 @@ type Recorder struct {
 	storeErrors metric.Int64Counter
 	attrs       []attribute.KeyValue // WithAttributes'
 
-	// limiters caches each limiter's measurement options, series its
-	// decisions' and labels each limit's attribute value. All are copied
-	// on write (under mu), so the read path takes no lock.
+	// limiters caches each limiter's latency and store error options,
+	// series the options of each decisions series, and labels each
+	// limit's attribute value. All are copied on write (under mu), so the
+	// read path takes no lock.
 	limiters atomic.Pointer[map[string]*limiterState]
 	series   atomic.Pointer[map[seriesKey][]metric.AddOption]
 	labels   atomic.Pointer[map[core.Limit]string]
