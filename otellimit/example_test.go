@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/otellimit"
 )
 
@@ -28,7 +29,7 @@ func ExampleNew() {
 
 	now := func() time.Time { return time.Unix(1_700_000_000, 0) } // a stopped clock, for the example
 	byClient := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
-	limiter, err := core.New(core.NewMemoryStore(core.WithClock(now)), byClient,
+	limiter, err := core.New(memorystore.New(memorystore.WithClock(now)), byClient,
 		[]core.Limit{core.PerSecond(2)},
 		core.WithName("api"), core.WithClock(now), core.WithObserver(metrics.Observe))
 	if err != nil {

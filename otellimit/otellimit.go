@@ -436,6 +436,6 @@ func limitString(l core.Limit) string {
 		return l.String()
 	}
 	return core.Limit{
-		Algorithm: s.Algorithm, Rate: l.Rate, Period: l.Period, Burst: s.Burst, Penalty: l.Penalty,
+		Algorithm: s.Algorithm(), Rate: l.Rate, Period: l.Period, Burst: s.Burst(), Penalty: l.Penalty,
 	}.String()
 }

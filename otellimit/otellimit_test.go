@@ -23,6 +23,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/otellimit"
 )
 
@@ -59,12 +61,12 @@ func request(client string) *http.Request {
 // memory store.
 type flakyStore struct {
 	fail atomic.Bool
-	next core.Store
+	next store.Store
 }
 
 var errDown = errors.New("store down")
 
-func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...core.Limit) (core.Result, error) {
+func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (core.Result, error) {
 	if s.fail.Load() {
 		return core.Result{}, fmt.Errorf("flaky: %w", errDown)
 	}
@@ -74,7 +76,7 @@ func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...co
 // hangingStore answers only when the context ends.
 type hangingStore struct{}
 
-func (hangingStore) Take(ctx context.Context, _ string, _ int64, _ ...core.Limit) (core.Result, error) {
+func (hangingStore) Take(ctx context.Context, _ string, _ int64, _ ...store.Spec) (core.Result, error) {
 	<-ctx.Done()
 	return core.Result{}, ctx.Err()
 }
@@ -161,9 +163,9 @@ func zeroErrors(limiter string) map[string]float64 {
 	return m
 }
 
-func newLimiter(t *testing.T, store core.Store, limits []core.Limit, opts ...core.Option) *core.Limiter {
+func newLimiter(t *testing.T, st store.Store, limits []core.Limit, opts ...core.Option) *core.Limiter {
 	t.Helper()
-	l, err := core.New(store, byClient, limits, opts...)
+	l, err := core.New(st, byClient, limits, opts...)
 	if err != nil {
 		t.Fatalf("core.New: %v", err)
 	}
@@ -179,7 +181,7 @@ func decide(l *core.Limiter, n int, client string) {
 func TestMemoryStoreDecisions(t *testing.T) {
 	rec, rd := newRecorder(t)
 	clock := newClock()
-	store := core.NewMemoryStore(core.WithClock(clock.Now))
+	store := memorystore.New(memorystore.WithClock(clock.Now))
 	l := newLimiter(t, store, []core.Limit{core.PerSecond(2)},
 		core.WithName("api"), core.WithClock(clock.Now), core.WithObserver(rec.Observe),
 		core.OnKeyError(core.KeyErrorDeny))
@@ -225,7 +227,7 @@ func TestMemoryStoreDecisions(t *testing.T) {
 func TestLimitAttribute(t *testing.T) {
 	rec, rd := newRecorder(t)
 	clock := newClock()
-	store := core.NewMemoryStore(core.WithClock(clock.Now))
+	store := memorystore.New(memorystore.WithClock(clock.Now))
 	opts := func(name string) []core.Option {
 		return []core.Option{core.WithName(name), core.WithClock(clock.Now), core.WithObserver(rec.Observe)}
 	}
@@ -253,7 +255,7 @@ func TestLimitAttribute(t *testing.T) {
 func TestPlanAttribute(t *testing.T) {
 	rec, rd := newRecorder(t)
 	clock := newClock()
-	store := core.NewMemoryStore(core.WithClock(clock.Now))
+	store := memorystore.New(memorystore.WithClock(clock.Now))
 	planOf := func(r *http.Request) string { return r.Header.Get("X-Plan") }
 	plans := map[string][]core.Limit{"free": {core.PerMinute(1)}, "pro": {core.PerMinute(100)}}
 	l := newLimiter(t, store, []core.Limit{core.PerMinute(1)}, core.WithName("api"), core.WithClock(clock.Now),
@@ -281,8 +283,8 @@ func TestPlanAttribute(t *testing.T) {
 func TestFailingStoreFallback(t *testing.T) {
 	rec, rd := newRecorder(t)
 	clock := newClock()
-	store := &flakyStore{next: core.NewMemoryStore(core.WithClock(clock.Now))}
-	local := core.NewMemoryStore(core.WithClock(clock.Now))
+	store := &flakyStore{next: memorystore.New(memorystore.WithClock(clock.Now))}
+	local := memorystore.New(memorystore.WithClock(clock.Now))
 	newL := func(name string, more ...core.Option) *core.Limiter {
 		return newLimiter(t, store, []core.Limit{core.PerSecond(3)}, append([]core.Option{core.WithName(name),
 			core.WithClock(clock.Now), core.WithFallbackStore(local), core.WithObserver(rec.Observe)}, more...)...)
@@ -317,7 +319,7 @@ func TestFailingStoreFallback(t *testing.T) {
 func TestOutcomes(t *testing.T) {
 	rec, rd := newRecorder(t)
 	clock := newClock()
-	mem := core.NewMemoryStore(core.WithClock(clock.Now))
+	mem := memorystore.New(memorystore.WithClock(clock.Now))
 	down := &flakyStore{next: mem}
 	down.fail.Store(true)
 	opts := func(name string, more ...core.Option) []core.Option {
@@ -492,7 +494,7 @@ func TestRequestContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := newClock()
-	l := newLimiter(t, core.NewMemoryStore(core.WithClock(clock.Now)), []core.Limit{core.PerSecond(1)},
+	l := newLimiter(t, memorystore.New(memorystore.WithClock(clock.Now)), []core.Limit{core.PerSecond(1)},
 		core.WithClock(clock.Now), core.WithObserver(rec.Observe))
 	sc := trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6}, TraceFlags: trace.FlagsSampled,
