@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -1012,11 +1013,12 @@ func scenarios(tok jwtTokens) []scenario {
 
 	{ // JWT keyed by "sub". Forged, expired and alg=none tokens (all
 		// claiming alice) and a missing token follow the default key-error
-		// rule, KeyErrorShared: one bucket for all of them, never alice's.
+		// rule, KeyErrorPerAddress: one bucket for all of them from one
+		// address (the default peer here), never alice's.
 		lim := core.PerHour(2)
 		T := interval(lim)
 		rows = append(rows, scenario{
-			name:   "JWT forged expired none, shared bucket",
+			name:   "JWT forged expired none, bucket of the address",
 			routes: func(s *setup) []route { return jwtRoutes(s, []core.Limit{lim}) },
 			steps: []step{
 				{header: bearer(tok.forged), status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
@@ -1061,6 +1063,54 @@ func scenarios(tok jwtTokens) []scenario {
 				{header: bearer(tok.forged), status: 200},
 				{header: bearer(tok.alice), status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
 			},
+		})
+	}
+
+	{ // A key error never charges strangers (issue 20, point 2): 60
+		// requests with bad tokens from one client address spend that
+		// address's allowance only; the next client without a key, from
+		// another address, is served with a full allowance. Without
+		// proxies the address is the peer; behind a trusted proxy it is
+		// the one keyfuncs.IP resolves, given with WithKeyErrorKey.
+		lim := core.PerHour(2)
+		T := interval(lim)
+		xff := func(v string) map[string]string { return map[string]string{"X-Forwarded-For": v} }
+		bad := []map[string]string{bearer(tok.forged), bearer(tok.expired), bearer(tok.algNone), nil,
+			{"Authorization": "Bearer " + strings.Repeat("x", 600)}}
+		flood := func(remote string, via map[string]string) []step {
+			steps := make([]step, 60)
+			for i := range steps {
+				h := map[string]string{}
+				maps.Copy(h, bad[i%len(bad)])
+				maps.Copy(h, via)
+				steps[i] = step{remote: remote, header: h, status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * T, retry: T}}
+			}
+			steps[0].status, steps[0].rl = 200, &rl{limit: 2, remaining: 1, reset: T}
+			steps[1].status, steps[1].rl = 200, &rl{limit: 2, remaining: 0, reset: 2 * T}
+			return steps
+		}
+		rows = append(rows, scenario{
+			name:   "60 bad keys from one address, another address served",
+			routes: func(s *setup) []route { return jwtRoutes(s, []core.Limit{lim}) },
+			steps: append(flood("198.51.100.1:4000", nil),
+				step{remote: "198.51.100.2:4000", header: bearer(tok.expired), status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
+				step{remote: "[2001:db8:0:100::1]:4000", status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
+				step{remote: "198.51.100.1:4001", header: bearer(tok.alice), status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
+			),
+		})
+		const proxy = "10.1.2.3:8080"
+		rows = append(rows, scenario{
+			name: "60 bad keys from one address behind a trusted proxy, another address served",
+			routes: func(s *setup) []route {
+				return jwtRoutes(s, []core.Limit{lim},
+					core.WithKeyErrorKey(mustIP(s.t, keyfuncs.WithTrustedProxies("10.0.0.0/8"))))
+			},
+			steps: append(flood(proxy, xff("198.51.100.1")),
+				step{remote: proxy, header: map[string]string{"X-Forwarded-For": "198.51.100.2", "Authorization": "Bearer " + tok.forged},
+					status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
+				step{remote: proxy, header: xff("6.6.6.6, 198.51.100.1"), status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * T, retry: T}},
+				step{remote: "10.9.9.9:80", header: xff("198.51.100.3"), status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
+			),
 		})
 	}
 

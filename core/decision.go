@@ -57,8 +57,8 @@ const (
 	OutcomeSkipped
 	// OutcomeKeyError: the key function failed and the key-error rule is
 	// KeyErrorDeny (the request is refused, 403) or KeyErrorAllow (it is
-	// served unlimited). Under KeyErrorShared the outcome is the shared
-	// bucket's, and Event.KeyErr reports the failure.
+	// served unlimited). Under KeyErrorPerAddress the outcome is that of
+	// the client address's bucket, and Event.KeyErr reports the failure.
 	OutcomeKeyError
 	// OutcomeCanceled: the request's context ended (the client went away,
 	// or a server deadline passed) before the store decided. The request

@@ -41,6 +41,9 @@ type Limiter struct {
 	key       KeyFunc
 	name      string
 	keyPrefix string // injective namespace: len(name) ":" name ":"
+	// keylessPrefix is the namespace of requests without a key:
+	// len(name) ":" name "!", which no key reaches (see keylessKey).
+	keylessPrefix string
 
 	cost     int64
 	costFunc func(*http.Request) int64
@@ -52,6 +55,7 @@ type Limiter struct {
 	local    bool          // store is a *memorystore.Store: no deadline needed
 
 	keyRule     KeyErrorRule
+	addrKey     KeyFunc // WithKeyErrorKey; nil: the peer address
 	shadow      bool
 	observers   []func(Event)
 	clock       func() time.Time
@@ -140,6 +144,7 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 		}
 	}
 	l.keyPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + ":"
+	l.keylessPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + "!"
 	l.style = style
 	l.cfg.Store(l.newConfig("", limits, specs, nil))
 	if l.planOf != nil {

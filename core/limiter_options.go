@@ -231,10 +231,25 @@ func WithHeaders(style HeaderStyle) Option {
 type KeyErrorRule uint8
 
 const (
-	// KeyErrorShared limits all requests without a key together, in one
-	// bucket of the Limiter's namespace that no real key can reach. It is
-	// the default: a flood of anonymous requests is limited like one client.
-	KeyErrorShared KeyErrorRule = iota
+	// KeyErrorPerAddress limits requests without a key by their client
+	// address: each address has its own bucket, with the Limiter's limits,
+	// in a namespace of the Limiter that no key reaches. The address is the
+	// one the key function given to WithKeyErrorKey returns (say,
+	// keyfuncs.IP with your trusted proxies); without it, or when it fails,
+	// the peer's (the request's RemoteAddr: IPv4 by address, IPv6 by /56,
+	// 6to4 and Teredo by the IPv4 address they embed, as keyfuncs.IP
+	// groups them). Requests with no address at all share one bucket.
+	//
+	// It is the default: a client that sends garbage tokens spends its own
+	// address's allowance, never that of other clients without a key (one
+	// bucket for all of them let 25 forged tokens from one client get the
+	// next anonymous client denied). Behind proxies, give WithKeyErrorKey
+	// the address function that sees through them: by the peer alone,
+	// every client behind a proxy shares the proxy's bucket. KeyErrorDeny
+	// is no default because it answers 403 before the handler runs, so a
+	// client whose token just expired would not get the 401 that makes it
+	// refresh its token.
+	KeyErrorPerAddress KeyErrorRule = iota
 	// KeyErrorDeny refuses requests without a key with the key-error
 	// response (default 403 Forbidden, see WithKeyErrorResponse): the
 	// request is not over a limit, it is not acceptable at all on this route
@@ -246,20 +261,35 @@ const (
 	KeyErrorAllow
 )
 
-var keyErrorRuleNames = [...]string{KeyErrorShared: "shared", KeyErrorDeny: "deny", KeyErrorAllow: "allow"}
+var keyErrorRuleNames = [...]string{KeyErrorPerAddress: "per_address", KeyErrorDeny: "deny", KeyErrorAllow: "allow"}
 
 func (k KeyErrorRule) String() string {
 	return enumString(keyErrorRuleNames[:], "KeyErrorRule", uint8(k))
 }
 
 // OnKeyError sets the rule for requests whose key function fails; see
-// KeyErrorRule. The default is KeyErrorShared.
+// KeyErrorRule. The default is KeyErrorPerAddress.
 func OnKeyError(rule KeyErrorRule) Option {
 	return optionFunc(func(o *options) error {
 		if int(rule) >= len(keyErrorRuleNames) {
 			return fmt.Errorf("%w: unknown key-error rule %d", ErrInvalidOption, uint8(rule))
 		}
 		o.l.keyRule = rule
+		return nil
+	})
+}
+
+// WithKeyErrorKey sets how KeyErrorPerAddress tells requests without a key
+// apart: fn returns the client's address key (keyfuncs.IP with the
+// trusted proxies of the deployment, typically). When fn fails or returns
+// "", the request is charged by its peer address. Without this option,
+// every request without a key is charged by its peer address.
+func WithKeyErrorKey(fn KeyFunc) Option {
+	return optionFunc(func(o *options) error {
+		if fn == nil {
+			return fmt.Errorf("%w: WithKeyErrorKey: key function is nil", ErrInvalidOption)
+		}
+		o.l.addrKey = fn
 		return nil
 	})
 }

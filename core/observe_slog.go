@@ -110,7 +110,7 @@ func LogRepeatInterval(d time.Duration) LogOption {
 // open (Event.Err wraps ErrBreakerOpen) is logged one level lower (Error
 // becomes Warn, Warn becomes Info, Info becomes Debug): the failures that
 // opened the breaker were logged at the full level. A decision with a key
-// error under KeyErrorShared is logged at least at key_error's level, and
+// error under KeyErrorPerAddress is logged at least at key_error's level, and
 // one with a negative cost from the cost function at least at Warn,
 // whatever its outcome.
 //
@@ -184,7 +184,7 @@ func (c *logConfig) levelOf(ev Event) (slog.Level, string) {
 	if level != LogLevelOff && errors.Is(ev.Err, ErrBreakerOpen) {
 		level -= 4
 	}
-	if ev.KeyErr != nil && ev.Outcome != OutcomeKeyError { // KeyErrorShared
+	if ev.KeyErr != nil && ev.Outcome != OutcomeKeyError { // KeyErrorPerAddress
 		level = atLeast(level, c.levels[OutcomeKeyError])
 	}
 	if ev.Err != nil && errors.Is(ev.Err, ErrNegativeCost) {

@@ -377,7 +377,7 @@ func TestLogDenialsLevels(t *testing.T) {
 		t.Errorf("denials off: %v", recs)
 	}
 
-	// A key error under KeyErrorShared is logged at key_error's level
+	// A key error under KeyErrorPerAddress is logged at key_error's level
 	// although its outcome (allowed) is not logged; off with key_error.
 	l, h = slogLimiter(t, nil, one, nil)
 	l.Decide(slogRequest(""))

@@ -317,12 +317,14 @@ func TestHostileTokens(t *testing.T) {
 			}), hostileLimit)
 	})
 
-	t.Run("shared bucket", func(t *testing.T) {
-		// KeyErrorShared (the default): every request without a valid
-		// identity shares one bucket, whatever token it carries.
+	t.Run("bucket per address", func(t *testing.T) {
+		// KeyErrorPerAddress (the default): requests without a valid
+		// identity share one bucket per client address, whatever token
+		// they carry; another address keeps its own.
 		svc := newServiceKey(t, kv, jwtKey, hostileLimits())
 		defer svc.Close()
 		wantServed(t, "bad tokens claiming the victim", send(t, newHTTPClient(4), svc.URL, 10*hostileLimit, attack), hostileLimit)
+		wantServed(t, "bad tokens from another address", send(t, clientFrom("127.0.0.6"), svc.URL, 2*hostileLimit, attack), hostileLimit)
 		wantServed(t, "victim with a valid token", send(t, newHTTPClient(4), svc.URL, 2*hostileLimit, func(_ int, req *http.Request) {
 			req.Header.Set("Authorization", "Bearer "+valid)
 		}), hostileLimit)
