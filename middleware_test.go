@@ -574,7 +574,7 @@ func scenarios(tok jwtTokens) []scenario {
 		}
 		key := func(k string) map[string]string { return map[string]string{"X-Api-Key": k} }
 		ietf := func(name string, r int64, reset time.Duration) []member { return []member{{name, r, reset}} }
-		pf, pp, po := policy("api.free", free), policy("api.pro", pro), policy("api", own)
+		pf, pp, po := policy("free", free), policy("pro", pro), policy("default", own)
 		rows = append(rows, scenario{
 			name: "plans by API key",
 			routes: func(s *setup) []route {
@@ -583,20 +583,21 @@ func scenarios(tok jwtTokens) []scenario {
 					s.t.Fatal(err)
 				}
 				return []route{{path: "/api", l: s.limiter("api", k, []core.Limit{own},
-					core.WithHeaders(core.HeadersBoth),
+					core.WithHeaders(core.HeadersBoth), // policies named by plan, never "api.free"
+					core.WithPlanPolicyNames(map[string]string{"free": "free", "pro": "pro"}),
 					core.WithPlans(plan, map[string][]core.Limit{"free": {free}, "pro": {pro}}))}}
 			},
 			steps: []step{
-				{header: key("free-1"), status: 200, rl: &rl{limit: 2, remaining: 1, reset: Tf, policy: pf, ietf: ietf("api.free", 1, Tf)}},
-				{header: key("free-1"), status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * Tf, policy: pf, ietf: ietf("api.free", 0, 2*Tf)}},
-				{header: key("free-1"), status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * Tf, retry: Tf, policy: pf, ietf: ietf("api.free", 0, 2*Tf)}},
-				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 3, reset: Tp, policy: pp, ietf: ietf("api.pro", 3, Tp)}},
-				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 2, reset: 2 * Tp, policy: pp, ietf: ietf("api.pro", 2, 2*Tp)}},
-				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 1, reset: 3 * Tp, policy: pp, ietf: ietf("api.pro", 1, 3*Tp)}},
-				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 0, reset: 4 * Tp, policy: pp, ietf: ietf("api.pro", 0, 4*Tp)}},
-				{header: key("pro-1"), status: 429, rl: &rl{limit: 4, remaining: 0, reset: 4 * Tp, retry: Tp, policy: pp, ietf: ietf("api.pro", 0, 4*Tp)}},
-				{header: key("other-1"), status: 200, rl: &rl{limit: 1, remaining: 0, reset: To, policy: po, ietf: ietf("api", 0, To)}},
-				{header: key("other-1"), status: 429, rl: &rl{limit: 1, remaining: 0, reset: To, retry: To, policy: po, ietf: ietf("api", 0, To)}},
+				{header: key("free-1"), status: 200, rl: &rl{limit: 2, remaining: 1, reset: Tf, policy: pf, ietf: ietf("free", 1, Tf)}},
+				{header: key("free-1"), status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * Tf, policy: pf, ietf: ietf("free", 0, 2*Tf)}},
+				{header: key("free-1"), status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * Tf, retry: Tf, policy: pf, ietf: ietf("free", 0, 2*Tf)}},
+				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 3, reset: Tp, policy: pp, ietf: ietf("pro", 3, Tp)}},
+				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 2, reset: 2 * Tp, policy: pp, ietf: ietf("pro", 2, 2*Tp)}},
+				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 1, reset: 3 * Tp, policy: pp, ietf: ietf("pro", 1, 3*Tp)}},
+				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 0, reset: 4 * Tp, policy: pp, ietf: ietf("pro", 0, 4*Tp)}},
+				{header: key("pro-1"), status: 429, rl: &rl{limit: 4, remaining: 0, reset: 4 * Tp, retry: Tp, policy: pp, ietf: ietf("pro", 0, 4*Tp)}},
+				{header: key("other-1"), status: 200, rl: &rl{limit: 1, remaining: 0, reset: To, policy: po, ietf: ietf("default", 0, To)}},
+				{header: key("other-1"), status: 429, rl: &rl{limit: 1, remaining: 0, reset: To, retry: To, policy: po, ietf: ietf("default", 0, To)}},
 			},
 		})
 	}
@@ -637,7 +638,7 @@ func scenarios(tok jwtTokens) []scenario {
 		})
 	}
 
-	{ // IETF fields only: one member, named after the Limiter.
+	{ // IETF fields only: one member, named by WithPolicyName.
 		lim := core.PerHour(3)
 		T := interval(lim)
 		pol := policy("api", lim)
@@ -645,7 +646,7 @@ func scenarios(tok jwtTokens) []scenario {
 		rows = append(rows, scenario{
 			name: "IETF headers",
 			routes: func(s *setup) []route {
-				return s.api([]core.Limit{lim}, core.WithHeaders(core.HeadersIETF))
+				return s.api([]core.Limit{lim}, core.WithHeaders(core.HeadersIETF), core.WithPolicyName("api"))
 			},
 			steps: []step{
 				{status: 200, rl: &rl{policy: pol, ietf: ietf(2, T)}},
@@ -663,35 +664,35 @@ func scenarios(tok jwtTokens) []scenario {
 		perSec := core.Limit{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 10}
 		perHour := core.PerHour(12)
 		T1, T2 := interval(perSec), interval(perHour)
-		pol := policy("multi-0", perSec) + ", " + policy("multi-1", perHour)
+		pol := policy("default-0", perSec) + ", " + policy("default-1", perHour)
 		steps := []step{}
 		for i := int64(1); i <= 10; i++ {
 			d := time.Duration(i)
 			steps = append(steps, step{status: 200, rl: &rl{
 				limit: 10, remaining: 10 - i, reset: d * T1, policy: pol,
-				ietf: []member{{"multi-0", 10 - i, d * T1}, {"multi-1", 12 - i, d * T2}},
+				ietf: []member{{"default-0", 10 - i, d * T1}, {"default-1", 12 - i, d * T2}},
 			}})
 		}
 		steps = append(steps,
 			step{status: 429, rl: &rl{
 				limit: 10, remaining: 0, reset: 10 * T1, retry: T1, policy: pol,
-				ietf: []member{{"multi-0", 0, 10 * T1}, {"multi-1", 2, 10 * T2}},
+				ietf: []member{{"default-0", 0, 10 * T1}, {"default-1", 2, 10 * T2}},
 			}},
 			// One second later the per-second limit is full again; the
 			// hourly one has refilled nothing (1 s < T2), so it binds:
 			// remaining floor((12·T2 - (11·T2 - 1s))/T2) = 1, then 0.
 			step{advance: time.Second, status: 200, rl: &rl{
 				limit: 12, remaining: 1, reset: 11 * T2, policy: pol,
-				ietf: []member{{"multi-0", 9, time.Second + T1}, {"multi-1", 1, 11 * T2}},
+				ietf: []member{{"default-0", 9, time.Second + T1}, {"default-1", 1, 11 * T2}},
 			}},
 			step{status: 200, rl: &rl{
 				limit: 12, remaining: 0, reset: 12 * T2, policy: pol,
-				ietf: []member{{"multi-0", 8, time.Second + 2*T1}, {"multi-1", 0, 12 * T2}},
+				ietf: []member{{"default-0", 8, time.Second + 2*T1}, {"default-1", 0, 12 * T2}},
 			}},
 			// Denied by the hourly limit: it may pass at start + 13·T2 - 12·T2.
 			step{status: 429, rl: &rl{
 				limit: 12, remaining: 0, reset: 12 * T2, retry: T2, policy: pol,
-				ietf: []member{{"multi-0", 8, time.Second + 2*T1}, {"multi-1", 0, 12 * T2}},
+				ietf: []member{{"default-0", 8, time.Second + 2*T1}, {"default-1", 0, 12 * T2}},
 			}},
 		)
 		rows = append(rows, scenario{
@@ -710,18 +711,18 @@ func scenarios(tok jwtTokens) []scenario {
 		perHour := core.PerHour(100)
 		perMin := core.PerMinute(3)
 		T1, T2 := interval(perHour), interval(perMin)
-		pol := policy("multi-0", perHour) + ", " + policy("multi-1", perMin)
+		pol := policy("default-0", perHour) + ", " + policy("default-1", perMin)
 		steps := []step{}
 		for i := int64(1); i <= 3; i++ {
 			d := time.Duration(i)
 			steps = append(steps, step{status: 200, rl: &rl{
 				limit: 3, remaining: 3 - i, reset: d * T2, policy: pol,
-				ietf: []member{{"multi-0", 100 - i, d * T1}, {"multi-1", 3 - i, d * T2}},
+				ietf: []member{{"default-0", 100 - i, d * T1}, {"default-1", 3 - i, d * T2}},
 			}})
 		}
 		steps = append(steps, step{status: 429, rl: &rl{
 			limit: 3, remaining: 0, reset: 3 * T2, retry: T2, policy: pol,
-			ietf: []member{{"multi-0", 97, 3 * T1}, {"multi-1", 0, 3 * T2}},
+			ietf: []member{{"default-0", 97, 3 * T1}, {"default-1", 0, 3 * T2}},
 		}})
 		rows = append(rows, scenario{
 			name: "several limits 100 per h and 3 per min",

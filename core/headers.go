@@ -35,8 +35,10 @@ const (
 	// in which the limit's rate refills q (the Period when Burst is the
 	// default), rounded up; r is what remains and t the delta seconds until
 	// the limit is back to its full allowance, rounded up. Policies are
-	// named after the Limiter (WithName, "default" without one), with
-	// "-0", "-1", ... appended when it holds several limits.
+	// named by WithPolicyName (and WithPlanPolicyNames for plans), or
+	// DefaultPolicyName, "default", without it: never after the Limiter's
+	// name (WithName) or a plan's, which are internal; "-0", "-1", ... are
+	// appended when the Limiter holds several limits.
 	HeadersIETF
 	// HeadersBoth sets both kinds.
 	HeadersBoth
@@ -80,9 +82,6 @@ func newHeaderPlan(style HeaderStyle, name string, specs []store.Spec) headerPla
 	}
 	if !p.ietf {
 		return p
-	}
-	if name == "" {
-		name = "default"
 	}
 	var policy []byte
 	for i, s := range specs {

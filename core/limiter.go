@@ -54,14 +54,18 @@ type Limiter struct {
 	timeout  time.Duration // 0: no limiter deadline
 	local    bool          // store is a *memorystore.Store: no deadline needed
 
-	keyRule     KeyErrorRule
-	addrKey     KeyFunc // WithKeyErrorKey; nil: the peer address
-	shadow      bool
-	observers   []func(Event)
-	clock       func() time.Time
-	deny        Response
-	unavailable Response
-	keyDenied   Response
+	keyRule KeyErrorRule
+	// policyName and planPolicyNames name the IETF policies; see
+	// WithPolicyName.
+	policyName      string
+	planPolicyNames map[string]string
+	addrKey         KeyFunc // WithKeyErrorKey; nil: the peer address
+	shadow          bool
+	observers       []func(Event)
+	clock           func() time.Time
+	deny            Response
+	unavailable     Response
+	keyDenied       Response
 
 	style HeaderStyle
 	// cfg is the limits in force for requests of no plan: Decide loads it

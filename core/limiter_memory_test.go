@@ -139,7 +139,7 @@ func TestMemoryKeyErrorPerAddress(t *testing.T) {
 
 func TestMemoryCostAndSeveralLimits(t *testing.T) {
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, []Limit{PerSecond(3), PerMinute(4)}, WithCost(2), WithHeaders(HeadersBoth), WithName("c"))
+	l := memoryLimiter(t, clock, []Limit{PerSecond(3), PerMinute(4)}, WithCost(2), WithHeaders(HeadersBoth), WithName("c"), WithPolicyName("c"))
 	d, h := decideHeaders(l, request("a"))
 	// Per second: 3-2 = 1 left, reset 2·333334µs → 1; per minute: 4-2 = 2 left, reset 2·15s = 30s.
 	if d.Action != Serve || h.Get("RateLimit") != `"c-0";r=1;t=1, "c-1";r=2;t=30` ||

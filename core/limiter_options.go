@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/core/store"
@@ -33,21 +34,61 @@ const maxNameLength = 128
 
 // WithName names the Limiter. The name namespaces its store keys, so that
 // two limiters on one store (say, two routes both limited per IP with the
-// same limits) never share state; it also names the IETF RateLimit policies
-// and is reported to observers. Limiters with the same name and limits on
-// the same store share state, which is how several instances of a service
-// enforce one limit together: keep names stable across deployments. The
-// name must be 1 to 128 printable ASCII characters.
+// same limits) never share state; it is reported to observers, never to
+// clients (the IETF policies are named by WithPolicyName). Limiters with
+// the same name and limits on the same store share state, which is how
+// several instances of a service enforce one limit together: keep names
+// stable across deployments. The name must be 1 to 128 printable ASCII
+// characters.
 //
-// Without a name, the Limiter uses the empty namespace (and the policy name
-// "default"): unnamed limiters with identical limits on one store share
-// state.
+// Without a name, the Limiter uses the empty namespace: unnamed limiters
+// with identical limits on one store share state.
 func WithName(name string) Option {
 	return optionFunc(func(o *options) error {
 		if err := checkName("name", name); err != nil {
 			return err
 		}
 		o.l.name = name
+		return nil
+	})
+}
+
+// DefaultPolicyName names the IETF RateLimit policies of a Limiter without
+// WithPolicyName: a name that tells clients nothing of the deployment.
+const DefaultPolicyName = "default"
+
+// WithPolicyName sets the name the IETF RateLimit and RateLimit-Policy
+// fields give the Limiter's policies (HeadersIETF): clients see it, so it
+// should say what the limit is to them ("api", "uploads"), never how the
+// deployment is organised. Without it the policies are named
+// DefaultPolicyName, whatever the Limiter's name (WithName) and plans
+// (WithPlans), which stay internal; WithPlanPolicyNames names plans. The
+// name must be 1 to 128 printable ASCII characters.
+func WithPolicyName(name string) Option {
+	return optionFunc(func(o *options) error {
+		if err := checkName("policy name", name); err != nil {
+			return err
+		}
+		o.l.policyName = name
+		return nil
+	})
+}
+
+// WithPlanPolicyNames sets the IETF policy name of the plans it names
+// (plan → name shown to clients, as WithPolicyName): a request of plan p
+// gets names[p]; a plan without an entry gets the Limiter's policy name.
+// Plan names (WithPlans) are never shown. Each name must be 1 to 128
+// printable ASCII characters.
+func WithPlanPolicyNames(names map[string]string) Option {
+	return optionFunc(func(o *options) error {
+		out := make(map[string]string, len(names))
+		for plan, name := range names {
+			if err := checkName("policy name of plan "+strconv.Quote(plan), name); err != nil {
+				return err
+			}
+			out[plan] = name
+		}
+		o.l.planPolicyNames = out
 		return nil
 	})
 }

@@ -347,10 +347,11 @@ func TestHeaderStyles(t *testing.T) {
 		if r.status != http.StatusOK {
 			t.Fatalf("status %d", r.status)
 		}
-		if got, want := r.header.Get("RateLimit-Policy"), `"api";q=3;w=60`; got != want {
+		// The Limiter's name (-name) stays internal: the policy is "default".
+		if got, want := r.header.Get("RateLimit-Policy"), `"default";q=3;w=60`; got != want {
 			t.Errorf("RateLimit-Policy %q, want %q", got, want)
 		}
-		if got, want := r.header.Get("RateLimit"), `"api";r=2;t=20`; got != want {
+		if got, want := r.header.Get("RateLimit"), `"default";r=2;t=20`; got != want {
 			t.Errorf("RateLimit %q, want %q", got, want)
 		}
 		if v := r.header.Get("X-RateLimit-Limit"); v != "" {
@@ -362,7 +363,7 @@ func TestHeaderStyles(t *testing.T) {
 		d := startDemo(t, "-headers", "both", "-rate", "3", "-period", "1m")
 		r := get(t, d.url+"/")
 		expectAllowed(t, r, 3, 2)
-		if got, want := r.header.Get("RateLimit-Policy"), `"demo";q=3;w=60`; got != want {
+		if got, want := r.header.Get("RateLimit-Policy"), `"default";q=3;w=60`; got != want {
 			t.Errorf("RateLimit-Policy %q, want %q", got, want)
 		}
 	})
