@@ -66,7 +66,7 @@ type memoryState struct {
 	words     stateWords // the algorithm state, but SlidingLog's
 	lockUntil int64
 	expires   int64
-	log       *slidingLog // SlidingLog's timestamps
+	log       *slidingLog // SlidingLog's requests
 	has       bool
 	locked    bool
 }
@@ -112,8 +112,8 @@ type outcome struct {
 	// The state to write when the call is charged (allowed and n > 0).
 	next    stateWords
 	expires int64
-	// SlidingLog: entries before logStart are outside the window; the n
-	// new entries are stamped logStamp.
+	// SlidingLog: entries before logStart are outside the window; the new
+	// entry of n units is stamped logStamp.
 	logStart int
 	logStamp int64
 }
@@ -293,7 +293,7 @@ func evalSlidingLog(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 		lg = st.log
 	}
 	start := lg.firstAfter(now - p)
-	c := int64(lg.len() - start)
+	c := lg.units(start)
 	var newest int64
 	if c > 0 {
 		newest = lg.last
@@ -312,7 +312,7 @@ func evalSlidingLog(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 			o.expires = stamp + p
 		}
 	default:
-		o.retry = lg.at(start+int(c+n-r-1)) + p - now
+		o.retry = lg.stampOf(start, c+n-r-1) + p - now
 	}
 	o.remain = r - c
 	if c > 0 {

@@ -44,8 +44,8 @@ var errNilStore = errors.New("sluice: memorystore.Store is nil or its zero value
 //
 // Each (key, limit) pair is one state. Their number never exceeds the bound
 // set by WithMaxKeys (DefaultMaxKeys). A SlidingLog state also holds one
-// timestamp per admitted unit in its trailing Period, at most the limit's
-// Rate. Keys longer than 256 bytes are stored as their SHA-256 digest, so a
+// entry (16 bytes) per admitted request in its trailing Period, whatever
+// the request's cost: at most the limit's Rate. Keys longer than 256 bytes are stored as their SHA-256 digest, so a
 // flood of huge keys costs no more memory than one of short keys.
 //
 // State whose lifetime has passed behaves exactly like no state and is
