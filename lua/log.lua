@@ -16,9 +16,9 @@
 -- decrease, so the live units run from the first live member's first
 -- number to the last member's last: c = last - first + 1 (two reads, no
 -- count), whatever the costs. An admission writes one member (the work
--- and memory of a Take do not grow with its cost), and removes expired
--- members, at most 1024 (so does no call grow with the log): when its
--- numbers cross a multiple of 64, or when none is live. The set holds at
+-- and memory of a Take do not grow with its cost) and removes expired
+-- members, at most 1024 (nor does its work grow with the log), when its
+-- numbers cross a multiple of 64 or when none is live. The set holds at
 -- most 2R + 63 members (ALGORITHMS.md). A unit counts when it is stamped
 -- after max(now, newest) - P, which is what removing them at every
 -- admission would leave.
