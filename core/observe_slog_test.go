@@ -539,6 +539,7 @@ func TestLogDenialsFloodBounded(t *testing.T) {
 			l.Decide(r)
 		}
 		recs := h.take()
+		t.Logf("%s: 20 requests with 1 MB paths and keys: %d records, %d bytes of JSON", c.name, len(recs), w.n)
 		if len(recs) != c.records || w.n > c.maxBytes {
 			t.Errorf("%s: %d records, %d bytes; want %d records, at most %d bytes", c.name, len(recs), w.n, c.records, c.maxBytes)
 		}
