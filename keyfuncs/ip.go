@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/clientaddr"
 )
 
 // DefaultIPv6PrefixBits is the prefix length IP groups IPv6 clients by
@@ -280,37 +281,7 @@ func (k *ipKeyer) key(r *http.Request) (string, error) {
 }
 
 // keyOf returns the key of the normalised address a.
-func (k *ipKeyer) keyOf(a netip.Addr) string {
-	a = embeddedIPv4(a)
-	bits := k.ipv6Bits
-	if a.Is4() {
-		bits = k.ipv4Bits
-	}
-	if bits >= a.BitLen() {
-		return a.String()
-	}
-	p, err := a.Prefix(bits)
-	if err != nil { // unreachable: bits is validated and a has no zone
-		return a.String()
-	}
-	return p.String()
-}
-
-// embeddedIPv4 returns the IPv4 address a 6to4 or Teredo address a embeds,
-// or a itself.
-func embeddedIPv4(a netip.Addr) netip.Addr {
-	if !a.Is6() {
-		return a
-	}
-	b := a.As16()
-	switch {
-	case b[0] == 0x20 && b[1] == 0x02: // 6to4: 2002:V4ADDR::/48
-		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]})
-	case b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0: // Teredo: client address XOR 0xffffffff
-		return netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]})
-	}
-	return a
-}
+func (k *ipKeyer) keyOf(a netip.Addr) string { return clientaddr.Key(a, k.ipv4Bits, k.ipv6Bits) }
 
 // clientAddr finds the normalised client address of r.
 func (k *ipKeyer) clientAddr(r *http.Request) (netip.Addr, error) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/clientaddr"
 	"github.com/sluicehq/sluice/keyfuncs"
 )
 
@@ -724,5 +725,13 @@ func BenchmarkIPForwardingPrefix(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// The Limiter's per-address bucket for requests without a key
+// (internal/clientaddr) groups IPv6 peers as IP does by default.
+func TestDefaultIPv6PrefixMatchesKeyErrorBuckets(t *testing.T) {
+	if keyfuncs.DefaultIPv6PrefixBits != clientaddr.IPv6Bits {
+		t.Fatalf("DefaultIPv6PrefixBits %d, clientaddr.IPv6Bits %d: keep them equal", keyfuncs.DefaultIPv6PrefixBits, clientaddr.IPv6Bits)
 	}
 }
