@@ -201,7 +201,7 @@ func evalTokenBucket(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	}
 	elapsed := max(0, now-ts)
 	if need := capacity - tok; need > 0 {
-		if elapsed >= ceilDiv(need, r) {
+		if elapsed >= arith.CeilDiv(need, r) {
 			tok = capacity
 		} else {
 			tok += r * elapsed // < need, so no overflow
@@ -216,10 +216,10 @@ func evalTokenBucket(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 		o.allowed = true
 		o.next = bucketState{tokens: tok, ts: now}.words()
 	default:
-		o.retry = ceilDiv(n*p-tok, r)
+		o.retry = arith.CeilDiv(n*p-tok, r)
 	}
 	o.remain = tok / p
-	o.reset = ceilDiv(capacity-tok, r)
+	o.reset = arith.CeilDiv(capacity-tok, r)
 	if o.allowed {
 		o.expires = now + o.reset
 	}
@@ -347,15 +347,6 @@ func lock(st *memoryState, sp *algSpec, now int64) {
 	if !st.has || st.expires < st.lockUntil {
 		st.expires = st.lockUntil
 	}
-}
-
-// ceilDiv is ceil(a/b) for a ≥ 0, b > 0.
-func ceilDiv(a, b int64) int64 {
-	q := a / b
-	if q*b != a {
-		q++
-	}
-	return q
 }
 
 // floorDiv is floor(a/b) for b > 0 and any a (a clock before 1970 stays

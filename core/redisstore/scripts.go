@@ -86,7 +86,9 @@ func tokenArgs(s *store.Spec) []int64  { return []int64{s.Rate(), s.Period(), s.
 func windowArgs(s *store.Spec) []int64 { return []int64{s.Rate(), s.Period()} }
 
 // logArgs: R, P and the key's lifetime in ms after a charge, ceil(P/1000).
-func logArgs(s *store.Spec) []int64 { return []int64{s.Rate(), s.Period(), ceilDiv(s.Period(), 1000)} }
+func logArgs(s *store.Spec) []int64 {
+	return []int64{s.Rate(), s.Period(), arith.CeilDiv(s.Period(), 1000)}
+}
 
 // The lean scripts reply with the state after the call and the verdict in
 // the sign of their first integer: x >= 0 when allowed, ^x (-x-1) when
@@ -112,17 +114,17 @@ func tatResult(p *prepared, n, x int64, leaky bool) store.Result {
 	lim, T := p.capacity, p.spec.Interval()
 	tol := lim * T
 	ok, used := verdict(x)
-	r := store.Result{Allowed: ok, Limit: lim, ResetAfter: micros(used)}
+	r := store.Result{Allowed: ok, Limit: lim, ResetAfter: arith.Micros(used)}
 	if tol > used {
 		r.Remaining = (tol - used) / T
 	}
 	switch {
 	case ok && leaky && n > 0:
-		r.Delay = micros(used - T)
+		r.Delay = arith.Micros(used - T)
 	case !ok && n > lim:
 		r.RetryAfter = store.InfDuration
 	case !ok:
-		r.RetryAfter = micros(used + n*T - tol)
+		r.RetryAfter = arith.Micros(used + n*T - tol)
 	}
 	return r
 }
@@ -132,12 +134,12 @@ func tatResult(p *prepared, n, x int64, leaky bool) store.Result {
 func decodeToken(p *prepared, n int64, v [3]int64) store.Result {
 	R, P, B := p.spec.Rate(), p.spec.Period(), p.spec.Burst()
 	ok, tok := verdict(v[0])
-	r := store.Result{Allowed: ok, Limit: B, Remaining: tok / P, ResetAfter: micros(ceilDiv(B*P-tok, R))}
+	r := store.Result{Allowed: ok, Limit: B, Remaining: tok / P, ResetAfter: arith.Micros(arith.CeilDiv(B*P-tok, R))}
 	switch {
 	case !ok && n > B:
 		r.RetryAfter = store.InfDuration
 	case !ok:
-		r.RetryAfter = micros(ceilDiv(n*P-tok, R))
+		r.RetryAfter = arith.Micros(arith.CeilDiv(n*P-tok, R))
 	}
 	return r
 }
@@ -158,7 +160,7 @@ func unpackFixed(p *prepared, x int64) [3]int64 {
 func decodeFixed(p *prepared, n int64, v [3]int64) store.Result {
 	R := p.spec.Rate()
 	ok, c := verdict(v[0])
-	left := micros(v[1])
+	left := arith.Micros(v[1])
 	r := store.Result{Allowed: ok, Limit: R, Remaining: R - c}
 	if c > 0 {
 		r.ResetAfter = left
@@ -185,15 +187,15 @@ func decodeSliding(p *prepared, n int64, v [3]int64) store.Result {
 	}
 	switch {
 	case c > 0:
-		r.ResetAfter = micros(2*P - e)
+		r.ResetAfter = arith.Micros(2*P - e)
 	case prev > 0:
-		r.ResetAfter = micros(P - e)
+		r.ResetAfter = arith.Micros(P - e)
 	}
 	switch {
 	case !ok && n > R:
 		r.RetryAfter = store.InfDuration
 	case !ok:
-		r.RetryAfter = micros(arith.SlidingWindowRetry(R, P, e, c, prev, n))
+		r.RetryAfter = arith.Micros(arith.SlidingWindowRetry(R, P, e, c, prev, n))
 	}
 	return r
 }
@@ -205,12 +207,12 @@ func decodeSliding(p *prepared, n int64, v [3]int64) store.Result {
 func decodeLog(p *prepared, n int64, v [3]int64) store.Result {
 	R := p.spec.Rate()
 	ok, c := verdict(v[0])
-	r := store.Result{Allowed: ok, Limit: R, Remaining: R - c, ResetAfter: micros(v[1])}
+	r := store.Result{Allowed: ok, Limit: R, Remaining: R - c, ResetAfter: arith.Micros(v[1])}
 	switch {
 	case !ok && n > R:
 		r.RetryAfter = store.InfDuration
 	case !ok:
-		r.RetryAfter = micros(v[2])
+		r.RetryAfter = arith.Micros(v[2])
 	}
 	return r
 }
@@ -224,9 +226,6 @@ func logShort(p *prepared, c int64) [3]int64 {
 	}
 	return [3]int64{c, p.spec.Period(), 0}
 }
-
-// ceilDiv is ceil(a/b) for a >= 0, b > 0.
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // decodeLean turns a lean script's reply into the Result of a Take of n
 // (negative: a dry run of -n) on the one limit p.

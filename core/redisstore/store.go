@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/arith"
 	"github.com/sluicehq/sluice/lua"
 )
 
@@ -523,8 +524,8 @@ func decode(reply []int64, m int) (store.Result, error) {
 			Limit:      v[1],
 			Remaining:  v[2],
 			RetryAfter: retryDuration(v[3]),
-			ResetAfter: micros(v[4]),
-			Delay:      micros(v[5]),
+			ResetAfter: arith.Micros(v[4]),
+			Delay:      arith.Micros(v[5]),
 		}
 	}
 	return store.Combine(per), nil
@@ -542,20 +543,7 @@ func retryDuration(us int64) time.Duration {
 	if us == lua.RetryNever {
 		return store.InfDuration
 	}
-	return micros(us)
-}
-
-// micros converts the script's microseconds, which are below 2^53, to a
-// Duration; out-of-range figures saturate rather than wrap.
-func micros(us int64) time.Duration {
-	const maxMicros = int64(store.InfDuration / time.Microsecond)
-	switch {
-	case us <= 0:
-		return 0
-	case us > maxMicros:
-		return store.InfDuration
-	}
-	return time.Duration(us) * time.Microsecond
+	return arith.Micros(us)
 }
 
 // hashTag returns the part of the Redis keys between braces for key: "="
