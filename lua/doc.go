@@ -42,6 +42,10 @@
 // -1, when the cost can never pass), reset in microseconds and delay in
 // microseconds.
 //
+// A cost of Resent (not a number) is refused with an error, before the
+// script reads or writes anything: the caller sends it in place of the
+// cost when the client library sends a call again by itself.
+//
 // All keys of one call must hash to one Redis Cluster slot; the caller
 // puts them under one hash tag. Every number is sent as a decimal integer
 // string, and every cost may be negative: -n decides n exactly as n would

@@ -11,7 +11,8 @@
 -- ARGV:
 --   ARGV[1]     n, the cost (0 peeks; the caller clamps it to 2^53); -n
 --               decides a cost of n exactly as n would, writing nothing
---               (a dry run: no state, no penalty lock)
+--               (a dry run: no state, no penalty lock); lua.Resent (not a
+--               number): refused with an error, nothing read or written
 --   ARGV[6i-4]  algorithm: g gcra, k leaky_bucket, t token_bucket,
 --               f fixed_window, w sliding_window, l sliding_log
 --   ARGV[6i-3]  R, rate per period
@@ -28,9 +29,12 @@ if #KEYS % 2 ~= 0 or #ARGV ~= 1 + 3 * #KEYS then
   return redis.error_reply('ERR sluice: want 2 keys and 6 arguments per limit')
 end
 
+local n = tonumber(ARGV[1])
+if not n then -- a call the client sent again (see lua.Resent)
+  return redis.error_reply('SLUICE re-sent call refused')
+end
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local n = tonumber(ARGV[1])
 local write = n > 0
 if n < 0 then n = -n end
 

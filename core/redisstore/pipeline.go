@@ -55,7 +55,7 @@ func WithPipelining(inFlight int) Option {
 // first hands the queue to a goroutine that sends it as one pipeline,
 // then the next queue, until the queue is empty.
 type batcher struct {
-	client  redis.UniversalClient
+	client  redis.UniversalClient // a Cluster master's, or the Store's
 	scripts *runner
 	max     int
 
@@ -94,7 +94,7 @@ func (b *batcher) do(ctx context.Context, s *script, cmd []any) (any, int64, err
 		b.busy++
 		b.mu.Unlock()
 		sent := monoMicros()
-		reply, err := b.scripts.run(ctx, s, cmd)
+		reply, err := b.scripts.run(ctx, b.client, s, cmd)
 		b.release()
 		return reply, sent, err
 	}

@@ -185,9 +185,11 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	st := &Store{client: client, prefix: s.prefix, clock: s.clock, scripts: &runner{client: client}}
-	var pipe func() *batcher
+	var pipe func(redis.UniversalClient) *batcher
 	if s.pipeline > 0 {
-		pipe = func() *batcher { return &batcher{client: client, scripts: st.scripts, max: s.pipeline} }
+		pipe = func(c redis.UniversalClient) *batcher {
+			return &batcher{client: c, scripts: st.scripts, max: s.pipeline}
+		}
 	}
 	st.health = newHealth(client, s.failures, s.cooldown, pipe)
 	if s.check != nil {
@@ -396,14 +398,8 @@ func (s *Store) run(ctx context.Context, key string, n int64, limits []store.Spe
 	if err := server.admit(ctx); err != nil {
 		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
 	}
-	var reply any
 	start := monoMicros()
-	sent := start
-	if server.pipe != nil {
-		reply, sent, err = server.pipe.do(ctx, c.script, c.cmd)
-	} else {
-		reply, err = s.scripts.run(ctx, c.script, c.cmd)
-	}
+	reply, server, sent, err := s.send(ctx, server, c.key, c.script, c.cmd)
 	server.report(ctx, err, start, sent)
 	if err != nil {
 		if s.cluster != nil {
@@ -437,7 +433,7 @@ func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, erro
 		}
 		if f := p.lean; f != nil {
 			k := s.redisKey(key, p.state)
-			cmd := append(f.script.command(1, 5+len(p.leanArgs)), k, costArg(n))
+			cmd := append(f.script.command(1, 5+len(p.leanArgs)), k, chargeArg(n))
 			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1}, nil
 		}
 	}
@@ -493,7 +489,7 @@ func (s *Store) request(key string, n int64, limits []store.Spec) (keys []string
 	base := s.redisKey(key, "")
 	keys = make([]string, 0, lua.KeysPerLimit*len(limits))
 	args = make([]any, 1, 1+lua.ArgsPerLimit*len(limits))
-	args[0] = costArg(n)
+	args[0] = chargeArg(n)
 	for i, l := range limits {
 		p, err := s.prepare(l)
 		if err != nil {
