@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,6 +133,7 @@ const tryAgainPause = 8 * time.Millisecond
 func (s *Store) send(ctx context.Context, first *node, key string, sc *script, cmd []any) (reply any, n *node, sent int64, err error) {
 	n = first
 	ask := false
+	var tryAgain error // the last TRYAGAIN met
 	for i := 0; ; i++ {
 		if ask {
 			sent = monoMicros()
@@ -141,11 +143,17 @@ func (s *Store) send(ctx context.Context, first *node, key string, sc *script, c
 		}
 		r, addr := redirectOf(err)
 		if r == notRedirected || s.health.cluster == nil || i == maxRedirects {
+			if tryAgain != nil && r == notRedirected && err != nil && timedOut(ctx, err) {
+				// Time run out on a migrating slot says nothing
+				// against the server (isServerFailure).
+				err = fmt.Errorf("%w (after %w)", err, tryAgain)
+			}
 			return reply, n, sent, err
 		}
 		cmd = fresh(cmd)
 		switch r {
 		case redirectTryAgain:
+			tryAgain = err
 			if !pause(ctx, min(time.Millisecond<<min(i, 8), tryAgainPause)) {
 				return reply, n, sent, err
 			}

@@ -498,7 +498,14 @@ func (s *Store) request(key string, n int64, limits []store.Spec) (keys []string
 		if i == 0 {
 			first = p
 		}
-		keys = append(keys, base+p.state, base+p.lock)
+		lock := base + p.lock
+		if p.penalty == 0 {
+			// Unread: the state key again, as a lock key that does not
+			// exist would have a Cluster answer TRYAGAIN for as long as
+			// the slot migrates.
+			lock = base + p.state
+		}
+		keys = append(keys, base+p.state, lock)
 		args = append(args, p.args[:]...)
 	}
 	return keys, args, first, nil

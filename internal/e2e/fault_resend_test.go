@@ -136,7 +136,7 @@ func resendRun(t *testing.T, rdb redis.UniversalClient, masters []string, kill f
 					return
 				default:
 				}
-				cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+				cctx, cancel := context.WithTimeout(ctx, time.Second)
 				r, err := store.Take(cctx, key, 1, limits...)
 				cancel()
 				switch {
