@@ -28,7 +28,10 @@
 // Take's layout, for m limits (i = 1..m, 1-based as in Lua):
 //
 //	KEYS[2i-1]  state key of limit i
-//	KEYS[2i]    its penalty lock key: the state key + ":x"
+//	KEYS[2i]    its penalty lock key: the state key + ":x" (read only when
+//	            L > 0; the Redis store sends the state key again when L is
+//	            0, as a key missing during a Cluster slot migration would
+//	            be answered TRYAGAIN)
 //	ARGV[1]     n, the cost (0 peeks), at most 2^53
 //	ARGV[6i-4]  algorithm code (CodeGCRA, ...)
 //	ARGV[6i-3]  R, the rate

@@ -35,8 +35,8 @@ const maxBatch = 512
 // queued (up to 512 Takes) goes to Redis as one pipeline of EVALSHAs, one
 // network round trip and one read and write on each side for all of them.
 // Each Take is still its own script call, atomic and decided on its own.
-// On a Cluster the pipeline is split by node (go-redis routes each EVALSHA
-// by its keys' slot). Takes that meet NOSCRIPT are sent again as EVAL,
+// On a Cluster each master has its own queue and pipelines, sent to it
+// directly (see New about MOVED and ASK). Takes that meet NOSCRIPT are sent again as EVAL,
 // which loads their script, and then every script is loaded again.
 //
 // A Take whose context ends while it waits in the queue returns the

@@ -148,12 +148,24 @@ func WithDenyCache(size int) Option {
 // node). Call Ping to check, at start-up, that Redis accepts the client's
 // settings. A nil client (typed or not) is an error.
 //
-// The client's options decide how the Store behaves when Redis fails (it
-// never retries by itself): make it with UniversalOptions or ParseURL,
-// which turn go-redis' retries off (a re-sent script call may charge a
-// request twice), let the context's deadline (the Limiter's per-decision
-// timeout) bound every wait, and make a refused connection fail at once;
-// see UniversalOptions for each setting. For example:
+// No decision is charged twice, whatever the client's options: go-redis
+// re-sends a command after a broken connection or a timeout (MaxRetries;
+// a ClusterClient up to MaxRedirects times whatever MaxRetries says; a
+// pipeline whole), when the first sending may have run. The cost of every
+// charging call is written as the cost only the first time go-redis writes
+// the command, and as a mark the scripts refuse every later time, so such
+// a re-sent call fails, unrun, as it would have without the retry. The
+// Store itself sends again only calls that did not run: an EVAL after
+// NOSCRIPT, and on a Cluster a call that met MOVED or ASK (sent to the
+// master named, the Store routing each call to the master of its slot
+// itself) or TRYAGAIN (after a pause of 1 ms, doubling to 8 ms, within
+// the context's deadline); none of these counts against the breaker.
+//
+// The client's options still decide how long a failing call takes: make
+// it with UniversalOptions or ParseURL, which turn go-redis' retries off,
+// let the context's deadline (the Limiter's per-decision timeout) bound
+// every wait, and make a refused connection fail at once; see
+// UniversalOptions for each setting. For example:
 //
 //	client := redis.NewUniversalClient(redisstore.UniversalOptions("localhost:6379"))
 //	store, err := redisstore.New(client)
@@ -337,8 +349,9 @@ func (s *Store) prepare(spec store.Spec) (*prepared, error) {
 //
 // Take returns an error wrapping store.ErrEmptyKey, store.ErrNegativeCost,
 // store.ErrNoLimits or store.ErrInvalidLimit for bad input, and the Redis
-// client's error, wrapped, when Redis fails; it then charges nothing that
-// it knows of (see New about client retries).
+// client's error, wrapped, when Redis fails; the call then charged nothing,
+// or, when it failed after it was sent (a broken connection, a timeout),
+// at most once (see New about client retries).
 func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	if err := s.check(key, n, limits); err != nil {
 		return store.Result{}, err
