@@ -36,8 +36,9 @@ const maxBatch = 512
 // network round trip and one read and write on each side for all of them.
 // Each Take is still its own script call, atomic and decided on its own.
 // On a Cluster each master has its own queue and pipelines, sent to it
-// directly (see New about MOVED and ASK). Takes that meet NOSCRIPT are sent again as EVAL,
-// which loads their script, and then every script is loaded again.
+// directly (see New about MOVED and ASK). Takes that meet NOSCRIPT are
+// sent again as EVAL, which loads their script, and then every script is
+// loaded again.
 //
 // A Take whose context ends while it waits in the queue returns the
 // context's error at once and is never sent. One whose pipeline is already
