@@ -75,12 +75,6 @@ func fresh(cmd []any) []any {
 	return c
 }
 
-// isResent reports whether err is a script's refusal of a call the client
-// sent again.
-func isResent(err error) bool {
-	return err != nil && redis.HasErrorPrefix(err, "SLUICE")
-}
-
 // redirect is what a Redis Cluster node's error reply says of a call that
 // it did not run.
 type redirect int
