@@ -21,7 +21,8 @@
 --   window index (windows; else 0), us until that window ends (windows;
 --   else 0)
 --
--- It runs after lib.lua (str, fdiv, cdiv, px, STATE, slidingRetry, tokens).
+-- It runs after lib.lua (str, fdiv, cdiv, px, keepOnly, STATE, slidingRetry,
+-- tokens).
 
 if #KEYS ~= 1 or #ARGV ~= 9 then
   return redis.error_reply('ERR sluice lease: want 1 key and 9 arguments')
@@ -128,8 +129,8 @@ local function fixed()
     if c == 0 then
       call('DEL', key)
     elseif fresh then -- the window's first charge: drop older windows
-      call('DEL', key)
       call('HSET', key, str(win), str(c))
+      keepOnly(key, str(win))
       call('PEXPIRE', key, px(left))
     else
       call('HSET', key, str(win), str(c))

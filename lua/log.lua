@@ -55,9 +55,10 @@ end
 c = c + k
 if k > 0 and (not newest or newest < now) then newest = now end
 if n > 0 then
-  if seq >= 0 and (c == k or math.fmod(seq, 64) + k >= 64) then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', old))
-  end
+  -- Expired entries go after the ZADD (the new ones are stamped after
+  -- old), so that the key never ceases to exist mid-script: a Cluster
+  -- slot that is migrating refuses a script that recreates a key.
+  local trim = seq >= 0 and (c == k or math.fmod(seq, 64) + k >= 64)
   local stamp = string.format('%d', newest)
   if k == 1 then
     redis.call('ZADD', key, stamp, string.format('%016x', seq + 1))
@@ -71,6 +72,7 @@ if n > 0 then
       redis.call('ZADD', key, unpack(args))
     end
   end
+  if trim then redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', old)) end
   local ms = newest - now -- PEXPIRE ceil((newest + P - now) / 1000)
   if ms > 0 then
     ms = ms + P + 999

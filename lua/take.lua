@@ -23,7 +23,8 @@
 -- Reply, per limit i, six integers from index 6i-5:
 --   allowed (0/1), limit, remaining, retry us (-1: never), reset us, delay us
 --
--- It runs after lib.lua (str, fdiv, cdiv, px, STATE, slidingRetry, tokens).
+-- It runs after lib.lua (str, fdiv, cdiv, px, keepOnly, STATE, slidingRetry,
+-- tokens).
 
 if #KEYS % 2 ~= 0 or #ARGV ~= 1 + 3 * #KEYS then
   return redis.error_reply('ERR sluice: want 2 keys and 6 arguments per limit')
@@ -257,7 +258,6 @@ if n > 0 then
       local w = l.w
       if l.a == 'l' then
         local ts = str(w)
-        if l.newest then call('ZREMRANGEBYSCORE', l.key, '-inf', str(now - l.P)) end
         local seq, left = l.seq, n
         while left > 0 do -- at most 500 members per ZADD (unpack's limit)
           local batch = 500
@@ -271,11 +271,13 @@ if n > 0 then
           call('ZADD', l.key, unpack(args))
           left = left - batch
         end
+        -- after the ZADD (see keepOnly)
+        if l.newest then call('ZREMRANGEBYSCORE', l.key, '-inf', str(now - l.P)) end
         call('PEXPIRE', l.key, px(w + l.P - now))
       elseif l.a == 'f' then
         if l.c == 0 then -- the window's first charge: drop older windows
-          call('DEL', l.key)
           call('HSET', l.key, str(l.win), w[1])
+          keepOnly(l.key, str(l.win))
           call('PEXPIRE', l.key, w[2])
         else
           call('HSET', l.key, str(l.win), w[1])

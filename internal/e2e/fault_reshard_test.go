@@ -24,7 +24,8 @@ import (
 const reshardSlots = 64
 
 // TestFaultClusterReshard moves the slots of hot keys between two masters
-// with redis-cli --cluster reshard, there and back, while 16 workers Take
+// with redis-cli --cluster reshard, there and back three times (once with
+// -short), while 16 workers Take
 // them: two keys with a penalty (the take script's state and lock keys)
 // and two with two limits (two state keys and their locks), 20 per second
 // each, taken far beyond it. Every call that met MOVED, ASK or TRYAGAIN
@@ -112,7 +113,11 @@ func TestFaultClusterReshard(t *testing.T) {
 		}()
 	}
 	time.Sleep(time.Second)
-	for range 3 {
+	rounds := 3
+	if testing.Short() {
+		rounds = 1
+	}
+	for range rounds {
 		reshard(t, cli, src, dst, c)
 		reshard(t, cli, dst, src, c)
 	}
