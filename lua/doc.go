@@ -21,8 +21,9 @@
 //
 // What several scripts share is written once and put before each of them,
 // so that every script Redis runs is still one program: lib.lua (number
-// formatting, exact division, PX, keepOnly (a hash's older windows), the state pattern, the sliding window's
-// retry, the token bucket's refill) before take.lua and lease.lua, and
+// formatting, exact division, PX, dropping a hash's older windows, the
+// state pattern, the sliding window's retry, the token bucket's refill)
+// before take.lua and lease.lua, and
 // lean.lua (Redis' clock, the cost, the key) before each lean script.
 //
 // Take's layout, for m limits (i = 1..m, 1-based as in Lua):
