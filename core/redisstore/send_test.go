@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/lua"
 )
 
@@ -163,5 +165,54 @@ func TestBreakerIgnoresRedirects(t *testing.T) {
 	h.whole.report(context.Background(), io.EOF, now, now)
 	if h.whole.admit(context.Background()) == nil {
 		t.Error("EOF did not open a breaker that opens on one failure")
+	}
+}
+
+// switchable is twice while on is set, else a hook that does nothing.
+type switchable struct{ on *atomic.Bool }
+
+func (h switchable) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h switchable) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	twiceNext := twice{}.ProcessHook(next)
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.on.Load() {
+			return twiceNext(ctx, cmd)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h switchable) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	twiceNext := twice{}.ProcessPipelineHook(next)
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.on.Load() {
+			return twiceNext(ctx, cmds)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A lease grant the client sends twice is refused the second time: the
+// key is charged one lease, not two.
+func TestResentLeaseChargedOnce(t *testing.T) {
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	var on atomic.Bool
+	client.AddHook(switchable{&on})
+	l := store.Limit{Algorithm: store.FixedWindow, Rate: 100, Period: time.Hour}
+	lim := specs(l)
+	s := realStore(t, client, WithPipelining(0), WithLeases(LeaseConfig{HotTakes: 1, MinUnits: 8, MaxUnits: 8, Share: 2}))
+	exact := realStore(t, client, WithPipelining(0))
+	takeOK(t, exact, "warm", 1, l) // scripts loaded
+	on.Store(true)
+	_, err := s.Take(context.Background(), "k", 1, lim...)
+	on.Store(false)
+	if err == nil || !strings.Contains(err.Error(), lua.ResentError) {
+		t.Fatalf("lease sent twice: error %v, want %q", err, lua.ResentError)
+	}
+	if r := takeOK(t, exact, "k", 0, l); r.Remaining != 92 {
+		t.Errorf("after a lease of 8 sent twice: remaining %d, want 92 (one lease charged)", r.Remaining)
 	}
 }
