@@ -24,10 +24,11 @@
 // memory grows with the decision rate times the TTL; the mark costs one
 // comparison in the script (no change measurable) and no Redis memory. A
 // replayed call then fails instead of returning its first result: the
-// caller sees the error the client would have returned without retrying. On a Cluster the
-// Store sends each call to the master that owns its slot, and follows
-// MOVED and ASK and sends again after TRYAGAIN itself, since those replies
-// mean the script did not run; they never count against the breaker.
+// caller sees the error the client would have returned without retrying.
+// On a Cluster the Store sends each call to the master that owns its
+// slot, and follows MOVED and ASK and sends again after TRYAGAIN itself,
+// since those replies mean the script did not run; they never count
+// against the breaker.
 //
 // A decision of several keys (a limit with a penalty: its state and lock;
 // several limits) answers TRYAGAIN while its slot migrates and one of its
