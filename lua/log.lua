@@ -100,16 +100,21 @@ end
 c = c + k
 if k > 0 and (not newest or newest < now) then newest = now end
 if n > 0 then
-  if seq >= 0 and (c == k or math.fmod(seq, 64) + k >= 64) then
-    local x = redis.call('ZCOUNT', key, '-inf', string.format('%d', old))
-    if x > 1024 then x = 1024 end
-    if x > 0 then redis.call('ZREMRANGEBYRANK', key, 0, x - 1) end
-  end
+  -- Expired entries go after the ZADD (the new one is stamped after
+  -- old, so they keep the lowest ranks), so that the key never ceases to
+  -- exist mid-script: a Cluster slot that is migrating refuses a script
+  -- that recreates a key. At most 1024 go per call (ALGORITHMS.md).
+  local trim = seq >= 0 and (c == k or math.fmod(seq, 64) + k >= 64)
   local stamp = string.format('%d', newest)
   if k == 1 then
     redis.call('ZADD', key, stamp, string.format('%016x', seq + 1))
   else
     redis.call('ZADD', key, stamp, string.format('%016x+%x', seq + 1, k))
+  end
+  if trim then
+    local x = redis.call('ZCOUNT', key, '-inf', string.format('%d', old))
+    if x > 1024 then x = 1024 end
+    if x > 0 then redis.call('ZREMRANGEBYRANK', key, 0, x - 1) end
   end
   local ms = newest - now -- PEXPIRE ceil((newest + P - now) / 1000)
   if ms > 0 then

@@ -11,7 +11,8 @@
 -- ARGV:
 --   ARGV[1]     n, the cost (0 peeks; the caller clamps it to 2^53); -n
 --               decides a cost of n exactly as n would, writing nothing
---               (a dry run: no state, no penalty lock)
+--               (a dry run: no state, no penalty lock); lua.Resent (not a
+--               number): refused with an error, nothing read or written
 --   ARGV[6i-4]  algorithm: g gcra, k leaky_bucket, t token_bucket,
 --               f fixed_window, w sliding_window, l sliding_log
 --   ARGV[6i-3]  R, rate per period
@@ -22,15 +23,19 @@
 -- Reply, per limit i, six integers from index 6i-5:
 --   allowed (0/1), limit, remaining, retry us (-1: never), reset us, delay us
 --
--- It runs after lib.lua (str, fdiv, cdiv, px, STATE, slidingRetry, tokens).
+-- It runs after lib.lua (str, fdiv, cdiv, px, keepOnly, STATE, slidingRetry,
+-- tokens).
 
 if #KEYS % 2 ~= 0 or #ARGV ~= 1 + 3 * #KEYS then
   return redis.error_reply('ERR sluice: want 2 keys and 6 arguments per limit')
 end
 
+local n = tonumber(ARGV[1])
+if not n then -- a call the client sent again (see lua.Resent)
+  return redis.error_reply('SLUICE re-sent call refused')
+end
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local n = tonumber(ARGV[1])
 local write = n > 0
 if n < 0 then n = -n end
 
@@ -308,17 +313,18 @@ if n > 0 then
       local l = lims[i]
       local w = l.w
       if l.a == 'l' then
-        if l.newest then trim(l.key, l.old) end
         if n == 1 then
           call('ZADD', l.key, str(w), format('%016x', l.seq + 1))
         else
           call('ZADD', l.key, str(w), format('%016x+%x', l.seq + 1, n))
         end
+        -- after the ZADD (see keepOnly)
+        if l.newest then trim(l.key, l.old) end
         call('PEXPIRE', l.key, px(w + l.P - now))
       elseif l.a == 'f' then
         if l.c == 0 then -- the window's first charge: drop older windows
-          call('DEL', l.key)
           call('HSET', l.key, str(l.win), w[1])
+          keepOnly(l.key, str(l.win))
           call('PEXPIRE', l.key, w[2])
         else
           call('HSET', l.key, str(l.win), w[1])

@@ -88,7 +88,7 @@ type health struct {
 	check     func(context.Context, redis.UniversalClient) error // a probe's test of a server
 	load      func(context.Context, redis.Scripter) error        // the Store's scripts
 	reload    func()                                             // a Cluster's slot map; nil otherwise
-	pipe      func() *batcher                                    // a node's batcher; nil: no pipelining
+	pipe      func(redis.UniversalClient) *batcher               // a node's batcher; nil: no pipelining
 
 	cluster *redis.ClusterClient // nil: one server
 	whole   *node                // the only server, or a Cluster whose map is unknown
@@ -99,7 +99,7 @@ type health struct {
 	stopped sync.Once
 }
 
-func newHealth(client redis.UniversalClient, failures int, cooldown time.Duration, pipe func() *batcher) *health {
+func newHealth(client redis.UniversalClient, failures int, cooldown time.Duration, pipe func(redis.UniversalClient) *batcher) *health {
 	h := &health{threshold: int32(failures), cooldown: cooldown, check: checkServer, load: loadScripts,
 		pipe: pipe, stop: make(chan struct{})}
 	h.whole = h.newNode("", client)
@@ -142,7 +142,7 @@ func (h *health) newNode(addr string, client redis.UniversalClient) *node {
 	n.answered.Store(math.MinInt64)
 	n.streak.Store(noStreak)
 	if h.pipe != nil {
-		n.pipe = h.pipe()
+		n.pipe = h.pipe(client)
 	}
 	return n
 }
@@ -191,6 +191,8 @@ func (n *node) report(ctx context.Context, err error, start, sent int64) {
 	case n.h.threshold == 0:
 	case err == nil:
 		n.answer()
+	case !isServerFailure(err):
+		// MOVED, ASK, TRYAGAIN: a slot moving, not a failing server.
 	case sent == notSent || ctx.Err() == context.Canceled:
 		// Never sent, or the caller went away: nothing learnt about Redis.
 	case refused(err):
@@ -225,6 +227,14 @@ func (n *node) answer() {
 // that the server stopped answering: the server answered no call since.
 func (n *node) unanswered(start int64) bool {
 	return n.answered.Load() < start
+}
+
+// isServerFailure reports whether err, a call's error, says anything
+// against the server: MOVED, ASK and TRYAGAIN do not (a Cluster moving a
+// slot answers them at once, and the call did not run).
+func isServerFailure(err error) bool {
+	r, _ := redirectOf(err)
+	return r == notRedirected
 }
 
 // timedOut reports whether err ended a call because time ran out.

@@ -240,11 +240,18 @@ func (l *leases) call(ctx context.Context, e *lease, n, want, ret, rwin int64) (
 		return leaseReply{}, err
 	}
 	l.calls.Add(1)
-	sent := monoMicros()
+	start := monoMicros()
 	a := &e.args
-	v, err := leaseScript.Run(ctx, l.st.client, []string{e.rkey}, a[0], a[1], a[2], a[3], a[4],
-		strconv.FormatInt(n, 10), strconv.FormatInt(want, 10), strconv.FormatInt(ret, 10), strconv.FormatInt(rwin, 10)).Int64Slice()
-	server.report(ctx, err, sent, sent)
+	// n is sent as a once, whatever it is: a give-back sent twice would
+	// return its units twice.
+	cmd := append(leaseScript.command(1, 13), e.rkey, a[0], a[1], a[2], a[3], a[4],
+		&once{arg: strconv.AppendInt(nil, n, 10)}, strconv.FormatInt(want, 10), strconv.FormatInt(ret, 10), strconv.FormatInt(rwin, 10))
+	reply, server, sent, err := l.st.send(ctx, server, e.rkey, leaseScript, cmd)
+	server.report(ctx, err, start, sent)
+	var v []int64
+	if err == nil {
+		v, err = int64s(reply)
+	}
 	if err != nil {
 		if l.st.cluster != nil {
 			l.st.cluster.kick(l.st.clock())

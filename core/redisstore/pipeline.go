@@ -35,9 +35,10 @@ const maxBatch = 512
 // queued (up to 512 Takes) goes to Redis as one pipeline of EVALSHAs, one
 // network round trip and one read and write on each side for all of them.
 // Each Take is still its own script call, atomic and decided on its own.
-// On a Cluster the pipeline is split by node (go-redis routes each EVALSHA
-// by its keys' slot). Takes that meet NOSCRIPT are sent again as EVAL,
-// which loads their script, and then every script is loaded again.
+// On a Cluster each master has its own queue and pipelines, sent to it
+// directly (see New about MOVED and ASK). Takes that meet NOSCRIPT are
+// sent again as EVAL, which loads their script, and then every script is
+// loaded again.
 //
 // A Take whose context ends while it waits in the queue returns the
 // context's error at once and is never sent. One whose pipeline is already
@@ -55,7 +56,7 @@ func WithPipelining(inFlight int) Option {
 // first hands the queue to a goroutine that sends it as one pipeline,
 // then the next queue, until the queue is empty.
 type batcher struct {
-	client  redis.UniversalClient
+	client  redis.UniversalClient // a Cluster master's, or the Store's
 	scripts *runner
 	max     int
 
@@ -94,7 +95,7 @@ func (b *batcher) do(ctx context.Context, s *script, cmd []any) (any, int64, err
 		b.busy++
 		b.mu.Unlock()
 		sent := monoMicros()
-		reply, err := b.scripts.run(ctx, s, cmd)
+		reply, err := b.scripts.run(ctx, b.client, s, cmd)
 		b.release()
 		return reply, sent, err
 	}

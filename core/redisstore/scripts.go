@@ -49,9 +49,10 @@ func (s *script) command(numKeys, size int) []any {
 	return cmd
 }
 
-// eval returns cmd, an EVALSHA of s, as an EVAL, which loads s.
+// eval returns cmd, an EVALSHA of s that did not run (NOSCRIPT), as an
+// EVAL, which loads s, to be sent again (see fresh).
 func (s *script) eval(cmd []any) []any {
-	e := append([]any(nil), cmd...)
+	e := fresh(cmd)
 	e[0], e[1] = "eval", s.src
 	return e
 }
@@ -287,17 +288,18 @@ func leanArgs(f *family, s *store.Spec) []any {
 
 // runner runs scripts by EVALSHA, and by EVAL when Redis has lost one.
 type runner struct {
-	client  redis.UniversalClient
-	loading atomic.Bool // a reload is under way
+	client  redis.UniversalClient // the Store's: loadAll loads through it
+	loading atomic.Bool           // a reload is under way
 }
 
-// run runs cmd, an EVALSHA of s (see script.command), and returns its
-// reply. A script that Redis has lost (NOSCRIPT) is sent again as EVAL,
-// which loads it, and every other script is loaded again too (reload).
-func (r *runner) run(ctx context.Context, s *script, cmd []any) (any, error) {
-	v, err := r.client.Do(ctx, cmd...).Result()
+// run runs cmd, an EVALSHA of s (see script.command), on c (the Store's
+// client, or a Cluster master's) and returns its reply. A script that
+// Redis has lost (NOSCRIPT) is sent again as EVAL, which loads it, and
+// every other script is loaded again too (reload).
+func (r *runner) run(ctx context.Context, c redis.UniversalClient, s *script, cmd []any) (any, error) {
+	v, err := c.Do(ctx, cmd...).Result()
 	if isNoScript(err) {
-		v, err = r.reload(ctx, s, cmd)
+		v, err = r.reload(ctx, c, s, cmd)
 	}
 	return v, err
 }
@@ -306,15 +308,15 @@ func (r *runner) run(ctx context.Context, s *script, cmd []any) (any, error) {
 // every other script: whatever lost one (a restart, a failover, SCRIPT
 // FLUSH) lost them all, and each would otherwise cost a Take its own
 // NOSCRIPT round trip. A single server gets the loads and the EVAL in one
-// pipeline; a Cluster or Ring client sends the EVAL, then every SCRIPT LOAD
+// pipeline; on a Cluster the master sends the EVAL, then every SCRIPT LOAD
 // to all of its nodes. One reload runs at a time (the others only EVAL);
 // the loads' errors are left for the next EVALSHA to meet.
-func (r *runner) reload(ctx context.Context, s *script, cmd []any) (any, error) {
+func (r *runner) reload(ctx context.Context, client redis.UniversalClient, s *script, cmd []any) (any, error) {
 	if !r.loading.CompareAndSwap(false, true) {
-		return r.client.Do(ctx, s.eval(cmd)...).Result()
+		return client.Do(ctx, s.eval(cmd)...).Result()
 	}
 	defer r.loading.Store(false)
-	if c, ok := r.client.(*redis.Client); ok {
+	if c, ok := client.(*redis.Client); ok && client == r.client {
 		var eval *redis.Cmd
 		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			loadOthers(ctx, p, s)
@@ -323,7 +325,7 @@ func (r *runner) reload(ctx context.Context, s *script, cmd []any) (any, error) 
 		})
 		return eval.Result()
 	}
-	v, err := r.client.Do(ctx, s.eval(cmd)...).Result()
+	v, err := client.Do(ctx, s.eval(cmd)...).Result()
 	if err == nil {
 		loadOthers(ctx, r.client, nil) // s too: the EVAL loaded it on one node
 	}
