@@ -122,9 +122,10 @@ var (
 )
 
 // Decision is what the Limiter decided for one request. Adapters call
-// SetHeaders on the response headers first (before the next handler runs,
-// so the headers are on every response of a limited route), then act on
-// Action. Decision is a small value; it is not retained by the Limiter.
+// Stack (or SetHeaders) on the response headers first (before the next
+// handler runs, so the headers are on every response of a limited route),
+// then act on Action. Decision is a small value; it is not retained by the
+// Limiter.
 type Decision struct {
 	// Action is what the adapter does with the request.
 	Action Action

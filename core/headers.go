@@ -163,8 +163,8 @@ func RetryAfterSeconds(d time.Duration) int64 {
 // SetHeaders sets the rate-limit headers the Limiter's HeaderStyle calls
 // for on h, and Retry-After when the request is refused over a limit. It
 // sets nothing when no store decided (see Decision.Result). Existing
-// values of these headers are replaced, so with nested limiters the
-// innermost one's figures are sent.
+// values of these headers are replaced; with several Limiters on one
+// request, Stack sets the binding one's instead.
 //
 // X-RateLimit-Reset is the Decision's time by the Limiter's clock plus
 // Result.ResetAfter, in Unix seconds rounded up; Retry-After and the IETF t

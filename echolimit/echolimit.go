@@ -105,7 +105,8 @@ func (m *middleware) handler(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		d := l.Decide(r)
 		resp := c.Response()
-		d.SetHeaders(resp.Header())
+		r = d.Stack(r, resp.Header())
+		c.SetRequest(r)
 		switch d.Action {
 		case core.Serve:
 			return next(c)

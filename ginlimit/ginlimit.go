@@ -36,7 +36,8 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 			r.Pattern = p
 		}
 		d := l.Decide(r)
-		d.SetHeaders(c.Writer.Header())
+		r = d.Stack(r, c.Writer.Header())
+		c.Request = r
 		switch d.Action {
 		case core.Serve:
 			return

@@ -28,7 +28,8 @@ func OnRefuse(f func(w http.ResponseWriter, r *http.Request, d core.Decision)) O
 //
 // The returned middleware and the handlers it makes are safe for
 // concurrent use; per request, it allocates nothing beyond what l.Decide
-// and the headers need.
+// and the headers need, and the first Limiter's record of the request's
+// binding Decision (see core.Decision.Stack and core.FromContext).
 func Middleware(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	if l == nil {
 		panic("nethttp.Middleware: the *core.Limiter is nil")
@@ -50,7 +51,7 @@ type handler struct {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := h.l.Decide(r)
-	d.SetHeaders(w.Header())
+	r = d.Stack(r, w.Header())
 	switch d.Action {
 	case core.Serve:
 		h.next.ServeHTTP(w, r)
