@@ -29,6 +29,10 @@ func OnRefuse(f func(c echo.Context, d core.Decision) error) Option {
 // New returns echo middleware that limits requests with l. It panics if l
 // is nil: that is a programming error, and serving unlimited instead would
 // hide it. The middleware is safe for concurrent use.
+//
+// With several Limiters on a route (e.Use, a group's, the route's), the
+// response carries the binding one's headers, and a handler reads that
+// Decision with core.FromContext(c.Request().Context()).
 func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 	if l == nil {
 		panic("echolimit.New: the *core.Limiter is nil")
