@@ -1287,6 +1287,30 @@ func scenarios(tok jwtTokens) []scenario {
 		})
 	}
 
+	{ // Stacked limiters, a skipped one does not bind: global 2/h in front
+		// of a route Limiter that skips every request (no store result).
+		// The global one's figures are sent and given to the handler.
+		global := core.PerHour(2)
+		Tg := interval(global)
+		rows = append(rows, scenario{
+			name: "stacked limiters, a skipped one does not bind",
+			routes: func(s *setup) []route {
+				return []route{{
+					path:   "/api",
+					global: s.limiter("global", mustIP(s.t), []core.Limit{global}),
+					l: s.limiter("route", mustIP(s.t), []core.Limit{core.PerHour(100)},
+						core.WithSkip(func(*http.Request) bool { return true })),
+					fromContext: true,
+				}}
+			},
+			steps: []step{
+				{status: 200, body: "ok limit=2 remaining=1", rl: &rl{limit: 2, remaining: 1, reset: Tg}},
+				{status: 200, body: "ok limit=2 remaining=0", rl: &rl{limit: 2, remaining: 0, reset: 2 * Tg}},
+				{status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * Tg, retry: Tg}},
+			},
+		})
+	}
+
 	{ // IPv6 clients are grouped by /56, and an IPv4-mapped or 6to4 IPv6
 		// peer is its IPv4 address: rotating addresses or /64s inside a
 		// /56, or writing one IPv4 address three ways, buys nothing.
