@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -221,9 +222,46 @@ var storeKinds = []storeKind{
 // route is one GET route of a scenario. path uses ServeMux wildcards
 // ("/users/{id}"); the gin and echo adapters turn them into ":id".
 type route struct {
-	path  string
-	l     *core.Limiter // nil: not limited
-	outer *core.Limiter // another limiter in front of l (nested middleware)
+	path    string
+	methods []string      // the methods it is registered for; default GET
+	l       *core.Limiter // nil: not limited
+	outer   *core.Limiter // another limiter in front of l (nested middleware; a group's in gin and echo)
+	// global limits every route, in front of the others: it wraps the
+	// ServeMux, or is given to gin's and echo's Use. Set on one route.
+	global *core.Limiter
+	// fromContext: the handler answers "ok limit=L remaining=R", the
+	// figures core.FromContext gives it.
+	fromContext bool
+}
+
+// globalOf returns the routes' global limiter, if any.
+func globalOf(routes []route) *core.Limiter {
+	for _, rt := range routes {
+		if rt.global != nil {
+			return rt.global
+		}
+	}
+	return nil
+}
+
+// answer is what the handler behind rt writes for a request with ctx.
+func answer(ctx context.Context, rt route) string {
+	if !rt.fromContext {
+		return "ok"
+	}
+	d, ok := core.FromContext(ctx)
+	if !ok {
+		return "ok without a Decision"
+	}
+	return fmt.Sprintf("ok limit=%d remaining=%d", d.Result.Limit, d.Result.Remaining)
+}
+
+// methodsOf returns the methods rt is registered for.
+func methodsOf(rt route) []string {
+	if len(rt.methods) == 0 {
+		return []string{http.MethodGet}
+	}
+	return rt.methods
 }
 
 // probe is the handler behind every route: it counts its calls and notes
@@ -263,41 +301,64 @@ var adapters = []adapter{
 			var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				p.hit()
 				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-				_, _ = io.WriteString(w, "ok")
+				_, _ = io.WriteString(w, answer(r.Context(), rt))
 			})
 			for _, l := range []*core.Limiter{rt.l, rt.outer} { // inner first
 				if l != nil {
 					h = nethttp.Middleware(l)(h)
 				}
 			}
-			mux.Handle("GET "+rt.path, h) // Go 1.22 pattern: r.Pattern is "GET /users/{id}"
+			for _, m := range methodsOf(rt) {
+				mux.Handle(m+" "+rt.path, h) // Go 1.22 pattern: r.Pattern is "GET /users/{id}"
+			}
+		}
+		if g := globalOf(routes); g != nil {
+			return nethttp.Middleware(g)(mux)
 		}
 		return mux
 	}},
 	{"gin", func(routes []route, p *probe) http.Handler {
 		r := gin.New()
+		if g := globalOf(routes); g != nil {
+			r.Use(ginlimit.New(g))
+		}
 		for _, rt := range routes {
 			var hs []gin.HandlerFunc
-			for _, l := range []*core.Limiter{rt.outer, rt.l} { // outer first
-				if l != nil {
-					hs = append(hs, ginlimit.New(l))
-				}
+			if rt.l != nil {
+				hs = append(hs, ginlimit.New(rt.l))
 			}
-			hs = append(hs, func(c *gin.Context) { p.hit(); c.String(http.StatusOK, "ok") })
-			r.GET(colonPath(rt.path), hs...)
+			hs = append(hs, func(c *gin.Context) { p.hit(); c.String(http.StatusOK, answer(c.Request.Context(), rt)) })
+			g := &r.RouterGroup
+			path := colonPath(rt.path)
+			if rt.outer != nil { // a group of its own, limited by outer
+				g, path = r.Group(path, ginlimit.New(rt.outer)), ""
+			}
+			for _, m := range methodsOf(rt) {
+				g.Handle(m, path, hs...)
+			}
 		}
 		return r
 	}},
 	{"echo", func(routes []route, p *probe) http.Handler {
 		e := echo.New()
+		if g := globalOf(routes); g != nil {
+			e.Use(echolimit.New(g))
+		}
 		for _, rt := range routes {
 			var mw []echo.MiddlewareFunc
-			for _, l := range []*core.Limiter{rt.outer, rt.l} { // the first is outermost
-				if l != nil {
-					mw = append(mw, echolimit.New(l))
-				}
+			if rt.l != nil {
+				mw = append(mw, echolimit.New(rt.l))
 			}
-			e.GET(colonPath(rt.path), func(c echo.Context) error { p.hit(); return c.String(http.StatusOK, "ok") }, mw...)
+			add, path := e.Add, colonPath(rt.path)
+			if rt.outer != nil { // a group of its own, limited by outer
+				add, path = e.Group(path, echolimit.New(rt.outer)).Add, ""
+			}
+			for _, m := range methodsOf(rt) {
+				add(m, path, func(c echo.Context) error {
+					p.hit()
+					return c.String(http.StatusOK, answer(c.Request().Context(), rt))
+				}, mw...)
+			}
 		}
 		return e
 	}},
@@ -326,6 +387,7 @@ type step struct {
 	// Decide returns): the client leaves during the hold.
 	leaveWhenHeld bool
 	path          string            // default "/api"
+	method        string            // default GET
 	remote        string            // RemoteAddr; default "192.0.2.1:1234"
 	header        map[string]string // request headers
 	status        int
@@ -557,7 +619,7 @@ func scenarios(tok jwtTokens) []scenario {
 		}
 		key := func(k string) map[string]string { return map[string]string{"X-Api-Key": k} }
 		ietf := func(name string, r int64, reset time.Duration) []member { return []member{{name, r, reset}} }
-		pf, pp, po := policy("api.free", free), policy("api.pro", pro), policy("api", own)
+		pf, pp, po := policy("free", free), policy("pro", pro), policy("default", own)
 		rows = append(rows, scenario{
 			name: "plans by API key",
 			routes: func(s *setup) []route {
@@ -566,20 +628,21 @@ func scenarios(tok jwtTokens) []scenario {
 					s.t.Fatal(err)
 				}
 				return []route{{path: "/api", l: s.limiter("api", k, []core.Limit{own},
-					core.WithHeaders(core.HeadersBoth),
+					core.WithHeaders(core.HeadersBoth), // policies named by plan, never "api.free"
+					core.WithPlanPolicyNames(map[string]string{"free": "free", "pro": "pro"}),
 					core.WithPlans(plan, map[string][]core.Limit{"free": {free}, "pro": {pro}}))}}
 			},
 			steps: []step{
-				{header: key("free-1"), status: 200, rl: &rl{limit: 2, remaining: 1, reset: Tf, policy: pf, ietf: ietf("api.free", 1, Tf)}},
-				{header: key("free-1"), status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * Tf, policy: pf, ietf: ietf("api.free", 0, 2*Tf)}},
-				{header: key("free-1"), status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * Tf, retry: Tf, policy: pf, ietf: ietf("api.free", 0, 2*Tf)}},
-				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 3, reset: Tp, policy: pp, ietf: ietf("api.pro", 3, Tp)}},
-				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 2, reset: 2 * Tp, policy: pp, ietf: ietf("api.pro", 2, 2*Tp)}},
-				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 1, reset: 3 * Tp, policy: pp, ietf: ietf("api.pro", 1, 3*Tp)}},
-				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 0, reset: 4 * Tp, policy: pp, ietf: ietf("api.pro", 0, 4*Tp)}},
-				{header: key("pro-1"), status: 429, rl: &rl{limit: 4, remaining: 0, reset: 4 * Tp, retry: Tp, policy: pp, ietf: ietf("api.pro", 0, 4*Tp)}},
-				{header: key("other-1"), status: 200, rl: &rl{limit: 1, remaining: 0, reset: To, policy: po, ietf: ietf("api", 0, To)}},
-				{header: key("other-1"), status: 429, rl: &rl{limit: 1, remaining: 0, reset: To, retry: To, policy: po, ietf: ietf("api", 0, To)}},
+				{header: key("free-1"), status: 200, rl: &rl{limit: 2, remaining: 1, reset: Tf, policy: pf, ietf: ietf("free", 1, Tf)}},
+				{header: key("free-1"), status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * Tf, policy: pf, ietf: ietf("free", 0, 2*Tf)}},
+				{header: key("free-1"), status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * Tf, retry: Tf, policy: pf, ietf: ietf("free", 0, 2*Tf)}},
+				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 3, reset: Tp, policy: pp, ietf: ietf("pro", 3, Tp)}},
+				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 2, reset: 2 * Tp, policy: pp, ietf: ietf("pro", 2, 2*Tp)}},
+				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 1, reset: 3 * Tp, policy: pp, ietf: ietf("pro", 1, 3*Tp)}},
+				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 0, reset: 4 * Tp, policy: pp, ietf: ietf("pro", 0, 4*Tp)}},
+				{header: key("pro-1"), status: 429, rl: &rl{limit: 4, remaining: 0, reset: 4 * Tp, retry: Tp, policy: pp, ietf: ietf("pro", 0, 4*Tp)}},
+				{header: key("other-1"), status: 200, rl: &rl{limit: 1, remaining: 0, reset: To, policy: po, ietf: ietf("default", 0, To)}},
+				{header: key("other-1"), status: 429, rl: &rl{limit: 1, remaining: 0, reset: To, retry: To, policy: po, ietf: ietf("default", 0, To)}},
 			},
 		})
 	}
@@ -620,7 +683,7 @@ func scenarios(tok jwtTokens) []scenario {
 		})
 	}
 
-	{ // IETF fields only: one member, named after the Limiter.
+	{ // IETF fields only: one member, named by WithPolicyName.
 		lim := core.PerHour(3)
 		T := interval(lim)
 		pol := policy("api", lim)
@@ -628,7 +691,7 @@ func scenarios(tok jwtTokens) []scenario {
 		rows = append(rows, scenario{
 			name: "IETF headers",
 			routes: func(s *setup) []route {
-				return s.api([]core.Limit{lim}, core.WithHeaders(core.HeadersIETF))
+				return s.api([]core.Limit{lim}, core.WithHeaders(core.HeadersIETF), core.WithPolicyName("api"))
 			},
 			steps: []step{
 				{status: 200, rl: &rl{policy: pol, ietf: ietf(2, T)}},
@@ -646,35 +709,35 @@ func scenarios(tok jwtTokens) []scenario {
 		perSec := core.Limit{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 10}
 		perHour := core.PerHour(12)
 		T1, T2 := interval(perSec), interval(perHour)
-		pol := policy("multi-0", perSec) + ", " + policy("multi-1", perHour)
+		pol := policy("default-0", perSec) + ", " + policy("default-1", perHour)
 		steps := []step{}
 		for i := int64(1); i <= 10; i++ {
 			d := time.Duration(i)
 			steps = append(steps, step{status: 200, rl: &rl{
 				limit: 10, remaining: 10 - i, reset: d * T1, policy: pol,
-				ietf: []member{{"multi-0", 10 - i, d * T1}, {"multi-1", 12 - i, d * T2}},
+				ietf: []member{{"default-0", 10 - i, d * T1}, {"default-1", 12 - i, d * T2}},
 			}})
 		}
 		steps = append(steps,
 			step{status: 429, rl: &rl{
 				limit: 10, remaining: 0, reset: 10 * T1, retry: T1, policy: pol,
-				ietf: []member{{"multi-0", 0, 10 * T1}, {"multi-1", 2, 10 * T2}},
+				ietf: []member{{"default-0", 0, 10 * T1}, {"default-1", 2, 10 * T2}},
 			}},
 			// One second later the per-second limit is full again; the
 			// hourly one has refilled nothing (1 s < T2), so it binds:
 			// remaining floor((12·T2 - (11·T2 - 1s))/T2) = 1, then 0.
 			step{advance: time.Second, status: 200, rl: &rl{
 				limit: 12, remaining: 1, reset: 11 * T2, policy: pol,
-				ietf: []member{{"multi-0", 9, time.Second + T1}, {"multi-1", 1, 11 * T2}},
+				ietf: []member{{"default-0", 9, time.Second + T1}, {"default-1", 1, 11 * T2}},
 			}},
 			step{status: 200, rl: &rl{
 				limit: 12, remaining: 0, reset: 12 * T2, policy: pol,
-				ietf: []member{{"multi-0", 8, time.Second + 2*T1}, {"multi-1", 0, 12 * T2}},
+				ietf: []member{{"default-0", 8, time.Second + 2*T1}, {"default-1", 0, 12 * T2}},
 			}},
 			// Denied by the hourly limit: it may pass at start + 13·T2 - 12·T2.
 			step{status: 429, rl: &rl{
 				limit: 12, remaining: 0, reset: 12 * T2, retry: T2, policy: pol,
-				ietf: []member{{"multi-0", 8, time.Second + 2*T1}, {"multi-1", 0, 12 * T2}},
+				ietf: []member{{"default-0", 8, time.Second + 2*T1}, {"default-1", 0, 12 * T2}},
 			}},
 		)
 		rows = append(rows, scenario{
@@ -693,18 +756,18 @@ func scenarios(tok jwtTokens) []scenario {
 		perHour := core.PerHour(100)
 		perMin := core.PerMinute(3)
 		T1, T2 := interval(perHour), interval(perMin)
-		pol := policy("multi-0", perHour) + ", " + policy("multi-1", perMin)
+		pol := policy("default-0", perHour) + ", " + policy("default-1", perMin)
 		steps := []step{}
 		for i := int64(1); i <= 3; i++ {
 			d := time.Duration(i)
 			steps = append(steps, step{status: 200, rl: &rl{
 				limit: 3, remaining: 3 - i, reset: d * T2, policy: pol,
-				ietf: []member{{"multi-0", 100 - i, d * T1}, {"multi-1", 3 - i, d * T2}},
+				ietf: []member{{"default-0", 100 - i, d * T1}, {"default-1", 3 - i, d * T2}},
 			}})
 		}
 		steps = append(steps, step{status: 429, rl: &rl{
 			limit: 3, remaining: 0, reset: 3 * T2, retry: T2, policy: pol,
-			ietf: []member{{"multi-0", 97, 3 * T1}, {"multi-1", 0, 3 * T2}},
+			ietf: []member{{"default-0", 97, 3 * T1}, {"default-1", 0, 3 * T2}},
 		}})
 		rows = append(rows, scenario{
 			name: "several limits 100 per h and 3 per min",
@@ -822,6 +885,25 @@ func scenarios(tok jwtTokens) []scenario {
 				{path: "/posts/1", status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
 				{path: "/posts/2", status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * T}},
 				{path: "/posts/1", status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * T, retry: T}},
+			},
+		})
+	}
+
+	{ // Route templates carry the method in every adapter, as ServeMux's
+		// patterns do: GET and POST on one route have their own limits.
+		lim := core.PerHour(1)
+		T := interval(lim)
+		rows = append(rows, scenario{
+			name: "route templates per method",
+			routes: func(s *setup) []route {
+				l := s.limiter("methods", keyfuncs.Route(), []core.Limit{lim})
+				return []route{{path: "/users/{id}", methods: []string{http.MethodGet, http.MethodPost}, l: l}}
+			},
+			steps: []step{
+				{path: "/users/1", status: 200, rl: &rl{limit: 1, remaining: 0, reset: T}},
+				{path: "/users/1", method: http.MethodPost, status: 200, rl: &rl{limit: 1, remaining: 0, reset: T}},
+				{path: "/users/2", status: 429, rl: &rl{limit: 1, remaining: 0, reset: T, retry: T}},
+				{path: "/users/2", method: http.MethodPost, status: 429, rl: &rl{limit: 1, remaining: 0, reset: T, retry: T}},
 			},
 		})
 	}
@@ -977,11 +1059,12 @@ func scenarios(tok jwtTokens) []scenario {
 
 	{ // JWT keyed by "sub". Forged, expired and alg=none tokens (all
 		// claiming alice) and a missing token follow the default key-error
-		// rule, KeyErrorShared: one bucket for all of them, never alice's.
+		// rule, KeyErrorPerAddress: one bucket for all of them from one
+		// address (the default peer here), never alice's.
 		lim := core.PerHour(2)
 		T := interval(lim)
 		rows = append(rows, scenario{
-			name:   "JWT forged expired none, shared bucket",
+			name:   "JWT forged expired none, bucket of the address",
 			routes: func(s *setup) []route { return jwtRoutes(s, []core.Limit{lim}) },
 			steps: []step{
 				{header: bearer(tok.forged), status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
@@ -1029,11 +1112,60 @@ func scenarios(tok jwtTokens) []scenario {
 		})
 	}
 
+	{ // A key error never charges strangers (issue 20, point 2): 60
+		// requests with bad tokens from one client address spend that
+		// address's allowance only; the next client without a key, from
+		// another address, is served with a full allowance. Without
+		// proxies the address is the peer; behind a trusted proxy it is
+		// the one keyfuncs.IP resolves, given with WithKeyErrorKey.
+		lim := core.PerHour(2)
+		T := interval(lim)
+		xff := func(v string) map[string]string { return map[string]string{"X-Forwarded-For": v} }
+		bad := []map[string]string{bearer(tok.forged), bearer(tok.expired), bearer(tok.algNone), nil,
+			{"Authorization": "Bearer " + strings.Repeat("x", 600)}}
+		flood := func(remote string, via map[string]string) []step {
+			steps := make([]step, 60)
+			for i := range steps {
+				h := map[string]string{}
+				maps.Copy(h, bad[i%len(bad)])
+				maps.Copy(h, via)
+				steps[i] = step{remote: remote, header: h, status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * T, retry: T}}
+			}
+			steps[0].status, steps[0].rl = 200, &rl{limit: 2, remaining: 1, reset: T}
+			steps[1].status, steps[1].rl = 200, &rl{limit: 2, remaining: 0, reset: 2 * T}
+			return steps
+		}
+		rows = append(rows, scenario{
+			name:   "60 bad keys from one address, another address served",
+			routes: func(s *setup) []route { return jwtRoutes(s, []core.Limit{lim}) },
+			steps: append(flood("198.51.100.1:4000", nil),
+				step{remote: "198.51.100.2:4000", header: bearer(tok.expired), status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
+				step{remote: "[2001:db8:0:100::1]:4000", status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
+				step{remote: "198.51.100.1:4001", header: bearer(tok.alice), status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
+			),
+		})
+		const proxy = "10.1.2.3:8080"
+		rows = append(rows, scenario{
+			name: "60 bad keys from one address behind a trusted proxy, another address served",
+			routes: func(s *setup) []route {
+				return jwtRoutes(s, []core.Limit{lim},
+					core.WithKeyErrorKey(mustIP(s.t, keyfuncs.WithTrustedProxies("10.0.0.0/8"))))
+			},
+			steps: append(flood(proxy, xff("198.51.100.1")),
+				step{remote: proxy, header: map[string]string{"X-Forwarded-For": "198.51.100.2", "Authorization": "Bearer " + tok.forged},
+					status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
+				step{remote: proxy, header: xff("6.6.6.6, 198.51.100.1"), status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * T, retry: T}},
+				step{remote: "10.9.9.9:80", header: xff("198.51.100.3"), status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
+			),
+		})
+	}
+
 	{ // Nested limiters on one route: a site-wide 3/h in front of a
-		// route's 1/h. The innermost decision's figures are sent. A request
-		// the inner limiter refuses has already been charged by the outer
-		// one; once the outer one is exhausted, it refuses with its own
-		// figures and the inner one is not asked.
+		// route's 1/h. The binding decision's figures are sent: the one
+		// with the least remaining, the route's. A request the inner
+		// limiter refuses has already been charged by the outer one; once
+		// the outer one is exhausted, it refuses with its own figures and
+		// the inner one is not asked.
 		site, page := core.PerHour(3), core.PerHour(1)
 		Ts, Tp := interval(site), interval(page)
 		rows = append(rows, scenario{
@@ -1054,22 +1186,148 @@ func scenarios(tok jwtTokens) []scenario {
 		})
 	}
 
-	{ // IPv6 clients are grouped by /64, and an IPv4-mapped IPv6 peer is
-		// its IPv4 address: rotating addresses inside a /64, or writing
-		// one IPv4 address two ways, buys nothing.
+	{ // Stacked limiters, global binds: a global 3/h (ServeMux wrapper,
+		// gin's and echo's Use), a group's 50/h and the route's 100/h. The
+		// global one has the least remaining: its figures are sent, not the
+		// route's, which ran last. Once it refuses, the others are not asked.
+		global, group, page := core.PerHour(3), core.PerHour(50), core.PerHour(100)
+		Tg := interval(global)
+		rows = append(rows, scenario{
+			name: "stacked limiters, global binds",
+			routes: func(s *setup) []route {
+				return []route{{
+					path:   "/api",
+					global: s.limiter("global", mustIP(s.t), []core.Limit{global}),
+					outer:  s.limiter("group", mustIP(s.t), []core.Limit{group}),
+					l:      s.limiter("route", mustIP(s.t), []core.Limit{page}),
+				}}
+			},
+			steps: []step{
+				{status: 200, rl: &rl{limit: 3, remaining: 2, reset: Tg}},
+				{status: 200, rl: &rl{limit: 3, remaining: 1, reset: 2 * Tg}},
+				{status: 200, rl: &rl{limit: 3, remaining: 0, reset: 3 * Tg}},
+				{status: 429, rl: &rl{limit: 3, remaining: 0, reset: 3 * Tg, retry: Tg}},
+			},
+		})
+	}
+
+	{ // Stacked limiters, route binds: global 100/h, group 50/h, route
+		// 3/h. The route's figures are sent, and its refusal.
+		global, group, page := core.PerHour(100), core.PerHour(50), core.PerHour(3)
+		Tp := interval(page)
+		rows = append(rows, scenario{
+			name: "stacked limiters, route binds",
+			routes: func(s *setup) []route {
+				return []route{{
+					path:   "/api",
+					global: s.limiter("global", mustIP(s.t), []core.Limit{global}),
+					outer:  s.limiter("group", mustIP(s.t), []core.Limit{group}),
+					l:      s.limiter("route", mustIP(s.t), []core.Limit{page}),
+				}}
+			},
+			steps: []step{
+				{status: 200, rl: &rl{limit: 3, remaining: 2, reset: Tp}},
+				{status: 200, rl: &rl{limit: 3, remaining: 1, reset: 2 * Tp}},
+				{status: 200, rl: &rl{limit: 3, remaining: 0, reset: 3 * Tp}},
+				{status: 429, rl: &rl{limit: 3, remaining: 0, reset: 3 * Tp, retry: Tp}},
+			},
+		})
+	}
+
+	{ // Stacked limiters, refused by one: a global 3/h (Tg = 20 min) and
+		// a route's 10/h at cost 4 (T = 6 min: 10 → 6 → 2). The third
+		// request leaves the global one at 0 and is refused by the route's
+		// (it needs 4 with 2 left, at 8T + 4T - 10T): the refusal's own
+		// figures are sent, though the global one has less remaining. The
+		// fourth is refused by the global one, with its own.
+		global, page := core.PerHour(3), core.PerHour(10)
+		Tg, T := interval(global), interval(page)
+		rows = append(rows, scenario{
+			name: "stacked limiters, refused by one",
+			routes: func(s *setup) []route {
+				return []route{{
+					path:   "/api",
+					global: s.limiter("global", mustIP(s.t), []core.Limit{global}),
+					l:      s.limiter("route", mustIP(s.t), []core.Limit{page}, core.WithCost(4)),
+				}}
+			},
+			steps: []step{
+				{status: 200, rl: &rl{limit: 3, remaining: 2, reset: Tg}},
+				{status: 200, rl: &rl{limit: 3, remaining: 1, reset: 2 * Tg}},
+				{status: 429, rl: &rl{limit: 10, remaining: 2, reset: 8 * T, retry: 2 * T}},
+				{status: 429, rl: &rl{limit: 3, remaining: 0, reset: 3 * Tg, retry: Tg}},
+			},
+		})
+	}
+
+	{ // FromContext in the handler: global 5/h (Tg = 12 min), a route's
+		// 10/h at cost 3 (T = 6 min: 10 → 7 → 4 → 1). The handler writes
+		// what core.FromContext gives it, which must be the headers'
+		// figures: the global one's, then the route's once it has the least
+		// remaining; the fourth request is refused by the route's, whose
+		// own figures are sent (the global one has 1 left too).
+		global, page := core.PerHour(5), core.PerHour(10)
+		Tg, T := interval(global), interval(page)
+		rows = append(rows, scenario{
+			name: "stacked limiters, FromContext in the handler",
+			routes: func(s *setup) []route {
+				return []route{{
+					path:        "/api",
+					global:      s.limiter("global", mustIP(s.t), []core.Limit{global}),
+					l:           s.limiter("route", mustIP(s.t), []core.Limit{page}, core.WithCost(3)),
+					fromContext: true,
+				}}
+			},
+			steps: []step{
+				{status: 200, body: "ok limit=5 remaining=4", rl: &rl{limit: 5, remaining: 4, reset: Tg}},
+				{status: 200, body: "ok limit=5 remaining=3", rl: &rl{limit: 5, remaining: 3, reset: 2 * Tg}},
+				{status: 200, body: "ok limit=10 remaining=1", rl: &rl{limit: 10, remaining: 1, reset: 9 * T}},
+				{status: 429, rl: &rl{limit: 10, remaining: 1, reset: 9 * T, retry: 2 * T}},
+			},
+		})
+	}
+
+	{ // Stacked limiters, a skipped one does not bind: global 2/h in front
+		// of a route Limiter that skips every request (no store result).
+		// The global one's figures are sent and given to the handler.
+		global := core.PerHour(2)
+		Tg := interval(global)
+		rows = append(rows, scenario{
+			name: "stacked limiters, a skipped one does not bind",
+			routes: func(s *setup) []route {
+				return []route{{
+					path:   "/api",
+					global: s.limiter("global", mustIP(s.t), []core.Limit{global}),
+					l: s.limiter("route", mustIP(s.t), []core.Limit{core.PerHour(100)},
+						core.WithSkip(func(*http.Request) bool { return true })),
+					fromContext: true,
+				}}
+			},
+			steps: []step{
+				{status: 200, body: "ok limit=2 remaining=1", rl: &rl{limit: 2, remaining: 1, reset: Tg}},
+				{status: 200, body: "ok limit=2 remaining=0", rl: &rl{limit: 2, remaining: 0, reset: 2 * Tg}},
+				{status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * Tg, retry: Tg}},
+			},
+		})
+	}
+
+	{ // IPv6 clients are grouped by /56, and an IPv4-mapped or 6to4 IPv6
+		// peer is its IPv4 address: rotating addresses or /64s inside a
+		// /56, or writing one IPv4 address three ways, buys nothing.
 		lim := core.PerHour(2)
 		T := interval(lim)
 		rows = append(rows, scenario{
-			name:   "IPv6 /64 and IPv4-mapped peers",
+			name:   "IPv6 /56, IPv4-mapped and 6to4 peers",
 			routes: func(s *setup) []route { return s.api([]core.Limit{lim}) },
 			steps: []step{
 				{remote: "[2001:db8:1:2::1]:40000", status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
 				{remote: "[2001:db8:1:2:ffff::9]:40001", status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * T}},
 				{remote: "[2001:db8:1:2:abcd:1:2:3]:40002", status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * T, retry: T}},
-				{remote: "[2001:db8:1:3::1]:40000", status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
+				{remote: "[2001:db8:1:ff::1]:40000", status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * T, retry: T}},
+				{remote: "[2001:db8:1:100::1]:40000", status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
 				{remote: "203.0.113.9:1", status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
 				{remote: "[::ffff:203.0.113.9]:2", status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * T}},
-				{remote: "[::ffff:cb00:7109]:3", status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * T, retry: T}},
+				{remote: "[2002:cb00:7109:1::1]:3", status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * T, retry: T}},
 			},
 		})
 	}
@@ -1154,7 +1412,11 @@ func run(t *testing.T, e *env, ad adapter, sc scenario) {
 		if path == "" {
 			path = "/api"
 		}
-		req := httptest.NewRequest(http.MethodGet, "http://example.com"+path, nil)
+		method := st.method
+		if method == "" {
+			method = http.MethodGet
+		}
+		req := httptest.NewRequest(method, "http://example.com"+path, nil)
 		req.RemoteAddr = defaultRemote
 		if st.remote != "" {
 			req.RemoteAddr = st.remote
@@ -1183,7 +1445,7 @@ func run(t *testing.T, e *env, ad adapter, sc scenario) {
 
 		res := w.Result()
 		body := w.Body.String()
-		where := fmt.Sprintf("step %d (GET %s from %s %v)", i+1, path, req.RemoteAddr, st.header)
+		where := fmt.Sprintf("step %d (%s %s from %s %v)", i+1, method, path, req.RemoteAddr, st.header)
 		dump := fmt.Sprintf("got %d %q\nheaders %v", res.StatusCode, body, res.Header)
 
 		if res.StatusCode != st.status {
@@ -1202,7 +1464,8 @@ func run(t *testing.T, e *env, ad adapter, sc scenario) {
 				t.Errorf("%s: body leaks %q: %q", where, frag, body)
 			}
 		}
-		if wantBody != "ok" {
+		wantReached := strings.HasPrefix(wantBody, "ok")
+		if !wantReached {
 			ctype := st.ctype
 			if ctype == "" {
 				ctype = "application/json"
@@ -1216,8 +1479,15 @@ func run(t *testing.T, e *env, ad adapter, sc scenario) {
 			}
 		}
 
+		if wantReached && wantBody != "ok" {
+			// The handler wrote what core.FromContext gave it: the
+			// figures of the headers.
+			fromHeaders := fmt.Sprintf("ok limit=%s remaining=%s", res.Header.Get(core.HeaderLimit), res.Header.Get(core.HeaderRemaining))
+			if body != fromHeaders {
+				t.Errorf("%s: the handler's FromContext says %q, the headers %q", where, body, fromHeaders)
+			}
+		}
 		n1, reached := p.state()
-		wantReached := wantBody == "ok"
 		if got := n1 - n0; wantReached && got != 1 || !wantReached && got != 0 {
 			t.Errorf("%s: handler called %d times, want reached=%v", where, got, wantReached)
 		}

@@ -44,7 +44,8 @@ func TestPlans(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	var plans []string
 	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, []Limit{PerMinute(1)},
-		WithName("api"), WithClock(clock.Now), WithHeaders(HeadersIETF),
+		WithName("api-internal"), WithPolicyName("api"), WithPlanPolicyNames(map[string]string{"pro": "pro"}),
+		WithClock(clock.Now), WithHeaders(HeadersIETF),
 		WithPlans(planHeader, map[string][]Limit{"free": {PerMinute(2)}, "pro": {PerMinute(5), PerHour(100)}}),
 		WithObserver(func(ev Event) { plans = append(plans, ev.Plan) }))
 	if err != nil {
@@ -69,8 +70,8 @@ func TestPlans(t *testing.T) {
 		want         int
 		policy       string
 	}{
-		{"a", "free", 2, `"api.free";q=2;w=60`},
-		{"b", "pro", 5, `"api.pro-0";q=5;w=60, "api.pro-1";q=100;w=3600`},
+		{"a", "free", 2, `"api";q=2;w=60`}, // no policy name of its own: the Limiter's
+		{"b", "pro", 5, `"pro-0";q=5;w=60, "pro-1";q=100;w=3600`},
 		{"c", "", 1, `"api";q=1;w=60`},
 		{"d", "enterprise", 1, `"api";q=1;w=60`}, // unknown: the Limiter's own limits
 	} {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/clientaddr"
 )
 
 // Decide makes the decision for one request. Adapters call it once per
@@ -16,7 +18,7 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 		return l.finish(r, Decision{Action: Serve, Outcome: OutcomeSkipped, l: l.cfg.Load()}, Event{})
 	}
 	key, storeKey, keyErr := l.keyOf(r)
-	if keyErr != nil && l.keyRule != KeyErrorShared {
+	if keyErr != nil && l.keyRule != KeyErrorPerAddress {
 		return l.finish(r, l.keyRefusal(), Event{KeyErr: keyErr})
 	}
 	// The limits in force for the request's plan, loaded once: a
@@ -29,17 +31,34 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 }
 
 // keyOf returns the request's key and the store key it is charged under.
-// A request without a key is charged, under KeyErrorShared, to the
-// Limiter's namespace itself, which no real key (never empty) maps to.
+// A request without a key is charged, under KeyErrorPerAddress, by its
+// address (keylessKey).
 func (l *Limiter) keyOf(r *http.Request) (key, storeKey string, err error) {
 	key, err = l.key(r)
 	if err == nil && key == "" {
 		err = errEmptyKey
 	}
 	if err != nil {
-		return "", l.keyPrefix, err
+		return "", l.keylessKey(r), err
 	}
 	return key, l.keyPrefix + key, nil
+}
+
+// keylessKey is the store key of a request without a key: in the
+// Limiter's keyless namespace, "a:" and the key WithKeyErrorKey's function
+// gives, else "p:" and the peer's address key, else (no address) nothing
+// more. The namespace differs from keyPrefix in its last byte, and a
+// decimal length ends each prefix, so no key of any Limiter reaches it.
+func (l *Limiter) keylessKey(r *http.Request) string {
+	if l.addrKey != nil {
+		if k, err := l.addrKey(r); err == nil && k != "" {
+			return l.keylessPrefix + "a:" + k
+		}
+	}
+	if k, ok := clientaddr.PeerKey(r.RemoteAddr); ok {
+		return l.keylessPrefix + "p:" + k
+	}
+	return l.keylessPrefix
 }
 
 // keyRefusal is the decision for a request without a key under

@@ -57,8 +57,8 @@ const (
 	OutcomeSkipped
 	// OutcomeKeyError: the key function failed and the key-error rule is
 	// KeyErrorDeny (the request is refused, 403) or KeyErrorAllow (it is
-	// served unlimited). Under KeyErrorShared the outcome is the shared
-	// bucket's, and Event.KeyErr reports the failure.
+	// served unlimited). Under KeyErrorPerAddress the outcome is that of
+	// the client address's bucket, and Event.KeyErr reports the failure.
 	OutcomeKeyError
 	// OutcomeCanceled: the request's context ended (the client went away,
 	// or a server deadline passed) before the store decided. The request
@@ -129,10 +129,11 @@ var (
 )
 
 // Decision is what the Limiter decided for one request. Adapters call
-// SetHeaders on the response headers first (before the next handler runs,
-// so the headers are on every response of a limited route), then act on
-// Action, and, when NeedsDone reports true, call Done with the status once
-// the handler has finished. Decision is a small value; it is not retained by the Limiter.
+// Stack (or SetHeaders) on the response headers first (before the next
+// handler runs, so the headers are on every response of a limited route),
+// then act on Action, and, when NeedsDone reports true, call Done with the
+// status once the handler has finished. Decision is a small value; it is
+// not retained by the Limiter.
 type Decision struct {
 	// Action is what the adapter does with the request.
 	Action Action

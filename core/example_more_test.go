@@ -205,7 +205,7 @@ func ExampleWithHeaders() {
 	clock := func() time.Time { return now }
 	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)), byClient,
 		[]core.Limit{{Algorithm: core.FixedWindow, Rate: 100, Period: time.Minute}},
-		core.WithClock(clock), core.WithName("api"), core.WithHeaders(core.HeadersBoth))
+		core.WithClock(clock), core.WithName("api"), core.WithPolicyName("api"), core.WithHeaders(core.HeadersBoth))
 	if err != nil {
 		panic(err)
 	}
@@ -282,7 +282,7 @@ func ExampleWithObserver() {
 	now := time.Unix(1_700_000_000, 0)
 	clock := func() time.Time { return now }
 	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)), byClient, []core.Limit{core.PerMinute(1)},
-		core.WithClock(clock), core.WithName("upload"),
+		core.WithClock(clock), core.WithName("upload"), core.WithPolicyName("upload"),
 		core.WithObserver(func(e core.Event) {
 			if e.Action == core.Refuse {
 				fmt.Printf("limiter=%s key=%s outcome=%s retry=%v\n", e.Limiter, e.Key, e.Outcome, e.Result.RetryAfter)

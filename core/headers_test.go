@@ -2,7 +2,9 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 	"net/http"
 	"strconv"
@@ -197,7 +199,7 @@ func sorted(s []string) []string {
 func TestIETFHeadersExact(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	res := Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 1200 * time.Millisecond}
-	_, h := headersFor(t, perSecond10, res, now, WithHeaders(HeadersIETF), WithName("api"))
+	_, h := headersFor(t, perSecond10, res, now, WithHeaders(HeadersIETF), WithName("api"), WithPolicyName("api"))
 	if got := h.Get("RateLimit-Policy"); got != `"api";q=10;w=1` {
 		t.Errorf("RateLimit-Policy %q", got)
 	}
@@ -213,7 +215,7 @@ func TestIETFHeadersExact(t *testing.T) {
 		{Allowed: true, Limit: 1000, Remaining: 412, ResetAfter: 2087*time.Second + 1},
 	}
 	res = store.Combine(per)
-	d, h := headersFor(t, limits, res, now, WithHeaders(HeadersBoth), WithName(`we"ird\name`))
+	d, h := headersFor(t, limits, res, now, WithHeaders(HeadersBoth), WithName(`we"ird\name`), WithPolicyName(`we"ird\name`))
 	if d.Action != Refuse {
 		t.Fatalf("action %v", d.Action)
 	}
@@ -243,7 +245,7 @@ func TestIETFHeadersParse(t *testing.T) {
 		{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: 3599 * time.Second},
 	}
 	for _, name := range []string{"api", `a, "b";q=1`, `\`, " ", "GET /users/{id}"} {
-		_, h := headersFor(t, limits, store.Combine(per), now, WithHeaders(HeadersIETF), WithName(name))
+		_, h := headersFor(t, limits, store.Combine(per), now, WithHeaders(HeadersIETF), WithName(name), WithPolicyName(name))
 		policy, err := parseSFList(h.Get("RateLimit-Policy"))
 		if err != nil {
 			t.Fatalf("name %q: RateLimit-Policy %q: %v", name, h.Get("RateLimit-Policy"), err)
@@ -359,6 +361,44 @@ func TestSetHeadersAllocs(t *testing.T) {
 		allocs := testing.AllocsPerRun(200, func() { d.SetHeaders(h) })
 		if allocs > 1 {
 			t.Errorf("%v: SetHeaders made %v allocations, want 1", style, allocs)
+		}
+	}
+}
+
+// The IETF fields never show the Limiter's or a plan's name, which are
+// internal (issue 20: "billing-v2-internal.acme-corp-enterprise" was sent
+// to clients): DefaultPolicyName without WithPolicyName, else the names
+// WithPolicyName and WithPlanPolicyNames give.
+func TestPolicyNamesHideInternalNames(t *testing.T) {
+	plans := map[string][]Limit{"acme-corp-enterprise": {PerMinute(5)}, "free": {PerMinute(2), PerHour(10)}}
+	for _, c := range []struct {
+		opts       []Option
+		plan, want string
+	}{
+		{nil, "acme-corp-enterprise", `"default";q=5;w=60`},
+		{nil, "free", `"default-0";q=2;w=60, "default-1";q=10;w=3600`},
+		{nil, "", `"default";q=1;w=60`},
+		{[]Option{WithPolicyName("api")}, "acme-corp-enterprise", `"api";q=5;w=60`},
+		{[]Option{WithPolicyName("api")}, "", `"api";q=1;w=60`},
+		{[]Option{WithPlanPolicyNames(map[string]string{"acme-corp-enterprise": "enterprise"})}, "acme-corp-enterprise", `"enterprise";q=5;w=60`},
+		{[]Option{WithPlanPolicyNames(map[string]string{"acme-corp-enterprise": "enterprise"})}, "free", `"default-0";q=2;w=60, "default-1";q=10;w=3600`},
+	} {
+		opts := append([]Option{WithName("billing-v2-internal"), WithHeaders(HeadersIETF), WithPlans(planHeader, plans)}, c.opts...)
+		l, err := New(memorystore.New(), headerKey, []Limit{PerMinute(1)}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := http.Header{}
+		l.Decide(clientRequest("a", c.plan)).SetHeaders(h)
+		got := h.Get(HeaderRateLimitPolicy) + " " + h.Get(HeaderRateLimit)
+		if h.Get(HeaderRateLimitPolicy) != c.want || strings.Contains(got, "billing") || strings.Contains(got, "acme") {
+			t.Errorf("plan %q: RateLimit-Policy %q, RateLimit %q; want policy %s and no internal name", c.plan, h.Get(HeaderRateLimitPolicy), h.Get(HeaderRateLimit), c.want)
+		}
+	}
+	for _, opt := range []Option{WithPolicyName(""), WithPolicyName("caf\u00e9"), WithPlanPolicyNames(map[string]string{"free": ""}),
+		WithPlanPolicyNames(map[string]string{"free": strings.Repeat("x", 129)})} {
+		if _, err := New(memorystore.New(), headerKey, []Limit{PerMinute(1)}, opt); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("invalid policy name: %v, want ErrInvalidOption", err)
 		}
 	}
 }

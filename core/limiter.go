@@ -41,6 +41,9 @@ type Limiter struct {
 	key       KeyFunc
 	name      string
 	keyPrefix string // injective namespace: len(name) ":" name ":"
+	// keylessPrefix is the namespace of requests without a key:
+	// len(name) ":" name "!", which no key reaches (see keylessKey).
+	keylessPrefix string
 
 	cost     int64
 	costFunc func(*http.Request) int64
@@ -52,13 +55,18 @@ type Limiter struct {
 	timeout  time.Duration // 0: no limiter deadline
 	local    bool          // store is a *memorystore.Store: no deadline needed
 
-	keyRule     KeyErrorRule
-	shadow      bool
-	observers   []func(Event)
-	clock       func() time.Time
-	deny        Response
-	unavailable Response
-	keyDenied   Response
+	keyRule KeyErrorRule
+	// policyName and planPolicyNames name the IETF policies; see
+	// WithPolicyName.
+	policyName      string
+	planPolicyNames map[string]string
+	addrKey         KeyFunc // WithKeyErrorKey; nil: the peer address
+	shadow          bool
+	observers       []func(Event)
+	clock           func() time.Time
+	deny            Response
+	unavailable     Response
+	keyDenied       Response
 
 	style HeaderStyle
 	// cfg is the limits in force for requests of no plan: Decide loads it
@@ -144,6 +152,7 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 		return nil, err
 	}
 	l.keyPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + ":"
+	l.keylessPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + "!"
 	l.style = style
 	l.cfg.Store(l.newConfig("", limits, specs, nil))
 	if l.planOf != nil {

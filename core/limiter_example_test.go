@@ -20,7 +20,7 @@ func ExampleLimiter_Decide() {
 	}
 	limiter, err := core.New(memorystore.New(), byClient,
 		[]core.Limit{core.PerSecond(10), core.PerHour(2)},
-		core.WithName("api"), core.WithHeaders(core.HeadersIETF))
+		core.WithName("api"), core.WithPolicyName("api"), core.WithHeaders(core.HeadersIETF))
 	if err != nil {
 		panic(err)
 	}

@@ -100,30 +100,46 @@ func TestMemoryNamesSeparateState(t *testing.T) {
 	}
 }
 
-func TestMemoryKeyErrorSharedBucket(t *testing.T) {
+// Requests without a key from one address never spend the allowance of
+// another address's (issue 20: 25 forged tokens from one client got the
+// next anonymous client denied), and no real key reaches their buckets.
+func TestMemoryKeyErrorPerAddress(t *testing.T) {
 	clock := newFakeClock(t0)
 	l := memoryLimiter(t, clock, []Limit{PerMinute(2)}, WithName("anon"))
-	// Two requests without a key exhaust the shared bucket together...
-	if d := l.Decide(request("")); d.Action != Serve {
-		t.Fatal(d.Action)
+	from := func(remote string) *http.Request {
+		r := request("")
+		r.RemoteAddr = remote
+		return r
 	}
-	if d := l.Decide(request("")); d.Action != Serve {
-		t.Fatal(d.Action)
+	for i := range 60 {
+		want := Serve
+		if i >= 2 {
+			want = Refuse
+		}
+		if d := l.Decide(from("198.51.100.1:4000")); d.Action != want {
+			t.Fatalf("request %d without a key from one address: %v, want %v", i, d.Action, want)
+		}
 	}
-	if d := l.Decide(request("")); d.Action != Refuse || d.Outcome != OutcomeDenied {
-		t.Fatalf("third key-less request: %v/%v, want refuse/denied", d.Action, d.Outcome)
+	for _, other := range []string{"198.51.100.2:4000", "[2001:db8:0:100::1]:443", ""} {
+		if d := l.Decide(from(other)); d.Action != Serve || d.Outcome != OutcomeAllowed {
+			t.Fatalf("first request without a key from %q: %v/%v, want serve/allowed", other, d.Action, d.Outcome)
+		}
 	}
-	// ...which no real key reaches, even one spelled like the namespace.
-	for _, k := range []string{"anon", ":", "4:anon:"} {
+	// The same /56 is the same bucket.
+	l.Decide(from("[2001:db8:0:1ff::2]:443"))
+	if d := l.Decide(from("[2001:db8:0:180::3]:443")); d.Action != Refuse {
+		t.Fatalf("third request without a key from one /56: %v, want refuse", d.Action)
+	}
+	for _, k := range []string{"anon", ":", "4:anon:", "4:anon!p:198.51.100.1", "!p:198.51.100.1", "p:198.51.100.1"} {
 		if d := l.Decide(request(k)); d.Action != Serve {
-			t.Fatalf("key %q limited by the shared bucket: %v", k, d.Action)
+			t.Fatalf("key %q limited by a bucket of requests without a key: %v", k, d.Action)
 		}
 	}
 }
 
 func TestMemoryCostAndSeveralLimits(t *testing.T) {
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, []Limit{PerSecond(3), PerMinute(4)}, WithCost(2), WithHeaders(HeadersBoth), WithName("c"))
+	l := memoryLimiter(t, clock, []Limit{PerSecond(3), PerMinute(4)}, WithCost(2), WithHeaders(HeadersBoth), WithName("c"), WithPolicyName("c"))
 	d, h := decideHeaders(l, request("a"))
 	// Per second: 3-2 = 1 left, reset 2·333334µs → 1; per minute: 4-2 = 2 left, reset 2·15s = 30s.
 	if d.Action != Serve || h.Get("RateLimit") != `"c-0";r=1;t=1, "c-1";r=2;t=30` ||

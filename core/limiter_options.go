@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/core/store"
@@ -33,21 +34,61 @@ const maxNameLength = 128
 
 // WithName names the Limiter. The name namespaces its store keys, so that
 // two limiters on one store (say, two routes both limited per IP with the
-// same limits) never share state; it also names the IETF RateLimit policies
-// and is reported to observers. Limiters with the same name and limits on
-// the same store share state, which is how several instances of a service
-// enforce one limit together: keep names stable across deployments. The
-// name must be 1 to 128 printable ASCII characters.
+// same limits) never share state; it is reported to observers, never to
+// clients (the IETF policies are named by WithPolicyName). Limiters with
+// the same name and limits on the same store share state, which is how
+// several instances of a service enforce one limit together: keep names
+// stable across deployments. The name must be 1 to 128 printable ASCII
+// characters.
 //
-// Without a name, the Limiter uses the empty namespace (and the policy name
-// "default"): unnamed limiters with identical limits on one store share
-// state.
+// Without a name, the Limiter uses the empty namespace: unnamed limiters
+// with identical limits on one store share state.
 func WithName(name string) Option {
 	return optionFunc(func(o *options) error {
 		if err := checkName("name", name); err != nil {
 			return err
 		}
 		o.l.name = name
+		return nil
+	})
+}
+
+// DefaultPolicyName names the IETF RateLimit policies of a Limiter without
+// WithPolicyName: a name that tells clients nothing of the deployment.
+const DefaultPolicyName = "default"
+
+// WithPolicyName sets the name the IETF RateLimit and RateLimit-Policy
+// fields give the Limiter's policies (HeadersIETF): clients see it, so it
+// should say what the limit is to them ("api", "uploads"), never how the
+// deployment is organised. Without it the policies are named
+// DefaultPolicyName, whatever the Limiter's name (WithName) and plans
+// (WithPlans), which stay internal; WithPlanPolicyNames names plans. The
+// name must be 1 to 128 printable ASCII characters.
+func WithPolicyName(name string) Option {
+	return optionFunc(func(o *options) error {
+		if err := checkName("policy name", name); err != nil {
+			return err
+		}
+		o.l.policyName = name
+		return nil
+	})
+}
+
+// WithPlanPolicyNames sets the IETF policy name of the plans it names
+// (plan → name shown to clients, as WithPolicyName): a request of plan p
+// gets names[p]; a plan without an entry gets the Limiter's policy name.
+// Plan names (WithPlans) are never shown. Each name must be 1 to 128
+// printable ASCII characters.
+func WithPlanPolicyNames(names map[string]string) Option {
+	return optionFunc(func(o *options) error {
+		out := make(map[string]string, len(names))
+		for plan, name := range names {
+			if err := checkName("policy name of plan "+strconv.Quote(plan), name); err != nil {
+				return err
+			}
+			out[plan] = name
+		}
+		o.l.planPolicyNames = out
 		return nil
 	})
 }
@@ -258,10 +299,25 @@ func WithHeaders(style HeaderStyle) Option {
 type KeyErrorRule uint8
 
 const (
-	// KeyErrorShared limits all requests without a key together, in one
-	// bucket of the Limiter's namespace that no real key can reach. It is
-	// the default: a flood of anonymous requests is limited like one client.
-	KeyErrorShared KeyErrorRule = iota
+	// KeyErrorPerAddress limits requests without a key by their client
+	// address: each address has its own bucket, with the Limiter's limits,
+	// in a namespace of the Limiter that no key reaches. The address is the
+	// one the key function given to WithKeyErrorKey returns (say,
+	// keyfuncs.IP with your trusted proxies); without it, or when it fails,
+	// the peer's (the request's RemoteAddr: IPv4 by address, IPv6 by /56,
+	// 6to4 and Teredo by the IPv4 address they embed, as keyfuncs.IP
+	// groups them). Requests with no address at all share one bucket.
+	//
+	// It is the default: a client that sends garbage tokens spends its own
+	// address's allowance, never that of other clients without a key (one
+	// bucket for all of them let 25 forged tokens from one client get the
+	// next anonymous client denied). Behind proxies, give WithKeyErrorKey
+	// the address function that sees through them: by the peer alone,
+	// every client behind a proxy shares the proxy's bucket. KeyErrorDeny
+	// is no default because it answers 403 before the handler runs, so a
+	// client whose token just expired would not get the 401 that makes it
+	// refresh its token.
+	KeyErrorPerAddress KeyErrorRule = iota
 	// KeyErrorDeny refuses requests without a key with the key-error
 	// response (default 403 Forbidden, see WithKeyErrorResponse): the
 	// request is not over a limit, it is not acceptable at all on this route
@@ -273,20 +329,35 @@ const (
 	KeyErrorAllow
 )
 
-var keyErrorRuleNames = [...]string{KeyErrorShared: "shared", KeyErrorDeny: "deny", KeyErrorAllow: "allow"}
+var keyErrorRuleNames = [...]string{KeyErrorPerAddress: "per_address", KeyErrorDeny: "deny", KeyErrorAllow: "allow"}
 
 func (k KeyErrorRule) String() string {
 	return enumString(keyErrorRuleNames[:], "KeyErrorRule", uint8(k))
 }
 
 // OnKeyError sets the rule for requests whose key function fails; see
-// KeyErrorRule. The default is KeyErrorShared.
+// KeyErrorRule. The default is KeyErrorPerAddress.
 func OnKeyError(rule KeyErrorRule) Option {
 	return optionFunc(func(o *options) error {
 		if int(rule) >= len(keyErrorRuleNames) {
 			return fmt.Errorf("%w: unknown key-error rule %d", ErrInvalidOption, uint8(rule))
 		}
 		o.l.keyRule = rule
+		return nil
+	})
+}
+
+// WithKeyErrorKey sets how KeyErrorPerAddress tells requests without a key
+// apart: fn returns the client's address key (keyfuncs.IP with the
+// trusted proxies of the deployment, typically). When fn fails or returns
+// "", the request is charged by its peer address. Without this option,
+// every request without a key is charged by its peer address.
+func WithKeyErrorKey(fn KeyFunc) Option {
+	return optionFunc(func(o *options) error {
+		if fn == nil {
+			return fmt.Errorf("%w: WithKeyErrorKey: key function is nil", ErrInvalidOption)
+		}
+		o.l.addrKey = fn
 		return nil
 	})
 }

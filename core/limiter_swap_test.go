@@ -86,7 +86,7 @@ func TestSetLimitsCopiesAndReportsLimits(t *testing.T) {
 
 func TestSetLimitsHeaders(t *testing.T) {
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, mustParse(t, "2/s"), WithName("api"), WithHeaders(HeadersBoth))
+	l := memoryLimiter(t, clock, mustParse(t, "2/s"), WithName("api"), WithPolicyName("api"), WithHeaders(HeadersBoth))
 	before, h := decideHeaders(l, request("a"))
 	if h.Get(HeaderLimit) != "2" || h.Get(HeaderRateLimitPolicy) != `"api";q=2;w=1` {
 		t.Fatalf("before: %v", h)
@@ -178,7 +178,7 @@ func TestSetLimitsTightenedKeepsOldLimitAsGuard(t *testing.T) {
 
 func TestSetLimitsGuardFoldsIntoItsSuccessor(t *testing.T) {
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, mustParse(t, "100/h", "10/m"), WithName("x"), WithHeaders(HeadersBoth))
+	l := memoryLimiter(t, clock, mustParse(t, "100/h", "10/m"), WithName("x"), WithPolicyName("x"), WithHeaders(HeadersBoth))
 	serveN(l, "a", 8)
 	mustSet(t, l, "100/h", "5/m burst 4")
 	// 10/m has 2 left, the new 5/m (burst 4) 4: the smaller shows.
@@ -315,7 +315,7 @@ func TestSetLimitsConcurrent(t *testing.T) {
 		`"c";q=5;w=1`:                         "5",
 	}
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, mustParse(t, sets[0]...), WithName("c"), WithHeaders(HeadersBoth))
+	l := memoryLimiter(t, clock, mustParse(t, sets[0]...), WithName("c"), WithPolicyName("c"), WithHeaders(HeadersBoth))
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)

@@ -6,6 +6,7 @@ import (
 	"github.com/sluicehq/sluice/core/store"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -217,7 +218,11 @@ func TestNameNamespacesStoreKeys(t *testing.T) {
 	}
 }
 
-func TestKeyErrorShared(t *testing.T) {
+// Under KeyErrorPerAddress (the default) a request without a key is
+// charged to its address's bucket, in a namespace of the Limiter's own: by
+// the peer, by WithKeyErrorKey's function when given and it succeeds, and
+// all requests without any address together.
+func TestKeyErrorPerAddress(t *testing.T) {
 	st := &scriptStore{}
 	rec := &recorder{}
 	l := mustNew(t, st, perSecond10, WithName("api"), WithObserver(rec.observe))
@@ -239,9 +244,34 @@ func TestKeyErrorShared(t *testing.T) {
 	if ev := rec.last(t); !errors.Is(ev.KeyErr, ErrNoKey) {
 		t.Errorf("empty key: KeyErr = %v, want ErrNoKey", ev.KeyErr)
 	}
-	calls := st.Calls()
-	if len(calls) != 2 || calls[0].key != "3:api:" || calls[1].key != "3:api:" {
-		t.Fatalf("store calls %+v, want two on the shared key %q", calls, "3:api:")
+	at := func(remote string) *http.Request {
+		r := request("")
+		r.RemoteAddr = remote
+		return r
+	}
+	l.Decide(at("[2001:db8:1:2ff::1]:443")) // IPv6 by /56
+	l.Decide(at(""))                        // no address
+	byHeader := func(r *http.Request) (string, error) {
+		if v := r.Header.Get("X-Addr"); v != "" {
+			return v, nil
+		}
+		return "", ErrNoKey
+	}
+	l3 := mustNew(t, st, perSecond10, WithName("api"), WithKeyErrorKey(byHeader))
+	r := at("10.0.0.1:80")
+	r.Header.Set("X-Addr", "198.51.100.7")
+	l3.Decide(r)
+	l3.Decide(at("10.0.0.1:80")) // the address function fails: the peer
+	var got []string
+	for _, c := range st.Calls() {
+		got = append(got, c.key)
+	}
+	want := []string{"3:api!p:192.0.2.1", "3:api!p:192.0.2.1", "3:api!p:2001:db8:1:200::/56", "3:api!", "3:api!a:198.51.100.7", "3:api!p:10.0.0.1"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("store keys %q, want %q", got, want)
+	}
+	if _, err := New(st, keyFromHeader, perSecond10, WithKeyErrorKey(nil)); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("WithKeyErrorKey(nil): %v, want ErrInvalidOption", err)
 	}
 }
 
@@ -590,7 +620,7 @@ func TestStringers(t *testing.T) {
 		{OutcomeShadowDenied.String(), "shadow_denied"}, {OutcomeKeyError.String(), "key_error"},
 		{OutcomeFailedOpen.String(), "failed_open"}, {OutcomeFallback.String(), "fallback"},
 		{FailLocal.String(), "local"}, {FailClosed.String(), "closed"},
-		{HeadersIETF.String(), "ietf"}, {KeyErrorShared.String(), "shared"},
+		{HeadersIETF.String(), "ietf"}, {KeyErrorPerAddress.String(), "per_address"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("String() = %q, want %q", tc.got, tc.want)

@@ -6,15 +6,23 @@ import (
 	"log/slog"
 	"math"
 	"time"
+	"unicode/utf8"
 )
 
 // LogLevelOff, given to LogLevel, stops LogDenials from logging an outcome.
 const LogLevelOff = slog.Level(math.MaxInt)
 
 // DefaultLogRepeatInterval is how often, at most, LogDenials writes a
-// record of store failures or of key errors for one Limiter, unless
-// LogRepeatInterval says otherwise.
+// record of store failures or of key errors for one Limiter, or of denials
+// for one client key of a Limiter, unless LogRepeatInterval says
+// otherwise.
 const DefaultLogRepeatInterval = 10 * time.Second
+
+// MaxLogField is the most bytes of a client-controlled field (method, path,
+// key, and the error texts, which may quote client input) LogDenials
+// writes: a longer value is cut at a character boundary and marked
+// "…(truncated)".
+const MaxLogField = 256
 
 // LogOption configures LogDenials: LogLevel, LogKey, LogRepeatInterval, and
 // WithClock (the ClockOption a Limiter also takes).
@@ -91,8 +99,8 @@ func LogKey(redact func(key string) string) LogOption {
 }
 
 // LogRepeatInterval sets how often, at most, LogDenials writes a record of
-// each repeated kind (store failures, key errors) for one Limiter; see
-// LogDenials. d ≤ 0 writes every record. The default is
+// each repeated kind (store failures, key errors, denials of one client
+// key) for one Limiter; see LogDenials. d ≤ 0 writes every record. The default is
 // DefaultLogRepeatInterval.
 func LogRepeatInterval(d time.Duration) LogOption {
 	return logOptionFunc(func(c *logConfig) { c.repeats.every = d })
@@ -114,7 +122,7 @@ func LogRepeatInterval(d time.Duration) LogOption {
 // open (Event.Err wraps ErrBreakerOpen) is logged one level lower (Error
 // becomes Warn, Warn becomes Info, Info becomes Debug): the failures that
 // opened the breaker were logged at the full level. A decision with a key
-// error under KeyErrorShared is logged at least at key_error's level, and
+// error under KeyErrorPerAddress is logged at least at key_error's level, and
 // one with a negative cost from the cost function at least at Warn,
 // whatever its outcome.
 //
@@ -124,30 +132,39 @@ func LogRepeatInterval(d time.Duration) LogOption {
 // (denials; "never" for a request whose cost exceeds what the limit ever
 // admits, RetryAfter InfDuration) or delay (delayed); err (Event.Err) and
 // key_error (Event.KeyErr) when set. The client key is not logged unless
-// LogKey is given.
+// LogKey is given. The method, path, key and error texts are cut to
+// MaxLogField (256) bytes, marked "…(truncated)": a client that sends a
+// 1 MB path gets a record of under 2 KB.
 //
-// store.Store failures (failed_open, failed_closed, fallback) and key errors
+// Store failures (failed_open, failed_closed, fallback), key errors
 // (Event.KeyErr set, as for a request without a valid token on a JWT
-// route) come in floods: during a store outage every request fails, and a
-// misbehaving client can send any number of requests without a key.
-// LogDenials writes the first record of each of these two kinds for a
-// Limiter at once, then at most one record of that kind and Limiter per
-// DefaultLogRepeatInterval (10s; see LogRepeatInterval), counting the
-// others: the next record of the kind has the attribute suppressed, the
-// number left out since the previous one. When the interval has passed and
-// no record of the kind came, the first decision observed afterwards (of
-// any Limiter, logged or not) writes a record with the message "sluice:
-// similar records suppressed" and the attributes limiter, kind
-// ("store_error" or "key_error") and suppressed, at the highest level of
-// those left out. The interval is measured with the clock given with
-// WithClock (time.Now by default).
+// route) and denials come in floods: during a store outage every request
+// fails, a misbehaving client can send any number of requests without a
+// key, and one over its limit any number of refused ones. LogDenials
+// writes the first record of each of these kinds for a Limiter (for
+// denials: for a Limiter and client key) at once, then at most one record
+// of that kind, Limiter and key per DefaultLogRepeatInterval (10s; see
+// LogRepeatInterval), counting the others: the next record of the kind
+// has the attribute suppressed, the number left out since the previous
+// one. When the interval has passed and no record of the kind came, the
+// first decision observed afterwards (of any Limiter, logged or not)
+// writes a record with the message "sluice: similar records suppressed"
+// and the attributes limiter, kind ("store_error", "key_error" or
+// "denied"), key (denials, under LogKey) and suppressed, at the highest
+// level of those left out. Denials are told apart for up to 1024 client
+// keys at a time; past that, the denials of further keys are counted
+// together per Limiter (their summary has other_keys=true) until keys
+// have been quiet for an interval. The interval is measured with the clock
+// given with WithClock (time.Now by default).
 //
-// Every denied request makes a record: under a flood that is one per
-// refused request. Lower the denials' level with LogLevel, or use a
-// sampling or rate-limited slog.Handler, where that is too many; for rates,
-// use metrics (promlimit). The observer is safe for concurrent use; it does
-// no work when the logger is not enabled for the record's level, beyond one
-// atomic load while left-out records wait to be counted.
+// So a flood of denials from one client writes one record per interval;
+// denials of many clients still write one record per client per
+// interval. Lower the denials' level with LogLevel, or use a sampling or
+// rate-limited slog.Handler, where that is too many; for rates, use
+// metrics (promlimit). The observer is safe for concurrent use; it does
+// no work when the logger is not enabled for the record's level, beyond
+// one atomic load (and, while left-out records wait to be counted, a
+// clock reading).
 func LogDenials(logger *slog.Logger, opts ...LogOption) func(Event) {
 	cfg := &logConfig{levels: defaultLogLevels, repeats: repeats{every: DefaultLogRepeatInterval}}
 	for _, opt := range opts {
@@ -169,7 +186,11 @@ func (c *logConfig) log(logger *slog.Logger, ev Event) {
 	level, msg := c.levelOf(ev)
 	write, suppressed := level != LogLevelOff && logger.Enabled(ctx, level), int64(0)
 	if kind := repeatKindOf(ev); write && kind != repeatNone {
-		write, suppressed = c.repeats.admit(ev.Limiter, kind, level)
+		key := ""
+		if kind == repeatDenied {
+			key = clip(ev.Key)
+		}
+		write, suppressed = c.repeats.admit(ev.Limiter, kind, key, level)
 	}
 	if c.repeats.pending.Load() > 0 {
 		c.summarize(logger)
@@ -188,7 +209,7 @@ func (c *logConfig) levelOf(ev Event) (slog.Level, string) {
 	if level != LogLevelOff && errors.Is(ev.Err, ErrBreakerOpen) {
 		level -= 4
 	}
-	if ev.KeyErr != nil && ev.Outcome != OutcomeKeyError { // KeyErrorShared
+	if ev.KeyErr != nil && ev.Outcome != OutcomeKeyError { // KeyErrorPerAddress
 		level = atLeast(level, c.levels[OutcomeKeyError])
 	}
 	if ev.Err != nil && errors.Is(ev.Err, ErrNegativeCost) {
@@ -207,17 +228,13 @@ func (c *logConfig) attrs(ev Event, suppressed int64) []slog.Attr {
 		slog.String("action", ev.Action.String()),
 	)
 	if r := ev.Request; r != nil {
-		attrs = append(attrs, slog.String("method", r.Method))
+		attrs = append(attrs, slog.String("method", clip(r.Method)))
 		if r.URL != nil {
-			attrs = append(attrs, slog.String("path", r.URL.Path))
+			attrs = append(attrs, slog.String("path", clip(r.URL.Path)))
 		}
 	}
 	if c.key && ev.Key != "" {
-		k := ev.Key
-		if c.redact != nil {
-			k = c.redact(k)
-		}
-		attrs = append(attrs, slog.String("key", k))
+		attrs = append(attrs, slog.String("key", c.keyText(ev.Key)))
 	}
 	attrs = append(attrs, slog.Int64("cost", ev.Cost))
 	if res := ev.Result; res.Limit > 0 {
@@ -232,10 +249,10 @@ func (c *logConfig) attrs(ev Event, suppressed int64) []slog.Attr {
 		}
 	}
 	if ev.Err != nil {
-		attrs = append(attrs, slog.Any("err", ev.Err))
+		attrs = append(attrs, slog.String("err", clip(ev.Err.Error())))
 	}
 	if ev.KeyErr != nil {
-		attrs = append(attrs, slog.Any("key_error", ev.KeyErr))
+		attrs = append(attrs, slog.String("key_error", clip(ev.KeyErr.Error())))
 	}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int64("suppressed", suppressed))
@@ -247,12 +264,39 @@ func (c *logConfig) attrs(ev Event, suppressed int64) []slog.Attr {
 // to be counted.
 func (c *logConfig) summarize(logger *slog.Logger) {
 	for _, s := range c.repeats.due() {
-		if logger.Enabled(context.Background(), s.level) {
-			logger.LogAttrs(context.Background(), s.level, "sluice: similar records suppressed",
-				slog.String("limiter", s.limiter), slog.String("kind", s.kind.String()),
-				slog.Int64("suppressed", s.n))
+		if !logger.Enabled(context.Background(), s.level) {
+			continue
 		}
+		attrs := []slog.Attr{slog.String("limiter", s.limiter), slog.String("kind", s.kind.String())}
+		if s.others {
+			attrs = append(attrs, slog.Bool("other_keys", true))
+		} else if c.key && s.key != "" {
+			attrs = append(attrs, slog.String("key", c.keyText(s.key)))
+		}
+		attrs = append(attrs, slog.Int64("suppressed", s.n))
+		logger.LogAttrs(context.Background(), s.level, "sluice: similar records suppressed", attrs...)
 	}
+}
+
+// keyText is a client key as LogKey logs it: redacted, then cut.
+func (c *logConfig) keyText(k string) string {
+	if c.redact != nil {
+		k = c.redact(k)
+	}
+	return clip(k)
+}
+
+// clip returns s cut to MaxLogField bytes at a character boundary, marked
+// "…(truncated)" when cut.
+func clip(s string) string {
+	if len(s) <= MaxLogField {
+		return s
+	}
+	cut := MaxLogField
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…(truncated)"
 }
 
 // atLeast returns level raised to floor; LogLevelOff counts as below every

@@ -187,7 +187,8 @@ func (c *slogClock) Advance(d time.Duration) { c.now = c.now.Add(d) }
 
 // During a store outage and under a flood of requests without a key, the
 // first record of each kind is written at once, then at most one per
-// interval, counting the ones left out; denials are not aggregated.
+// interval, counting the ones left out; so are the denials of each client
+// key.
 func TestLogDenialsRepeats(t *testing.T) {
 	clock := &slogClock{now: slogT0}
 	h := &slogCapture{level: slog.LevelDebug}
@@ -262,10 +263,29 @@ func TestLogDenialsRepeats(t *testing.T) {
 	}
 	wantRecord(t, recs[0], slog.LevelWarn, summaryMsg, summary("api", "store_error", "3"))
 
-	// Denials are written one per request.
-	decide(4, "erin")
-	if recs := h.take(); len(recs) != 3 {
-		t.Errorf("denials: %d records, want 3", len(recs))
+	// Denials: the first of each client key is written, the others
+	// counted until the interval has passed.
+	decide(4, "erin")  // allowed, then 3 denials: one record
+	decide(3, "frank") // allowed, then 2 denials: one record
+	recs = h.take()
+	if len(recs) != 2 || recs[0].attrs["outcome"] != "denied" || recs[1].attrs["outcome"] != "denied" {
+		t.Fatalf("denials of two clients: %v", recs)
+	}
+	clock.Advance(10 * time.Second)
+	decide(1, "grace") // allowed: the counts are reported
+	recs = h.take()
+	if len(recs) != 2 {
+		t.Fatalf("denials after the interval: %v", recs)
+	}
+	n := map[string]bool{}
+	for _, r := range recs {
+		if r.msg != summaryMsg || r.attrs["kind"] != "denied" || r.attrs["key"] != "" {
+			t.Errorf("denial summary %v", r)
+		}
+		n[r.attrs["suppressed"]] = true
+	}
+	if !n["2"] || !n["1"] {
+		t.Errorf("denial summaries %v, want counts 2 (erin) and 1 (frank)", recs)
 	}
 }
 
@@ -377,7 +397,7 @@ func TestLogDenialsLevels(t *testing.T) {
 		t.Errorf("denials off: %v", recs)
 	}
 
-	// A key error under KeyErrorShared is logged at key_error's level
+	// A key error under KeyErrorPerAddress is logged at key_error's level
 	// although its outcome (allowed) is not logged; off with key_error.
 	l, h = slogLimiter(t, nil, one, nil)
 	l.Decide(slogRequest(""))
@@ -415,9 +435,9 @@ func TestLogDenialsLevels(t *testing.T) {
 func TestLogDenialsBareEvents(t *testing.T) {
 	h := &slogCapture{level: slog.LevelDebug}
 	observe := core.LogDenials(slog.New(h))
-	observe(core.Event{Limiter: "x", Outcome: core.OutcomeDenied, Cost: 2, Result: core.Result{Limit: 5, RetryAfter: time.Second}})
+	observe(core.Event{Limiter: "x", Key: "a", Outcome: core.OutcomeDenied, Cost: 2, Result: core.Result{Limit: 5, RetryAfter: time.Second}})
 	observe(core.Event{Limiter: "x", Outcome: core.Outcome(200)})
-	observe(core.Event{Limiter: "x", Outcome: core.OutcomeDenied, Cost: 9, Result: core.Result{Limit: 5, RetryAfter: core.InfDuration}})
+	observe(core.Event{Limiter: "x", Key: "b", Outcome: core.OutcomeDenied, Cost: 9, Result: core.Result{Limit: 5, RetryAfter: core.InfDuration}})
 	recs := h.take()
 	if len(recs) != 3 {
 		t.Fatalf("%d records", len(recs))
@@ -472,4 +492,119 @@ func ExampleLogDenials() {
 	}
 	// Output:
 	// level=INFO msg="sluice: rate limit exceeded" limiter=api outcome=denied action=refuse method=GET path=/search cost=1 limit=1 remaining=0 retry_after=1s
+}
+
+// countingWriter counts the bytes written to it.
+type countingWriter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.n += len(p)
+	w.mu.Unlock()
+	return len(p), nil
+}
+
+// A client sending 1 MB paths and keys cannot flood the log (issue 20: 20
+// denials with 900 KB paths wrote 18 MB): the fields are cut to
+// MaxLogField, and repeated denials of one key make one record per
+// interval; with aggregation off, every record is still under 2 KB.
+func TestLogDenialsFloodBounded(t *testing.T) {
+	huge := "/" + strings.Repeat("p", 1<<20)
+	hugeKey := strings.Repeat("k", 1<<20)
+	for _, c := range []struct {
+		name     string
+		opts     []core.LogOption
+		records  int
+		maxBytes int
+	}{
+		{"aggregated", []core.LogOption{core.LogKey(nil)}, 1, 2 << 10},
+		{"every record", []core.LogOption{core.LogKey(nil), core.LogRepeatInterval(0)}, 19, 19 * 2 << 10},
+	} {
+		w := &countingWriter{}
+		h := &slogCapture{level: slog.LevelDebug}
+		json := slog.NewJSONHandler(w, nil)
+		observe := core.LogDenials(slog.New(slogTee{json, h}), c.opts...)
+		l, err := core.New(memorystore.New(memorystore.WithClock(slogStopped)), slogClientKey, []core.Limit{core.PerSecond(1)},
+			core.WithName("api"), core.WithClock(slogStopped), core.WithObserver(observe))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.URL.Path = huge
+			r.Header.Set("X-Client", hugeKey)
+			l.Decide(r)
+		}
+		recs := h.take()
+		t.Logf("%s: 20 requests with 1 MB paths and keys: %d records, %d bytes of JSON", c.name, len(recs), w.n)
+		if len(recs) != c.records || w.n > c.maxBytes {
+			t.Errorf("%s: %d records, %d bytes; want %d records, at most %d bytes", c.name, len(recs), w.n, c.records, c.maxBytes)
+		}
+		for _, r := range recs {
+			for _, a := range []string{"path", "key"} {
+				if v := r.attrs[a]; len(v) > core.MaxLogField+len("…(truncated)") || !strings.HasSuffix(v, "…(truncated)") {
+					t.Errorf("%s: %s of %d bytes, want at most %d and marked truncated", c.name, a, len(v), core.MaxLogField)
+				}
+			}
+		}
+	}
+}
+
+// slogTee hands each record to two handlers.
+type slogTee [2]slog.Handler
+
+func (t slogTee) Enabled(ctx context.Context, l slog.Level) bool {
+	return t[0].Enabled(ctx, l) || t[1].Enabled(ctx, l)
+}
+func (t slogTee) Handle(ctx context.Context, r slog.Record) error {
+	_ = t[0].Handle(ctx, r.Clone())
+	return t[1].Handle(ctx, r)
+}
+func (t slogTee) WithAttrs([]slog.Attr) slog.Handler { return t }
+func (t slogTee) WithGroup(string) slog.Handler      { return t }
+
+// Denials are told apart for at most 1024 client keys: the denials of
+// further keys are counted together per Limiter, until tracked keys have
+// been quiet for an interval.
+func TestLogDenialsManyKeys(t *testing.T) {
+	clock := &slogClock{now: slogT0}
+	h := &slogCapture{level: slog.LevelDebug}
+	observe := core.LogDenials(slog.New(h), core.WithClock(clock.Now))
+	deny := func(key string) {
+		observe(core.Event{Limiter: "api", Key: key, Outcome: core.OutcomeDenied, Cost: 1, Result: core.Result{Limit: 1, RetryAfter: time.Second}})
+	}
+	const keys = 2000
+	for i := range 2 * keys {
+		deny(fmt.Sprint("client-", i%keys))
+	}
+	if recs := h.take(); len(recs) != 1024+1 {
+		t.Fatalf("%d records of denials of %d keys, want 1025 (1024 keys apart, then the others together)", len(recs), keys)
+	}
+	clock.Advance(core.DefaultLogRepeatInterval)
+	observe(core.Event{Limiter: "api", Outcome: core.OutcomeAllowed})
+	summaries, others := 0, ""
+	for _, r := range h.take() {
+		summaries++
+		if r.attrs["other_keys"] == "true" {
+			others = r.attrs["suppressed"]
+		}
+	}
+	// The 1024 tracked keys left out one denial each; the 976 others, 2·976 - 1.
+	if summaries != 1025 || others != fmt.Sprint(2*(keys-1024)-1) {
+		t.Errorf("%d summaries, other keys' count %q; want 1025 and %d", summaries, others, 2*(keys-1024)-1)
+	}
+	// Two intervals later the quiet keys are dropped: a new key is told
+	// apart again.
+	clock.Advance(2 * core.DefaultLogRepeatInterval)
+	deny("newcomer")
+	deny("newcomer")
+	clock.Advance(core.DefaultLogRepeatInterval)
+	observe(core.Event{Limiter: "api", Outcome: core.OutcomeAllowed})
+	recs := h.take()
+	if len(recs) != 2 || recs[1].attrs["other_keys"] != "" || recs[1].attrs["suppressed"] != "1" {
+		t.Errorf("a new key after the quiet ones were dropped: %v", recs)
+	}
 }

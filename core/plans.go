@@ -25,9 +25,9 @@ type planConfigs map[string]*limiterConfig
 // while the Limiter serves.
 //
 // Each plan is enforced like a Limiter's own limits: the headers describe
-// the plan's limits (the IETF RateLimit-Policy names them
-// "<limiter name>.<plan>", or the plan alone for an unnamed Limiter), and
-// observers see the plan in Event.Plan. State is kept per client and per
+// the plan's limits (the IETF RateLimit-Policy names them as
+// WithPlanPolicyNames says, else as the Limiter's own; never by the plan's
+// name, which stays internal), and observers see the plan in Event.Plan. State is kept per client and per
 // limit, whatever the plan: a client that moves to another plan keeps the
 // state of every limit the two plans share (the same algorithm, rate,
 // period, burst and penalty) and starts afresh on the others. An upgrade
@@ -175,13 +175,14 @@ func (l *Limiter) allLimits() []store.Spec {
 	return out
 }
 
-// policyName is the IETF policy name of a Limiter's plan.
-func policyName(name, plan string) string {
-	switch {
-	case plan == "":
+// publicPolicyName is the IETF policy name of the limits of plan ("": the
+// Limiter's own limits): never the Limiter's or the plan's name.
+func (l *Limiter) publicPolicyName(plan string) string {
+	if name := l.planPolicyNames[plan]; plan != "" && name != "" {
 		return name
-	case name == "":
-		return plan
 	}
-	return name + "." + plan
+	if l.policyName != "" {
+		return l.policyName
+	}
+	return DefaultPolicyName
 }

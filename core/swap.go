@@ -37,7 +37,7 @@ func (l *Limiter) newConfig(plan string, limits []Limit, specs []store.Spec, gua
 		plan:    plan,
 		limits:  append([]Limit(nil), limits...),
 		specs:   specs,
-		headers: newHeaderPlan(l.style, policyName(l.name, plan), specs),
+		headers: newHeaderPlan(l.style, l.publicPolicyName(plan), specs),
 		guards:  guards,
 	}
 	c.take = c.specs

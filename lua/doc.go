@@ -22,14 +22,18 @@
 //
 // What several scripts share is written once and put before each of them,
 // so that every script Redis runs is still one program: lib.lua (number
-// formatting, exact division, PX, the state pattern, the sliding window's
-// retry, the token bucket's refill) before take.lua and lease.lua, and
+// formatting, exact division, PX, dropping a hash's older windows, the
+// state pattern, the sliding window's retry, the token bucket's refill)
+// before take.lua and lease.lua, and
 // lean.lua (Redis' clock, the cost, the key) before each lean script.
 //
 // Take's layout, for m limits (i = 1..m, 1-based as in Lua):
 //
 //	KEYS[2i-1]  state key of limit i
-//	KEYS[2i]    its penalty lock key: the state key + ":x"
+//	KEYS[2i]    its penalty lock key: the state key + ":x" (read only when
+//	            L > 0; the Redis store sends the state key again when L is
+//	            0, as a key missing during a Cluster slot migration would
+//	            be answered TRYAGAIN)
 //	ARGV[1]     n, the cost (0 peeks), at most 2^53
 //	ARGV[6i-4]  algorithm code (CodeGCRA, ...)
 //	ARGV[6i-3]  R, the rate
@@ -49,6 +53,10 @@
 // of one key in one call: KEYS the state keys, ARGV n, that clock reading,
 // and each limit's six arguments as in Take (see its header and
 // ALGORITHMS.md, "Giving back a charge").
+//
+// A cost of Resent (not a number) is refused with an error, before the
+// script reads or writes anything: the caller sends it in place of the
+// cost when the client library sends a call again by itself.
 //
 // All keys of one call must hash to one Redis Cluster slot; the caller
 // puts them under one hash tag. Every number is sent as a decimal integer

@@ -24,8 +24,16 @@ local ok = c + k <= R
 if ok then
   c = c + k
   if n > 0 and c == n then -- the window's first charge
-    redis.call('DEL', key)
     redis.call('HSET', key, win, c)
+    -- Fields of earlier windows go after the HSET, never by DEL first:
+    -- a Cluster slot that is migrating refuses a script that recreates a
+    -- key.
+    if redis.call('HLEN', key) > 1 then
+      local old = redis.call('HKEYS', key)
+      for i = 1, #old do
+        if tonumber(old[i]) ~= win then redis.call('HDEL', key, old[i]) end
+      end
+    end
     local ms = left + 999 -- PEXPIRE ceil(left / 1000); left >= 1
     redis.call('PEXPIRE', key, (ms - math.fmod(ms, 1000)) / 1000)
   elseif n > 0 then

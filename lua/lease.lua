@@ -10,7 +10,8 @@
 -- ARGV[3]  P, period in microseconds
 -- ARGV[4]  B, burst after defaults (0 for the window algorithms)
 -- ARGV[5]  T, interval ceil(P/R) in microseconds (gcra; else 0)
--- ARGV[6]  n, the least grant worth having (0: return only, grant nothing)
+-- ARGV[6]  n, the least grant worth having (0: return only, grant nothing);
+--          lua.Resent: refused with an error, nothing read or written
 -- ARGV[7]  want, the most to grant (n <= want)
 -- ARGV[8]  ret, unspent units to give back first (0: none)
 -- ARGV[9]  the window index those units were granted in (windows; else 0)
@@ -20,12 +21,16 @@
 --   window index (windows; else 0), us until that window ends (windows;
 --   else 0)
 --
--- It runs after lib.lua (str, fdiv, cdiv, px, STATE, slidingRetry, tokens).
+-- It runs after lib.lua (str, fdiv, cdiv, px, keepOnly, STATE, slidingRetry,
+-- tokens).
 
 if #KEYS ~= 1 or #ARGV ~= 9 then
   return redis.error_reply('ERR sluice lease: want 1 key and 9 arguments')
 end
 
+if not tonumber(ARGV[6]) then -- a call the client sent again (see lua.Resent)
+  return redis.error_reply('SLUICE re-sent call refused')
+end
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local key, a = KEYS[1], ARGV[1]
@@ -124,8 +129,8 @@ local function fixed()
     if c == 0 then
       call('DEL', key)
     elseif fresh then -- the window's first charge: drop older windows
-      call('DEL', key)
       call('HSET', key, str(win), str(c))
+      keepOnly(key, str(win))
       call('PEXPIRE', key, px(left))
     else
       call('HSET', key, str(win), str(c))

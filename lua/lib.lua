@@ -26,6 +26,19 @@ local function px(ttl)
   return str(cdiv(ttl, 1000))
 end
 
+-- keepOnly removes every field of the hash at key but f, just set: the
+-- fields of earlier windows. The key never ceases to exist on the way (as
+-- with DEL, then HSET), since a Cluster slot that is migrating refuses a
+-- script that recreates a key ("non local key").
+local function keepOnly(key, f)
+  if call('HLEN', key) > 1 then
+    local fs = call('HKEYS', key)
+    for i = 1, #fs do
+      if fs[i] ~= f then call('HDEL', key, fs[i]) end
+    end
+  end
+end
+
 -- A state string: up to three integers separated by colons.
 local STATE = '^(%d+):?(%d*):?(%d*)$'
 

@@ -61,6 +61,18 @@ const (
 	MaxCost = 1 << 53
 )
 
+// Resent, sent in place of a script call's cost (ARGV[1] of Take and the
+// lean scripts, ARGV[6] of Lease), makes the script refuse the call with
+// an error whose text starts with ResentError, reading and writing
+// nothing. The Redis store sends a charging call's cost the first time the
+// client writes the command and Resent every later time, so that a call the
+// client library sends again on its own (after a broken connection or a
+// timeout, when the first sending may have run) is never charged twice.
+const (
+	Resent      = "resent"
+	ResentError = "SLUICE re-sent call refused"
+)
+
 // Algorithm codes, the first argument of each limit.
 const (
 	CodeGCRA          = "g"

@@ -65,3 +65,47 @@ func TestTakeRejectsBadLayout(t *testing.T) {
 		t.Errorf("a rejected call wrote %v", keys)
 	}
 }
+
+// Every charging script refuses a call whose cost is lua.Resent, with
+// lua.ResentError, and writes nothing.
+func TestResentRefused(t *testing.T) {
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer client.Close()
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, src string
+		keys      []string
+		args      []any
+	}{
+		{"take", lua.Take, []string{"a", "a:x"}, []any{lua.Resent, "g", "1", "1000000", "1", "1000000", "0"}},
+		{"tat", lua.TAT, []string{"a"}, []any{lua.Resent, "1", "1000000"}},
+		{"token", lua.Token, []string{"a"}, []any{lua.Resent, "1", "1000000", "1"}},
+		{"fixed", lua.Fixed, []string{"a"}, []any{lua.Resent, "1", "1000000"}},
+		{"sliding", lua.Sliding, []string{"a"}, []any{lua.Resent, "1", "1000000"}},
+		{"log", lua.Log, []string{"a"}, []any{lua.Resent, "1", "1000000", "1000"}},
+		{"lease", lua.Lease, []string{"a"}, []any{"g", "1", "1000000", "1", "1000000", lua.Resent, "1", "0", "0"}},
+	} {
+		err := client.Eval(ctx, c.src, c.keys, c.args...).Err()
+		if err == nil || !strings.HasPrefix(err.Error(), lua.ResentError) {
+			t.Errorf("%s: error %v, want %q", c.name, err, lua.ResentError)
+		}
+		if keys := m.Keys(); len(keys) != 0 {
+			t.Errorf("%s: a refused call wrote %v", c.name, keys)
+		}
+		// The same call with a cost runs and writes.
+		args := append([]any(nil), c.args...)
+		for i, a := range args {
+			if a == lua.Resent {
+				args[i] = "1"
+			}
+		}
+		if err := client.Eval(ctx, c.src, c.keys, args...).Err(); err != nil {
+			t.Errorf("%s with a cost: %v", c.name, err)
+		}
+		if keys := m.Keys(); len(keys) == 0 {
+			t.Errorf("%s with a cost wrote nothing", c.name)
+		}
+		m.FlushAll()
+	}
+}

@@ -6,7 +6,8 @@
 -- written.
 --
 -- KEYS[i]      limit i's state key (the same key take.lua uses)
--- ARGV[1]      n, the units to give back (> 0)
+-- ARGV[1]      n, the units to give back (> 0); lua.Resent: refused with
+--              an error, nothing read or written (a call sent again)
 -- ARGV[2]      stamp, Redis' clock in µs when the charge was decided (the
 --              last integer of take.lua's reply when asked for it)
 -- ARGV[6i-3 .. 6i+2]  limit i as in take.lua: code, R, P, B, T, L
@@ -18,9 +19,12 @@ if #ARGV ~= 2 + 6 * #KEYS then
   return redis.error_reply('ERR sluice refund: want 6 arguments per key after n and stamp')
 end
 
+local n, stamp = tonumber(ARGV[1]), tonumber(ARGV[2])
+if not n then -- a call the client sent again (see lua.Resent)
+  return redis.error_reply('SLUICE re-sent call refused')
+end
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local n, stamp = tonumber(ARGV[1]), tonumber(ARGV[2])
 local function num(s) return s + 0 end
 
 local function parse(key)

@@ -11,7 +11,8 @@
 -- ARGV:
 --   ARGV[1]     n, the cost (0 peeks; the caller clamps it to 2^53); -n
 --               decides a cost of n exactly as n would, writing nothing
---               (a dry run: no state, no penalty lock)
+--               (a dry run: no state, no penalty lock); lua.Resent (not a
+--               number): refused with an error, nothing read or written
 --   ARGV[6i-4]  algorithm: g gcra, k leaky_bucket, t token_bucket,
 --               f fixed_window, w sliding_window, l sliding_log
 --   ARGV[6i-3]  R, rate per period
@@ -22,7 +23,8 @@
 -- Reply, per limit i, six integers from index 6i-5:
 --   allowed (0/1), limit, remaining, retry us (-1: never), reset us, delay us
 --
--- It runs after lib.lua (str, fdiv, cdiv, px, STATE, slidingRetry, tokens).
+-- It runs after lib.lua (str, fdiv, cdiv, px, keepOnly, STATE, slidingRetry,
+-- tokens).
 
 -- One more argument, 's', asks for Redis' clock at the call (µs) as one
 -- more integer after the reply (a charge that may be refunded).
@@ -31,9 +33,12 @@ if #KEYS % 2 ~= 0 or (#ARGV ~= 1 + 3 * #KEYS and not stamped) then
   return redis.error_reply('ERR sluice: want 2 keys and 6 arguments per limit')
 end
 
+local n = tonumber(ARGV[1])
+if not n then -- a call the client sent again (see lua.Resent)
+  return redis.error_reply('SLUICE re-sent call refused')
+end
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local n = tonumber(ARGV[1])
 local write = n > 0
 if n < 0 then n = -n end
 
@@ -43,6 +48,56 @@ if n < 0 then n = -n end
 local function num(s) return s + 0 end
 
 local m = #KEYS / 2
+
+-- span reads a sliding log member (see log.lua): the first of its units'
+-- numbers and how many it holds; nil for a member these scripts did not
+-- write.
+local function span(m)
+  local f = tonumber(string.sub(m, 1, 16), 16)
+  if not f or #m == 16 then return f, 1 end
+  if string.sub(m, 17, 17) ~= '+' then return nil end
+  local w = tonumber(string.sub(m, 18), 16)
+  if not w then return nil end
+  return f, w
+end
+
+-- unitStamp is the stamp of live unit u (0-based) of log l, as log.lua
+-- finds it: the first live member, else the one member probed when every
+-- member holds one unit, else a binary search of ranks counted from the
+-- end. Members these scripts did not write count one unit each.
+local function unitStamp(l, u)
+  if not l.s0 then
+    return call('ZRANGEBYSCORE', l.key, '(' .. str(l.old), '+inf', 'WITHSCORES', 'LIMIT', str(u), 1)[2]
+  end
+  local _, w = span(l.first)
+  if u < w then return call('ZSCORE', l.key, l.first) end
+  local want = l.s0 + u
+  local lo, hi = -(l.seq - want + 1), -1
+  local got = call('ZRANGE', l.key, str(lo), str(lo), 'WITHSCORES')
+  local e = got[2]
+  if got[1] then
+    local f, gw = span(got[1])
+    if f and f + gw > want then return e end
+  end
+  while lo < hi do
+    local d = hi - lo
+    local mid = lo + (d + fmod(d, 2)) / 2
+    got = call('ZRANGE', l.key, str(mid), str(mid), 'WITHSCORES')
+    if not got[1] or (span(got[1]) or -1) <= want then
+      lo, e = mid, got[2]
+    else
+      hi = mid - 1
+    end
+  end
+  return e
+end
+
+-- trim removes a log's members stamped up to cut, at most 1024 (log.lua).
+local function trim(key, cut)
+  local x = call('ZCOUNT', key, '-inf', str(cut))
+  if x > 1024 then x = 1024 end
+  if x > 0 then call('ZREMRANGEBYRANK', key, 0, x - 1) end
+end
 
 -- Parse the limits; read every string key (states and locks) in one MGET.
 local lims, reads = {}, {}
@@ -76,17 +131,25 @@ for i = 1, m do
   local l = lims[i]
   if l.li and vals[l.li] then l.lockUntil = tonumber(vals[l.li]) end
   if l.a == 'l' then
-    -- newest entry: its score is the newest stamp, its member the sequence
+    -- newest member: its score is the newest stamp, its units end the
+    -- numbering; the first live member's units start the live ones
     local last = call('ZRANGE', l.key, -1, -1, 'WITHSCORES')
     l.c, l.seq, l.old = 0, -1, now - l.P
     if last[1] then
-      l.seq = tonumber(last[1], 16) or -1
+      local f, w = span(last[1])
+      if f then l.seq = f + w - 1 end
       l.newest = num(last[2])
       -- entries up to newest - P count as removed, whether or not log.lua
       -- has removed them yet (see there)
       if l.newest > now then l.old = l.newest - l.P end
       if l.newest > l.old then
-        l.c = call('ZCOUNT', l.key, '(' .. str(l.old), '+inf')
+        local first = call('ZRANGEBYSCORE', l.key, '(' .. str(l.old), '+inf', 'LIMIT', 0, 1)[1]
+        local s0 = span(first)
+        if s0 and l.seq >= s0 then
+          l.c, l.s0, l.first = l.seq - s0 + 1, s0, first
+        else -- members not written by these scripts: one unit each
+          l.c = call('ZCOUNT', l.key, '(' .. str(l.old), '+inf')
+        end
       end
     end
   elseif l.a == 'f' then
@@ -200,10 +263,8 @@ local function log(l, cost)
       w = newest
     end
   else
-    -- the (c+cost-R)-th oldest live entry must leave first
-    local e = call('ZRANGEBYSCORE', l.key, '(' .. str(l.old), '+inf',
-      'WITHSCORES', 'LIMIT', str(c + cost - R - 1), 1)
-    retry = num(e[2]) + P - now
+    -- unit c+cost-R-1 (0-based) of the live ones must leave first
+    retry = num(unitStamp(l, c + cost - R - 1)) + P - now
   end
   local reset = 0
   if c > 0 then reset = newest + P - now end
@@ -255,26 +316,18 @@ if n > 0 then
       local l = lims[i]
       local w = l.w
       if l.a == 'l' then
-        local ts = str(w)
-        if l.newest then call('ZREMRANGEBYSCORE', l.key, '-inf', str(now - l.P)) end
-        local seq, left = l.seq, n
-        while left > 0 do -- at most 500 members per ZADD (unpack's limit)
-          local batch = 500
-          if left < batch then batch = left end
-          local args = {}
-          for b = 1, batch do
-            seq = seq + 1
-            args[2 * b - 1] = ts
-            args[2 * b] = format('%016x', seq)
-          end
-          call('ZADD', l.key, unpack(args))
-          left = left - batch
+        if n == 1 then
+          call('ZADD', l.key, str(w), format('%016x', l.seq + 1))
+        else
+          call('ZADD', l.key, str(w), format('%016x+%x', l.seq + 1, n))
         end
+        -- after the ZADD (see keepOnly)
+        if l.newest then trim(l.key, l.old) end
         call('PEXPIRE', l.key, px(w + l.P - now))
       elseif l.a == 'f' then
         if l.c == 0 then -- the window's first charge: drop older windows
-          call('DEL', l.key)
           call('HSET', l.key, str(l.win), w[1])
+          keepOnly(l.key, str(l.win))
           call('PEXPIRE', l.key, w[2])
         else
           call('HSET', l.key, str(l.win), w[1])

@@ -66,7 +66,7 @@ type memoryState struct {
 	words     stateWords // the algorithm state, but SlidingLog's
 	lockUntil int64
 	expires   int64
-	log       *slidingLog // SlidingLog's timestamps
+	log       *slidingLog // SlidingLog's requests
 	has       bool
 	locked    bool
 }
@@ -112,8 +112,8 @@ type outcome struct {
 	// The state to write when the call is charged (allowed and n > 0).
 	next    stateWords
 	expires int64
-	// SlidingLog: entries before logStart are outside the window; the n
-	// new entries are stamped logStamp.
+	// SlidingLog: entries before logStart are outside the window; the new
+	// entry of n units is stamped logStamp.
 	logStart int
 	logStamp int64
 }
@@ -201,7 +201,7 @@ func evalTokenBucket(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	}
 	elapsed := max(0, now-ts)
 	if need := capacity - tok; need > 0 {
-		if elapsed >= ceilDiv(need, r) {
+		if elapsed >= arith.CeilDiv(need, r) {
 			tok = capacity
 		} else {
 			tok += r * elapsed // < need, so no overflow
@@ -216,10 +216,10 @@ func evalTokenBucket(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 		o.allowed = true
 		o.next = bucketState{tokens: tok, ts: now}.words()
 	default:
-		o.retry = ceilDiv(n*p-tok, r)
+		o.retry = arith.CeilDiv(n*p-tok, r)
 	}
 	o.remain = tok / p
-	o.reset = ceilDiv(capacity-tok, r)
+	o.reset = arith.CeilDiv(capacity-tok, r)
 	if o.allowed {
 		o.expires = now + o.reset
 	}
@@ -293,7 +293,7 @@ func evalSlidingLog(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 		lg = st.log
 	}
 	start := lg.firstAfter(now - p)
-	c := int64(lg.len() - start)
+	c := lg.units(start)
 	var newest int64
 	if c > 0 {
 		newest = lg.last
@@ -312,7 +312,7 @@ func evalSlidingLog(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 			o.expires = stamp + p
 		}
 	default:
-		o.retry = lg.at(start+int(c+n-r-1)) + p - now
+		o.retry = lg.stampOf(start, c+n-r-1) + p - now
 	}
 	o.remain = r - c
 	if c > 0 {
@@ -347,15 +347,6 @@ func lock(st *memoryState, sp *algSpec, now int64) {
 	if !st.has || st.expires < st.lockUntil {
 		st.expires = st.lockUntil
 	}
-}
-
-// ceilDiv is ceil(a/b) for a ≥ 0, b > 0.
-func ceilDiv(a, b int64) int64 {
-	q := a / b
-	if q*b != a {
-		q++
-	}
-	return q
 }
 
 // floorDiv is floor(a/b) for b > 0 and any a (a clock before 1970 stays

@@ -157,63 +157,105 @@ func TestMemoryShardHashCollision(t *testing.T) {
 	}
 }
 
-// The sliding log keeps its entries in order through growth and shrinking
-// of a ring buffer that has wrapped around.
-func TestSlidingLogRing(t *testing.T) {
-	var l slidingLog
-	var want []int64 // the model: entries oldest first
-	next := int64(1)
-	check := func(when string) {
-		t.Helper()
-		if l.len() != len(want) {
-			t.Fatalf("%s: %d entries, want %d", when, l.len(), len(want))
+// logModel is what a sliding log must hold: its entries oldest first
+// (stamp, first unit) and the next unit's number.
+type logModel struct {
+	entries []logEntry
+	next    int64
+}
+
+// commit is slidingLog.commit on the model.
+func (m *logModel) commit(drop int, n, stamp int64) {
+	m.entries = m.entries[drop:]
+	if n > 0 {
+		m.entries = append(m.entries, logEntry{stamp: stamp, first: m.next})
+		m.next += n
+	}
+}
+
+// check compares l with the model: every entry, the units from each entry
+// on, and the stamp of every unit.
+func (m *logModel) check(t *testing.T, l *slidingLog, when string) {
+	t.Helper()
+	if l.len() != len(m.entries) {
+		t.Fatalf("%s: %d entries, want %d", when, l.len(), len(m.entries))
+	}
+	for i, w := range m.entries {
+		if got := l.at(i); got != w {
+			t.Fatalf("%s: entry %d = %+v, want %+v", when, i, got, w)
 		}
-		for i, w := range want {
-			if got := l.at(i); got != w {
-				t.Fatalf("%s: entry %d = %d, want %d", when, i, got, w)
-			}
-		}
-		if len(want) > 0 && l.firstAfter(want[0]-1) != 0 {
-			t.Fatalf("%s: firstAfter before the oldest is not 0", when)
+		if got := l.units(i); got != m.next-w.first {
+			t.Fatalf("%s: units from entry %d = %d, want %d", when, i, got, m.next-w.first)
 		}
 	}
+	if len(m.entries) > 0 && l.firstAfter(m.entries[0].stamp-1) != 0 {
+		t.Fatalf("%s: firstAfter before the oldest is not 0", when)
+	}
+}
+
+// checkStamps checks stampOf for every unit from entry start on.
+func (m *logModel) checkStamps(t *testing.T, l *slidingLog, start int, when string) {
+	t.Helper()
+	for u := int64(0); start < len(m.entries) && u < m.next-m.entries[start].first; u++ {
+		want := m.entries[start].first + u
+		i := len(m.entries) - 1
+		for m.entries[i].first > want {
+			i--
+		}
+		if got := l.stampOf(start, u); got != m.entries[i].stamp {
+			t.Fatalf("%s: stamp of unit %d from entry %d = %d, want %d", when, u, start, got, m.entries[i].stamp)
+		}
+	}
+}
+
+// The sliding log keeps its entries in order through growth and shrinking
+// of a ring buffer that has wrapped around, one entry per request whatever
+// its units, and finds the entry of any unit.
+func TestSlidingLogRing(t *testing.T) {
+	var l slidingLog
+	var m logModel
+	stamp := int64(1)
 	const rate = 5000
 	// Grow while dropping from the front, so that growth happens with head
 	// past 0 and the entries wrapped; then drain to trigger the shrinking.
 	for round := 0; round < 4000; round++ {
 		drop := 0
-		if round%3 == 0 && len(want) > 0 {
+		if round%3 == 0 && len(m.entries) > 0 {
 			drop = 1
 		}
 		n := int64(1 + round%2)
-		if len(want)-drop+int(n) > rate {
+		if round%7 == 0 {
+			n = int64(1 + round%50)
+		}
+		if len(m.entries)-drop+1 > rate {
 			n = 0
 		}
-		l.commit(drop, n, next, rate)
-		want = want[drop:]
-		for i := int64(0); i < n; i++ {
-			want = append(want, next)
+		l.commit(drop, n, stamp, rate)
+		m.commit(drop, n, stamp)
+		stamp++
+		m.check(t, &l, "growing, round "+strconv.Itoa(round))
+		if round%97 == 0 {
+			m.checkStamps(t, &l, round%(len(m.entries)+1), "growing, round "+strconv.Itoa(round))
 		}
-		next++
-		check("growing, round " + strconv.Itoa(round))
 	}
-	for len(want) > 1 {
-		drop := min(len(want), 97)
-		l.commit(drop, 1, next, rate)
-		want = append(want[drop:], next)
-		next++
-		check("draining")
+	for len(m.entries) > 1 {
+		drop := min(len(m.entries), 97)
+		l.commit(drop, 3, stamp, rate)
+		m.commit(drop, 3, stamp)
+		stamp++
+		m.check(t, &l, "draining")
 	}
+	m.checkStamps(t, &l, 0, "drained")
 	if len(l.buf) >= 1024 {
 		t.Errorf("drained to %d entries, the buffer still holds %d", l.len(), len(l.buf))
 	}
 }
 
-// The sliding log's copies of its oldest and newest entries follow the
+// The sliding log's copies of its oldest and newest stamps follow the
 // buffer through drops, appends, growth and shrinking.
 func TestSlidingLogEnds(t *testing.T) {
 	var l slidingLog
-	next := int64(1)
+	stamp := int64(1)
 	for round := 0; round < 6000; round++ {
 		drop := 0
 		if l.len() > 0 && (round%3 == 0 || round > 4000) {
@@ -223,10 +265,10 @@ func TestSlidingLogEnds(t *testing.T) {
 		if round > 4000 {
 			n = int64(round % 2)
 		}
-		l.commit(drop, n, next, 5000)
-		next += int64(1 + round%2)
-		if l.len() > 0 && (l.first != l.at(0) || l.last != l.at(l.len()-1)) {
-			t.Fatalf("round %d: first %d last %d, entries %d..%d", round, l.first, l.last, l.at(0), l.at(l.len()-1))
+		l.commit(drop, n, stamp, 5000)
+		stamp += int64(1 + round%2)
+		if l.len() > 0 && (l.first != l.at(0).stamp || l.last != l.at(l.len()-1).stamp) {
+			t.Fatalf("round %d: first %d last %d, entries %+v..%+v", round, l.first, l.last, l.at(0), l.at(l.len()-1))
 		}
 	}
 }
@@ -302,34 +344,29 @@ func TestMemoryShardTable(t *testing.T) {
 // grows while wrapped keeps its entries in order.
 func TestSlidingLogBlocks(t *testing.T) {
 	var l slidingLog
-	var want []int64
-	next := int64(1)
+	var m logModel
+	stamp := int64(1)
 	const rate = 3000
 	for round := 0; round < 20000; round++ {
 		drop := 0
-		if len(want) > 0 && (round%5 == 0 || round > 12000) {
-			drop = min(len(want), 1+round%7)
+		if len(m.entries) > 0 && (round%5 == 0 || round > 12000) {
+			drop = min(len(m.entries), 1+round%7)
 		}
 		n := int64(1 + round%3)
 		if round > 12000 {
 			n = int64(round % 2)
 		}
-		if len(want)-drop+int(n) > rate {
+		if len(m.entries)-drop+1 > rate {
 			n = 0
 		}
-		l.commit(drop, n, next, rate)
-		want = want[drop:]
-		for i := int64(0); i < n; i++ {
-			want = append(want, next)
+		l.commit(drop, n, stamp, rate)
+		m.commit(drop, n, stamp)
+		stamp++
+		if l.len() != len(m.entries) || l.cap() < len(m.entries) {
+			t.Fatalf("round %d: %d entries in a ring of %d, want %d", round, l.len(), l.cap(), len(m.entries))
 		}
-		next++
-		if l.len() != len(want) || l.cap() < len(want) {
-			t.Fatalf("round %d: %d entries in a ring of %d, want %d", round, l.len(), l.cap(), len(want))
-		}
-		for i := range want {
-			if l.at(i) != want[i] {
-				t.Fatalf("round %d: entry %d = %d, want %d", round, i, l.at(i), want[i])
-			}
+		if round%50 == 0 || round > 19900 {
+			m.check(t, &l, "round "+strconv.Itoa(round))
 		}
 	}
 	if l.cap() >= 1024 {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/arith"
 )
 
 // Charge is Take, and sets the Result's Stamp to the store's clock at the
@@ -95,34 +96,51 @@ func giveBack(st *memoryState, sp *algSpec, now, n, stamp int64) {
 func refilled(sp *algSpec, b bucketState, now int64) int64 {
 	capacity := sp.burst * sp.period
 	need := capacity - b.tokens
-	if elapsed := max(0, now-b.ts); need > 0 && elapsed < ceilDiv(need, sp.rate) {
+	if elapsed := max(0, now-b.ts); need > 0 && elapsed < arith.CeilDiv(need, sp.rate) {
 		return b.tokens + sp.rate*elapsed
 	}
 	return capacity
 }
 
-// remove takes out up to n entries of the oldest stamp at or after stamp,
-// when that stamp is after cut (live): the entries a request charged at
-// stamp wrote (ALGORITHMS.md). Later entries move up; the ring keeps its
-// size.
+// remove takes out up to n units of the entries of the oldest stamp at or
+// after stamp, when that stamp is after cut (live): the units a request
+// charged at stamp wrote (ALGORITHMS.md), taken from the last entries of
+// that stamp. The entries from there on are renumbered so that units stay
+// consecutive; an entry left without units goes.
 func (l *slidingLog) remove(stamp, n, cut int64) {
 	i := l.firstAfter(max(stamp, cut+1) - 1)
 	if i >= l.count {
 		return
 	}
-	t := l.at(i)
-	j := i
-	for j < l.count && l.at(j) == t {
+	type span struct{ stamp, units int64 }
+	rest := make([]span, l.count-i)
+	for e := range rest {
+		end := l.next
+		if i+e+1 < l.count {
+			end = l.at(i + e + 1).first
+		}
+		rest[e] = span{l.at(i + e).stamp, end - l.at(i+e).first}
+	}
+	j := 0 // the entries of the oldest stamp
+	for j < len(rest) && rest[j].stamp == rest[0].stamp {
 		j++
 	}
-	k := int(min(n, int64(j-i)))
-	i = j - k // the last k of that stamp: the same entries
-	for ; i+k < l.count; i++ {
-		p, q := l.pos(i), l.pos(i+k)
-		l.buf[p/logBlock][p%logBlock] = l.buf[q/logBlock][q%logBlock]
+	for e := j - 1; e >= 0 && n > 0; e-- {
+		d := min(n, rest[e].units)
+		rest[e].units -= d
+		n -= d
 	}
-	l.count -= k
+	next, k := l.at(i).first, i
+	for _, e := range rest {
+		if e.units > 0 {
+			p := l.pos(k)
+			l.buf[p/logBlock][p%logBlock] = logEntry{stamp: e.stamp, first: next}
+			next += e.units
+			k++
+		}
+	}
+	l.count, l.next = k, next
 	if l.count > 0 {
-		l.first, l.last = l.at(0), l.at(l.count-1)
+		l.first, l.last = l.at(0).stamp, l.at(l.count-1).stamp
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/arith"
 )
 
 // DefaultMaxKeys is the number of states a Store holds at most unless
@@ -44,8 +45,8 @@ var errNilStore = errors.New("sluice: memorystore.Store is nil or its zero value
 //
 // Each (key, limit) pair is one state. Their number never exceeds the bound
 // set by WithMaxKeys (DefaultMaxKeys). A SlidingLog state also holds one
-// timestamp per admitted unit in its trailing Period, at most the limit's
-// Rate. Keys longer than 256 bytes are stored as their SHA-256 digest, so a
+// entry (16 bytes) per admitted request in its trailing Period, whatever
+// the request's cost: at most the limit's Rate. Keys longer than 256 bytes are stored as their SHA-256 digest, so a
 // flood of huge keys costs no more memory than one of short keys.
 //
 // State whose lifetime has passed behaves exactly like no state and is
@@ -109,7 +110,7 @@ type stateKey struct {
 func (k *stateKey) spec() algSpec {
 	sp := algSpec{alg: k.alg, rate: k.rate, period: k.period, burst: k.burst, penalty: k.penalty}
 	if k.alg == algGCRA || k.alg == algLeakyBucket {
-		sp.interval = ceilDiv(k.period, k.rate)
+		sp.interval = arith.CeilDiv(k.period, k.rate)
 	}
 	return sp
 }
@@ -628,16 +629,7 @@ func (o *outcome) fill(r *store.Result) {
 	r.Allowed = o.allowed
 	r.Limit = o.limit
 	r.Remaining = o.remain
-	r.RetryAfter = micros(o.retry)
-	r.ResetAfter = micros(o.reset)
-	r.Delay = micros(o.delay)
-}
-
-// micros converts µs to a Duration; infMicros (and anything that would
-// overflow) becomes store.InfDuration.
-func micros(us int64) time.Duration {
-	if us >= int64(store.InfDuration/time.Microsecond) {
-		return store.InfDuration
-	}
-	return time.Duration(us) * time.Microsecond
+	r.RetryAfter = arith.Micros(o.retry)
+	r.ResetAfter = arith.Micros(o.reset)
+	r.Delay = arith.Micros(o.delay)
 }

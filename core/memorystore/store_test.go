@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -279,6 +280,40 @@ func TestMemorySlidingLog(t *testing.T) {
 		// so reset = newest + P - now = 1.5s.
 		checkResult(t, "behind", memTake(t, s, "k", 1, l), memWant{true, 3, 1, 0, 1500 * time.Millisecond, 0})
 	})
+}
+
+// A request of any cost is one entry of the log (issue 20, point 3): a
+// Take of the largest cost a log admits allocates as little as a Take of 1
+// (a unit per entry allocated 800 KB and wrote 100,000 stamps), and the
+// figures stay exact: the retry of a denial names the stamp of the unit
+// that must leave, inside a request of many units.
+func TestMemorySlidingLogCostIsOneEntry(t *testing.T) {
+	R := int64(store.MaxSlidingLogRate)
+	l := core.Limit{Algorithm: core.SlidingLog, Rate: R, Period: time.Hour}
+	s, _ := newMemStore()
+	memTake(t, s, "warm", R, l)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	checkResult(t, "cost R", memTake(t, s, "k", R, l), memWant{true, R, 0, 0, time.Hour, 0})
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<10 {
+		t.Errorf("one Take of cost %d allocated %d bytes, want under 64 KB", R, grew)
+	}
+	s, clock := newMemStore()
+	memTake(t, s, "k", 1, l)
+	clock.Advance(time.Minute)
+	memTake(t, s, "k", R-2, l)
+	clock.Advance(time.Minute)
+	memTake(t, s, "k", 1, l)
+	clock.Advance(time.Minute)
+	// Full. Cost 1: the first unit (t0) leaves first; cost 2: the second,
+	// the first of the request of R-2 (t0+1m); cost R: the last (t0+2m).
+	checkResult(t, "cost 1", memTake(t, s, "k", 1, l), memWant{false, R, 0, 57 * time.Minute, 59 * time.Minute, 0})
+	checkResult(t, "cost 2", memTake(t, s, "k", 2, l), memWant{false, R, 0, 58 * time.Minute, 59 * time.Minute, 0})
+	checkResult(t, "cost R-1", memTake(t, s, "k", R-1, l), memWant{false, R, 0, 58 * time.Minute, 59 * time.Minute, 0})
+	checkResult(t, "cost R", memTake(t, s, "k", R, l), memWant{false, R, 0, 59 * time.Minute, 59 * time.Minute, 0})
+	clock.Advance(57 * time.Minute) // the first unit leaves
+	checkResult(t, "cost 1 again", memTake(t, s, "k", 1, l), memWant{true, R, 0, 0, time.Hour, 0})
 }
 
 func TestMemoryPenalty(t *testing.T) {

@@ -22,9 +22,12 @@ const (
 //
 //   - MaxRetries: -1. go-redis would re-send a script call whose reply
 //     timed out or whose connection broke (3 times by default). The first
-//     call may have run on the server, so a re-sent one may charge the
-//     request twice. The Store never retries by itself; the Limiter's
-//     failure policy decides what a failed call means.
+//     sending may have run on the server, so the Store has Redis refuse
+//     every later one (see New): a retry cannot charge a request twice,
+//     but it costs the caller's time and ends in an error all the same.
+//     The Store sends again only calls that did not run (NOSCRIPT, and on
+//     a Cluster MOVED, ASK and TRYAGAIN); the Limiter's failure policy
+//     decides what a failed call means.
 //   - ContextTimeoutEnabled: true. The context's deadline (the Limiter's
 //     per-decision timeout) bounds the wait for Redis. Without it go-redis
 //     waits for its ReadTimeout (3 s by default) whatever the context says.

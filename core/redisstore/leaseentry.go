@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/arith"
 	"github.com/sluicehq/sluice/lua"
 )
 
@@ -125,7 +126,7 @@ func (e *lease) take(ctx context.Context, l *leases, n int64) (store.Result, boo
 func (e *lease) spend(n, now int64) (store.Result, bool) {
 	e.units -= n
 	e.spent += n
-	r := store.Result{Allowed: true, Limit: e.lim, Remaining: min(e.lim, e.rem+e.units), ResetAfter: micros(e.reset - (now - e.t0))}
+	r := store.Result{Allowed: true, Limit: e.lim, Remaining: min(e.lim, e.rem+e.units), ResetAfter: arith.Micros(e.reset - (now - e.t0))}
 	if e.busy == nil && e.units*4 <= e.size && now >= e.deny.until {
 		e.busy = make(chan struct{})
 		return r, true
@@ -140,7 +141,7 @@ func (d *leaseDenial) answer(n, now int64) (store.Result, bool) {
 		return store.Result{}, false
 	}
 	el := max(0, now-d.t0)
-	return store.Result{Limit: d.lim, Remaining: d.rem, RetryAfter: micros(d.retry - el), ResetAfter: micros(d.reset - el)}, true
+	return store.Result{Limit: d.lim, Remaining: d.rem, RetryAfter: arith.Micros(d.retry - el), ResetAfter: arith.Micros(d.reset - el)}, true
 }
 
 // refillAhead refills e in the background; the caller has set e.busy.
@@ -203,7 +204,7 @@ func (e *lease) resize(now, ttl int64) {
 func (e *lease) install(n, t0, ttl int64, r leaseReply) store.Result {
 	e.spent += n
 	if e.dead {
-		return store.Result{Allowed: true, Limit: r.limit, Remaining: r.remaining, ResetAfter: micros(r.reset)}
+		return store.Result{Allowed: true, Limit: r.limit, Remaining: r.remaining, ResetAfter: arith.Micros(r.reset)}
 	}
 	if e.window && r.win != e.win {
 		e.units = 0
@@ -216,7 +217,7 @@ func (e *lease) install(n, t0, ttl int64, r leaseReply) store.Result {
 	}
 	e.t0, e.lim, e.rem, e.reset = t0, r.limit, r.remaining, r.reset
 	e.deny = leaseDenial{}
-	return store.Result{Allowed: true, Limit: r.limit, Remaining: min(r.limit, r.remaining+e.units), ResetAfter: micros(r.reset)}
+	return store.Result{Allowed: true, Limit: r.limit, Remaining: min(r.limit, r.remaining+e.units), ResetAfter: arith.Micros(r.reset)}
 }
 
 // refused remembers Redis' refusal of a refill sent at t0 for a Take of n
@@ -227,7 +228,7 @@ func (e *lease) refused(n, t0, ttl int64, r leaseReply) store.Result {
 		e.deny = leaseDenial{n: max(n, 1), t0: t0, until: t0 + min(r.retry, ttl),
 			lim: r.limit, rem: r.remaining, retry: r.retry, reset: r.reset}
 	}
-	return store.Result{Limit: r.limit, Remaining: r.remaining, RetryAfter: retryDuration(r.retry), ResetAfter: micros(r.reset)}
+	return store.Result{Limit: r.limit, Remaining: r.remaining, RetryAfter: retryDuration(r.retry), ResetAfter: arith.Micros(r.reset)}
 }
 
 // call runs the lease script for e through the breaker of e's server:
@@ -239,10 +240,18 @@ func (l *leases) call(ctx context.Context, e *lease, n, want, ret, rwin int64) (
 		return leaseReply{}, err
 	}
 	l.calls.Add(1)
+	start := monoMicros()
 	a := &e.args
-	v, err := leaseScript.Run(ctx, l.st.client, []string{e.rkey}, a[0], a[1], a[2], a[3], a[4],
-		strconv.FormatInt(n, 10), strconv.FormatInt(want, 10), strconv.FormatInt(ret, 10), strconv.FormatInt(rwin, 10)).Int64Slice()
-	server.report(ctx, err)
+	// n is sent as a once, whatever it is: a give-back sent twice would
+	// return its units twice.
+	cmd := append(leaseScript.command(1, 13), e.rkey, a[0], a[1], a[2], a[3], a[4],
+		&once{arg: strconv.AppendInt(nil, n, 10)}, strconv.FormatInt(want, 10), strconv.FormatInt(ret, 10), strconv.FormatInt(rwin, 10))
+	reply, server, sent, err := l.st.send(ctx, server, e.rkey, leaseScript, cmd)
+	server.report(ctx, err, start, sent)
+	var v []int64
+	if err == nil {
+		v, err = int64s(reply)
+	}
 	if err != nil {
 		if l.st.cluster != nil {
 			l.st.cluster.kick(l.st.clock())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"sort"
 	"strings"
@@ -211,9 +212,11 @@ func TestMiniSlidingLog(t *testing.T) {
 	x.ttlsAll()
 }
 
-// The lean script removes expired entries when an admission's sequence
-// numbers cross a multiple of 64, or when none is live: the log never holds
-// more than R + 63 entries, and the entries it keeps change no Result.
+// The lean script removes expired members when an admission's unit
+// numbers cross a multiple of 64, or when none is live, at most 1024 at a
+// time: with fewer expired at once, as here, the log never holds more than
+// R + 63 members (2R + 63 in general, ALGORITHMS.md), and the members it
+// keeps change no Result.
 func TestMiniSlidingLogTrim(t *testing.T) {
 	x := newMini(t)
 	mem := memorystore.New(memorystore.WithClock(func() time.Time { return x.now }))
@@ -301,8 +304,63 @@ func TestMiniSlidingLogClockBack(t *testing.T) {
 	}
 }
 
-// Units taken in one microsecond, in one call or in several, are distinct
-// members of the log (the seeds' ZSET used the timestamp as member).
+// Weighted requests, one member each, count their units exactly: random
+// costs up to and past R, peeks, and clock steps, taken by the lean script
+// alone and by the take script (a loose second limit) on the same key,
+// give the memory store's Results; the retry of a denial names the stamp
+// of the right unit wherever it lies in a member (the binary search of
+// log.lua and take.lua's unitStamp), and the set never outgrows 2R + 63.
+func TestMiniSlidingLogWeighted(t *testing.T) {
+	x := newMini(t)
+	mem := memorystore.New(memorystore.WithClock(func() time.Time { return x.now }))
+	ctx := context.Background()
+	l := core.Limit{Algorithm: core.SlidingLog, Rate: 60, Period: time.Second}
+	loose := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: time.Millisecond, Burst: 1 << 20}
+	key := x.keyOf("w", l)
+	rng := rand.New(rand.NewPCG(20, 3))
+	costs := []int64{1, 1, 1, 2, 3, 7, 13, 29, 59, 60, 61}
+	searched := 0
+	for i := range 3000 {
+		limits := []core.Limit{l}
+		if rng.IntN(3) == 0 {
+			limits = append(limits, loose)
+		}
+		n := costs[rng.IntN(len(costs))]
+		if rng.IntN(6) == 0 {
+			want, _ := mem.Peek(ctx, "w", n, specs(limits...)...)
+			got, err := x.store.Peek(ctx, "w", n, specs(limits...)...)
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("step %d, peek %d of %d limits: redis %+v (%v), memory %+v", i, n, len(limits), got, err, want)
+			}
+		}
+		members, _ := x.client.ZCard(ctx, key).Result()
+		want, _ := mem.Take(ctx, "w", n, specs(limits...)...)
+		got := x.take("w", n, limits...)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d, n %d, %d limits: redis %+v, memory %+v", i, n, len(limits), got, want)
+		}
+		after, _ := x.client.ZCard(ctx, key).Result()
+		if after > members+1 || after > 2*l.Rate+63 {
+			t.Fatalf("step %d: %d members after a take, %d before (want at most one more, and at most 2R + 63)", i, after, members)
+		}
+		if !got.Allowed && got.RetryAfter != inf && n > 1 {
+			searched++
+		}
+		d := time.Duration(rng.IntN(120)) * time.Millisecond
+		if rng.IntN(40) == 0 {
+			d = -time.Duration(rng.IntN(500)) * time.Millisecond
+		}
+		x.now = x.now.Add(d)
+		x.m.SetTime(x.now) // TTLs stand still: they do not move back
+	}
+	if searched < 100 {
+		t.Errorf("only %d denials of a cost above 1: the search for a unit inside a member was barely exercised", searched)
+	}
+}
+
+// Requests taken in one microsecond are distinct members of the log (the
+// seeds' ZSET used the timestamp as member), one member per request
+// whatever its cost: its first unit's number, and its cost when above 1.
 func TestMiniSlidingLogSameMicrosecond(t *testing.T) {
 	x := newMini(t)
 	l := core.Limit{Algorithm: core.SlidingLog, Rate: 1000, Period: time.Minute}
@@ -316,21 +374,22 @@ func TestMiniSlidingLogSameMicrosecond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 6 {
-		t.Fatalf("log has %d members, want 6: %v", len(got), got)
+	members := []string{"0000000000000000+3", "0000000000000003", "0000000000000004+2"}
+	if len(got) != len(members) {
+		t.Fatalf("log has %d members, want %d: %v", len(got), len(members), got)
 	}
 	stamp := float64(t0.UnixMicro())
 	for i, z := range got {
-		if want := fmt.Sprintf("%016x", i); z.Member != want || z.Score != stamp {
-			t.Errorf("member %d = %v@%.0f, want %s@%.0f", i, z.Member, z.Score, want, stamp)
+		if z.Member != members[i] || z.Score != stamp {
+			t.Errorf("member %d = %v@%.0f, want %s@%.0f", i, z.Member, z.Score, members[i], stamp)
 		}
 	}
-	// A large batch crosses the script's ZADD chunking.
+	// A large cost is one member too.
 	big := core.Limit{Algorithm: core.SlidingLog, Rate: 1500, Period: time.Minute}
 	check(t, "1200 at once", x.take("b", 1200, big), want{true, 1500, 300, 0, time.Minute, 0})
 	check(t, "301 more", x.take("b", 301, big), want{false, 1500, 300, time.Minute, time.Minute, 0})
-	if c, _ := x.client.ZCard(context.Background(), x.keyOf("b", big)).Result(); c != 1200 {
-		t.Errorf("log holds %d entries, want 1200", c)
+	if c, _ := x.client.ZCard(context.Background(), x.keyOf("b", big)).Result(); c != 1 {
+		t.Errorf("log holds %d members after one take of 1200, want 1", c)
 	}
 }
 

@@ -30,7 +30,7 @@ func (s *Store) Charge(ctx context.Context, key string, n int64, limits ...store
 	}
 	cmd = append(append(cmd, args...), "s")
 	c := scriptCall{takeScript, cmd, keys[0], first, len(limits), true}
-	r, _, err := s.send(ctx, c, n)
+	r, _, err := s.runCall(ctx, c, n)
 	return r, err
 }
 
@@ -56,16 +56,18 @@ func (s *Store) Refund(ctx context.Context, key string, n int64, stamp int64, li
 		ps[i] = p
 		cmd = append(cmd, base+p.state)
 	}
-	cmd = append(cmd, costArg(n), stamp)
+	cmd = append(cmd, chargeArg(n), stamp) // sent once: a give-back sent again by the client is refused
 	for _, p := range ps {
 		cmd = append(cmd, p.args[:]...)
 	}
-	server := s.health.nodeFor(ctx, base+ps[0].state)
+	key0 := base + ps[0].state
+	server := s.health.nodeFor(ctx, key0)
 	if err := server.admit(ctx); err != nil {
 		return fmt.Errorf("redisstore: refund %d on %d limit(s): %w", n, len(limits), err)
 	}
-	_, err := s.scripts.run(ctx, refundScript, cmd)
-	server.report(ctx, err)
+	start := monoMicros()
+	_, server, sent, err := s.send(ctx, server, key0, refundScript, cmd)
+	server.report(ctx, err, start, sent)
 	if err != nil {
 		return fmt.Errorf("redisstore: refund %d on %d limit(s): %w", n, len(limits), err)
 	}

@@ -49,9 +49,10 @@ func (s *script) command(numKeys, size int) []any {
 	return cmd
 }
 
-// eval returns cmd, an EVALSHA of s, as an EVAL, which loads s.
+// eval returns cmd, an EVALSHA of s that did not run (NOSCRIPT), as an
+// EVAL, which loads s, to be sent again (see fresh).
 func (s *script) eval(cmd []any) []any {
-	e := append([]any(nil), cmd...)
+	e := fresh(cmd)
 	e[0], e[1] = "eval", s.src
 	return e
 }
@@ -86,7 +87,9 @@ func tokenArgs(s *store.Spec) []int64  { return []int64{s.Rate(), s.Period(), s.
 func windowArgs(s *store.Spec) []int64 { return []int64{s.Rate(), s.Period()} }
 
 // logArgs: R, P and the key's lifetime in ms after a charge, ceil(P/1000).
-func logArgs(s *store.Spec) []int64 { return []int64{s.Rate(), s.Period(), ceilDiv(s.Period(), 1000)} }
+func logArgs(s *store.Spec) []int64 {
+	return []int64{s.Rate(), s.Period(), arith.CeilDiv(s.Period(), 1000)}
+}
 
 // The lean scripts reply with the state after the call and the verdict in
 // the sign of their first integer: x >= 0 when allowed, ^x (-x-1) when
@@ -112,17 +115,17 @@ func tatResult(p *prepared, n, x int64, leaky bool) store.Result {
 	lim, T := p.capacity, p.spec.Interval()
 	tol := lim * T
 	ok, used := verdict(x)
-	r := store.Result{Allowed: ok, Limit: lim, ResetAfter: micros(used)}
+	r := store.Result{Allowed: ok, Limit: lim, ResetAfter: arith.Micros(used)}
 	if tol > used {
 		r.Remaining = (tol - used) / T
 	}
 	switch {
 	case ok && leaky && n > 0:
-		r.Delay = micros(used - T)
+		r.Delay = arith.Micros(used - T)
 	case !ok && n > lim:
 		r.RetryAfter = store.InfDuration
 	case !ok:
-		r.RetryAfter = micros(used + n*T - tol)
+		r.RetryAfter = arith.Micros(used + n*T - tol)
 	}
 	return r
 }
@@ -132,12 +135,12 @@ func tatResult(p *prepared, n, x int64, leaky bool) store.Result {
 func decodeToken(p *prepared, n int64, v [3]int64) store.Result {
 	R, P, B := p.spec.Rate(), p.spec.Period(), p.spec.Burst()
 	ok, tok := verdict(v[0])
-	r := store.Result{Allowed: ok, Limit: B, Remaining: tok / P, ResetAfter: micros(ceilDiv(B*P-tok, R))}
+	r := store.Result{Allowed: ok, Limit: B, Remaining: tok / P, ResetAfter: arith.Micros(arith.CeilDiv(B*P-tok, R))}
 	switch {
 	case !ok && n > B:
 		r.RetryAfter = store.InfDuration
 	case !ok:
-		r.RetryAfter = micros(ceilDiv(n*P-tok, R))
+		r.RetryAfter = arith.Micros(arith.CeilDiv(n*P-tok, R))
 	}
 	return r
 }
@@ -158,7 +161,7 @@ func unpackFixed(p *prepared, x int64) [3]int64 {
 func decodeFixed(p *prepared, n int64, v [3]int64) store.Result {
 	R := p.spec.Rate()
 	ok, c := verdict(v[0])
-	left := micros(v[1])
+	left := arith.Micros(v[1])
 	r := store.Result{Allowed: ok, Limit: R, Remaining: R - c}
 	if c > 0 {
 		r.ResetAfter = left
@@ -185,15 +188,15 @@ func decodeSliding(p *prepared, n int64, v [3]int64) store.Result {
 	}
 	switch {
 	case c > 0:
-		r.ResetAfter = micros(2*P - e)
+		r.ResetAfter = arith.Micros(2*P - e)
 	case prev > 0:
-		r.ResetAfter = micros(P - e)
+		r.ResetAfter = arith.Micros(P - e)
 	}
 	switch {
 	case !ok && n > R:
 		r.RetryAfter = store.InfDuration
 	case !ok:
-		r.RetryAfter = micros(arith.SlidingWindowRetry(R, P, e, c, prev, n))
+		r.RetryAfter = arith.Micros(arith.SlidingWindowRetry(R, P, e, c, prev, n))
 	}
 	return r
 }
@@ -205,12 +208,12 @@ func decodeSliding(p *prepared, n int64, v [3]int64) store.Result {
 func decodeLog(p *prepared, n int64, v [3]int64) store.Result {
 	R := p.spec.Rate()
 	ok, c := verdict(v[0])
-	r := store.Result{Allowed: ok, Limit: R, Remaining: R - c, ResetAfter: micros(v[1])}
+	r := store.Result{Allowed: ok, Limit: R, Remaining: R - c, ResetAfter: arith.Micros(v[1])}
 	switch {
 	case !ok && n > R:
 		r.RetryAfter = store.InfDuration
 	case !ok:
-		r.RetryAfter = micros(v[2])
+		r.RetryAfter = arith.Micros(v[2])
 	}
 	return r
 }
@@ -224,9 +227,6 @@ func logShort(p *prepared, c int64) [3]int64 {
 	}
 	return [3]int64{c, p.spec.Period(), 0}
 }
-
-// ceilDiv is ceil(a/b) for a >= 0, b > 0.
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // decodeLean turns a lean script's reply into the Result of a Take of n
 // (negative: a dry run of -n) on the one limit p.
@@ -288,17 +288,18 @@ func leanArgs(f *family, s *store.Spec) []any {
 
 // runner runs scripts by EVALSHA, and by EVAL when Redis has lost one.
 type runner struct {
-	client  redis.UniversalClient
-	loading atomic.Bool // a reload is under way
+	client  redis.UniversalClient // the Store's: loadAll loads through it
+	loading atomic.Bool           // a reload is under way
 }
 
-// run runs cmd, an EVALSHA of s (see script.command), and returns its
-// reply. A script that Redis has lost (NOSCRIPT) is sent again as EVAL,
-// which loads it, and every other script is loaded again too (reload).
-func (r *runner) run(ctx context.Context, s *script, cmd []any) (any, error) {
-	v, err := r.client.Do(ctx, cmd...).Result()
+// run runs cmd, an EVALSHA of s (see script.command), on c (the Store's
+// client, or a Cluster master's) and returns its reply. A script that
+// Redis has lost (NOSCRIPT) is sent again as EVAL, which loads it, and
+// every other script is loaded again too (reload).
+func (r *runner) run(ctx context.Context, c redis.UniversalClient, s *script, cmd []any) (any, error) {
+	v, err := c.Do(ctx, cmd...).Result()
 	if isNoScript(err) {
-		v, err = r.reload(ctx, s, cmd)
+		v, err = r.reload(ctx, c, s, cmd)
 	}
 	return v, err
 }
@@ -307,15 +308,15 @@ func (r *runner) run(ctx context.Context, s *script, cmd []any) (any, error) {
 // every other script: whatever lost one (a restart, a failover, SCRIPT
 // FLUSH) lost them all, and each would otherwise cost a Take its own
 // NOSCRIPT round trip. A single server gets the loads and the EVAL in one
-// pipeline; a Cluster or Ring client sends the EVAL, then every SCRIPT LOAD
+// pipeline; on a Cluster the master sends the EVAL, then every SCRIPT LOAD
 // to all of its nodes. One reload runs at a time (the others only EVAL);
 // the loads' errors are left for the next EVALSHA to meet.
-func (r *runner) reload(ctx context.Context, s *script, cmd []any) (any, error) {
+func (r *runner) reload(ctx context.Context, client redis.UniversalClient, s *script, cmd []any) (any, error) {
 	if !r.loading.CompareAndSwap(false, true) {
-		return r.client.Do(ctx, s.eval(cmd)...).Result()
+		return client.Do(ctx, s.eval(cmd)...).Result()
 	}
 	defer r.loading.Store(false)
-	if c, ok := r.client.(*redis.Client); ok {
+	if c, ok := client.(*redis.Client); ok && client == r.client {
 		var eval *redis.Cmd
 		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			loadOthers(ctx, p, s)
@@ -324,7 +325,7 @@ func (r *runner) reload(ctx context.Context, s *script, cmd []any) (any, error) 
 		})
 		return eval.Result()
 	}
-	v, err := r.client.Do(ctx, s.eval(cmd)...).Result()
+	v, err := client.Do(ctx, s.eval(cmd)...).Result()
 	if err == nil {
 		loadOthers(ctx, r.client, nil) // s too: the EVAL loaded it on one node
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/arith"
 	"github.com/sluicehq/sluice/lua"
 )
 
@@ -86,8 +87,8 @@ type settings struct {
 	clock    func() int64
 	failures int
 	cooldown time.Duration
-	load     func(context.Context, redis.Scripter) error // what a probe loads
-	lease    *LeaseConfig                                // nil: off (WithLeases)
+	check    func(context.Context, redis.UniversalClient) error // a probe's test (tests)
+	lease    *LeaseConfig                                       // nil: off (WithLeases)
 }
 
 // WithPrefix sets the string every key starts with; the default is
@@ -148,12 +149,24 @@ func WithDenyCache(size int) Option {
 // node). Call Ping to check, at start-up, that Redis accepts the client's
 // settings. A nil client (typed or not) is an error.
 //
-// The client's options decide how the Store behaves when Redis fails (it
-// never retries by itself): make it with UniversalOptions or ParseURL,
-// which turn go-redis' retries off (a re-sent script call may charge a
-// request twice), let the context's deadline (the Limiter's per-decision
-// timeout) bound every wait, and make a refused connection fail at once;
-// see UniversalOptions for each setting. For example:
+// No decision is charged twice, whatever the client's options: go-redis
+// re-sends a command after a broken connection or a timeout (MaxRetries;
+// a ClusterClient up to MaxRedirects times whatever MaxRetries says; a
+// pipeline whole), when the first sending may have run. The cost of every
+// charging call is written as the cost only the first time go-redis writes
+// the command, and as a mark the scripts refuse every later time, so such
+// a re-sent call fails, unrun, as it would have without the retry. The
+// Store itself sends again only calls that did not run: an EVAL after
+// NOSCRIPT, and on a Cluster a call that met MOVED or ASK (sent to the
+// master named, the Store routing each call to the master of its slot
+// itself) or TRYAGAIN (after a pause of 1 ms, doubling to 8 ms, within
+// the context's deadline); none of these counts against the breaker.
+//
+// The client's options still decide how long a failing call takes: make
+// it with UniversalOptions or ParseURL, which turn go-redis' retries off,
+// let the context's deadline (the Limiter's per-decision timeout) bound
+// every wait, and make a refused connection fail at once; see
+// UniversalOptions for each setting. For example:
 //
 //	client := redis.NewUniversalClient(redisstore.UniversalOptions("localhost:6379"))
 //	store, err := redisstore.New(client)
@@ -163,7 +176,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: nil redis client (%T)", client)
 	}
 	s := settings{prefix: DefaultPrefix, pipeline: DefaultPipeline, clock: monoMicros,
-		failures: DefaultBreakerFailures, cooldown: DefaultBreakerCooldown, load: loadScripts}
+		failures: DefaultBreakerFailures, cooldown: DefaultBreakerCooldown}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&s)
@@ -185,11 +198,16 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	st := &Store{client: client, prefix: s.prefix, clock: s.clock, scripts: &runner{client: client}}
-	var pipe func() *batcher
+	var pipe func(redis.UniversalClient) *batcher
 	if s.pipeline > 0 {
-		pipe = func() *batcher { return &batcher{client: client, scripts: st.scripts, max: s.pipeline} }
+		pipe = func(c redis.UniversalClient) *batcher {
+			return &batcher{client: c, scripts: st.scripts, max: s.pipeline}
+		}
 	}
-	st.health = newHealth(client, s.failures, s.cooldown, s.load, pipe)
+	st.health = newHealth(client, s.failures, s.cooldown, pipe)
+	if s.check != nil {
+		st.health.check = s.check
+	}
 	st.lease = newLeases(st, s.lease) // lease.go; set before the subscription starts (it reads st.lease)
 	if s.deny > 0 {
 		st.deny = newDenyCache(s.deny)
@@ -332,8 +350,9 @@ func (s *Store) prepare(spec store.Spec) (*prepared, error) {
 //
 // Take returns an error wrapping store.ErrEmptyKey, store.ErrNegativeCost,
 // store.ErrNoLimits or store.ErrInvalidLimit for bad input, and the Redis
-// client's error, wrapped, when Redis fails; it then charges nothing that
-// it knows of (see New about client retries).
+// client's error, wrapped, when Redis fails; the call then charged nothing,
+// or, when it failed after it was sent (a broken connection, a timeout),
+// at most once (see New about client retries).
 func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	if err := s.check(key, n, limits); err != nil {
 		return store.Result{}, err
@@ -389,26 +408,19 @@ func (s *Store) run(ctx context.Context, key string, n int64, limits []store.Spe
 	if err != nil {
 		return store.Result{}, nil, err
 	}
-	return s.send(ctx, c, n)
+	return s.runCall(ctx, c, n)
 }
 
-// send runs c, the script call of a Take of n (negative: a dry run of -n),
-// through the breaker of its server, and decodes its reply.
-func (s *Store) send(ctx context.Context, c scriptCall, n int64) (store.Result, *prepared, error) {
+// runCall runs c, the script call of a Take of n (negative: a dry run of
+// -n), through the breaker of its server, and decodes its reply.
+func (s *Store) runCall(ctx context.Context, c scriptCall, n int64) (store.Result, *prepared, error) {
 	server := s.health.nodeFor(ctx, c.key)
 	if err := server.admit(ctx); err != nil {
 		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, c.m, err)
 	}
-	var (
-		reply any
-		err   error
-	)
-	if server.pipe != nil {
-		reply, err = server.pipe.do(ctx, c.script, c.cmd)
-	} else {
-		reply, err = s.scripts.run(ctx, c.script, c.cmd)
-	}
-	server.report(ctx, err)
+	start := monoMicros()
+	reply, server, sent, err := s.send(ctx, server, c.key, c.script, c.cmd)
+	server.report(ctx, err, start, sent)
 	if err != nil {
 		if s.cluster != nil {
 			s.cluster.kick(s.clock())
@@ -443,7 +455,7 @@ func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, erro
 		}
 		if f := p.lean; f != nil {
 			k := s.redisKey(key, p.state)
-			cmd := append(f.script.command(1, 5+len(p.leanArgs)), k, costArg(n))
+			cmd := append(f.script.command(1, 5+len(p.leanArgs)), k, chargeArg(n))
 			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1, false}, nil
 		}
 	}
@@ -507,7 +519,7 @@ func (s *Store) request(key string, n int64, limits []store.Spec) (keys []string
 	base := s.redisKey(key, "")
 	keys = make([]string, 0, lua.KeysPerLimit*len(limits))
 	args = make([]any, 1, 1+lua.ArgsPerLimit*len(limits))
-	args[0] = costArg(n)
+	args[0] = chargeArg(n)
 	for i, l := range limits {
 		p, err := s.prepare(l)
 		if err != nil {
@@ -516,7 +528,14 @@ func (s *Store) request(key string, n int64, limits []store.Spec) (keys []string
 		if i == 0 {
 			first = p
 		}
-		keys = append(keys, base+p.state, base+p.lock)
+		lock := base + p.lock
+		if p.penalty == 0 {
+			// Unread: the state key again, as a lock key that does not
+			// exist would have a Cluster answer TRYAGAIN for as long as
+			// the slot migrates.
+			lock = base + p.state
+		}
+		keys = append(keys, base+p.state, lock)
 		args = append(args, p.args[:]...)
 	}
 	return keys, args, first, nil
@@ -537,8 +556,8 @@ func decode(reply []int64, m int) (store.Result, error) {
 			Limit:      v[1],
 			Remaining:  v[2],
 			RetryAfter: retryDuration(v[3]),
-			ResetAfter: micros(v[4]),
-			Delay:      micros(v[5]),
+			ResetAfter: arith.Micros(v[4]),
+			Delay:      arith.Micros(v[5]),
 		}
 	}
 	return store.Combine(per), nil
@@ -556,20 +575,7 @@ func retryDuration(us int64) time.Duration {
 	if us == lua.RetryNever {
 		return store.InfDuration
 	}
-	return micros(us)
-}
-
-// micros converts the script's microseconds, which are below 2^53, to a
-// Duration; out-of-range figures saturate rather than wrap.
-func micros(us int64) time.Duration {
-	const maxMicros = int64(store.InfDuration / time.Microsecond)
-	switch {
-	case us <= 0:
-		return 0
-	case us > maxMicros:
-		return store.InfDuration
-	}
-	return time.Duration(us) * time.Microsecond
+	return arith.Micros(us)
 }
 
 // hashTag returns the part of the Redis keys between braces for key: "="

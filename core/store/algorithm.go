@@ -71,7 +71,7 @@ var facts = map[Algorithm]*algorithmFacts{
 		horizon:  func(s *Spec) int64 { return s.period },
 		bounds: func(s *Spec) string {
 			if s.rate > MaxSlidingLogRate {
-				return "sliding_log keeps one entry per event: rate must be at most 100000"
+				return "sliding_log keeps one entry per admitted request: rate must be at most 100000"
 			}
 			return ""
 		},

@@ -31,7 +31,9 @@ const (
 	// trailing Period, plus the current window's count. O(1) memory.
 	SlidingWindow Algorithm = "sliding_window"
 	// SlidingLog admits at most Rate in any trailing Period, exactly, by
-	// keeping one timestamp per admitted unit. Memory is O(Rate) per key.
+	// keeping one timestamp per admitted request (with its cost), whatever
+	// the cost. Memory is O(Rate) per key: up to one entry per unit when
+	// every request costs 1.
 	SlidingLog Algorithm = "sliding_log"
 	// LeakyBucket shapes traffic like nginx limit_req without nodelay:
 	// requests leave at Rate per Period; up to Burst more wait in the queue,
@@ -53,7 +55,7 @@ const InfDuration = time.Duration(math.MaxInt64)
 // in a Lua number (a float64), so products are kept below 2^53.
 const (
 	// MaxSlidingLogRate is the largest Rate a SlidingLog limit accepts: it
-	// stores one entry per admitted unit.
+	// stores one entry per admitted request, up to Rate of them.
 	MaxSlidingLogRate = 100_000
 	maxExact          = 1 << 53
 )

@@ -347,10 +347,11 @@ func TestHeaderStyles(t *testing.T) {
 		if r.status != http.StatusOK {
 			t.Fatalf("status %d", r.status)
 		}
-		if got, want := r.header.Get("RateLimit-Policy"), `"api";q=3;w=60`; got != want {
+		// The Limiter's name (-name) stays internal: the policy is "default".
+		if got, want := r.header.Get("RateLimit-Policy"), `"default";q=3;w=60`; got != want {
 			t.Errorf("RateLimit-Policy %q, want %q", got, want)
 		}
-		if got, want := r.header.Get("RateLimit"), `"api";r=2;t=20`; got != want {
+		if got, want := r.header.Get("RateLimit"), `"default";r=2;t=20`; got != want {
 			t.Errorf("RateLimit %q, want %q", got, want)
 		}
 		if v := r.header.Get("X-RateLimit-Limit"); v != "" {
@@ -362,7 +363,7 @@ func TestHeaderStyles(t *testing.T) {
 		d := startDemo(t, "-headers", "both", "-rate", "3", "-period", "1m")
 		r := get(t, d.url+"/")
 		expectAllowed(t, r, 3, 2)
-		if got, want := r.header.Get("RateLimit-Policy"), `"demo";q=3;w=60`; got != want {
+		if got, want := r.header.Get("RateLimit-Policy"), `"default";q=3;w=60`; got != want {
 			t.Errorf("RateLimit-Policy %q, want %q", got, want)
 		}
 	})
@@ -405,7 +406,7 @@ func TestKeys(t *testing.T) {
 	})
 	t.Run("jwt", func(t *testing.T) {
 		t.Parallel()
-		secret := "0123456789abcdef0123456789abcdef"
+		secret := "7f3a9c21e08b4d56a1c7e92f30b85d4c"
 		token := func(sub, key string) string {
 			s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
 				"sub": sub, "exp": time.Now().Add(time.Hour).Unix(),
@@ -589,7 +590,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-key", "header:X Bad"}, `invalid header name "X Bad"`},
 		{[]string{"-key", "jwt"}, "-key jwt needs -jwt-secret"},
 		{[]string{"-key", "jwt", "-jwt-secret", "short"}, "want at least 32"},
-		{[]string{"-jwt-secret", "0123456789abcdef0123456789abcdef"}, "-jwt-secret is only used with -key jwt"},
+		{[]string{"-jwt-secret", "7f3a9c21e08b4d56a1c7e92f30b85d4c"}, "-jwt-secret is only used with -key jwt"},
 		{[]string{"-trusted-proxies", "10.0.0.0/33"}, "-trusted-proxies"},
 		{[]string{"-trusted-proxies", ","}, "-trusted-proxies is empty"},
 		{[]string{"-key", "route", "-trusted-proxies", "10.0.0.0/8"}, "only used with -key ip or jwt"},

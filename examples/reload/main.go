@@ -28,7 +28,7 @@ func newServer(path string, logger *slog.Logger) (http.Handler, *reloader, error
 	}
 	r, err := newReloader(path, logger, func(limits []core.Limit) (*core.Limiter, error) {
 		return core.New(memorystore.New(), clientIP, limits,
-			core.WithName("api"), core.WithHeaders(core.HeadersBoth))
+			core.WithName("api"), core.WithPolicyName("api"), core.WithHeaders(core.HeadersBoth))
 	})
 	if err != nil {
 		return nil, nil, err

@@ -1,7 +1,36 @@
 // Package arith holds arithmetic of ALGORITHMS.md that both the memory
-// store (package core) and the Redis store's decoders (package
-// core/redisstore) compute, so that it is written once.
+// store (core/memorystore) and the Redis store's decoders
+// (core/redisstore) compute, so that it is written once.
 package arith
+
+import (
+	"math"
+	"time"
+)
+
+// CeilDiv is ceil(a/b) for a ≥ 0, b > 0, without the overflow of
+// (a+b-1)/b near the top of int64.
+func CeilDiv(a, b int64) int64 {
+	q := a / b
+	if q*b != a {
+		q++
+	}
+	return q
+}
+
+// Micros converts a figure in µs to a Duration: 0 for us ≤ 0, and
+// math.MaxInt64 (store.InfDuration, "never") for a figure a Duration
+// cannot hold.
+func Micros(us int64) time.Duration {
+	const maxMicros = math.MaxInt64 / int64(time.Microsecond)
+	switch {
+	case us <= 0:
+		return 0
+	case us > maxMicros:
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(us) * time.Microsecond
+}
 
 // SlidingWindowRetry is the wait, in µs, of a denied SlidingWindow request
 // of cost n ≤ r (ALGORITHMS.md): r per period p, e µs into the current

@@ -1,0 +1,441 @@
+package otellimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// ScopeName is the instrumentation scope (the Meter's name) of the
+// instruments New creates.
+const ScopeName = "github.com/sluicehq/sluice/otellimit"
+
+// DefaultNamespace prefixes every instrument name unless WithNamespace
+// gives another.
+const DefaultNamespace = "sluice"
+
+// defaultLatencyBuckets backs DefaultLatencyBuckets: promlimit's.
+var defaultLatencyBuckets = [...]float64{
+	0.00005, 0.0001, 0.00025, 0.0005,
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1,
+}
+
+// DefaultLatencyBuckets returns the store latency histogram's default
+// explicit bucket boundaries, in seconds, the same as promlimit's: 50µs,
+// 100µs, 250µs, 500µs, 1ms, 2.5ms, 5ms, 10ms, 25ms, 50ms, 100ms, 250ms and
+// 1s; from the memory store or a Redis on the same host to well past
+// core.DefaultTimeout (100ms). Each call returns a new slice: changing it
+// changes nothing else.
+func DefaultLatencyBuckets() []float64 { return append([]float64(nil), defaultLatencyBuckets[:]...) }
+
+// ErrInvalidOption is wrapped by every error New returns for a bad option.
+var ErrInvalidOption = errors.New("otellimit: invalid option")
+
+// Attribute values that name no limit, plan or ordinary outcome; the same
+// as promlimit's label values.
+const (
+	// LimitNone is the limit attribute of decisions no store made (the
+	// Event's Limit is the zero core.Limit): skipped requests, key errors
+	// under KeyErrorDeny or KeyErrorAllow, FailOpen, FailClosed and
+	// canceled requests.
+	LimitNone = "none"
+	// PlanNone is the plan attribute of requests of no plan: the Limiter
+	// has no plans (core.WithPlans), or the request's plan is "" or
+	// unknown and the Limiter's own limits decided. The attribute is
+	// present, with this empty value; it cannot clash with a plan's name,
+	// which is never empty.
+	PlanNone = ""
+	// OutcomeFallbackAllowed and OutcomeFallbackDenied are the outcome
+	// attributes of core.OutcomeFallback decisions (the store failed and
+	// the local fallback store decided) that the local store allowed
+	// (served, or held under a LeakyBucket) and denied (refused, or served
+	// anyway in shadow mode).
+	OutcomeFallbackAllowed = "fallback_allowed"
+	OutcomeFallbackDenied  = "fallback_denied"
+)
+
+// Values of the kind attribute of the store errors counter.
+const (
+	KindTimeout     = "timeout"      // the per-decision deadline passed
+	KindCanceled    = "canceled"     // the request's context ended first
+	KindBreakerOpen = "breaker_open" // the store was not called: its error wraps core.ErrBreakerOpen
+	KindError       = "error"        // any other error from the store
+)
+
+var kinds = [...]string{KindTimeout, KindCanceled, KindBreakerOpen, KindError}
+
+const (
+	kindTimeout = iota
+	kindCanceled
+	kindBreakerOpen
+	kindError
+)
+
+// numOutcomes is the number of outcomes core defines; outcome labels have
+// one more, fallback_denied (outcomeFallbackDenied).
+const (
+	numOutcomes           = int(core.OutcomeCanceled) + 1
+	outcomeFallbackDenied = numOutcomes
+	numOutcomeLabels      = numOutcomes + 1
+)
+
+// outcomeLabels are the outcome attribute values by outcomeIndex.
+var outcomeLabels = func() [numOutcomeLabels]string {
+	var ls [numOutcomeLabels]string
+	for o := 0; o < numOutcomes; o++ {
+		ls[o] = core.Outcome(o).String()
+	}
+	ls[core.OutcomeFallback] = OutcomeFallbackAllowed
+	ls[outcomeFallbackDenied] = OutcomeFallbackDenied
+	return ls
+}()
+
+// Recorder records Limiter decisions on OpenTelemetry instruments (see the
+// package documentation for them). Create it with New and pass its Observe
+// method to core.WithObserver; one Recorder serves any number of Limiters,
+// told apart by name.
+//
+// There is no useful zero value. A Recorder is safe for concurrent use:
+// Observe is called on the request goroutines of every Limiter it observes.
+type Recorder struct {
+	decisions   metric.Int64Counter
+	latency     metric.Float64Histogram
+	storeErrors metric.Int64Counter
+	attrs       []attribute.KeyValue // WithAttributes'
+
+	// limiters caches each limiter's latency and store error options,
+	// series the options of each decisions series, and labels each
+	// limit's attribute value. All are copied on write (under mu), so the
+	// read path takes no lock.
+	limiters atomic.Pointer[map[string]*limiterState]
+	series   atomic.Pointer[map[seriesKey][]metric.AddOption]
+	labels   atomic.Pointer[map[core.Limit]string]
+	mu       sync.Mutex
+}
+
+// limiterState holds one limiter's latency and store error options.
+type limiterState struct {
+	latency []metric.RecordOption
+	errs    [len(kinds)][]metric.AddOption
+}
+
+// seriesKey names one series of the decisions counter; outcome is an
+// index in outcomeLabels.
+type seriesKey struct {
+	limiter, plan string
+	limit         core.Limit // the zero Limit when no store decided
+	outcome       int
+}
+
+// Option configures New.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+type config struct {
+	namespace string
+	buckets   []float64
+	attrs     []attribute.KeyValue
+}
+
+// WithNamespace sets the prefix of every instrument name, joined with a
+// dot (DefaultNamespace, "sluice", by default); "" leaves the names
+// unprefixed. It must start with an ASCII letter and hold only ASCII
+// letters, digits, '_', '.', '-' and '/', at most 200 of them.
+func WithNamespace(ns string) Option {
+	return optionFunc(func(c *config) error {
+		if ns != "" && !validNamespace(ns) {
+			return fmt.Errorf("%w: namespace %q is not a valid instrument name", ErrInvalidOption, ns)
+		}
+		c.namespace = ns
+		return nil
+	})
+}
+
+// validNamespace reports whether ns is an instrument name short enough to
+// take the longest suffix: [A-Za-z][A-Za-z0-9_./-]{0,199}.
+func validNamespace(ns string) bool {
+	if len(ns) > 200 {
+		return false
+	}
+	for i := 0; i < len(ns); i++ {
+		c := ns[i]
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		other := c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-' || c == '/'
+		if !letter && (i == 0 || !other) {
+			return false
+		}
+	}
+	return true
+}
+
+// WithLatencyBuckets sets the explicit bucket boundaries, in seconds, of
+// the store latency histogram (DefaultLatencyBuckets by default). They
+// must be finite and strictly increasing.
+func WithLatencyBuckets(buckets ...float64) Option {
+	return optionFunc(func(c *config) error {
+		if len(buckets) == 0 {
+			return fmt.Errorf("%w: no latency buckets", ErrInvalidOption)
+		}
+		for i, b := range buckets {
+			if math.IsNaN(b) || math.IsInf(b, 0) {
+				return fmt.Errorf("%w: latency bucket %d is %g", ErrInvalidOption, i, b)
+			}
+			if i > 0 && b <= buckets[i-1] {
+				return fmt.Errorf("%w: latency buckets must be strictly increasing: %g follows %g",
+					ErrInvalidOption, b, buckets[i-1])
+			}
+		}
+		c.buckets = append([]float64(nil), buckets...)
+		return nil
+	})
+}
+
+// WithAttributes adds attributes with fixed values to every measurement,
+// like promlimit's constant labels. Keys must be non-empty and other than
+// the Recorder's own (limiter, plan, limit, outcome, kind); string values
+// must be valid UTF-8. A later attribute with the same key replaces an
+// earlier one. Attributes of the service as a whole usually belong on the
+// MeterProvider's resource instead.
+func WithAttributes(attrs ...attribute.KeyValue) Option {
+	return optionFunc(func(c *config) error {
+		for _, kv := range attrs {
+			switch {
+			case !kv.Valid():
+				return fmt.Errorf("%w: attribute %q is not valid", ErrInvalidOption, kv.Key)
+			case reservedKey(string(kv.Key)):
+				return fmt.Errorf("%w: attribute %q is reserved", ErrInvalidOption, kv.Key)
+			case kv.Value.Type() == attribute.STRING && !utf8.ValidString(kv.Value.AsString()):
+				return fmt.Errorf("%w: attribute %s: value %q is not valid UTF-8", ErrInvalidOption, kv.Key, kv.Value.AsString())
+			}
+		}
+		c.attrs = append(c.attrs, attrs...)
+		return nil
+	})
+}
+
+// reservedKey reports whether key is one of the Recorder's own attribute
+// keys, which WithAttributes may not use.
+func reservedKey(key string) bool {
+	switch key {
+	case "limiter", "plan", "limit", "outcome", "kind":
+		return true
+	}
+	return false
+}
+
+// New returns a Recorder whose instruments come from mp's Meter named
+// ScopeName. It fails for a nil mp, a bad option, and when mp refuses an
+// instrument.
+func New(mp metric.MeterProvider, opts ...Option) (*Recorder, error) {
+	if mp == nil {
+		return nil, errors.New("otellimit: nil MeterProvider")
+	}
+	cfg := config{namespace: DefaultNamespace, buckets: DefaultLatencyBuckets()}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	r := &Recorder{attrs: cfg.attrs}
+	if err := r.instruments(mp.Meter(ScopeName), cfg); err != nil {
+		return nil, err
+	}
+	r.limiters.Store(&map[string]*limiterState{})
+	r.series.Store(&map[seriesKey][]metric.AddOption{})
+	r.labels.Store(&map[core.Limit]string{})
+	return r, nil
+}
+
+// instruments creates r's instruments on m.
+func (r *Recorder) instruments(m metric.Meter, cfg config) error {
+	name := func(s string) string {
+		if cfg.namespace == "" {
+			return s
+		}
+		return cfg.namespace + "." + s
+	}
+	var err1, err2, err3 error
+	r.decisions, err1 = m.Int64Counter(name("decisions"),
+		metric.WithDescription("Rate-limit decisions, by limiter, plan, binding limit and outcome."),
+		metric.WithUnit("{decision}"))
+	r.latency, err2 = m.Float64Histogram(name("store.latency"),
+		metric.WithDescription("Time spent in the rate-limit store per decision that called one (including the local fallback store)."),
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(cfg.buckets...))
+	r.storeErrors, err3 = m.Int64Counter(name("store.errors"),
+		metric.WithDescription("Decisions whose store failed or was not called because the circuit breaker was open, by kind (timeout, canceled, breaker_open, error)."),
+		metric.WithUnit("{error}"))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return fmt.Errorf("otellimit: creating the instruments: %w", err)
+	}
+	return nil
+}
+
+// Observe records one decision. Pass it to core.WithObserver. It records
+// with the context of the Event's request (context.Background without
+// one), so that an SDK can attach exemplars of its trace. It is safe for
+// concurrent use and, past the first decision of each series, looks its
+// attributes up in a cache instead of building them.
+func (r *Recorder) Observe(ev core.Event) {
+	ctx := context.Background()
+	if ev.Request != nil {
+		ctx = ev.Request.Context()
+	}
+	ls := r.limiter(ctx, ev.Limiter)
+	if ev.Latency > 0 {
+		r.latency.Record(ctx, ev.Latency.Seconds(), ls.latency...)
+	}
+	if ev.Err != nil {
+		if k, ok := errorKind(ev.Err); ok {
+			r.storeErrors.Add(ctx, 1, ls.errs[k]...)
+		}
+	}
+	r.decisions.Add(ctx, 1, r.decision(ev)...)
+}
+
+// errorKind classifies Event.Err; ok is false for an error that is not the
+// store's (a negative cost from the cost function).
+func errorKind(err error) (kind int, ok bool) {
+	switch {
+	case errors.Is(err, core.ErrBreakerOpen):
+		return kindBreakerOpen, true
+	case errors.Is(err, context.DeadlineExceeded):
+		return kindTimeout, true
+	case errors.Is(err, context.Canceled):
+		return kindCanceled, true
+	case errors.Is(err, core.ErrNegativeCost):
+		return 0, false
+	}
+	return kindError, true
+}
+
+// outcomeIndex returns the index of ev's outcome attribute in
+// outcomeLabels; numOutcomeLabels or more for an outcome core does not
+// define yet.
+func outcomeIndex(ev core.Event) int {
+	if ev.Outcome == core.OutcomeFallback && !ev.Result.Allowed {
+		return outcomeFallbackDenied
+	}
+	if int(ev.Outcome) >= numOutcomes {
+		return numOutcomeLabels + int(ev.Outcome)
+	}
+	return int(ev.Outcome)
+}
+
+// limiter returns the cached options of the limiter named name, creating
+// them on first use; then its four store error series start at 0, as
+// promlimit's do.
+func (r *Recorder) limiter(ctx context.Context, name string) *limiterState {
+	if ls := (*r.limiters.Load())[name]; ls != nil {
+		return ls
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ls := (*r.limiters.Load())[name]; ls != nil {
+		return ls
+	}
+	limiter := attribute.String("limiter", labelValue(name))
+	ls := &limiterState{latency: []metric.RecordOption{r.with(limiter)}}
+	for i, k := range kinds {
+		ls.errs[i] = []metric.AddOption{r.with(limiter, attribute.String("kind", k))}
+		r.storeErrors.Add(ctx, 0, ls.errs[i]...)
+	}
+	storeWith(&r.limiters, name, ls)
+	return ls
+}
+
+// with returns the measurement option of the attribute set of kvs and r's
+// constant attributes.
+func (r *Recorder) with(kvs ...attribute.KeyValue) metric.MeasurementOption {
+	all := make([]attribute.KeyValue, 0, len(r.attrs)+len(kvs))
+	all = append(append(all, r.attrs...), kvs...)
+	return metric.WithAttributeSet(attribute.NewSet(all...))
+}
+
+// labelValue returns s as an attribute value: OTLP's protobuf encoding
+// refuses invalid UTF-8, which an Event not made by a Limiter may hold.
+func labelValue(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+// decision returns the options of ev's decisions series, cached but for an
+// outcome core does not define yet.
+func (r *Recorder) decision(ev core.Event) []metric.AddOption {
+	key := seriesKey{limiter: ev.Limiter, plan: ev.Plan, limit: ev.Limit, outcome: outcomeIndex(ev)}
+	if opts, ok := (*r.series.Load())[key]; ok {
+		return opts
+	}
+	outcome := ev.Outcome.String()
+	if key.outcome < numOutcomeLabels {
+		outcome = outcomeLabels[key.outcome]
+	}
+	opts := []metric.AddOption{r.with(
+		attribute.String("limiter", labelValue(ev.Limiter)),
+		attribute.String("plan", labelValue(ev.Plan)),
+		attribute.String("limit", r.limitLabel(ev.Limit)),
+		attribute.String("outcome", outcome),
+	)}
+	if key.outcome < numOutcomeLabels {
+		r.mu.Lock()
+		storeWith(&r.series, key, opts)
+		r.mu.Unlock()
+	}
+	return opts
+}
+
+// limitLabel returns the limit attribute value of l, cached per Limit.
+func (r *Recorder) limitLabel(l core.Limit) string {
+	if s, ok := (*r.labels.Load())[l]; ok {
+		return s
+	}
+	s := labelValue(limitString(l))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	storeWith(&r.labels, l, s)
+	return s
+}
+
+// storeWith replaces p's map with a copy that also maps k to v: readers
+// load the map without a lock, and a map once stored never changes. The
+// caller holds the mutex that serialises p's writers.
+func storeWith[K comparable, V any](p *atomic.Pointer[map[K]V], k K, v V) {
+	old := *p.Load()
+	m := make(map[K]V, len(old)+1)
+	for key, val := range old {
+		m[key] = val
+	}
+	m[k] = v
+	p.Store(&m)
+}
+
+// limitString is l in ParseLimit's syntax with the algorithm and burst
+// defaults applied, as promlimit's limit label ("10/s gcra burst 10");
+// LimitNone for the zero Limit, and l.String() for an invalid one (from an
+// Event no Limiter made).
+func limitString(l core.Limit) string {
+	if l == (core.Limit{}) {
+		return LimitNone
+	}
+	s, err := l.Spec()
+	if err != nil {
+		return l.String()
+	}
+	return core.Limit{
+		Algorithm: s.Algorithm(), Rate: l.Rate, Period: l.Period, Burst: s.Burst(), Penalty: l.Penalty,
+	}.String()
+}
