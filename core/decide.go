@@ -81,10 +81,17 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 	if l.clock == nil {
 		now = end
 	}
-	d := Decision{l: cfg}
+	if now.IsZero() {
+		now = l.now()
+	}
+	d := Decision{l: cfg, now: now}
 	switch {
 	case err == nil:
-		l.fromResult(&d, cfg.fold(res))
+		res = cfg.fold(res)
+		if l.shared != nil {
+			l.shared.remember(storeKey, &res, cfg, now)
+		}
+		l.fromResult(&d, res)
 	case ctx.Err() != nil:
 		// The client is gone: no policy serves it (see OutcomeCanceled).
 		d.Action, d.Outcome, d.resp = Refuse, OutcomeCanceled, &l.unavailable
@@ -94,10 +101,6 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 	if err != nil {
 		ev.Err = err
 	}
-	if now.IsZero() {
-		now = l.now()
-	}
-	d.now = now
 	return d
 }
 
@@ -130,15 +133,28 @@ func (l *Limiter) onFailure(ctx context.Context, d *Decision, storeKey string, c
 		d.Action, d.Outcome, d.resp = Refuse, OutcomeFailedClosed, &l.unavailable
 	default: // FailLocal
 		start := time.Now()
-		res, err := l.fallback.Take(ctx, storeKey, cost, d.l.take...)
+		res, err := l.takeLocal(ctx, storeKey, cost, d.l, d.now)
 		ev.Latency += time.Since(start)
 		if err != nil {
 			d.Action, d.Outcome = Serve, OutcomeFailedOpen
 			return
 		}
-		l.fromResult(d, d.l.fold(res))
+		l.fromResult(d, res)
 		d.Outcome = OutcomeFallback
 	}
+}
+
+// takeLocal decides with the local fallback: the shared one, which
+// starts from the store's last answer for the key, or the Limiter's own.
+func (l *Limiter) takeLocal(ctx context.Context, storeKey string, cost int64, cfg *limiterConfig, now time.Time) (Result, error) {
+	fb := l.fallback
+	if l.shared == nil {
+		return takeFolded(ctx, fb, storeKey, cost, cfg)
+	}
+	if fb == nil {
+		fb = l.shared.store()
+	}
+	return l.shared.take(ctx, fb, storeKey, cost, cfg, now)
 }
 
 // fromResult fills d from a store's result.

@@ -47,9 +47,10 @@ type Limiter struct {
 	skip     func(*http.Request) bool
 
 	policy   FailurePolicy
-	fallback store.Store
-	timeout  time.Duration // 0: no limiter deadline
-	local    bool          // store is a *memorystore.Store: no deadline needed
+	fallback store.Store    // WithFallbackStore's, or the store itself; nil: shared's
+	shared   *localFallback // FailLocal on a store other than a memory store
+	timeout  time.Duration  // 0: no limiter deadline
+	local    bool           // store is a *memorystore.Store: no deadline needed
 
 	keyRule     KeyErrorRule
 	shadow      bool
@@ -132,11 +133,15 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 		}
 	}
 	_, l.local = s.(*memorystore.Store)
-	if l.policy == FailLocal && l.fallback == nil {
-		if l.local {
+	if l.policy == FailLocal {
+		switch {
+		case !l.local:
+			l.shared = sharedFallback(s)
+			if l.fallback != nil {
+				l.shared.adopt(l.fallback)
+			}
+		case l.fallback == nil:
 			l.fallback = s // only fails for a gone client; a second one would too
-		} else {
-			l.fallback = memorystore.New()
 		}
 	}
 	l.keyPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + ":"
@@ -147,7 +152,6 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 			return nil, err
 		}
 	}
-	l.watchResets()
 	return l, nil
 }
 

@@ -64,8 +64,9 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) err
 // OnReset registers f to be called with the key of every Reset made on
 // this Redis under this prefix, through any Store in any process, shortly
 // after it (store.ResetNotifier), and with "" whenever the Store has
-// (re)subscribed to the announcements, since it may have missed some. A
-// core.Limiter registers to clear its fallback store. The first call
+// (re)subscribed to the announcements, since it may have missed some. The
+// core.Limiters of a process on the Store register once, to clear their
+// shared fallback. The first call
 // starts the Store's subscription (one connection of the client, held
 // until Close) if the deny cache has not.
 func (s *Store) OnReset(f func(key string)) {

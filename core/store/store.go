@@ -123,9 +123,10 @@ type Resetter interface {
 }
 
 // ResetNotifier is a Store shared between processes that tells of the
-// keys reset through any of them (the Redis store does). A core.Limiter on
-// such a store registers with OnReset, so that a Reset made anywhere also
-// clears its local fallback store.
+// keys reset through any of them (the Redis store does). The core.Limiters
+// of a process on such a store register once with OnReset (at the first
+// New on the store), so that a Reset made anywhere also clears their
+// shared local fallback.
 type ResetNotifier interface {
 	// OnReset registers f, called with the store key of every Reset,
 	// made through this process or another, shortly after it; and with ""

@@ -1,0 +1,302 @@
+package core
+
+import (
+	"context"
+	"hash/maphash"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
+)
+
+// The local fallback (FailLocal) of every Limiter of a process on one
+// store is one localFallback: one memory store, made at the first failure,
+// and one table of the last answer the store gave this process per key.
+// The Limiters find it in fallbacks, by their store; it registers one
+// OnReset hook with the store, when it is made, so that a Reset made
+// anywhere clears it once, whatever the number of Limiters.
+
+// fallbacks holds the localFallback of each store (a comparable
+// store.Store) that a FailLocal Limiter was made on. An entry lasts as long
+// as the process: a store is meant to live as long as the Limiters on it.
+var fallbacks sync.Map
+
+// fallbacksMade counts the memory stores made as shared fallbacks (tests).
+var fallbacksMade atomic.Int64
+
+// A localFallback remembers the last answer of at most rememberShards ×
+// rememberShardKeys keys (about 150 bytes each, 10 MB in all); past it, a
+// new key displaces another of its shard. A key displaced while the
+// fallback holds state for it is not cleared by a Reset announced by
+// another process (one made through this process still clears it).
+const (
+	rememberShards    = 64
+	rememberShardKeys = 1024
+)
+
+// localFallback is the fallback of the Limiters of this process on one
+// store. It is safe for concurrent use.
+type localFallback struct {
+	mem  atomic.Pointer[memorystore.Store] // nil until the first failure
+	mu   sync.Mutex                        // guards mem's making and own
+	own  []store.Store                     // WithFallbackStore stores, cleared on resets too
+	seed maphash.Seed
+	recs [rememberShards]recordShard
+}
+
+type recordShard struct {
+	mu sync.Mutex
+	m  map[string]*record
+}
+
+// record is the last answer the store gave this process for a key, and
+// what the fallback admitted since.
+type record struct {
+	known     bool      // the fields below hold a store's answer
+	at        time.Time // when the store answered
+	until     time.Time // denied until then (zero: allowed)
+	full      time.Time // the binding limit is back to its full allowance then
+	remaining int64
+	limit     int64
+	binding   int
+	linear    bool  // the allowance comes back steadily (GCRA, token and leaky bucket)
+	used      int64 // admitted by the fallback since at
+	take      []store.Spec
+}
+
+// sharedFallback returns the localFallback of s, making it (and
+// registering its reset hook) the first time. A store of a type that is not
+// comparable gets a localFallback of its own, which hears no resets.
+func sharedFallback(s store.Store) *localFallback {
+	if !reflect.TypeOf(s).Comparable() {
+		return newLocalFallback()
+	}
+	if v, ok := fallbacks.Load(s); ok {
+		return v.(*localFallback)
+	}
+	v, loaded := fallbacks.LoadOrStore(s, newLocalFallback())
+	f := v.(*localFallback)
+	if n, ok := s.(store.ResetNotifier); ok && !loaded {
+		n.OnReset(f.announced)
+	}
+	return f
+}
+
+func newLocalFallback() *localFallback {
+	f := &localFallback{seed: maphash.MakeSeed()}
+	for i := range f.recs {
+		f.recs[i].m = make(map[string]*record)
+	}
+	return f
+}
+
+// store returns the shared memory store, made at the first call.
+func (f *localFallback) store() store.Store {
+	if m := f.mem.Load(); m != nil {
+		return m
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m := f.mem.Load(); m != nil {
+		return m
+	}
+	m := memorystore.New()
+	fallbacksMade.Add(1)
+	f.mem.Store(m)
+	return m
+}
+
+// adopt adds a WithFallbackStore store, so that resets reach it.
+func (f *localFallback) adopt(s store.Store) {
+	if !reflect.TypeOf(s).Comparable() {
+		return // cannot be told apart: hears only its own Limiter's resets
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, o := range f.own {
+		if o == s {
+			return
+		}
+	}
+	f.own = append(f.own, s)
+}
+
+// record returns key's record, adding it (in place of another when the
+// shard is full). The caller holds sh.mu.
+func (sh *recordShard) record(key string) *record {
+	if r := sh.m[key]; r != nil {
+		return r
+	}
+	if len(sh.m) >= rememberShardKeys {
+		for k := range sh.m { // displaces a key of Go's choosing
+			delete(sh.m, k)
+			break
+		}
+	}
+	r := &record{}
+	sh.m[key] = r
+	return r
+}
+
+func (f *localFallback) shard(key string) *recordShard {
+	return &f.recs[maphash.String(f.seed, key)%rememberShards]
+}
+
+// remember notes res, the store's answer for key at now under cfg's
+// limits, as the starting point of the fallback's decisions for key.
+func (f *localFallback) remember(key string, res *Result, cfg *limiterConfig, now time.Time) {
+	sh := f.shard(key)
+	sh.mu.Lock()
+	r := sh.record(key)
+	r.known, r.at, r.until = true, now, time.Time{}
+	if !res.Allowed && res.RetryAfter < store.InfDuration {
+		r.until = now.Add(res.RetryAfter)
+	}
+	r.full = now.Add(res.ResetAfter)
+	r.remaining, r.limit, r.binding, r.used = res.Remaining, res.Limit, res.Binding, 0
+	r.linear = false
+	if b := res.Binding; b >= 0 && b < len(cfg.limits) {
+		switch cfg.take[b].Algorithm() {
+		case GCRA, TokenBucket, LeakyBucket:
+			r.linear = true
+		}
+	}
+	sh.mu.Unlock()
+}
+
+// announced is the store's reset hook: it forgets key ("" everything) in
+// the remembered answers and in the fallback stores.
+func (f *localFallback) announced(key string) {
+	if key == "" {
+		f.clear()
+		return
+	}
+	f.forget(key, nil)
+}
+
+// clear forgets every remembered answer and clears the memory stores.
+func (f *localFallback) clear() {
+	for i := range f.recs {
+		sh := &f.recs[i]
+		sh.mu.Lock()
+		clear(sh.m)
+		sh.mu.Unlock()
+	}
+	f.mu.Lock()
+	own := f.own
+	f.mu.Unlock()
+	if m := f.mem.Load(); m != nil {
+		m.Clear()
+	}
+	for _, s := range own {
+		if m, ok := s.(*memorystore.Store); ok {
+			m.Clear()
+		}
+	}
+}
+
+// forget forgets key's remembered answer and its state in the fallback
+// stores under limits, or, for nil limits, under those the fallback last
+// decided key with.
+func (f *localFallback) forget(key string, limits []store.Spec) {
+	sh := f.shard(key)
+	sh.mu.Lock()
+	if r := sh.m[key]; r != nil {
+		if limits == nil {
+			limits = r.take
+		}
+		delete(sh.m, key)
+	}
+	sh.mu.Unlock()
+	if len(limits) == 0 {
+		return
+	}
+	f.mu.Lock()
+	own := f.own
+	f.mu.Unlock()
+	if m := f.mem.Load(); m != nil {
+		_ = m.Reset(context.Background(), key, limits...) // fails only on bad input
+	}
+	for _, s := range own {
+		if r, ok := s.(store.Resetter); ok {
+			_ = r.Reset(context.Background(), key, limits...)
+		}
+	}
+}
+
+// budget returns how much the fallback may have admitted for r's key by
+// now in all, from what the store last said: r.remaining until the
+// binding limit is full again, growing steadily towards r.limit on the way
+// when the algorithm refills steadily; and the time at which need will fit.
+// The caller has checked that now is before r.full.
+func (r *record) budget(now time.Time, need int64) (int64, time.Time) {
+	if !r.linear || r.limit <= r.remaining {
+		return r.remaining, r.full
+	}
+	span, gap := r.full.Sub(r.at), float64(r.limit-r.remaining)
+	b := r.remaining + int64(gap*float64(now.Sub(r.at))/float64(span))
+	if need <= r.remaining {
+		return b, now
+	}
+	return b, r.at.Add(time.Duration(float64(span) * float64(need-r.remaining) / gap))
+}
+
+// take decides a request of key the store could not: from the store's
+// last answer for key while it holds (denied until T stays denied until T;
+// r remaining admits at most r), and by the fallback store fb.
+func (f *localFallback) take(ctx context.Context, fb store.Store, key string, cost int64, cfg *limiterConfig, now time.Time) (Result, error) {
+	sh := f.shard(key)
+	sh.mu.Lock()
+	r := sh.record(key)
+	r.take = cfg.take // what a reset announced by the store clears
+	if r.known && !now.Before(r.full) && !now.Before(r.until) {
+		r.known = false // the store's answer no longer binds
+	}
+	if !r.known {
+		sh.mu.Unlock()
+		return takeFolded(ctx, fb, key, cost, cfg)
+	}
+	if now.Before(r.until) {
+		defer sh.mu.Unlock()
+		return r.denial(now, r.until), nil
+	}
+	budget, when := r.budget(now, r.used+cost)
+	if r.used+cost > budget {
+		defer sh.mu.Unlock()
+		return r.denial(now, when), nil
+	}
+	r.used += cost
+	left := budget - r.used
+	sh.mu.Unlock()
+	res, err := takeFolded(ctx, fb, key, cost, cfg)
+	if err != nil || !res.Allowed {
+		sh.mu.Lock()
+		r.used = max(r.used-cost, 0) // the store may have answered since
+		sh.mu.Unlock()
+		return res, err
+	}
+	res.Remaining = min(res.Remaining, left)
+	return res, nil
+}
+
+// denial is the Result of a request the remembered answer refuses until
+// when.
+func (r *record) denial(now, when time.Time) Result {
+	retry := max(when.Sub(now), time.Microsecond)
+	return Result{
+		Limit: r.limit, RetryAfter: retry, Binding: r.binding,
+		ResetAfter: max(r.full.Sub(now), retry),
+	}
+}
+
+// takeFolded takes cost for key from s under cfg's limits.
+func takeFolded(ctx context.Context, s store.Store, key string, cost int64, cfg *limiterConfig) (Result, error) {
+	res, err := s.Take(ctx, key, cost, cfg.take...)
+	if err != nil {
+		return Result{}, err
+	}
+	return cfg.fold(res), nil
+}
