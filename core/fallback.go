@@ -40,11 +40,18 @@ const (
 // localFallback is the fallback of the Limiters of this process on one
 // store. It is safe for concurrent use.
 type localFallback struct {
-	mem  atomic.Pointer[memorystore.Store] // nil until the first failure
-	mu   sync.Mutex                        // guards mem's making and own
-	own  []store.Store                     // WithFallbackStore stores, cleared on resets too
-	seed maphash.Seed
-	recs [rememberShards]recordShard
+	mem atomic.Pointer[memorystore.Store] // nil until the first failure
+	mu  sync.Mutex                        // guards mem's making and own
+	own []store.Store                     // WithFallbackStore stores, cleared on resets too
+	// shared is the store the fallback stands in for; fleet is it as a
+	// store.Fleet, or nil.
+	shared store.Store
+	fleet  store.Fleet
+	// owed is set when the fallback admitted requests that the shared
+	// store has not been charged for yet; flushing while they are charged.
+	owed, flushing atomic.Bool
+	seed           maphash.Seed
+	recs           [rememberShards]recordShard
 }
 
 type recordShard struct {
@@ -64,6 +71,7 @@ type record struct {
 	binding   int
 	linear    bool  // the allowance comes back steadily (GCRA, token and leaky bucket)
 	used      int64 // admitted by the fallback since at
+	owed      int64 // admitted by the fallback, not yet charged to the store
 	take      []store.Spec
 }
 
@@ -72,12 +80,12 @@ type record struct {
 // comparable gets a localFallback of its own, which hears no resets.
 func sharedFallback(s store.Store) *localFallback {
 	if !reflect.TypeOf(s).Comparable() {
-		return newLocalFallback()
+		return newLocalFallback(s)
 	}
 	if v, ok := fallbacks.Load(s); ok {
 		return v.(*localFallback)
 	}
-	v, loaded := fallbacks.LoadOrStore(s, newLocalFallback())
+	v, loaded := fallbacks.LoadOrStore(s, newLocalFallback(s))
 	f := v.(*localFallback)
 	if n, ok := s.(store.ResetNotifier); ok && !loaded {
 		n.OnReset(f.announced)
@@ -85,8 +93,9 @@ func sharedFallback(s store.Store) *localFallback {
 	return f
 }
 
-func newLocalFallback() *localFallback {
-	f := &localFallback{seed: maphash.MakeSeed()}
+func newLocalFallback(s store.Store) *localFallback {
+	f := &localFallback{seed: maphash.MakeSeed(), shared: s}
+	f.fleet, _ = s.(store.Fleet)
 	for i := range f.recs {
 		f.recs[i].m = make(map[string]*record)
 	}
@@ -165,6 +174,80 @@ func (f *localFallback) remember(key string, res *Result, cfg *limiterConfig, no
 		}
 	}
 	sh.mu.Unlock()
+	if f.owed.Load() && f.flushing.CompareAndSwap(false, true) {
+		go f.settle()
+	}
+}
+
+// debt is what the fallback admitted for key, to be charged to the store.
+type debt struct {
+	key  string
+	n    int64
+	take []store.Spec
+}
+
+// settle charges the store with what the fallback admitted while it was
+// away, once it answers again, so that a key's admissions in all stay
+// within about one allowance. It runs in a goroutine of its own, started
+// by the first answer of the store after the fallback admitted something,
+// and ends when everything is charged or the store fails again (then the
+// next answer starts it again).
+func (f *localFallback) settle() {
+	defer f.flushing.Store(false)
+	f.owed.Store(false)
+	for i := range f.recs {
+		sh := &f.recs[i]
+		var due []debt
+		sh.mu.Lock()
+		for k, r := range sh.m {
+			if r.owed > 0 {
+				due = append(due, debt{k, r.owed, r.take})
+				r.owed = 0
+			}
+		}
+		sh.mu.Unlock()
+		for j := range due {
+			if err := f.charge(&due[j]); err != nil {
+				sh.mu.Lock()
+				for _, d := range due[j:] {
+					if r := sh.m[d.key]; r != nil {
+						r.owed += d.n
+					}
+				}
+				sh.mu.Unlock()
+				f.owed.Store(true)
+				return
+			}
+		}
+	}
+}
+
+// settleTimeout bounds each call settle makes to the store.
+const settleTimeout = time.Second
+
+// charge charges d to the store: all of it when it fits, otherwise what
+// is left of the key's allowance, so that the charge is never refused
+// (nor sets a penalty lock). A store that cannot peek is not charged.
+func (f *localFallback) charge(d *debt) error {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	p, ok := f.shared.(store.Peeker)
+	if !ok {
+		return nil
+	}
+	res, err := p.Peek(ctx, d.key, d.n, d.take...)
+	if err != nil {
+		return err
+	}
+	n := d.n
+	if !res.Allowed {
+		n = min(n, res.Remaining)
+	}
+	if n <= 0 {
+		return nil
+	}
+	_, err = f.shared.Take(ctx, d.key, n, d.take...)
+	return err
 }
 
 // announced is the store's reset hook: it forgets key ("" everything) in
@@ -177,12 +260,19 @@ func (f *localFallback) announced(key string) {
 	f.forget(key, nil)
 }
 
-// clear forgets every remembered answer and clears the memory stores.
+// clear forgets every remembered answer (not what is owed to the store)
+// and clears the fallback stores.
 func (f *localFallback) clear() {
 	for i := range f.recs {
 		sh := &f.recs[i]
 		sh.mu.Lock()
-		clear(sh.m)
+		for k, r := range sh.m {
+			if r.owed == 0 {
+				delete(sh.m, k)
+			} else { // still to be charged to the store
+				r.known, r.used = false, 0
+			}
+		}
 		sh.mu.Unlock()
 	}
 	f.mu.Lock()
@@ -246,41 +336,97 @@ func (r *record) budget(now time.Time, need int64) (int64, time.Time) {
 
 // take decides a request of key the store could not: from the store's
 // last answer for key while it holds (denied until T stays denied until T;
-// r remaining admits at most r), and by the fallback store fb.
+// r remaining admits at most r), and by the fallback store fb; of either,
+// it admits only this instance's share (see instances). What it admits is
+// owed to the store.
 func (f *localFallback) take(ctx context.Context, fb store.Store, key string, cost int64, cfg *limiterConfig, now time.Time) (Result, error) {
+	n := f.instances()
 	sh := f.shard(key)
 	sh.mu.Lock()
 	r := sh.record(key)
 	r.take = cfg.take // what a reset announced by the store clears
 	if r.known && !now.Before(r.full) && !now.Before(r.until) {
-		r.known = false // the store's answer no longer binds
+		r.known, r.used = false, 0 // the store's answer no longer binds
 	}
 	if !r.known {
 		sh.mu.Unlock()
-		return takeFolded(ctx, fb, key, cost, cfg)
+		return f.takeShare(ctx, fb, r, sh, key, cost, cfg, n)
 	}
 	if now.Before(r.until) {
 		defer sh.mu.Unlock()
 		return r.denial(now, r.until), nil
 	}
-	budget, when := r.budget(now, r.used+cost)
-	if r.used+cost > budget {
+	budget, when := r.budget(now, (r.used+cost)*n)
+	share := ceilDiv(budget, n)
+	if r.used+cost > share {
 		defer sh.mu.Unlock()
 		return r.denial(now, when), nil
 	}
 	r.used += cost
-	left := budget - r.used
+	r.owed += cost
+	left := share - r.used
 	sh.mu.Unlock()
 	res, err := takeFolded(ctx, fb, key, cost, cfg)
 	if err != nil || !res.Allowed {
 		sh.mu.Lock()
-		r.used = max(r.used-cost, 0) // the store may have answered since
+		r.used, r.owed = max(r.used-cost, 0), max(r.owed-cost, 0) // the store may have answered since
 		sh.mu.Unlock()
 		return res, err
 	}
+	f.owed.Store(true)
 	res.Remaining = min(res.Remaining, left)
 	return res, nil
 }
+
+// takeShare decides a key the store gave no answer for (that still
+// holds) by the fallback store, admitting at most this instance's share,
+// ⌈L/n⌉, of the binding limit's allowance L.
+func (f *localFallback) takeShare(ctx context.Context, fb store.Store, r *record, sh *recordShard, key string, cost int64, cfg *limiterConfig, n int64) (Result, error) {
+	if p, ok := fb.(store.Peeker); ok && n > 1 {
+		// Over this instance's share, the request is refused uncharged.
+		res, err := p.Peek(ctx, key, cost, cfg.take...)
+		if err == nil {
+			if res = cfg.fold(res); res.Allowed && overShare(&res, n) {
+				return res, nil
+			}
+		}
+	}
+	res, err := takeFolded(ctx, fb, key, cost, cfg)
+	if err != nil || !res.Allowed || overShare(&res, n) {
+		return res, err
+	}
+	sh.mu.Lock()
+	r.owed += cost
+	sh.mu.Unlock()
+	f.owed.Store(true)
+	return res, nil
+}
+
+// overShare tells whether res, an admission by the fallback store, takes
+// more than ⌈L/n⌉ of the binding limit's allowance L; if so it turns res
+// into a refusal until the fallback has regained the excess, and
+// otherwise caps res.Remaining at what is left of the share.
+func overShare(res *Result, n int64) bool {
+	share, spent := ceilDiv(res.Limit, n), res.Limit-res.Remaining
+	if spent <= share {
+		res.Remaining = min(res.Remaining, share-spent)
+		return false
+	}
+	retry := time.Duration(float64(res.ResetAfter) * float64(spent-share) / float64(spent))
+	res.Allowed, res.Remaining, res.Delay = false, 0, 0
+	res.RetryAfter = max(retry, time.Microsecond)
+	return true
+}
+
+// instances returns the number of processes sharing the store, at least 1.
+func (f *localFallback) instances() int64 {
+	if f.fleet == nil {
+		return 1
+	}
+	return max(int64(f.fleet.Instances()), 1)
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // denial is the Result of a request the remembered answer refuses until
 // when.

@@ -36,6 +36,13 @@ func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...st
 	return s.Store.Take(ctx, key, n, limits...)
 }
 
+func (s *flakyStore) Peek(ctx context.Context, key string, n int64, limits ...store.Spec) (Result, error) {
+	if s.down.Load() {
+		return Result{}, errDown
+	}
+	return s.Store.Peek(ctx, key, n, limits...)
+}
+
 func (s *flakyStore) Reset(ctx context.Context, key string, limits ...store.Spec) error {
 	if s.down.Load() {
 		return errDown
@@ -223,5 +230,81 @@ func TestFallbackLifecycle(t *testing.T) {
 	}
 	if n := runtime.NumGoroutine(); n > goroutines {
 		t.Errorf("%d goroutines after 2000 Limiters, %d before", n, goroutines)
+	}
+}
+
+// fleetStore is a flakyStore shared by a fleet of instances processes.
+type fleetStore struct {
+	*flakyStore
+	instances int
+}
+
+func (s *fleetStore) Instances() int { return s.instances }
+
+// settled waits until l's fallback has charged the store with what it
+// admitted while the store was away.
+func settled(t *testing.T, l *Limiter) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); l.shared.owed.Load() || l.shared.flushing.Load(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the fallback's admissions were not charged to the store within 5 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Of a fleet of 3, each instance's fallback admits a third (rounded up) of
+// what the store last said was left, or of the limit for a key it never
+// saw; once the store answers again, what it admitted is charged there.
+func TestFallbackTakesItsShareAndSettles(t *testing.T) {
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	s := &fleetStore{flakyStore: newFlakyStore(clock), instances: 3}
+	lim := Limit{Algorithm: FixedWindow, Rate: 20, Period: time.Hour}
+	l, err := New(s, headerKey, []Limit{lim}, WithName("api"), WithClock(clock.Now),
+		WithFallbackStore(memorystore.New(memorystore.WithClock(clock.Now))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decideN(l, "some", 9) // 11 left
+	s.down.Store(true)
+	if n, _ := decideN(l, "some", 10); n != 4 {
+		t.Errorf("key with 11 left: %d admitted while away, want ⌈11/3⌉ = 4", n)
+	}
+	if n, d := decideN(l, "new", 10); n != 7 || d.Result.RetryAfter <= 0 {
+		t.Errorf("unseen key: %d admitted while away (last %+v), want ⌈20/3⌉ = 7", n, d.Result)
+	}
+	s.down.Store(false)
+	l.Decide(clientRequest("other", "")) // the store answers again
+	settled(t, l)
+	for key, want := range map[string]int64{"some": 11 - 4, "new": 20 - 7} {
+		if r, _ := s.Store.Peek(context.Background(), "3:api:"+key, 0, specs(lim)...); r.Remaining != want {
+			t.Errorf("%s: %d left in the store after settling, want %d", key, r.Remaining, want)
+		}
+	}
+}
+
+// A charge that no longer fits takes what is left, and no more: it is
+// never refused, so it sets no penalty lock.
+func TestFallbackSettlesWhatFits(t *testing.T) {
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	s := newFlakyStore(clock)
+	lim := Limit{Algorithm: FixedWindow, Rate: 5, Period: time.Hour, Penalty: 24 * time.Hour}
+	l, err := New(s, headerKey, []Limit{lim}, WithName("api"), WithClock(clock.Now),
+		WithFallbackStore(memorystore.New(memorystore.WithClock(clock.Now))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decideN(l, "a", 2) // 3 left
+	s.down.Store(true)
+	if n, _ := decideN(l, "a", 3); n != 3 {
+		t.Fatalf("%d admitted while away, want 3", n)
+	}
+	s.down.Store(false)
+	ctx := context.Background()
+	s.Store.Take(ctx, "3:api:a", 2, specs(lim)...) // another instance, meanwhile
+	l.Decide(clientRequest("other", ""))
+	settled(t, l)
+	if r, _ := s.Store.Peek(ctx, "3:api:a", 0, specs(lim)...); r.Remaining != 0 || !r.Allowed {
+		t.Errorf("after settling: %+v, want 0 left and no penalty lock", r)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/core"
 )
 
@@ -38,5 +40,26 @@ func TestLimitersShareOneResetHook(t *testing.T) {
 	}
 	if n := runtime.NumGoroutine(); n > goroutines {
 		t.Errorf("%d goroutines after 1000 Limiters, %d before", n, goroutines)
+	}
+}
+
+// Instances counts the Stores subscribed to the reset channel, in every
+// process, as soon as they subscribe.
+func TestInstancesCountsSubscribedStores(t *testing.T) {
+	x := newMini(t)
+	client := redis.NewClient(&redis.Options{Addr: x.m.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	other, err := New(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	x.store.OnReset(func(string) {})
+	other.OnReset(func(string) {})
+	for deadline := time.Now().Add(5 * time.Second); x.store.Instances() != 2 || other.Instances() != 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("Instances: %d and %d, want 2 and 2", x.store.Instances(), other.Instances())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

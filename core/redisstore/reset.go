@@ -117,6 +117,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	if l != nil {
 		l.stop()
+		<-l.counted
 	}
 	return nil
 }
@@ -128,6 +129,7 @@ func (s *Store) Close() error {
 type listener struct {
 	cancel     context.CancelFunc
 	done       chan struct{}
+	counted    chan struct{} // closed when count returns
 	subscribed chan struct{} // closed when first subscribed
 
 	mu sync.Mutex
@@ -141,14 +143,51 @@ const listenBackoff = 250 * time.Millisecond
 // startListener starts the subscription. The caller holds s.mu (or is New).
 func (s *Store) startListener() {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &listener{cancel: cancel, done: make(chan struct{}), subscribed: make(chan struct{})}
+	l := &listener{cancel: cancel, done: make(chan struct{}), counted: make(chan struct{}), subscribed: make(chan struct{})}
 	l.ps = s.client.Subscribe(ctx, s.prefix+resetChannel)
 	s.listener = l
 	go func() {
 		defer close(l.done)
 		l.run(ctx, s)
 	}()
+	go func() {
+		defer close(l.counted)
+		s.count(ctx, l)
+	}()
 }
+
+// fleetRefresh is how often a subscribed Store counts the subscribers of
+// its reset channel (Instances).
+const fleetRefresh = 2 * time.Second
+
+// count keeps s.instances at the number of subscribers of the reset
+// channel (PUBSUB NUMSUB): one per Store with a subscription, in every
+// process on this Redis and prefix. While Redis does not answer, the last
+// count stays.
+func (s *Store) count(ctx context.Context, l *listener) {
+	select {
+	case <-l.subscribed:
+	case <-ctx.Done():
+		return
+	}
+	for ctx.Err() == nil {
+		cctx, cancel := context.WithTimeout(ctx, fleetRefresh/2)
+		m, err := s.client.PubSubNumSub(cctx, s.prefix+resetChannel).Result()
+		cancel()
+		if n := m[s.prefix+resetChannel]; err == nil && n > 0 {
+			s.instances.Store(n)
+		}
+		sleep(ctx, fleetRefresh)
+	}
+}
+
+// Instances returns the number of Stores, in all processes, subscribed to
+// this Store's reset channel on this Redis and prefix (store.Fleet), as
+// last counted: every 2 seconds while the Store is subscribed (from the
+// first OnReset, that is the first core.Limiter on it, or with the deny
+// cache), kept while Redis does not answer; 0 before the first count. On
+// a Redis Cluster, only the subscribers of the node asked are counted.
+func (s *Store) Instances() int { return int(s.instances.Load()) }
 
 func (l *listener) run(ctx context.Context, s *Store) {
 	first := true

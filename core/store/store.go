@@ -135,3 +135,13 @@ type ResetNotifier interface {
 	// store.
 	OnReset(f func(key string))
 }
+
+// Fleet is a Store shared between processes that knows how many of them
+// share it (the Redis store does). A core.Limiter's local fallback uses it
+// to take only its share of a key's allowance while the store is away.
+type Fleet interface {
+	// Instances returns the number of processes sharing the store, as last
+	// learned while the store answered (kept through an outage), or 0
+	// when it is not known yet.
+	Instances() int
+}
