@@ -221,9 +221,18 @@ var storeKinds = []storeKind{
 // route is one GET route of a scenario. path uses ServeMux wildcards
 // ("/users/{id}"); the gin and echo adapters turn them into ":id".
 type route struct {
-	path  string
-	l     *core.Limiter // nil: not limited
-	outer *core.Limiter // another limiter in front of l (nested middleware)
+	path    string
+	methods []string      // the methods it is registered for; default GET
+	l       *core.Limiter // nil: not limited
+	outer   *core.Limiter // another limiter in front of l (nested middleware)
+}
+
+// methodsOf returns the methods rt is registered for.
+func methodsOf(rt route) []string {
+	if len(rt.methods) == 0 {
+		return []string{http.MethodGet}
+	}
+	return rt.methods
 }
 
 // probe is the handler behind every route: it counts its calls and notes
@@ -270,7 +279,9 @@ var adapters = []adapter{
 					h = nethttp.Middleware(l)(h)
 				}
 			}
-			mux.Handle("GET "+rt.path, h) // Go 1.22 pattern: r.Pattern is "GET /users/{id}"
+			for _, m := range methodsOf(rt) {
+				mux.Handle(m+" "+rt.path, h) // Go 1.22 pattern: r.Pattern is "GET /users/{id}"
+			}
 		}
 		return mux
 	}},
@@ -284,7 +295,9 @@ var adapters = []adapter{
 				}
 			}
 			hs = append(hs, func(c *gin.Context) { p.hit(); c.String(http.StatusOK, "ok") })
-			r.GET(colonPath(rt.path), hs...)
+			for _, m := range methodsOf(rt) {
+				r.Handle(m, colonPath(rt.path), hs...)
+			}
 		}
 		return r
 	}},
@@ -297,7 +310,9 @@ var adapters = []adapter{
 					mw = append(mw, echolimit.New(l))
 				}
 			}
-			e.GET(colonPath(rt.path), func(c echo.Context) error { p.hit(); return c.String(http.StatusOK, "ok") }, mw...)
+			for _, m := range methodsOf(rt) {
+				e.Add(m, colonPath(rt.path), func(c echo.Context) error { p.hit(); return c.String(http.StatusOK, "ok") }, mw...)
+			}
 		}
 		return e
 	}},
@@ -326,6 +341,7 @@ type step struct {
 	// Decide returns): the client leaves during the hold.
 	leaveWhenHeld bool
 	path          string            // default "/api"
+	method        string            // default GET
 	remote        string            // RemoteAddr; default "192.0.2.1:1234"
 	header        map[string]string // request headers
 	status        int
@@ -830,6 +846,25 @@ func scenarios(tok jwtTokens) []scenario {
 		})
 	}
 
+	{ // Route templates carry the method in every adapter, as ServeMux's
+		// patterns do: GET and POST on one route have their own limits.
+		lim := core.PerHour(1)
+		T := interval(lim)
+		rows = append(rows, scenario{
+			name: "route templates per method",
+			routes: func(s *setup) []route {
+				l := s.limiter("methods", keyfuncs.Route(), []core.Limit{lim})
+				return []route{{path: "/users/{id}", methods: []string{http.MethodGet, http.MethodPost}, l: l}}
+			},
+			steps: []step{
+				{path: "/users/1", status: 200, rl: &rl{limit: 1, remaining: 0, reset: T}},
+				{path: "/users/1", method: http.MethodPost, status: 200, rl: &rl{limit: 1, remaining: 0, reset: T}},
+				{path: "/users/2", status: 429, rl: &rl{limit: 1, remaining: 0, reset: T, retry: T}},
+				{path: "/users/2", method: http.MethodPost, status: 429, rl: &rl{limit: 1, remaining: 0, reset: T, retry: T}},
+			},
+		})
+	}
+
 	{ // Shadow mode: never refused, but the headers show the exhaustion
 		// (without Retry-After, since nothing is refused).
 		lim := core.PerHour(2)
@@ -1058,22 +1093,23 @@ func scenarios(tok jwtTokens) []scenario {
 		})
 	}
 
-	{ // IPv6 clients are grouped by /64, and an IPv4-mapped IPv6 peer is
-		// its IPv4 address: rotating addresses inside a /64, or writing
-		// one IPv4 address two ways, buys nothing.
+	{ // IPv6 clients are grouped by /56, and an IPv4-mapped or 6to4 IPv6
+		// peer is its IPv4 address: rotating addresses or /64s inside a
+		// /56, or writing one IPv4 address three ways, buys nothing.
 		lim := core.PerHour(2)
 		T := interval(lim)
 		rows = append(rows, scenario{
-			name:   "IPv6 /64 and IPv4-mapped peers",
+			name:   "IPv6 /56, IPv4-mapped and 6to4 peers",
 			routes: func(s *setup) []route { return s.api([]core.Limit{lim}) },
 			steps: []step{
 				{remote: "[2001:db8:1:2::1]:40000", status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
 				{remote: "[2001:db8:1:2:ffff::9]:40001", status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * T}},
 				{remote: "[2001:db8:1:2:abcd:1:2:3]:40002", status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * T, retry: T}},
-				{remote: "[2001:db8:1:3::1]:40000", status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
+				{remote: "[2001:db8:1:ff::1]:40000", status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * T, retry: T}},
+				{remote: "[2001:db8:1:100::1]:40000", status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
 				{remote: "203.0.113.9:1", status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
 				{remote: "[::ffff:203.0.113.9]:2", status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * T}},
-				{remote: "[::ffff:cb00:7109]:3", status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * T, retry: T}},
+				{remote: "[2002:cb00:7109:1::1]:3", status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * T, retry: T}},
 			},
 		})
 	}
@@ -1158,7 +1194,11 @@ func run(t *testing.T, e *env, ad adapter, sc scenario) {
 		if path == "" {
 			path = "/api"
 		}
-		req := httptest.NewRequest(http.MethodGet, "http://example.com"+path, nil)
+		method := st.method
+		if method == "" {
+			method = http.MethodGet
+		}
+		req := httptest.NewRequest(method, "http://example.com"+path, nil)
 		req.RemoteAddr = defaultRemote
 		if st.remote != "" {
 			req.RemoteAddr = st.remote
@@ -1187,7 +1227,7 @@ func run(t *testing.T, e *env, ad adapter, sc scenario) {
 
 		res := w.Result()
 		body := w.Body.String()
-		where := fmt.Sprintf("step %d (GET %s from %s %v)", i+1, path, req.RemoteAddr, st.header)
+		where := fmt.Sprintf("step %d (%s %s from %s %v)", i+1, method, path, req.RemoteAddr, st.header)
 		dump := fmt.Sprintf("got %d %q\nheaders %v", res.StatusCode, body, res.Header)
 
 		if res.StatusCode != st.status {

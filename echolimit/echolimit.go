@@ -100,7 +100,7 @@ func (m *middleware) handler(next echo.HandlerFunc) echo.HandlerFunc {
 	l, onRefuse := m.l, m.onRefuse
 	return func(c echo.Context) error {
 		r := c.Request()
-		if p := c.Path(); p != "" {
+		if p := adapteropt.Pattern(r.Method, c.Path()); p != "" {
 			r.Pattern = p
 		}
 		d := l.Decide(r)

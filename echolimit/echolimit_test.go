@@ -99,8 +99,8 @@ func TestPathAsPattern(t *testing.T) {
 	if codes[0] != 200 || codes[1] != 429 {
 		t.Fatalf("codes %v: /api/users/1 and /api/users/2 must share the route's limit", codes)
 	}
-	if len(patterns) != 1 || patterns[0] != "/api/users/:id" {
-		t.Fatalf("handler saw patterns %v, want [/api/users/:id]", patterns)
+	if len(patterns) != 1 || patterns[0] != "GET /api/users/:id" {
+		t.Fatalf("handler saw patterns %v, want [GET /api/users/:id]", patterns)
 	}
 }
 

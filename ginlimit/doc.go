@@ -3,9 +3,10 @@
 //
 // All decisions are the Limiter's (see core.Limiter.Decide); the
 // middleware only carries them out, exactly as package nethttp does. For
-// every request it sets Request.Pattern to gin's route template
-// (Context.FullPath, "/users/:id"), so that keyfuncs.Route and other key
-// functions see the route and not the raw path, and sets the rate-limit
+// every request it sets Request.Pattern to the method and gin's route
+// template (Context.FullPath) in http.ServeMux's form, "GET /users/:id", so
+// that keyfuncs.Route and other key functions see the route and not the
+// raw path, and GET and POST on one route apart, and sets the rate-limit
 // headers before the rest of the chain runs, so they are on every response
 // of a limited route. Then it lets the chain continue; or holds the request
 // for a LeakyBucket delay first (answering 503 if the request's context

@@ -32,7 +32,7 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 	onRefuse := adapteropt.Apply(opts).OnRefuse
 	return func(c *gin.Context) {
 		r := c.Request
-		if p := c.FullPath(); p != "" {
+		if p := adapteropt.Pattern(r.Method, c.FullPath()); p != "" {
 			r.Pattern = p
 		}
 		d := l.Decide(r)

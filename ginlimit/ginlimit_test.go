@@ -85,8 +85,8 @@ func TestRouteLevelAndFullPath(t *testing.T) {
 	if codes[0] != 200 || codes[1] != 429 {
 		t.Fatalf("codes %v: /users/1 and /users/2 must share the route's limit", codes)
 	}
-	if len(patterns) != 1 || patterns[0] != "/users/:id" {
-		t.Fatalf("handler saw patterns %v, want [/users/:id]", patterns)
+	if len(patterns) != 1 || patterns[0] != "GET /users/:id" {
+		t.Fatalf("handler saw patterns %v, want [GET /users/:id]", patterns)
 	}
 }
 

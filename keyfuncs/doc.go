@@ -5,7 +5,9 @@
 //   - IP keys by client address: the connection's peer, or, behind proxies
 //     declared with WithTrustedProxies, the address those proxies report in
 //     X-Forwarded-For, Forwarded or a single-address header, read from the
-//     right. IPv6 clients are grouped by /64 by default.
+//     right. IPv6 clients are grouped by /56 by default
+//     (DefaultIPv6PrefixBits), 6to4 and Teredo clients by the IPv4 address
+//     they embed.
 //   - Header keys by the value of a request header, such as an API key.
 //   - Route keys by the route template ("GET /users/{id}") from r.Pattern,
 //     never by the raw path.
@@ -23,6 +25,19 @@
 // and JWT ignores a token it cannot verify. Header is the exception: use it
 // for values checked elsewhere (an API key your handler validates) or where
 // a client picking its key does no harm.
+//
+// # Cheap checks first
+//
+// JWT verifies a signature on every request before the Limiter can count
+// it, whoever sends it: a forged token near the length bound costs about
+// 92 µs of CPU with HS256 and 3.9 ms with ES512, even from an address
+// already over its limit. IP costs well under a microsecond. So limit by
+// IP first, with a Limiter of its own whose middleware wraps the one keyed
+// by the token (stacked Limiters): a client over its address's allowance
+// is refused before any of its tokens is verified (see the example
+// ipLimitBeforeJWT). Give the IP limit the headroom of the busiest honest
+// address (an office behind one NAT), and the token limit the per-user
+// figure.
 //
 // # Errors
 //

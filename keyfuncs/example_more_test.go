@@ -46,7 +46,7 @@ func ExampleWithForwarded() {
 	r.Header.Set("Forwarded", `for=192.0.2.60;proto=https, for="[2001:db8:cafe::17]:4711", for=10.0.0.5`)
 	fmt.Println(key(r))
 	// Output:
-	// 2001:db8:cafe::/64 <nil>
+	// 2001:db8:cafe::/56 <nil>
 }
 
 // Behind a proxy that sets a single client address, such as nginx's

@@ -34,14 +34,15 @@ func ExampleIP_trustedProxies() {
 	r.RemoteAddr = "192.0.2.99:5000"
 	fmt.Println(key(r))
 
-	// IPv6 clients are grouped by /64: they can rotate addresses inside it.
+	// IPv6 clients are grouped by /56, the usual delegation to one
+	// customer: they can rotate addresses and /64s inside it.
 	r.RemoteAddr = "10.0.0.2:41000"
 	r.Header.Set("X-Forwarded-For", "2001:db8:1:2:a:b:c:d")
 	fmt.Println(key(r))
 	// Output:
 	// 203.0.113.7 <nil>
 	// 192.0.2.99 <nil>
-	// 2001:db8:1:2::/64 <nil>
+	// 2001:db8:1::/56 <nil>
 }
 
 // A limit per client per route: the parts are length-prefixed, so no part

@@ -10,13 +10,16 @@ import (
 )
 
 // validIPKey reports whether key has the shape IP's default grouping
-// produces: a canonical IPv4 address, or a canonical, masked IPv6 /64.
+// produces: a canonical IPv4 address, or a canonical, masked IPv6 /56 that
+// is neither 6to4 nor Teredo (those are keyed by their IPv4 address).
 func validIPKey(key string) bool {
 	if a, err := netip.ParseAddr(key); err == nil {
 		return a.Is4() && a.String() == key
 	}
 	p, err := netip.ParsePrefix(key)
-	return err == nil && p.Addr().Is6() && !p.Addr().Is4In6() && p.Bits() == 64 && p == p.Masked() && p.String() == key
+	return err == nil && p.Addr().Is6() && !p.Addr().Is4In6() && p.Bits() == keyfuncs.DefaultIPv6PrefixBits &&
+		p == p.Masked() && p.String() == key &&
+		!netip.MustParsePrefix("2002::/16").Overlaps(p) && !netip.MustParsePrefix("2001::/32").Overlaps(p)
 }
 
 // keyAddr returns the address a valid key stands for (the prefix's base).
@@ -38,6 +41,8 @@ func FuzzIP(f *testing.F) {
 		{"", "1.2.3.4", "for=1.2.3.4", "1.2.3.4"},
 		{"not-an-ip", "", "", ""},
 		{"10.0.0.1", "2001:db8::1%x:80", `for="\[::1\]"`, "10.0.0.1:80"},
+		{"[2002:cb00:7107::1]:1", "2002:c000:22d::1, 2001:0:4136:e378:8000:63bf:3fff:fdd2", `for="[2002:cb00:7107:1::2]"`, "2001::1"},
+		{"10.0.0.1:1", "2001:0:4136:e378:8000:63bf:3fff:fdd2", `for="[2001:0:1:2::3]:80"`, "2002::"},
 	}
 	for _, s := range seeds {
 		f.Add(s[0], s[1], s[2], s[3])
@@ -49,8 +54,11 @@ func FuzzIP(f *testing.F) {
 		"forwarded": mustIP(f, trustedOpts, keyfuncs.WithForwarded()),
 		"header":    mustIP(f, trustedOpts, keyfuncs.WithClientIPHeader("X-Real-IP")),
 	}
-	// Every address, in halves: IP refuses a single prefix of length 0.
-	trustAll := mustIP(f, keyfuncs.WithTrustedProxies("0.0.0.0/1", "128.0.0.0/1", "::/1", "8000::/1"))
+	// Every non-public range and the documentation ranges (IP refuses
+	// trusting all addresses, even in parts).
+	trustAll := mustIP(f, keyfuncs.WithTrustedProxies("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
+		"100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24",
+		"::1", "fe80::/10", "fc00::/7", "2001:db8::/32"))
 	inTrusted := func(a netip.Addr) bool {
 		return netip.MustParsePrefix("10.0.0.0/8").Contains(a) || netip.MustParsePrefix("fd00::/8").Contains(a)
 	}
@@ -93,7 +101,7 @@ func FuzzIP(f *testing.F) {
 			}
 		}
 
-		// Trusting every address, the key is the peer's or one of the
+		// Trusting many addresses, the key is the peer's or one of the
 		// X-Forwarded-For entries'.
 		if k, err := trustAll(full); err == nil && peerErr == nil {
 			candidates := map[string]bool{peerKey: true}

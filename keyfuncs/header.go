@@ -84,8 +84,10 @@ var errNoPattern = errors.New("keyfuncs: request has no route pattern (r.Pattern
 //
 // The template is read from r.Pattern, which http.ServeMux (Go 1.22+) sets
 // before calling the handler. Other routers must set it before the KeyFunc
-// runs; sluice's adapters do: ginlimit copies gin's c.FullPath() and
-// echolimit copies echo's c.Path() into r.Pattern. Route never falls back to
+// runs; sluice's adapters do, with the method as ServeMux has it: ginlimit
+// sets "GET /users/:id" from the method and gin's c.FullPath(), echolimit
+// from the method and echo's c.Path(). So GET and POST on one route have
+// their own keys (with ServeMux, when registered with their methods). Route never falls back to
 // the raw URL path, which would give each URL its own limit: an empty
 // r.Pattern (no route matched, or a router that does not set it) is an error
 // wrapping core.ErrNoKey.

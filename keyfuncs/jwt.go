@@ -35,9 +35,20 @@ const DefaultTokenMaxLength = 8192
 
 // Minimum key sizes JWT accepts.
 const (
-	MinHMACSecretBytes = 32   // RFC 7518 §3.2: at least the HS256 hash size
+	MinHMACSecretBytes = 32   // RFC 7518 §3.2: at least the HS256 hash size (48 for HS384, 64 for HS512)
 	MinRSABits         = 2048 // RFC 7518 §3.3
 )
+
+// ErrWeakSecret is wrapped by the error for an HMAC secret that JWT refuses:
+// shorter than the hash size of the algorithm it verifies (RFC 7518 §3.2:
+// 32 bytes for HS256, 48 for HS384, 64 for HS512), or of visibly low
+// entropy (see HMACSecret). Anyone who guesses the secret, offline from
+// any one token, can forge every identity.
+var ErrWeakSecret = errors.New("keyfuncs: weak HMAC secret")
+
+// hmacMinBytes is the hash size of each HMAC algorithm, the least secret
+// length RFC 7518 §3.2 allows with it.
+var hmacMinBytes = map[string]int{"HS256": 32, "HS384": 48, "HS512": 64}
 
 // JWTKey is the key material a JWT KeyFunc verifies signatures with, and
 // with it the signature algorithms it accepts: only those that fit the key,
@@ -51,25 +62,55 @@ type JWTKey struct {
 }
 
 // HMACSecret returns a JWTKey for tokens signed with HS256, HS384 or HS512
-// under one of secrets (several allow rotation; each is tried in turn). Each
-// secret must hold at least MinHMACSecretBytes bytes: a shorter one can be
-// brute-forced from any token, after which anyone can forge identities.
-// The secrets are copied.
+// under one of secrets (several allow rotation; each is tried in turn).
+// Each algorithm is verified only with the secrets at least as long as its
+// hash (32 bytes for HS256, 48 for HS384, 64 for HS512, RFC 7518 §3.2): an
+// HS512 token meets no 32-byte secret and fails with an error wrapping
+// ErrInvalidToken and ErrWeakSecret. Use HMACSecretFor to name the
+// algorithm and have a secret too short for it refused at construction.
+//
+// JWT refuses, with an error wrapping ErrWeakSecret, a secret shorter than
+// MinHMACSecretBytes or of visibly low entropy: fewer than 8 distinct byte
+// values, one byte value making up more than half of it, a repeated
+// pattern ("abcabc…", even cut short), or mostly a run of evenly spaced
+// bytes ("abcdef…"). A short or guessable secret can be found offline from
+// any one token, after which anyone can forge identities; generate it with
+// crypto/rand (hex or base64 text of enough random bytes passes). The
+// secrets are copied.
 func HMACSecret(secrets ...[]byte) JWTKey {
+	return hmacKey(secrets, MinHMACSecretBytes, "HS256", "HS384", "HS512")
+}
+
+// HMACSecretFor is HMACSecret for tokens of the one algorithm alg ("HS256",
+// "HS384" or "HS512"): JWT refuses a secret shorter than alg's hash size,
+// with an error wrapping ErrWeakSecret.
+func HMACSecretFor(alg string, secrets ...[]byte) JWTKey {
+	n, ok := hmacMinBytes[alg]
+	if !ok {
+		return JWTKey{err: fmt.Errorf("keyfuncs: HMACSecretFor: %q is not an HMAC algorithm (HS256, HS384, HS512)", alg)}
+	}
+	return hmacKey(secrets, n, alg)
+}
+
+// hmacKey checks and copies secrets, each at least minLen bytes, and
+// registers each for the algorithms among algs whose hash size it meets.
+func hmacKey(secrets [][]byte, minLen int, algs ...string) JWTKey {
 	if len(secrets) == 0 {
 		return JWTKey{err: errors.New("keyfuncs: HMACSecret needs a secret")}
 	}
-	keys := make([]jwt.VerificationKey, 0, len(secrets))
+	byMethod := map[string][]jwt.VerificationKey{}
 	for i, s := range secrets {
-		if len(s) < MinHMACSecretBytes {
-			return JWTKey{err: fmt.Errorf("keyfuncs: HMAC secret %d has %d bytes, want at least %d", i, len(s), MinHMACSecretBytes)}
+		if why := secretFault(s, minLen); why != "" {
+			return JWTKey{err: fmt.Errorf("%w: secret %d: %s", ErrWeakSecret, i, why)}
 		}
-		keys = append(keys, append([]byte(nil), s...))
+		c := append([]byte(nil), s...)
+		for _, alg := range algs {
+			if len(c) >= hmacMinBytes[alg] {
+				byMethod[alg] = append(byMethod[alg], c)
+			}
+		}
 	}
-	return JWTKey{
-		methods: []string{"HS256", "HS384", "HS512"},
-		keyfunc: staticKeys(map[string][]jwt.VerificationKey{"HS256": keys, "HS384": keys, "HS512": keys}),
-	}
+	return JWTKey{methods: algs, keyfunc: staticKeys(byMethod)}
 }
 
 // PublicKeys returns a JWTKey for tokens signed with one of the private keys
@@ -142,7 +183,10 @@ func PublicKeys(keys ...crypto.PublicKey) JWTKey {
 // algorithms. algorithms is required: fn sees the token before its
 // signature is checked, so the accepted algorithms must not depend on it.
 // "none" is refused, and so is mixing HMAC algorithms with public-key ones,
-// which is what algorithm-confusion attacks exploit.
+// which is what algorithm-confusion attacks exploit. An HMAC secret fn
+// returns is checked as HMACSecretFor would check it for the token's
+// algorithm, on every token: a weak one fails the token with an error
+// wrapping ErrInvalidToken and ErrWeakSecret.
 func KeyLookup(fn jwt.Keyfunc, algorithms ...string) JWTKey {
 	if fn == nil {
 		return JWTKey{err: errors.New("keyfuncs: KeyLookup needs a jwt.Keyfunc")}
@@ -165,7 +209,37 @@ func KeyLookup(fn jwt.Keyfunc, algorithms ...string) JWTKey {
 	if hmac && public {
 		return JWTKey{err: errors.New("keyfuncs: KeyLookup cannot mix HMAC and public-key algorithms")}
 	}
+	if hmac {
+		fn = checkedSecrets(fn)
+	}
 	return JWTKey{methods: append([]string(nil), algorithms...), keyfunc: fn}
+}
+
+// checkedSecrets wraps fn so that an HMAC secret it returns (a []byte, or
+// one in a jwt.VerificationKeySet) that HMACSecret would refuse for the
+// token's algorithm fails the token with an error wrapping ErrWeakSecret.
+func checkedSecrets(fn jwt.Keyfunc) jwt.Keyfunc {
+	return func(t *jwt.Token) (any, error) {
+		k, err := fn(t)
+		if err != nil {
+			return k, err
+		}
+		keys := []any{k}
+		if set, ok := k.(jwt.VerificationKeySet); ok {
+			keys = nil
+			for _, vk := range set.Keys {
+				keys = append(keys, vk)
+			}
+		}
+		for _, vk := range keys {
+			if b, ok := vk.([]byte); ok {
+				if why := secretFault(b, hmacMinBytes[t.Method.Alg()]); why != "" {
+					return nil, fmt.Errorf("%w: key lookup for %s: %s", ErrWeakSecret, t.Method.Alg(), why)
+				}
+			}
+		}
+		return k, nil
+	}
 }
 
 // staticKeys returns a jwt.Keyfunc serving the keys registered for the
@@ -175,6 +249,9 @@ func staticKeys(byMethod map[string][]jwt.VerificationKey) jwt.Keyfunc {
 		keys := byMethod[t.Method.Alg()]
 		switch len(keys) {
 		case 0:
+			if n, ok := hmacMinBytes[t.Method.Alg()]; ok {
+				return nil, fmt.Errorf("%w: %s needs a secret of at least %d bytes, and none is that long", ErrWeakSecret, t.Method.Alg(), n)
+			}
 			return nil, fmt.Errorf("no key for algorithm %s", t.Method.Alg())
 		case 1:
 			return keys[0], nil

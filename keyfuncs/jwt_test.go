@@ -49,8 +49,8 @@ func keys(t testing.TB) *testKeys {
 			}
 		}
 		k := &keysVal
-		k.secret = []byte("0123456789abcdef0123456789abcdef")
-		k.secret2 = []byte("fedcba9876543210fedcba9876543210fedcba")
+		k.secret = []byte("q7T-vZ2mK9xLr4Wc8NbY1fHs6JdA0pGe_u3oXiBk5ElCnRyMw-tQ8aVjSh2zDgUF") // 64 bytes: HS512 too
+		k.secret2 = []byte("2c8e41f0b7d95a36e8c1f47b0d29a5e3c6b18f")
 		var err error
 		k.rsa, err = rsa.GenerateKey(rand.Reader, 2048)
 		must(err)

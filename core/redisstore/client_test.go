@@ -32,10 +32,10 @@ func deadAddr(t *testing.T) string {
 	return addr
 }
 
-func clientStore(t *testing.T, client redis.UniversalClient) *redisstore.Store {
+func clientStore(t *testing.T, client redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
 	t.Helper()
 	t.Cleanup(func() { _ = client.Close() })
-	s, err := redisstore.New(client)
+	s, err := redisstore.New(client, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func clientStore(t *testing.T, client redis.UniversalClient) *redisstore.Store {
 
 // With Redis down, a Take fails at once with the refused connection, rather
 // than after go-redis' dial retries (5 attempts, 100 ms apart) or the
-// context's deadline.
+// context's deadline. (The breaker is off: a refusal opens it at once.)
 func TestClientOptionsFailFast(t *testing.T) {
 	addr := deadAddr(t)
 	opt, err := redisstore.ParseURL("redis://" + addr + "/0")
@@ -56,7 +56,7 @@ func TestClientOptionsFailFast(t *testing.T) {
 		"UniversalOptions": redis.NewUniversalClient(redisstore.UniversalOptions(addr)),
 		"ParseURL":         redis.NewClient(opt),
 	} {
-		s := clientStore(t, client)
+		s := clientStore(t, client, redisstore.WithBreaker(0, 0))
 		const takes = 4
 		start := time.Now()
 		for i := 0; i < takes; i++ {

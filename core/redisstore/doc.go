@@ -41,12 +41,12 @@
 //
 // A Store keeps a circuit breaker per Redis server (per master of a
 // Cluster), shared by every core.Limiter on it (WithBreaker): a server
-// that keeps failing, or that lets one call run out of time, is left
-// alone, and Takes of its keys fail at once with an error wrapping
-// store.ErrBreakerOpen, so the Limiters' failure policy decides without
-// waiting. The Store probes it in the background and reloads its scripts
-// before traffic resumes. Ping checks, at start-up, that Redis accepts the
-// client's settings.
+// that refuses connections, keeps failing or stops answering (not one
+// slow call) is left alone, and Takes of its keys fail at once with an
+// error wrapping store.ErrBreakerOpen, so the Limiters' failure policy
+// decides without waiting. The Store probes it in the background with a
+// script call and reloads its scripts before traffic resumes. Ping checks,
+// at start-up, that Redis accepts the client's settings.
 //
 // Automatic pipelining (WithPipelining, on by default) sends a Take at once
 // when the Store is idle and, while its requests are in flight, queues

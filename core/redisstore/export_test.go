@@ -42,26 +42,28 @@ func waitListening(tb interface {
 }
 
 // BreakerState names the state of the breaker of the server that holds
-// key's state under limit: "closed", "open" or "loading".
+// key's state under limit: "closed" or "open".
 func BreakerState(s *Store, key string, limit Limit) string {
 	keys, _, _, err := s.request(key, 1, specs(limit))
 	if err != nil {
 		panic(err)
 	}
-	switch s.health.nodeFor(context.Background(), keys[0]).state.Load() {
-	case stateClosed:
-		return "closed"
-	case stateOpen:
+	if s.health.nodeFor(context.Background(), keys[0]).isOpen.Load() {
 		return "open"
 	}
-	return "loading"
+	return "closed"
 }
 
-// WithScriptLoader replaces what a probe loads, for tests that hold a probe
-// in its loading phase.
-func WithScriptLoader(load func(context.Context) error) Option {
-	return optionFunc(func(s *settings) { s.load = func(ctx context.Context, _ redis.Scripter) error { return load(ctx) } })
+// WithProbeCheck replaces a probe's test of the server, for tests that
+// hold a probe while Redis answers.
+func WithProbeCheck(check func(context.Context) error) Option {
+	return optionFunc(func(s *settings) {
+		s.check = func(ctx context.Context, _ redis.UniversalClient) error { return check(ctx) }
+	})
 }
 
 // Limit is core.Limit, for BreakerState's callers.
 type Limit = core.Limit
+
+// PipeStats is pipeStats, for the external tests.
+func PipeStats(s *Store) (pipelined, resent int64) { return pipeStats(s) }

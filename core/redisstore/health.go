@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,33 +22,51 @@ const (
 	DefaultBreakerCooldown = time.Second
 )
 
-// probeTimeout bounds one probe of a server whose breaker is open.
+// probeTimeout is the least time a probe of a server whose breaker is open
+// waits for it (see WithBreaker).
 const probeTimeout = time.Second
 
 // WithBreaker configures the Store's circuit breakers: one per Redis
 // server (each master of a Cluster; the whole client for other kinds),
-// shared by every Limiter on the Store. A server's breaker opens after
-// failures consecutive failed calls, or at once on a call that ran out of
-// time (its caller had already waited the whole per-decision timeout).
-// While it is open, Takes and Peeks of keys on that server fail at once
-// with an error wrapping store.ErrBreakerOpen, so the Limiters' failure
-// policy decides without waiting; keys on other Cluster masters are not
-// affected.
+// shared by every Limiter on the Store. While a server's breaker is open,
+// Takes and Peeks of keys on that server fail at once with an error
+// wrapping store.ErrBreakerOpen, so the Limiters' failure policy decides
+// without waiting; keys on other Cluster masters are not affected.
+//
+// A breaker opens on evidence that the server fails, not on one slow call:
+//   - at once when a connection to it is refused (a dead server; go-redis'
+//     default dial retries report a refusal as a timeout, UniversalOptions
+//     turns them off);
+//   - after failures consecutive failed calls (error replies, connections
+//     lost under a call), an answered call resetting the count;
+//   - after failures consecutive timeouts of calls made while the server
+//     answered nothing, one of them made after the first was reported.
+//
+// So these do not count: a timeout while the server answers other calls
+// (slow, not gone); a call whose deadline ran out in the Store's own queue
+// (WithPipelining), never sent; a call whose caller went away. The last
+// proviso keeps a client that did not run for a while (CPU starvation) from
+// blaming the server for the calls it had in flight: those it makes next
+// are answered. A lost connection is not enough either: the next call
+// dials, which is refused if the server is gone. A frozen server opens the
+// breaker about two timeouts after it froze under steady traffic, each
+// request waiting at most its own timeout. A failure ratio over a time
+// window (Hystrix, Envoy) would keep it closed longer: the calls answered
+// before the freeze stay in the window.
 //
 // An open breaker is probed in the background every cooldown, with or
-// without traffic: a PING, then the Store's scripts are loaded, and the
-// breaker closes. Takes that arrive once Redis has answered the PING wait
-// (within their context) for the scripts and then go to Redis, so a
-// service is exact again within a cooldown of Redis answering, and no
-// burst of requests is decided locally meanwhile. While the PING itself is
-// unanswered they fail at once: waiting on a server that may be frozen
-// would cost each of them its whole timeout.
+// without traffic: a PING, then a script call (EVALSHA, or EVAL when Redis
+// lost the script), which Redis holds whenever it holds Takes (CLIENT
+// PAUSE WRITE answers PING but holds scripts). A probe waits up to the
+// larger of cooldown and one second, and calls fail at once meanwhile.
+// Once Redis runs the script the probe loads the Store's scripts (a
+// failure, such as an ACL without SCRIPT LOAD, is ignored: Takes fall back
+// to EVAL) and closes the breaker, so decisions come from Redis again
+// within one cooldown of Redis answering, and no request waits on a probe.
 //
-// A call whose caller went away (context canceled) says nothing about
-// Redis and is not counted. failures 0 turns the breakers off: every call
-// goes to Redis. The defaults are DefaultBreakerFailures and
-// DefaultBreakerCooldown; failures must be 0 to 2^30 and cooldown, when
-// failures > 0, 1ms to 1h.
+// failures 0 turns the breakers off: every call goes to Redis. The
+// defaults are DefaultBreakerFailures and DefaultBreakerCooldown; failures
+// must be 0 to 2^30 and cooldown, when failures > 0, 1ms to 1h.
 func WithBreaker(failures int, cooldown time.Duration) Option {
 	return optionFunc(func(s *settings) { s.failures, s.cooldown = failures, cooldown })
 }
@@ -65,9 +85,10 @@ func checkBreaker(failures int, cooldown time.Duration) error {
 type health struct {
 	threshold int32 // 0: off
 	cooldown  time.Duration
-	load      func(context.Context, redis.Scripter) error // the Store's scripts
-	reload    func()                                      // a Cluster's slot map; nil otherwise
-	pipe      func() *batcher                             // a node's batcher; nil: no pipelining
+	check     func(context.Context, redis.UniversalClient) error // a probe's test of a server
+	load      func(context.Context, redis.Scripter) error        // the Store's scripts
+	reload    func()                                             // a Cluster's slot map; nil otherwise
+	pipe      func() *batcher                                    // a node's batcher; nil: no pipelining
 
 	cluster *redis.ClusterClient // nil: one server
 	whole   *node                // the only server, or a Cluster whose map is unknown
@@ -78,8 +99,9 @@ type health struct {
 	stopped sync.Once
 }
 
-func newHealth(client redis.UniversalClient, failures int, cooldown time.Duration, load func(context.Context, redis.Scripter) error, pipe func() *batcher) *health {
-	h := &health{threshold: int32(failures), cooldown: cooldown, load: load, pipe: pipe, stop: make(chan struct{})}
+func newHealth(client redis.UniversalClient, failures int, cooldown time.Duration, pipe func() *batcher) *health {
+	h := &health{threshold: int32(failures), cooldown: cooldown, check: checkServer, load: loadScripts,
+		pipe: pipe, stop: make(chan struct{})}
 	h.whole = h.newNode("", client)
 	if cc, ok := client.(*redis.ClusterClient); ok {
 		h.cluster = cc
@@ -90,29 +112,35 @@ func newHealth(client redis.UniversalClient, failures int, cooldown time.Duratio
 // node is the breaker of one server, and the queue of its Takes waiting
 // for a shared round trip: a server that stalls holds up only its own.
 type node struct {
-	h      *health
-	client redis.UniversalClient // what a probe calls
-	open   error                 // returned while open
-	pipe   *batcher              // nil: no pipelining
+	h       *health
+	client  redis.UniversalClient // what a probe calls
+	openErr error                 // returned while open
+	pipe    *batcher              // nil: no pipelining
 
-	state    atomic.Int32 // stateClosed, stateOpen, stateLoading
-	failures atomic.Int32 // consecutive, while closed
-	mu       sync.Mutex
-	loaded   chan struct{} // closed when a probe's script load ends; under mu
+	isOpen   atomic.Bool  // the breaker is open: calls fail at once
+	failures atomic.Int32 // consecutive counted failures, while closed
+	streak   atomic.Int64 // when the first of them was reported (monoMicros); noStreak: none
+	answered atomic.Int64 // when the server last answered a call (monoMicros), to answerGrain
 }
 
-const (
-	stateClosed  = iota
-	stateOpen    // calls fail at once; a probe runs every cooldown
-	stateLoading // a probe reached Redis and loads the scripts: calls wait
-)
+// answerGrain is how long node.answered may lag (µs): a store per answered
+// call on one shared word would cost every Take a contended write.
+const answerGrain = 1000
+
+// notSent is the send time of a call that never left the Store's queue.
+const notSent = -1
+
+// noStreak is node.streak when no failure is counted.
+const noStreak = math.MaxInt64
 
 func (h *health) newNode(addr string, client redis.UniversalClient) *node {
 	what := "redis"
 	if addr != "" {
 		what = "redis " + addr
 	}
-	n := &node{h: h, client: client, open: fmt.Errorf("%s: %w", what, store.ErrBreakerOpen)}
+	n := &node{h: h, client: client, openErr: fmt.Errorf("%s: %w", what, store.ErrBreakerOpen)}
+	n.answered.Store(math.MinInt64)
+	n.streak.Store(noStreak)
 	if h.pipe != nil {
 		n.pipe = h.pipe()
 	}
@@ -145,46 +173,58 @@ func (h *health) each(f func(*node)) {
 	})
 }
 
-// admit returns nil when a call may go to the server now, the breaker's
-// error when it is open, and the context's error when ctx ends while the
-// scripts are being loaded.
-func (n *node) admit(ctx context.Context) error {
-	switch n.state.Load() {
-	case stateClosed:
-		return nil
-	case stateLoading:
-		n.mu.Lock()
-		loaded := n.loaded
-		n.mu.Unlock()
-		if loaded != nil {
-			select {
-			case <-loaded:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		if n.state.Load() == stateClosed {
-			return nil
-		}
+// admit returns nil when a call may go to the server now, and the
+// breaker's error when it is open.
+func (n *node) admit(context.Context) error {
+	if n.isOpen.Load() {
+		return n.openErr
 	}
-	return n.open
+	return nil
 }
 
-// report records how a call that admit let through ended.
-func (n *node) report(ctx context.Context, err error) {
+// report records how a call that admit let through ended: start is when
+// it was made and sent when it was handed to the client (monoMicros), or
+// notSent when its deadline ran out in the Store's queue. See WithBreaker
+// for the rule.
+func (n *node) report(ctx context.Context, err error, start, sent int64) {
 	switch {
 	case n.h.threshold == 0:
 	case err == nil:
-		if n.failures.Load() != 0 {
-			n.failures.Store(0)
+		n.answer()
+	case sent == notSent || ctx.Err() == context.Canceled:
+		// Never sent, or the caller went away: nothing learnt about Redis.
+	case refused(err):
+		n.trip()
+	case !timedOut(ctx, err): // an error reply, a connection lost
+		n.streak.CompareAndSwap(noStreak, monoMicros())
+		if n.failures.Add(1) >= n.h.threshold {
+			n.trip()
 		}
-	case ctx.Err() == context.Canceled:
-		// The caller went away: nothing learnt about Redis.
-	case timedOut(ctx, err):
-		n.trip()
-	case n.failures.Add(1) >= n.h.threshold:
-		n.trip()
+	case n.unanswered(start):
+		// Counted, but it opens the breaker only when a call made after
+		// the first of the streak failed too (this process ran meanwhile).
+		n.streak.CompareAndSwap(noStreak, monoMicros())
+		if n.failures.Add(1) >= n.h.threshold && start > n.streak.Load() {
+			n.trip()
+		}
 	}
+}
+
+// answer records that the server answered a call.
+func (n *node) answer() {
+	if n.failures.Load() != 0 {
+		n.failures.Store(0)
+		n.streak.Store(noStreak)
+	}
+	if now, a := monoMicros(), n.answered.Load(); now-answerGrain >= a {
+		n.answered.CompareAndSwap(a, now) // lost: another call moved it
+	}
+}
+
+// unanswered reports whether a call made at start that timed out tells
+// that the server stopped answering: the server answered no call since.
+func (n *node) unanswered(start int64) bool {
+	return n.answered.Load() < start
 }
 
 // timedOut reports whether err ended a call because time ran out.
@@ -194,16 +234,24 @@ func timedOut(ctx context.Context, err error) bool {
 		errors.As(err, &ne) && ne.Timeout()
 }
 
+// refused reports whether err says the server refused a connection: a
+// dial that failed other than by timing out.
+func refused(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &op) && op.Op == "dial" && !op.Timeout()
+}
+
 // trip opens a closed breaker and starts its probes.
 func (n *node) trip() {
-	if !n.state.CompareAndSwap(stateClosed, stateOpen) {
+	if !n.isOpen.CompareAndSwap(false, true) {
 		return
 	}
-	n.failures.Store(0)
 	n.h.probes.Add(1)
 	go n.probeUntilClosed()
 }
 
+// probeUntilClosed probes the server every cooldown (at once after a probe
+// that took longer) until one closes the breaker or the Store is closed.
 func (n *node) probeUntilClosed() {
 	defer n.h.probes.Done()
 	t := time.NewTimer(n.h.cooldown)
@@ -214,40 +262,46 @@ func (n *node) probeUntilClosed() {
 		case <-n.h.stop:
 			return
 		}
+		start := time.Now()
 		if n.probe() {
 			return
 		}
-		t.Reset(n.h.cooldown)
+		t.Reset(max(0, n.h.cooldown-time.Since(start)))
 	}
 }
 
-// probe pings the server and, when it answers, loads the scripts while
-// new calls wait, then closes the breaker. It reports whether it did.
+// probe checks the server and, when it answers, loads the scripts (an
+// error is left for the Takes' EVAL fallback) and closes the breaker. It
+// reports whether it did.
 func (n *node) probe() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), max(n.h.cooldown, probeTimeout))
 	defer cancel()
-	if err := n.client.Ping(ctx).Err(); err != nil {
+	if err := n.h.check(ctx, n.client); err != nil {
 		if n.h.reload != nil {
 			n.h.reload() // a replica may have taken over the slots
 		}
 		return false
 	}
-	n.mu.Lock()
-	n.loaded = make(chan struct{})
-	n.state.Store(stateLoading)
-	n.mu.Unlock()
-	err := n.h.load(ctx, n.client)
-	n.mu.Lock()
-	if err == nil {
-		n.state.Store(stateClosed)
-	} else {
-		n.state.Store(stateOpen)
-	}
-	close(n.loaded)
-	n.loaded = nil
-	n.mu.Unlock()
-	return err == nil
+	_ = n.h.load(ctx, n.client)
+	n.failures.Store(0)
+	n.streak.Store(noStreak)
+	n.isOpen.Store(false)
+	return true
 }
+
+// checkServer is a probe's test of a server: a PING, then a script call,
+// which Redis runs only when it would run a Take's (CLIENT PAUSE WRITE
+// answers PING but holds scripts). The script is sent by EVALSHA, and by
+// EVAL when Redis does not have it, so that no SCRIPT LOAD is needed.
+func checkServer(ctx context.Context, c redis.UniversalClient) error {
+	if err := c.Ping(ctx).Err(); err != nil {
+		return err
+	}
+	return probeScript.Run(ctx, c, nil).Err()
+}
+
+// probeScript is what a probe runs: nothing, as a script that may write.
+var probeScript = redis.NewScript("return 1")
 
 // close ends the probes and waits for them.
 func (h *health) close() {

@@ -87,26 +87,56 @@ func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
 	}
 }
 
-// A call that runs out of time opens the breaker at once: its caller has
-// already waited the whole per-decision timeout.
-func TestBreakerOpensOnTimeout(t *testing.T) {
+// A server that stops answering (frozen, or every command held by CLIENT
+// PAUSE) opens the breaker once failures calls sent to it have timed out,
+// not at the first.
+func TestBreakerOpensOnServerThatStopsAnswering(t *testing.T) {
+	const failures = 3
+	for _, c := range []struct {
+		name string
+		stop func(*testing.T, *redistest.Server)
+	}{
+		{"frozen", func(t *testing.T, srv *redistest.Server) { srv.Freeze(t) }},
+		{"CLIENT PAUSE ALL", func(t *testing.T, srv *redistest.Server) { srv.Pause(t, time.Hour) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			st := realStore(t, srv.Addr, redisstore.WithBreaker(failures, time.Hour))
+			if err := take(st, "a"); err != nil {
+				t.Fatal(err)
+			}
+			c.stop(t, srv)
+			for i := 1; i <= failures; i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+				_, err := st.Take(ctx, "a", 1, specs(perMinute10)...)
+				cancel()
+				if errKind(err) != "timeout" {
+					t.Fatalf("call %d to a server that stopped answering: %v, want a timeout", i, err)
+				}
+				if want := map[bool]string{true: "open", false: "closed"}[i == failures]; redisstore.BreakerState(st, "a", perMinute10) != want {
+					t.Fatalf("after %d timeouts of %d: breaker %s, want %s", i, failures, redisstore.BreakerState(st, "a", perMinute10), want)
+				}
+			}
+			if err := take(st, "b"); !errors.Is(err, core.ErrBreakerOpen) {
+				t.Fatalf("after %d timeouts: %v, want ErrBreakerOpen", failures, err)
+			}
+		})
+	}
+}
+
+// A refused connection (the server killed) opens the breaker at once,
+// whatever the threshold.
+func TestBreakerOpensOnRefusedConnection(t *testing.T) {
 	srv := redistest.StartServer(t)
-	st := realStore(t, srv.Addr, redisstore.WithBreaker(5, time.Hour))
+	st := realStore(t, srv.Addr, redisstore.WithBreaker(100, time.Hour))
 	if err := take(st, "a"); err != nil {
 		t.Fatal(err)
 	}
-	srv.Freeze(t)
-	defer srv.Thaw(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	var ne net.Error
-	if _, err := st.Take(ctx, "a", 1, specs(perMinute10)...); !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &ne) && ne.Timeout()) {
-		t.Fatalf("frozen server: %v, want a timeout", err)
+	srv.Kill(t)
+	if err := take(st, "a"); err == nil || errors.Is(err, core.ErrBreakerOpen) {
+		t.Fatalf("dead server: %v, want a connection error", err)
 	}
 	wantState(t, st, "a", "open")
-	if err := take(st, "b"); !errors.Is(err, core.ErrBreakerOpen) {
-		t.Fatalf("after a timeout: %v, want ErrBreakerOpen", err)
-	}
 }
 
 func realStore(t *testing.T, addr string, opts ...redisstore.Option) *redisstore.Store {
@@ -150,11 +180,11 @@ func TestBreakerProbesInBackground(t *testing.T) {
 	}
 }
 
-// Once a probe has reached Redis, Takes wait for it to load the scripts
-// instead of failing at once; when it has, they go to Redis.
-func TestBreakerWaitsWhileScriptsLoad(t *testing.T) {
+// While a probe waits for Redis, Takes fail at once instead of waiting
+// for it; when it is answered, the breaker closes and Takes go to Redis.
+func TestBreakerFailsFastWhileProbing(t *testing.T) {
 	entered, release := make(chan struct{}, 1), make(chan struct{})
-	load := func(ctx context.Context) error {
+	check := func(ctx context.Context) error {
 		select {
 		case entered <- struct{}{}:
 		default:
@@ -166,31 +196,39 @@ func TestBreakerWaitsWhileScriptsLoad(t *testing.T) {
 			return ctx.Err()
 		}
 	}
-	m, st := miniStore(t, redisstore.WithBreaker(1, 5*time.Millisecond), redisstore.WithScriptLoader(load))
+	m, st := miniStore(t, redisstore.WithBreaker(1, 5*time.Millisecond), redisstore.WithProbeCheck(check))
 	m.SetError("ERR injected")
 	_ = take(st, "a")
 	wantState(t, st, "a", "open")
 	m.SetError("")
 	<-entered
-	wantState(t, st, "a", "loading")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := st.Take(ctx, "a", 1, specs(perMinute10)...); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("while the scripts load: %v, want to wait until the deadline", err)
+	start := time.Now()
+	if _, err := st.Take(ctx, "a", 1, specs(perMinute10)...); !errors.Is(err, core.ErrBreakerOpen) {
+		t.Fatalf("while the probe waits: %v, want ErrBreakerOpen at once", err)
 	}
-	done := make(chan error)
-	go func() { done <- take(st, "a") }()
-	time.Sleep(10 * time.Millisecond)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("a Take waited %v for the probe", d)
+	}
 	close(release)
-	if err := <-done; err != nil {
-		t.Fatalf("Take that waited for the probe: %v, want it decided by Redis", err)
+	deadline := time.Now().Add(10 * time.Second)
+	for redisstore.BreakerState(st, "a", perMinute10) != "closed" {
+		if time.Now().After(deadline) {
+			t.Fatal("breaker still open 10s after the probe's check passed")
+		}
+		time.Sleep(time.Millisecond)
 	}
-	wantState(t, st, "a", "closed")
+	if err := take(st, "a"); err != nil {
+		t.Fatalf("after the probe: %v, want a decision from Redis", err)
+	}
 }
 
-// Six Limiters on one Store share its breaker: when Redis dies, at most one
-// request in all waits out the per-decision timeout, whatever the client's
-// dial settings, and every later one fails at once.
+// Six Limiters on one Store share its breaker: when Redis dies, one request
+// in all reaches it (the refused connection opens the breaker), or, with
+// go-redis' default dial retries, which hide the refusal behind the
+// deadline, DefaultBreakerFailures requests wait out the per-decision
+// timeout; every later one fails at once.
 func TestBreakerSharedByLimiters(t *testing.T) {
 	for _, c := range []struct {
 		name     string
@@ -198,11 +236,14 @@ func TestBreakerSharedByLimiters(t *testing.T) {
 		timeouts int // at most
 		failures int // at most, before the breaker opens
 	}{
-		// go-redis waits DialerRetryTimeout (100ms) after every failed dial.
-		{"go-redis dial defaults", redis.Options{MaxRetries: -1, ContextTimeoutEnabled: true}, 1, 1},
+		// go-redis waits DialerRetryTimeout (100ms) after every failed dial,
+		// and the caller sees its deadline run out, not the refusal: a dead
+		// server then looks like a frozen one.
+		{"go-redis dial defaults", redis.Options{MaxRetries: -1, ContextTimeoutEnabled: true},
+			redisstore.DefaultBreakerFailures, redisstore.DefaultBreakerFailures},
 		{"dials that fail fast", redis.Options{MaxRetries: -1, ContextTimeoutEnabled: true,
 			DialTimeout: 500 * time.Millisecond, DialerRetries: 1, DialerRetryTimeout: time.Millisecond},
-			0, redisstore.DefaultBreakerFailures},
+			0, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := redistest.StartServer(t)
@@ -215,12 +256,13 @@ func TestBreakerSharedByLimiters(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = st.Close() })
-			counts := map[string]int{}
+			counts, lastErr := map[string]int{}, map[string]error{}
 			var limiters []*core.Limiter
 			for i := 0; i < 6; i++ {
 				l, err := core.New(st, clientKey, []core.Limit{perMinute10}, core.WithName(fmt.Sprint("route-", i)),
 					core.WithObserver(func(ev core.Event) {
 						counts[errKind(ev.Err)]++
+						lastErr[errKind(ev.Err)] = ev.Err
 					}))
 				if err != nil {
 					t.Fatal(err)
@@ -233,7 +275,7 @@ func TestBreakerSharedByLimiters(t *testing.T) {
 			for i := 0; i < 60; i++ {
 				limiters[i%6].Decide(requestFrom("alice"))
 			}
-			t.Logf("errors by kind: %v", counts)
+			t.Logf("errors by kind: %v; last of each: %v", counts, lastErr)
 			if counts["timeout"] > c.timeouts {
 				t.Errorf("%d requests waited out the timeout, want at most %d", counts["timeout"], c.timeouts)
 			}

@@ -239,10 +239,11 @@ func (l *leases) call(ctx context.Context, e *lease, n, want, ret, rwin int64) (
 		return leaseReply{}, err
 	}
 	l.calls.Add(1)
+	sent := monoMicros()
 	a := &e.args
 	v, err := leaseScript.Run(ctx, l.st.client, []string{e.rkey}, a[0], a[1], a[2], a[3], a[4],
 		strconv.FormatInt(n, 10), strconv.FormatInt(want, 10), strconv.FormatInt(ret, 10), strconv.FormatInt(rwin, 10)).Int64Slice()
-	server.report(ctx, err)
+	server.report(ctx, err, sent, sent)
 	if err != nil {
 		if l.st.cluster != nil {
 			l.st.cluster.kick(l.st.clock())

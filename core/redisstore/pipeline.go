@@ -2,8 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -75,6 +77,7 @@ type call struct {
 	err    error
 	done   chan struct{}
 	state  atomic.Int32 // callQueued, callSent, callAbandoned
+	sent   atomic.Int64 // when it was sent (monoMicros); set before state turns callSent
 }
 
 const (
@@ -83,26 +86,30 @@ const (
 	callAbandoned
 )
 
-// do runs cmd, an EVALSHA of s, and returns its reply.
-func (b *batcher) do(ctx context.Context, s *script, cmd []any) (any, error) {
+// do runs cmd, an EVALSHA of s, and returns its reply and when it was
+// sent (monoMicros), or notSent when ctx ended while it was queued.
+func (b *batcher) do(ctx context.Context, s *script, cmd []any) (any, int64, error) {
 	b.mu.Lock()
 	if b.busy < b.max {
 		b.busy++
 		b.mu.Unlock()
+		sent := monoMicros()
 		reply, err := b.scripts.run(ctx, s, cmd)
 		b.release()
-		return reply, err
+		return reply, sent, err
 	}
 	c := &call{ctx: ctx, script: s, cmd: cmd, done: make(chan struct{})}
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
 	select {
 	case <-c.done:
-		return c.reply, c.err
+		return c.reply, c.sent.Load(), c.err
 	case <-ctx.Done():
 		// Never sent if it was still queued; otherwise its reply is dropped.
-		c.state.CompareAndSwap(callQueued, callAbandoned)
-		return nil, ctx.Err()
+		if c.state.CompareAndSwap(callQueued, callAbandoned) || c.state.Load() == callAbandoned {
+			return nil, notSent, ctx.Err()
+		}
+		return nil, c.sent.Load(), ctx.Err()
 	}
 }
 
@@ -118,21 +125,22 @@ func (b *batcher) release() {
 }
 
 // next returns the next batch to send, or nil, having given up the
-// caller's slot, when nothing is queued; b.mu is held.
+// caller's slot, when no live call is queued; b.mu is held. It takes
+// batches until one holds a live call, so that a run of more than maxBatch
+// abandoned calls cannot strand the live ones behind it.
 func (b *batcher) next() []*call {
-	var batch []*call
-	if len(b.queue) > 0 {
-		batch = b.take()
+	for len(b.queue) > 0 {
+		if batch := b.take(); len(batch) > 0 {
+			return batch
+		}
 	}
-	if len(batch) == 0 {
-		b.busy--
-		return nil
-	}
-	return batch
+	b.busy--
+	return nil
 }
 
 // take removes up to maxBatch calls from the queue and returns those
-// still wanted, marked sent; b.mu is held.
+// still wanted, marked sent; those whose context has ended are marked
+// abandoned; b.mu is held.
 func (b *batcher) take() []*call {
 	var batch []*call
 	if len(b.queue) <= maxBatch {
@@ -145,9 +153,13 @@ func (b *batcher) take() []*call {
 		clear(b.queue[n:])
 		b.queue = b.queue[:n]
 	}
-	live := batch[:0]
+	live, now, wall := batch[:0], monoMicros(), time.Now()
 	for _, c := range batch {
-		if c.state.CompareAndSwap(callQueued, callSent) { // else abandoned
+		c.sent.Store(now)
+		if d, ok := c.ctx.Deadline(); ok && !wall.Before(d) || c.ctx.Err() != nil { // its timer may not have fired yet
+
+			c.state.CompareAndSwap(callQueued, callAbandoned)
+		} else if c.state.CompareAndSwap(callQueued, callSent) { // else abandoned
 			live = append(live, c)
 		}
 	}
@@ -180,7 +192,8 @@ func (b *batcher) send(live []*call) (resent int) {
 	for i, c := range live {
 		cmds[i] = pipe.Do(ctx, c.cmd...)
 	}
-	_, _ = pipe.Exec(ctx) // every command carries its own error
+	_, err := pipe.Exec(ctx)
+	unanswered(cmds, err)
 	var lost []int
 	for i, cmd := range cmds {
 		if isNoScript(cmd.Err()) {
@@ -193,7 +206,8 @@ func (b *batcher) send(live []*call) (resent int) {
 			c := live[i]
 			cmds[i] = pipe.Do(ctx, c.script.eval(c.cmd)...)
 		}
-		_, _ = pipe.Exec(ctx)
+		_, err = pipe.Exec(ctx)
+		unanswered(cmds, err)
 	}
 	for i, c := range live {
 		c.reply, c.err = cmds[i].Result()
@@ -204,6 +218,23 @@ func (b *batcher) send(live []*call) (resent int) {
 	}
 	return len(lost)
 }
+
+// unanswered gives the pipeline's error to every command of cmds that has
+// neither a reply nor an error: go-redis leaves them so when reading the
+// replies fails before the first one (a deadline that ran out meanwhile).
+func unanswered(cmds []*redis.Cmd, err error) {
+	if err == nil {
+		err = errNoReply
+	}
+	for _, cmd := range cmds {
+		if cmd.Err() == nil && cmd.Val() == nil {
+			cmd.SetErr(err)
+		}
+	}
+}
+
+// errNoReply is the error of a pipelined command that got no reply.
+var errNoReply = errors.New("redisstore: no reply in the pipeline")
 
 // pipelineContext is the context of a pipeline that serves every call of
 // live: it ends with the latest of their deadlines, or never when one of

@@ -221,3 +221,49 @@ func pipeStats(s *Store) (pipelined, resent int64) {
 	})
 	return pipelined, resent
 }
+
+// A queue that starts with more than one batch of abandoned calls still
+// sends the live calls behind them: the slot is not given up while a live
+// call is queued.
+func TestPipelineAbandonedRunDoesNotStrand(t *testing.T) {
+	srv := redistest.StartServer(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	b := &batcher{client: client, scripts: &runner{client: client}, max: 1}
+	b.busy = 1 // the one slot is in use: calls queue
+	for i := 0; i < 2*maxBatch+7; i++ {
+		c := &call{ctx: context.Background(), done: make(chan struct{})}
+		c.state.Store(callAbandoned)
+		b.queue = append(b.queue, c)
+	}
+	const live = 5
+	var calls []*call
+	for i := 0; i < live; i++ {
+		c := &call{ctx: context.Background(), script: fixedScript, done: make(chan struct{}),
+			cmd: []any{"eval", "return " + strconv.Itoa(i), 0}}
+		calls = append(calls, c)
+		b.queue = append(b.queue, c)
+	}
+	b.release() // the request in flight returns
+	for i, c := range calls {
+		select {
+		case <-c.done:
+			if c.err != nil || c.reply != int64(i) {
+				t.Errorf("live call %d: %v %v, want %d", i, c.reply, c.err, i)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("live call %d queued behind %d abandoned ones got no answer within 10s", i, 2*maxBatch+7)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		busy, queued := b.busy, len(b.queue)
+		b.mu.Unlock()
+		if busy == 0 && queued == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10s after the drain: busy %d, queued %d; want 0, 0", busy, queued)
+		}
+	}
+}

@@ -88,8 +88,8 @@ type settings struct {
 	clock    func() int64
 	failures int
 	cooldown time.Duration
-	load     func(context.Context, redis.Scripter) error // what a probe loads
-	lease    *LeaseConfig                                // nil: off (WithLeases)
+	check    func(context.Context, redis.UniversalClient) error // a probe's test (tests)
+	lease    *LeaseConfig                                       // nil: off (WithLeases)
 }
 
 // WithPrefix sets the string every key starts with; the default is
@@ -165,7 +165,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: nil redis client (%T)", client)
 	}
 	s := settings{prefix: DefaultPrefix, pipeline: DefaultPipeline, clock: monoMicros,
-		failures: DefaultBreakerFailures, cooldown: DefaultBreakerCooldown, load: loadScripts}
+		failures: DefaultBreakerFailures, cooldown: DefaultBreakerCooldown}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&s)
@@ -191,7 +191,10 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if s.pipeline > 0 {
 		pipe = func() *batcher { return &batcher{client: client, scripts: st.scripts, max: s.pipeline} }
 	}
-	st.health = newHealth(client, s.failures, s.cooldown, s.load, pipe)
+	st.health = newHealth(client, s.failures, s.cooldown, pipe)
+	if s.check != nil {
+		st.health.check = s.check
+	}
 	st.lease = newLeases(st, s.lease) // lease.go; set before the subscription starts (it reads st.lease)
 	if s.deny > 0 {
 		st.deny = newDenyCache(s.deny)
@@ -396,12 +399,14 @@ func (s *Store) run(ctx context.Context, key string, n int64, limits []store.Spe
 		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
 	}
 	var reply any
+	start := monoMicros()
+	sent := start
 	if server.pipe != nil {
-		reply, err = server.pipe.do(ctx, c.script, c.cmd)
+		reply, sent, err = server.pipe.do(ctx, c.script, c.cmd)
 	} else {
 		reply, err = s.scripts.run(ctx, c.script, c.cmd)
 	}
-	server.report(ctx, err)
+	server.report(ctx, err, start, sent)
 	if err != nil {
 		if s.cluster != nil {
 			s.cluster.kick(s.clock())

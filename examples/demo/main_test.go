@@ -405,7 +405,7 @@ func TestKeys(t *testing.T) {
 	})
 	t.Run("jwt", func(t *testing.T) {
 		t.Parallel()
-		secret := "0123456789abcdef0123456789abcdef"
+		secret := "7f3a9c21e08b4d56a1c7e92f30b85d4c"
 		token := func(sub, key string) string {
 			s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
 				"sub": sub, "exp": time.Now().Add(time.Hour).Unix(),
@@ -589,7 +589,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-key", "header:X Bad"}, `invalid header name "X Bad"`},
 		{[]string{"-key", "jwt"}, "-key jwt needs -jwt-secret"},
 		{[]string{"-key", "jwt", "-jwt-secret", "short"}, "want at least 32"},
-		{[]string{"-jwt-secret", "0123456789abcdef0123456789abcdef"}, "-jwt-secret is only used with -key jwt"},
+		{[]string{"-jwt-secret", "7f3a9c21e08b4d56a1c7e92f30b85d4c"}, "-jwt-secret is only used with -key jwt"},
 		{[]string{"-trusted-proxies", "10.0.0.0/33"}, "-trusted-proxies"},
 		{[]string{"-trusted-proxies", ","}, "-trusted-proxies is empty"},
 		{[]string{"-key", "route", "-trusted-proxies", "10.0.0.0/8"}, "only used with -key ip or jwt"},

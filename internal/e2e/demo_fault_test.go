@@ -129,7 +129,7 @@ func TestDemoHostile(t *testing.T) {
 	})
 	wantServed(t, "demo -key ip, forged forwarding headers", st, limit)
 
-	secret := "e2e-demo-secret-0123456789abcdefghij"
+	secret := "e2e-demo-secret-Vq8rZ3kW1nXc6TbL9yHj"
 	jwtDemo := startDemo(t, append([]string{"-name", uniq("jwt"), "-key", "jwt", "-jwt-secret", secret}, common...)...)
 	now := time.Now()
 	sign := func(m jwt.SigningMethod, key any, exp time.Time) string {

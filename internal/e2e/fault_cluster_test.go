@@ -222,9 +222,11 @@ func keysOnNode(t *testing.T, ctx context.Context, c *redistest.Cluster, killed 
 // TestFaultClusterMasterDown kills one master of a 3-master Cluster
 // without replicas (its slots stay unserved) and sends a mix of traffic:
 // as many requests for keys on the dead master as for keys on the two live
-// ones. The Store's breaker for the dead master opens on its first
-// timeout, so its keys follow the failure policy (FailLocal here) at once
-// while the live masters' breakers stay closed: their keys are decided by
+// ones. The Store's breaker for the dead master opens once calls made
+// after its first timeout time out too (the client keeps go-redis' dial
+// retries, which report the refusal as a timeout), so its keys follow the
+// failure policy (FailLocal here) at once while the live masters' breakers
+// stay closed: their keys are decided by
 // the Cluster, exactly (faultLimit of 2×faultLimit+20 per key), and fast.
 func TestFaultClusterMasterDown(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0)

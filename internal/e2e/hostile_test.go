@@ -219,9 +219,10 @@ func TestHostileBehindTrustedProxy(t *testing.T) {
 }
 
 // TestHostileIPv6Rotation: a trusted proxy reports clients that rotate
-// their address inside one IPv6 /64 on every request; they share one
-// allowance. Another /64 has its own, and two IPv4 neighbours are never
-// grouped (the reverse bug).
+// their address inside one IPv6 /56 (its /64s included) on every request;
+// they share one allowance. Another /56 has its own, 6to4 addresses share
+// their IPv4 host's, and two IPv4 neighbours are never grouped (the
+// reverse bug).
 func TestHostileIPv6Rotation(t *testing.T) {
 	kv := sharedStore(t)
 	svc := newServiceKey(t, kv, mustKey(t)(keyfuncs.IP(keyfuncs.WithTrustedProxies("127.0.0.1"))), hostileLimits())
@@ -236,10 +237,19 @@ func TestHostileIPv6Rotation(t *testing.T) {
 		}
 	}
 	hc := newHTTPClient(4)
+	inside56 := func(prefix string) func() string {
+		return func() string {
+			return fmt.Sprintf("%s%02x:%x:%x:%x:%x", prefix, r.IntN(1<<8), r.IntN(1<<16), r.IntN(1<<16), r.IntN(1<<16), r.IntN(1<<16))
+		}
+	}
 	wantServed(t, "rotation inside 2001:db8:1:2::/64", send(t, hc, svc.URL, 10*hostileLimit, from(inside("2001:db8:1:2"))), hostileLimit)
-	wantServed(t, "rotation inside 2001:db8:1:3::/64", send(t, hc, svc.URL, 3*hostileLimit, from(inside("2001:db8:1:3"))), hostileLimit)
-	wantServed(t, "IPv4-mapped rotation inside ::ffff:198.51.100.7", send(t, hc, svc.URL, 3*hostileLimit,
-		from(func() string { return "::ffff:198.51.100.7" })), hostileLimit)
+	wantServed(t, "rotation over the /64s of 2001:db8:1::/56", send(t, hc, svc.URL, 3*hostileLimit, from(inside56("2001:db8:1:"))), 0)
+	wantServed(t, "rotation inside 2001:db8:2:300::/56", send(t, hc, svc.URL, 3*hostileLimit, from(inside56("2001:db8:2:3"))), hostileLimit)
+	wantServed(t, "6to4 rotation inside 2002:c633:6407::/48", send(t, hc, svc.URL, 3*hostileLimit, from(inside56("2002:c633:6407:"))), hostileLimit)
+	wantServed(t, "IPv4 198.51.100.7, the 6to4 host", send(t, hc, svc.URL, 3*hostileLimit,
+		from(func() string { return "198.51.100.7" })), 0)
+	wantServed(t, "IPv4-mapped ::ffff:198.51.100.7, the same host", send(t, hc, svc.URL, 3*hostileLimit,
+		from(func() string { return "::ffff:198.51.100.7" })), 0)
 	wantServed(t, "IPv4 198.51.100.8, neighbour of .7", send(t, hc, svc.URL, 3*hostileLimit,
 		from(func() string { return "198.51.100.8" })), hostileLimit)
 }
@@ -252,7 +262,7 @@ func TestHostileIPv6Rotation(t *testing.T) {
 // every bad token gets the fixed 403 body, which names no error.
 func TestHostileTokens(t *testing.T) {
 	kv := sharedStore(t)
-	secret := []byte("e2e-secret-0123456789abcdefghijklmnop")
+	secret := []byte("e2e-secret-Jx4tR8wQ2mZ7vK1cN5bH9sLp")
 	other := []byte("not-the-secret-0123456789abcdefghijkl")
 	jwtKey := mustKey(t)(keyfuncs.JWT("sub", keyfuncs.HMACSecret(secret)))
 	ipKey := mustKey(t)(keyfuncs.IP())

@@ -1,0 +1,218 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// stallBoundsOfIssue17 turns on, in TestStallFleet, the bounds issue 17
+// asks for once the local fallback starts from Redis' last answer for a key
+// and the fleet shares one allowance while Redis is away (issue 17, points
+// 2 and 3, not built yet): a client Redis had refused gets at most 2 more
+// requests through during and after the stall, a client with 11 of 20 left
+// at most 25 in the window, a new client at most 24. Until then the test
+// checks today's bound, (N+1)× the limit for N instances, and reports the
+// figures. The lead sets this to true with that work.
+const stallBoundsOfIssue17 = false
+
+const (
+	// stallLimit is the fixed window's allowance per client in TestStallFleet.
+	stallLimit = 20
+	// stallTimeout is the demos' per-decision deadline in TestStallFleet:
+	// short enough that the breakers open well within the stall, long
+	// enough that a slow moment of a loaded machine seldom sends a request
+	// to the fallback before it.
+	stallTimeout = 250 * time.Millisecond
+	// stallAfter is how long TestStallFleet watches after the stall ends.
+	stallAfter = 2 * time.Second
+)
+
+// stall is one way TestStallFleet makes Redis stop answering: cmd, sent
+// by an admin client, holds it for dur after its reply (0: its reply comes
+// when the stall ends).
+type stall struct {
+	name string
+	cmd  []any
+	dur  time.Duration
+}
+
+// TestStallFleet: three demo processes (net/http, Gin, Echo; -failure
+// local) limit a fixed window of 20 per client on one redis-server, under
+// background traffic, when Redis stops answering for 2.5 s. Three clients
+// keep sending throughout: one Redis had refused (20 of 20 used), one with
+// 11 of 20 left, and a new one. The test reports how many requests of each
+// were admitted during the stall and in the 2 s after it, and checks that
+// every request was answered within the deadline plus slack, with 200 or
+// 429 only, and, for now, the bound of today's fallback: each instance
+// admits a full allowance on its own while Redis is away, and Redis knows
+// nothing of it when it answers again, so (N+1)× the limit for N = 3.
+func TestStallFleet(t *testing.T) {
+	for _, s := range []stall{
+		{"CLIENT PAUSE 2500 ALL", []any{"client", "pause", 2500, "all"}, 2500 * time.Millisecond},
+		{"CLIENT PAUSE 2500 WRITE", []any{"client", "pause", 2500, "write"}, 2500 * time.Millisecond},
+		{"DEBUG SLEEP 1", []any{"debug", "sleep", 1}, 0},
+	} {
+		t.Run(s.name, func(t *testing.T) { runStall(t, s) })
+	}
+}
+
+// stallClient is one measured client of TestStallFleet.
+type stallClient struct {
+	name  string
+	key   string
+	used  int // admitted before the stall
+	today int // the bound on admissions in the window that holds today
+	issue int // issue 17's bound on admissions in the window
+}
+
+func runStall(t *testing.T, s stall) {
+	srv := redistest.StartServer(t, "--enable-debug-command", "yes")
+	urls := startDemos(t,
+		"-redis", "redis://"+srv.Addr+"/0",
+		"-name", uniq("stall"),
+		"-algorithm", "fixed_window",
+		"-rate", strconv.Itoa(stallLimit),
+		"-period", longPeriod().String(),
+		"-key", "header:"+clientHeader,
+		"-failure", "local",
+		"-timeout", stallTimeout.String(),
+	)
+	const n = 3 // instances
+	ctx := context.Background()
+	hc := newHTTPClient(32)
+	defer hc.CloseIdleConnections()
+	clients := []*stallClient{
+		{name: "refused", key: uniq("refused"), used: stallLimit, today: stallLimit + n*stallLimit, issue: stallLimit + 2},
+		{name: "11 left", key: uniq("eleven"), used: stallLimit - 11, today: stallLimit + n*stallLimit, issue: 25},
+		{name: "new", key: uniq("new"), today: (n + 1) * stallLimit, issue: 24},
+	}
+	// Before the stall: the first spends its allowance (and is refused), the
+	// second 9 of 20; Redis decides every one, exactly.
+	for _, c := range clients {
+		sent := c.used
+		if c.name == "refused" {
+			sent = c.used + 10
+		}
+		if sent == 0 {
+			continue
+		}
+		st := summarize(load{client: hc, urls: urls, workers: 3, n: sent, key: func(int) string { return c.key }}.run(ctx))
+		if st.status[http.StatusOK] != c.used || st.errs != 0 {
+			t.Fatalf("client %s before the stall: %s; want exactly %d×200 (a slow moment sent a request to the fallback?)", c.name, st, c.used)
+		}
+	}
+
+	stop := make(chan struct{})
+	results := make([][]reply, len(clients)+1)
+	done := make(chan int)
+	go func() {
+		base := uniq("bg")
+		results[len(clients)] = load{client: hc, urls: urls, workers: 6, stop: stop,
+			key: func(i int) string { return base + "-" + strconv.Itoa(i) }}.run(ctx)
+		done <- len(clients)
+	}()
+	for i, c := range clients {
+		go func() {
+			results[i] = load{client: hc, urls: urls, workers: 3, stop: stop, key: func(int) string { return c.key }}.run(ctx)
+			done <- i
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	admin := srv.Client(t)
+	stallAt := time.Now()
+	if err := admin.Do(ctx, s.cmd...).Err(); err != nil {
+		t.Fatalf("%s: %v", s.name, err)
+	}
+	end := time.Now().Add(s.dur) // the stall ends by then
+	time.Sleep(time.Until(end.Add(stallAfter)))
+	close(stop)
+	for range results {
+		<-done
+	}
+
+	all := summarize(results[len(clients)])
+	for _, rs := range results[:len(clients)] {
+		all = merge(all, summarize(rs))
+	}
+	during := summarize(between(results[len(clients)], stallAt, end))
+	t.Logf("%s, three demos, -failure local, fixed window of %d, deadline %v: all requests %s", s.name, stallLimit, stallTimeout, all)
+	t.Logf("background during the stall: %s", during)
+	for i, c := range clients {
+		t.Logf("client %s: Redis counts %s after the test", c.name, redisCount(ctx, admin, c.key))
+		in := summarize(between(results[i], stallAt, end))
+		after := summarize(between(results[i], end, end.Add(stallAfter+time.Second)))
+		window := c.used + in.status[http.StatusOK] + after.status[http.StatusOK]
+		t.Logf("client %s (%d of %d used before): %d admitted during the stall, %d in the %v after; %d in the window (today's bound %d, issue 17's %d)",
+			c.name, c.used, stallLimit, in.status[http.StatusOK], after.status[http.StatusOK], stallAfter, window, c.today, c.issue)
+		if window > c.today {
+			t.Errorf("client %s: %d admitted in the window, want at most %d ((N+1)× the limit)", c.name, window, c.today)
+		}
+		if stallBoundsOfIssue17 && window > c.issue {
+			t.Errorf("client %s: %d admitted in the window, want at most %d (issue 17)", c.name, window, c.issue)
+		}
+	}
+	if all.errs != 0 {
+		t.Errorf("%d requests got no HTTP answer (first: %v)", all.errs, all.first)
+	}
+	for code, k := range all.status {
+		if code != http.StatusOK && code != http.StatusTooManyRequests {
+			t.Errorf("status %d ×%d under -failure local", code, k)
+		}
+	}
+	if m := all.max(); m > stallTimeout+faultSlack {
+		t.Errorf("slowest answer took %v, want at most %v", m, stallTimeout+faultSlack)
+	}
+	if during.sent < 20 {
+		t.Fatalf("only %d background requests during the stall: it was not exercised", during.sent)
+	}
+	// Once the breakers are open, requests are answered at once: most of
+	// the stall's requests take far less than the deadline.
+	if p := during.pct(0.5); p >= stallTimeout {
+		t.Errorf("median answer during the stall took %v, want under the deadline %v (breakers open)", p, stallTimeout)
+	}
+}
+
+// redisCount describes what Redis holds for a client key of the demos' fixed
+// window: the sum of its window counts (the Takes Redis charged, including
+// those held by a stall and run when it ended, after their callers gave
+// up), for the figures only.
+func redisCount(ctx context.Context, admin *redis.Client, key string) string {
+	keys, err := admin.Keys(ctx, "*"+key+"*").Result()
+	if err != nil || len(keys) != 1 {
+		return fmt.Sprintf("? (keys %v, %v)", keys, err)
+	}
+	vals, err := admin.HVals(ctx, keys[0]).Result()
+	if err != nil {
+		return fmt.Sprintf("? (%v)", err)
+	}
+	sum := 0
+	for _, v := range vals {
+		n, _ := strconv.Atoi(v)
+		sum += n
+	}
+	return strconv.Itoa(sum)
+}
+
+// merge adds b's counts and latencies to a.
+func merge(a, b stats) stats {
+	a.sent += b.sent
+	a.errs += b.errs
+	if a.first == nil {
+		a.first = b.first
+	}
+	for k, v := range b.status {
+		a.status[k] += v
+	}
+	a.lat = append(a.lat, b.lat...)
+	slices.Sort(a.lat)
+	return a
+}

@@ -1,0 +1,65 @@
+package keyfuncs_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/keyfuncs"
+	"github.com/sluicehq/sluice/nethttp"
+)
+
+// Cheap checks first: verifying a token costs CPU (92 µs for HS256 up to
+// 3.9 ms for ES512 with a forged token near the length bound), so place a
+// Limiter keyed by IP, which costs well under a microsecond, in front of
+// the one keyed by the token. A client over its address's limit is then
+// refused before any token of its is verified.
+func Example_ipLimitBeforeJWT() {
+	secret := []byte("an-example-secret-of-32-bytes!!!")
+	user, err := keyfuncs.JWT("sub", keyfuncs.HMACSecret(secret))
+	if err != nil {
+		panic(err)
+	}
+	ip, err := keyfuncs.IP()
+	if err != nil {
+		panic(err)
+	}
+	verified := 0 // how many times a token was verified
+	countingUser := func(r *http.Request) (string, error) {
+		verified++
+		return user(r)
+	}
+
+	store := memorystore.New()
+	perIP, err := core.New(store, ip, []core.Limit{core.PerMinute(2)}, core.WithName("ip"))
+	if err != nil {
+		panic(err)
+	}
+	perUser, err := core.New(store, countingUser, []core.Limit{core.PerMinute(100)}, core.WithName("user"))
+	if err != nil {
+		panic(err)
+	}
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	handler := nethttp.Middleware(perIP)(nethttp.Middleware(perUser)(app)) // IP first
+
+	token, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"sub": "alice", "exp": time.Now().Add(time.Hour).Unix(),
+	}).SignedString(secret)
+	for i := 1; i <= 4; i++ {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "203.0.113.7:5000"
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, r)
+		fmt.Printf("request %d: %d, tokens verified: %d\n", i, w.Code, verified)
+	}
+	// Output:
+	// request 1: 200, tokens verified: 1
+	// request 2: 200, tokens verified: 2
+	// request 3: 429, tokens verified: 2
+	// request 4: 429, tokens verified: 2
+}

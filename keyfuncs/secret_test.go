@@ -1,0 +1,120 @@
+package keyfuncs_test
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/sluicehq/sluice/keyfuncs"
+)
+
+// A secret shorter than its algorithm's hash, or visibly guessable, is
+// refused when the KeyFunc is built (issue 20: HMACSecret accepted 32
+// bytes of 'a').
+func TestHMACSecretRefusesWeak(t *testing.T) {
+	good32 := []byte("q7T-vZ2mK9xLr4Wc8NbY1fHs6JdA0pGe")
+	good64 := append(append([]byte(nil), good32...), "_u3oXiBk5ElCnRyMw-tQ8aVjSh2zDgUF"...)
+	weak := map[string]keyfuncs.JWTKey{
+		"31 bytes":                  keyfuncs.HMACSecret(good32[:31]),
+		"32 bytes of 'a'":           keyfuncs.HMACSecret([]byte(strings.Repeat("a", 32))),
+		"64 bytes of 0":             keyfuncs.HMACSecret(make([]byte, 64)),
+		"two bytes alternating":     keyfuncs.HMACSecret([]byte(strings.Repeat("ab", 16))),
+		"a word repeated":           keyfuncs.HMACSecret([]byte(strings.Repeat("password", 4))),
+		"hex digits twice":          keyfuncs.HMACSecret([]byte("0123456789abcdef0123456789abcdef")),
+		"a pattern, cut short":      keyfuncs.HMACSecret([]byte(strings.Repeat("s3cr3t-K3y!", 4)[:40])),
+		"the alphabet":              keyfuncs.HMACSecret([]byte("abcdefghijklmnopqrstuvwxyzABCDEF")),
+		"one byte dominating":       keyfuncs.HMACSecret([]byte(strings.Repeat("x", 20) + "Q7t-vZ2mK9xL")),
+		"one weak secret of two":    keyfuncs.HMACSecret(good32, []byte(strings.Repeat("a", 32))),
+		"HS512 with 32 bytes":       keyfuncs.HMACSecretFor("HS512", good32),
+		"HS384 with 47 bytes":       keyfuncs.HMACSecretFor("HS384", good64[:47]),
+		"HS512 with one short of 2": keyfuncs.HMACSecretFor("HS512", good64, good32),
+	}
+	for name, key := range weak {
+		_, err := keyfuncs.JWT("sub", key)
+		if !errors.Is(err, keyfuncs.ErrWeakSecret) || !strings.HasPrefix(err.Error(), "keyfuncs: weak HMAC secret: secret ") {
+			t.Errorf("%s: error %v, want one wrapping ErrWeakSecret naming the secret", name, err)
+		}
+	}
+	if _, err := keyfuncs.JWT("sub", keyfuncs.HMACSecretFor("RS256", good64)); err == nil {
+		t.Error("HMACSecretFor accepted RS256")
+	}
+	for name, key := range map[string]keyfuncs.JWTKey{
+		"HS256, 32 bytes": keyfuncs.HMACSecretFor("HS256", good32),
+		"HS384, 48 bytes": keyfuncs.HMACSecretFor("HS384", good64[:48]),
+		"HS512, 64 bytes": keyfuncs.HMACSecretFor("HS512", good64),
+		"any, 32 bytes":   keyfuncs.HMACSecret(good32),
+		"UUID text":       keyfuncs.HMACSecret([]byte("550e8400-e29b-41d4-a716-446655440000")),
+		"a passphrase":    keyfuncs.HMACSecret([]byte("correct horse battery staple 1987")),
+	} {
+		if _, err := keyfuncs.JWT("sub", key); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// Random secrets, and their hex and base64 text, are never taken for weak
+// ones.
+func TestHMACSecretAcceptsRandom(t *testing.T) {
+	rng := rand.New(rand.NewChaCha8([32]byte{20}))
+	for i := 0; i < 3000; i++ {
+		raw := make([]byte, 16+i%49)
+		for j := range raw {
+			raw[j] = byte(rng.Uint32())
+		}
+		for _, s := range [][]byte{raw, []byte(hex.EncodeToString(raw)), []byte(base64.RawURLEncoding.EncodeToString(raw))} {
+			if len(s) < keyfuncs.MinHMACSecretBytes {
+				continue
+			}
+			if _, err := keyfuncs.JWT("sub", keyfuncs.HMACSecret(s)); err != nil {
+				t.Fatalf("%q: %v", s, err)
+			}
+		}
+	}
+}
+
+// An algorithm is verified only with secrets as long as its hash: an HS512
+// token meets no 32-byte secret, and says why.
+func TestHMACSecretPerAlgorithm(t *testing.T) {
+	good32 := []byte("q7T-vZ2mK9xLr4Wc8NbY1fHs6JdA0pGe")
+	fn := mustJWT(t, "sub", keyfuncs.HMACSecret(good32))
+	checkKey(t, fn, newRequest("192.0.2.1:1", bearer(sign(t, jwt.SigningMethodHS256, good32, claims("alice")))), ok, "alice")
+	for _, m := range []jwt.SigningMethod{jwt.SigningMethodHS384, jwt.SigningMethodHS512} {
+		_, err := fn(newRequest("192.0.2.1:1", bearer(sign(t, m, good32, claims("alice")))))
+		if !errors.Is(err, keyfuncs.ErrInvalidToken) || !errors.Is(err, keyfuncs.ErrWeakSecret) {
+			t.Errorf("%s token under a 32-byte secret: %v, want ErrInvalidToken and ErrWeakSecret", m.Alg(), err)
+		}
+	}
+	// HMACSecretFor accepts its algorithm only.
+	k := keys(t)
+	only := mustJWT(t, "sub", keyfuncs.HMACSecretFor("HS512", k.secret))
+	checkKey(t, only, newRequest("192.0.2.1:1", bearer(sign(t, jwt.SigningMethodHS512, k.secret, claims("bob")))), ok, "bob")
+	checkKey(t, only, newRequest("192.0.2.1:1", bearer(sign(t, jwt.SigningMethodHS256, k.secret, claims("bob")))), badData, "")
+}
+
+// KeyLookup checks the HMAC secrets its function returns, on each token.
+func TestKeyLookupRefusesWeakSecret(t *testing.T) {
+	weak := []byte(strings.Repeat("a", 64))
+	for name, lookup := range map[string]jwt.Keyfunc{
+		"[]byte": func(*jwt.Token) (any, error) { return weak, nil },
+		"set": func(*jwt.Token) (any, error) {
+			return jwt.VerificationKeySet{Keys: []jwt.VerificationKey{keys(t).secret, weak}}, nil
+		},
+	} {
+		fn := mustJWT(t, "sub", keyfuncs.KeyLookup(lookup, "HS256"))
+		_, err := fn(newRequest("192.0.2.1:1", bearer(sign(t, jwt.SigningMethodHS256, weak, claims("alice")))))
+		if !errors.Is(err, keyfuncs.ErrInvalidToken) || !errors.Is(err, keyfuncs.ErrWeakSecret) {
+			t.Errorf("%s: %v, want ErrInvalidToken and ErrWeakSecret", name, err)
+		}
+	}
+	short := mustJWT(t, "sub", keyfuncs.KeyLookup(func(*jwt.Token) (any, error) { return keys(t).secret[:40], nil }, "HS384"))
+	_, err := short(newRequest("192.0.2.1:1", bearer(sign(t, jwt.SigningMethodHS384, keys(t).secret[:40], claims("alice")))))
+	if !errors.Is(err, keyfuncs.ErrWeakSecret) {
+		t.Errorf("40-byte HS384 secret: %v, want ErrWeakSecret", err)
+	}
+	good := mustJWT(t, "sub", keyfuncs.KeyLookup(func(*jwt.Token) (any, error) { return keys(t).secret, nil }, "HS256"))
+	checkKey(t, good, newRequest("192.0.2.1:1", bearer(sign(t, jwt.SigningMethodHS256, keys(t).secret, claims("alice")))), ok, "alice")
+}
