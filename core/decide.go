@@ -113,9 +113,16 @@ func (l *Limiter) take(ctx context.Context, cfg *limiterConfig, storeKey string,
 		tctx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
+	var owed int64 // what the local fallback admitted for the key while the store was away
+	if l.shared != nil {
+		owed = l.shared.claim(storeKey)
+	}
 	start := time.Now()
-	res, err := l.store.Take(tctx, storeKey, cost, cfg.take...)
+	res, err := l.store.Take(tctx, storeKey, cost+owed, cfg.take...)
 	end := time.Now()
+	if owed > 0 && (err != nil || !res.Allowed) {
+		l.shared.unclaim(storeKey, owed, cfg.take, err != nil)
+	}
 	ev.Latency = end.Sub(start)
 	if err != nil && tctx != ctx && tctx.Err() == context.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
 		// The store's client may say "i/o timeout": it is the deadline.

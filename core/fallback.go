@@ -69,9 +69,10 @@ type record struct {
 	remaining int64
 	limit     int64
 	binding   int
-	linear    bool  // the allowance comes back steadily (GCRA, token and leaky bucket)
-	used      int64 // admitted by the fallback since at
-	owed      int64 // admitted by the fallback, not yet charged to the store
+	linear    bool      // the allowance comes back steadily (GCRA, token and leaky bucket)
+	used      int64     // admitted by the fallback since at
+	owed      int64     // admitted by the fallback, not yet charged to the store
+	owedUntil time.Time // owed is forgotten then (wall clock): the limits have refilled
 	take      []store.Spec
 }
 
@@ -179,6 +180,40 @@ func (f *localFallback) remember(key string, res *Result, cfg *limiterConfig, no
 	}
 }
 
+// claim returns what the fallback owes the store for key, and no longer
+// owes it: the caller adds it to the key's next Take, so that the store
+// admits nothing of what the fallback already admitted. It costs an atomic
+// load unless something is owed.
+func (f *localFallback) claim(key string) int64 {
+	if !f.owed.Load() && !f.flushing.Load() {
+		return 0
+	}
+	sh := f.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	r := sh.m[key]
+	if r == nil {
+		return 0
+	}
+	return r.due()
+}
+
+// unclaim settles n, claimed for key, that the store was not charged: it
+// owes it again if the store failed, and otherwise (the store refused the
+// Take that carried it) charges what fits.
+func (f *localFallback) unclaim(key string, n int64, take []store.Spec, failed bool) {
+	d := &debt{key, n, take}
+	if !failed {
+		go f.settleOne(d)
+		return
+	}
+	sh := f.shard(key)
+	sh.mu.Lock()
+	sh.record(key).owed += n // until the owedUntil it had
+	sh.mu.Unlock()
+	f.owed.Store(true)
+}
+
 // debt is what the fallback admitted for key, to be charged to the store.
 type debt struct {
 	key  string
@@ -190,36 +225,70 @@ type debt struct {
 // away, once it answers again, so that a key's admissions in all stay
 // within about one allowance. It runs in a goroutine of its own, started
 // by the first answer of the store after the fallback admitted something,
-// and ends when everything is charged or the store fails again (then the
-// next answer starts it again).
+// charges settleWorkers keys at a time, and ends when everything is
+// charged; what the store fails to take stays owed, for the next answer.
 func (f *localFallback) settle() {
 	defer f.flushing.Store(false)
 	f.owed.Store(false)
+	var keys []string
 	for i := range f.recs {
 		sh := &f.recs[i]
-		var due []debt
 		sh.mu.Lock()
 		for k, r := range sh.m {
 			if r.owed > 0 {
-				due = append(due, debt{k, r.owed, r.take})
-				r.owed = 0
+				keys = append(keys, k)
 			}
 		}
 		sh.mu.Unlock()
-		for j := range due {
-			if err := f.charge(&due[j]); err != nil {
-				sh.mu.Lock()
-				for _, d := range due[j:] {
-					if r := sh.m[d.key]; r != nil {
-						r.owed += d.n
-					}
-				}
-				sh.mu.Unlock()
-				f.owed.Store(true)
-				return
-			}
-		}
 	}
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range min(settleWorkers, len(keys)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range work {
+				f.settleKey(k)
+			}
+		}()
+	}
+	for _, k := range keys {
+		work <- k
+	}
+	close(work)
+	wg.Wait()
+}
+
+// settleKey charges what key owes, unless a request for it has claimed
+// it meanwhile (claim): the debt stays with the key until it is charged.
+func (f *localFallback) settleKey(key string) {
+	sh := f.shard(key)
+	sh.mu.Lock()
+	var d debt
+	if r := sh.m[key]; r != nil {
+		d = debt{key, r.due(), r.take}
+	}
+	sh.mu.Unlock()
+	if d.n > 0 {
+		f.settleOne(&d)
+	}
+}
+
+// settleWorkers is how many keys settle charges at a time.
+const settleWorkers = 16
+
+// settleOne charges d to the store, or owes it again if the store fails.
+func (f *localFallback) settleOne(d *debt) {
+	if f.charge(d) == nil {
+		return
+	}
+	sh := f.shard(d.key)
+	sh.mu.Lock()
+	if r := sh.m[d.key]; r != nil {
+		r.owed += d.n
+	}
+	sh.mu.Unlock()
+	f.owed.Store(true)
 }
 
 // settleTimeout bounds each call settle makes to the store.
@@ -363,7 +432,7 @@ func (f *localFallback) take(ctx context.Context, fb store.Store, key string, co
 		return r.denial(now, when), nil
 	}
 	r.used += cost
-	r.owed += cost
+	r.owe(cost)
 	left := share - r.used
 	sh.mu.Unlock()
 	res, err := takeFolded(ctx, fb, key, cost, cfg)
@@ -396,7 +465,7 @@ func (f *localFallback) takeShare(ctx context.Context, fb store.Store, r *record
 		return res, err
 	}
 	sh.mu.Lock()
-	r.owed += cost
+	r.owe(cost)
 	sh.mu.Unlock()
 	f.owed.Store(true)
 	return res, nil
@@ -416,6 +485,28 @@ func overShare(res *Result, n int64) bool {
 	res.Allowed, res.Remaining, res.Delay = false, 0, 0
 	res.RetryAfter = max(retry, time.Microsecond)
 	return true
+}
+
+// owe adds n to what r's key owes the store, until the longest horizon of
+// its limits from now: past it, the admissions no longer count against any
+// limit, and charging them would refuse what the limits allow.
+func (r *record) owe(n int64) {
+	var h int64
+	for i := range r.take {
+		h = max(h, r.take[i].Horizon())
+	}
+	r.owed += n
+	r.owedUntil = time.Now().Add(time.Duration(h) * time.Microsecond)
+}
+
+// due returns what r's key owes the store now, and owes nothing after.
+func (r *record) due() int64 {
+	n := r.owed
+	r.owed = 0
+	if time.Now().After(r.owedUntil) {
+		return 0
+	}
+	return n
 }
 
 // instances returns the number of processes sharing the store, at least 1.

@@ -228,7 +228,12 @@ func TestFallbackLifecycle(t *testing.T) {
 	if n := s.hookCount(); n != 1 {
 		t.Errorf("%d reset hooks on the store after 2000 Limiters, want 1", n)
 	}
-	if n := runtime.NumGoroutine(); n > goroutines {
+	// Other tests' settling goroutines may still be ending: wait for them.
+	n := runtime.NumGoroutine()
+	for deadline := time.Now().Add(2 * time.Second); n > goroutines && time.Now().Before(deadline); n = runtime.NumGoroutine() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n > goroutines {
 		t.Errorf("%d goroutines after 2000 Limiters, %d before", n, goroutines)
 	}
 }
@@ -307,4 +312,24 @@ func TestFallbackSettlesWhatFits(t *testing.T) {
 	if r, _ := s.Store.Peek(ctx, "3:api:a", 0, specs(lim)...); r.Remaining != 0 || !r.Allowed {
 		t.Errorf("after settling: %+v, want 0 left and no penalty lock", r)
 	}
+}
+
+// The first request on a key after the store is back carries what the
+// fallback admitted for it: the store admits none of it twice.
+func TestFallbackDebtRidesOnTheNextTake(t *testing.T) {
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	s := &fleetStore{flakyStore: newFlakyStore(clock), instances: 3}
+	lim := Limit{Algorithm: FixedWindow, Rate: 20, Period: time.Hour}
+	l, err := New(s, headerKey, []Limit{lim}, WithName("api"), WithClock(clock.Now),
+		WithFallbackStore(memorystore.New(memorystore.WithClock(clock.Now))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.down.Store(true)
+	decideN(l, "new", 7)
+	s.down.Store(false)
+	if d := l.Decide(clientRequest("new", "")); d.Outcome != OutcomeAllowed || d.Result.Remaining != 20-7-1 {
+		t.Errorf("first decision after the outage: %v %+v, want allowed with %d left", d.Outcome, d.Result, 20-7-1)
+	}
+	settled(t, l)
 }

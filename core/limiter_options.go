@@ -123,8 +123,11 @@ const (
 	// a key refused until T stays refused until T, and a key with r left
 	// gets at most r more until the store said it would be full again
 	// (growing back steadily meanwhile for GCRA, token and leaky bucket).
-	// A key the process never asked about gets the fallback's full
-	// allowance, on each instance. Rate-limit headers are set from the
+	// Of that, or of the limit for a key it never saw, each of N instances
+	// admits only its share, ⌈1/N⌉, when the store tells N (store.Fleet;
+	// the Redis store does), and what it admitted is charged to the store
+	// once it answers again: a key gets about one allowance across the
+	// fleet while the store is away (ALGORITHMS.md). Rate-limit headers are set from the
 	// local result. It is the default. If the local store fails too, the
 	// request is served (OutcomeFailedOpen).
 	FailLocal FailurePolicy = iota

@@ -157,8 +157,10 @@ func (s *Store) startListener() {
 }
 
 // fleetRefresh is how often a subscribed Store counts the subscribers of
-// its reset channel (Instances).
-const fleetRefresh = 2 * time.Second
+// its reset channel (Instances), after a first count as soon as it has
+// subscribed and a few more at shorter intervals (processes of a fleet
+// start together).
+const fleetRefresh = time.Second
 
 // count keeps s.instances at the number of subscribers of the reset
 // channel (PUBSUB NUMSUB): one per Store with a subscription, in every
@@ -170,20 +172,20 @@ func (s *Store) count(ctx context.Context, l *listener) {
 	case <-ctx.Done():
 		return
 	}
-	for ctx.Err() == nil {
+	for wait := fleetRefresh / 16; ctx.Err() == nil; wait = min(2*wait, fleetRefresh) {
 		cctx, cancel := context.WithTimeout(ctx, fleetRefresh/2)
 		m, err := s.client.PubSubNumSub(cctx, s.prefix+resetChannel).Result()
 		cancel()
 		if n := m[s.prefix+resetChannel]; err == nil && n > 0 {
 			s.instances.Store(n)
 		}
-		sleep(ctx, fleetRefresh)
+		sleep(ctx, wait)
 	}
 }
 
 // Instances returns the number of Stores, in all processes, subscribed to
 // this Store's reset channel on this Redis and prefix (store.Fleet), as
-// last counted: every 2 seconds while the Store is subscribed (from the
+// last counted: every second while the Store is subscribed (from the
 // first OnReset, that is the first core.Limiter on it, or with the deny
 // cache), kept while Redis does not answer; 0 before the first count. On
 // a Redis Cluster, only the subscribers of the node asked are counted.
