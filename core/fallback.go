@@ -241,6 +241,7 @@ func (f *localFallback) settle() {
 		}
 		sh.mu.Unlock()
 	}
+	var failed atomic.Bool // the store failed: the rest waits for its next answer
 	work := make(chan string)
 	var wg sync.WaitGroup
 	for range min(settleWorkers, len(keys)) {
@@ -248,7 +249,10 @@ func (f *localFallback) settle() {
 		go func() {
 			defer wg.Done()
 			for k := range work {
-				f.settleKey(k)
+				if !failed.Load() && !f.settleKey(k) {
+					failed.Store(true)
+					f.owed.Store(true)
+				}
 			}
 		}()
 	}
@@ -259,19 +263,31 @@ func (f *localFallback) settle() {
 	wg.Wait()
 }
 
-// settleKey charges what key owes, unless a request for it has claimed
-// it meanwhile (claim): the debt stays with the key until it is charged.
-func (f *localFallback) settleKey(key string) {
+// settleKey charges what key owes, and reports whether the store took
+// it. The debt stays with the key while it is charged, so that a request
+// for the key carries it (claim) rather than passing uncharged; the two
+// may then both charge it, which errs on the safe side.
+func (f *localFallback) settleKey(key string) bool {
 	sh := f.shard(key)
 	sh.mu.Lock()
+	r := sh.m[key]
 	var d debt
-	if r := sh.m[key]; r != nil {
-		d = debt{key, r.due(), r.take}
+	if r != nil && r.owed > 0 && time.Now().Before(r.owedUntil) {
+		d = debt{key, r.owed, r.take}
+	} else if r != nil {
+		r.owed = 0
 	}
 	sh.mu.Unlock()
-	if d.n > 0 {
-		f.settleOne(&d)
+	if d.n == 0 {
+		return true
 	}
+	if f.charge(&d) != nil {
+		return false
+	}
+	sh.mu.Lock()
+	r.owed = max(r.owed-d.n, 0)
+	sh.mu.Unlock()
+	return true
 }
 
 // settleWorkers is how many keys settle charges at a time.
@@ -426,7 +442,7 @@ func (f *localFallback) take(ctx context.Context, fb store.Store, key string, co
 		return r.denial(now, r.until), nil
 	}
 	budget, when := r.budget(now, (r.used+cost)*n)
-	share := ceilDiv(budget, n)
+	share := shareOf(budget, n)
 	if r.used+cost > share {
 		defer sh.mu.Unlock()
 		return r.denial(now, when), nil
@@ -449,7 +465,7 @@ func (f *localFallback) take(ctx context.Context, fb store.Store, key string, co
 
 // takeShare decides a key the store gave no answer for (that still
 // holds) by the fallback store, admitting at most this instance's share,
-// ⌈L/n⌉, of the binding limit's allowance L.
+// ⌊L/n⌋ (at least 1), of the binding limit's allowance L.
 func (f *localFallback) takeShare(ctx context.Context, fb store.Store, r *record, sh *recordShard, key string, cost int64, cfg *limiterConfig, n int64) (Result, error) {
 	if p, ok := fb.(store.Peeker); ok && n > 1 {
 		// Over this instance's share, the request is refused uncharged.
@@ -472,11 +488,11 @@ func (f *localFallback) takeShare(ctx context.Context, fb store.Store, r *record
 }
 
 // overShare tells whether res, an admission by the fallback store, takes
-// more than ⌈L/n⌉ of the binding limit's allowance L; if so it turns res
+// more than ⌊L/n⌋ (at least 1) of the binding limit's allowance L; if so it turns res
 // into a refusal until the fallback has regained the excess, and
 // otherwise caps res.Remaining at what is left of the share.
 func overShare(res *Result, n int64) bool {
-	share, spent := ceilDiv(res.Limit, n), res.Limit-res.Remaining
+	share, spent := shareOf(res.Limit, n), res.Limit-res.Remaining
 	if spent <= share {
 		res.Remaining = min(res.Remaining, share-spent)
 		return false
@@ -517,7 +533,15 @@ func (f *localFallback) instances() int64 {
 	return max(int64(f.fleet.Instances()), 1)
 }
 
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+// shareOf returns one instance's share of b among n: ⌊b/n⌋, but 1 when
+// that is 0 and b is not, so that a small limit still admits on each
+// instance. The fleet's shares add up to at most max(b, n).
+func shareOf(b, n int64) int64 {
+	if b > 0 && b < n {
+		return 1
+	}
+	return b / n
+}
 
 // denial is the Result of a request the remembered answer refuses until
 // when.

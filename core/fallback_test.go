@@ -258,7 +258,7 @@ func settled(t *testing.T, l *Limiter) {
 	}
 }
 
-// Of a fleet of 3, each instance's fallback admits a third (rounded up) of
+// Of a fleet of 3, each instance's fallback admits a third (rounded down) of
 // what the store last said was left, or of the limit for a key it never
 // saw; once the store answers again, what it admitted is charged there.
 func TestFallbackTakesItsShareAndSettles(t *testing.T) {
@@ -272,16 +272,16 @@ func TestFallbackTakesItsShareAndSettles(t *testing.T) {
 	}
 	decideN(l, "some", 9) // 11 left
 	s.down.Store(true)
-	if n, _ := decideN(l, "some", 10); n != 4 {
-		t.Errorf("key with 11 left: %d admitted while away, want ⌈11/3⌉ = 4", n)
+	if n, _ := decideN(l, "some", 10); n != 3 {
+		t.Errorf("key with 11 left: %d admitted while away, want ⌊11/3⌋ = 3", n)
 	}
-	if n, d := decideN(l, "new", 10); n != 7 || d.Result.RetryAfter <= 0 {
-		t.Errorf("unseen key: %d admitted while away (last %+v), want ⌈20/3⌉ = 7", n, d.Result)
+	if n, d := decideN(l, "new", 10); n != 6 || d.Result.RetryAfter <= 0 {
+		t.Errorf("unseen key: %d admitted while away (last %+v), want ⌊20/3⌋ = 6", n, d.Result)
 	}
 	s.down.Store(false)
 	l.Decide(clientRequest("other", "")) // the store answers again
 	settled(t, l)
-	for key, want := range map[string]int64{"some": 11 - 4, "new": 20 - 7} {
+	for key, want := range map[string]int64{"some": 11 - 3, "new": 20 - 6} {
 		if r, _ := s.Store.Peek(context.Background(), "3:api:"+key, 0, specs(lim)...); r.Remaining != want {
 			t.Errorf("%s: %d left in the store after settling, want %d", key, r.Remaining, want)
 		}
@@ -326,10 +326,10 @@ func TestFallbackDebtRidesOnTheNextTake(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.down.Store(true)
-	decideN(l, "new", 7)
+	decideN(l, "new", 6)
 	s.down.Store(false)
-	if d := l.Decide(clientRequest("new", "")); d.Outcome != OutcomeAllowed || d.Result.Remaining != 20-7-1 {
-		t.Errorf("first decision after the outage: %v %+v, want allowed with %d left", d.Outcome, d.Result, 20-7-1)
+	if d := l.Decide(clientRequest("new", "")); d.Outcome != OutcomeAllowed || d.Result.Remaining != 20-6-1 {
+		t.Errorf("first decision after the outage: %v %+v, want allowed with %d left", d.Outcome, d.Result, 20-6-1)
 	}
 	settled(t, l)
 }

@@ -124,7 +124,8 @@ const (
 	// gets at most r more until the store said it would be full again
 	// (growing back steadily meanwhile for GCRA, token and leaky bucket).
 	// Of that, or of the limit for a key it never saw, each of N instances
-	// admits only its share, ⌈1/N⌉, when the store tells N (store.Fleet;
+	// admits only its share, 1/N rounded down (at least 1), when the store
+	// tells N (store.Fleet;
 	// the Redis store does), and what it admitted is charged to the store
 	// once it answers again: a key gets about one allowance across the
 	// fleet while the store is away (ALGORITHMS.md). Rate-limit headers are set from the
