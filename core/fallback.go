@@ -512,7 +512,7 @@ func (r *record) owe(n int64) {
 		h = max(h, r.take[i].Horizon())
 	}
 	r.owed += n
-	h = min(h, int64(store.InfDuration/time.Microsecond)) // no overflow below
+	h = min(h, int64(100*365*24*time.Hour/time.Microsecond)) // no overflow below
 	r.owedUntil = time.Now().Add(time.Duration(h) * time.Microsecond)
 }
 
