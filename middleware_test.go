@@ -492,6 +492,10 @@ func (s *setup) limiter(name string, key core.KeyFunc, limits []core.Limit, opts
 	if s.e.fake() {
 		all = append(all, core.WithClock(s.e.clock.Now),
 			core.WithFallbackStore(memorystore.New(memorystore.WithClock(s.e.clock.Now))))
+	} else if dead {
+		// The Limiters of a process on one store share its fallback;
+		// each scenario (and adapter) starts from a fresh one.
+		all = append(all, core.WithFallbackStore(memorystore.New()))
 	}
 	l, err := core.New(s.store, key, limits, append(all, opts...)...)
 	if err != nil {

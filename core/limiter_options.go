@@ -185,11 +185,20 @@ type FailurePolicy uint8
 
 const (
 	// FailLocal decides with a local store holding the same limits (by
-	// default a memorystore.New(), see WithFallbackStore). Each instance then
-	// enforces the limits alone, so a service of N instances admits up to
-	// N times the limit while the store is away. Rate-limit headers are set
-	// from the local result. It is the default. If the local store fails
-	// too, the request is served (OutcomeFailedOpen).
+	// default one memory store shared by every Limiter of the process on
+	// the same store, made at the first failure; see WithFallbackStore).
+	// A key starts from the last answer the store gave this process for it:
+	// a key refused until T stays refused until T, and a key with r left
+	// gets at most r more until the store said it would be full again
+	// (growing back steadily meanwhile for GCRA, token and leaky bucket).
+	// Of that, or of the limit for a key it never saw, each of N instances
+	// admits only its share, 1/N rounded down (at least 1), when the store
+	// tells N (store.Fleet;
+	// the Redis store does), and what it admitted is charged to the store
+	// once it answers again: a key gets about one allowance across the
+	// fleet while the store is away (ALGORITHMS.md). Rate-limit headers are set from the
+	// local result. It is the default. If the local store fails too, the
+	// request is served (OutcomeFailedOpen).
 	FailLocal FailurePolicy = iota
 	// FailOpen serves the request unlimited, without rate-limit headers.
 	FailOpen
@@ -218,9 +227,13 @@ func WithFailurePolicy(p FailurePolicy) Option {
 }
 
 // WithFallbackStore sets the local store FailLocal decides with (for a
-// memory store with your own options). It is called without the timeout and
-// the circuit breaker. The default is memorystore.New(). It has no effect
-// under other failure policies. A nil s, or one holding a nil pointer, is
+// memory store with your own options), in place of the shared default
+// fallback: one memorystore.New() for all the Limiters of the process on
+// the same store, made at the first failure, holding at most
+// memorystore.DefaultMaxKeys states in all. It is called without the
+// timeout and the circuit breaker; the store's last answers still bound
+// it (see FailLocal), and Resets clear it. It has no effect under other
+// failure policies. A nil s, or one holding a nil pointer, is
 // an error wrapping ErrInvalidOption.
 func WithFallbackStore(s store.Store) Option {
 	return optionFunc(func(o *options) error {

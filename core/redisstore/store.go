@@ -67,9 +67,11 @@ type Store struct {
 	health  *health        // the circuit breakers (WithBreaker)
 	lease   *leases        // nil: off (WithLeases, lease.go)
 
-	mu       sync.Mutex
-	hooks    []func(key string) // OnReset
-	listener *listener          // nil until the deny cache or OnReset needs it
+	mu    sync.Mutex
+	hooks []func(key string) // OnReset
+	// instances is the last count of the reset channel's subscribers.
+	instances atomic.Int64
+	listener  *listener // nil until the deny cache or OnReset needs it
 }
 
 // Option configures a Store.

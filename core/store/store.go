@@ -144,9 +144,10 @@ type Refunder interface {
 }
 
 // ResetNotifier is a Store shared between processes that tells of the
-// keys reset through any of them (the Redis store does). A core.Limiter on
-// such a store registers with OnReset, so that a Reset made anywhere also
-// clears its local fallback store.
+// keys reset through any of them (the Redis store does). The core.Limiters
+// of a process on such a store register once with OnReset (at the first
+// New on the store), so that a Reset made anywhere also clears their
+// shared local fallback.
 type ResetNotifier interface {
 	// OnReset registers f, called with the store key of every Reset,
 	// made through this process or another, shortly after it; and with ""
@@ -154,4 +155,14 @@ type ResetNotifier interface {
 	// to be dropped). f must not block. Registrations last as long as the
 	// store.
 	OnReset(f func(key string))
+}
+
+// Fleet is a Store shared between processes that knows how many of them
+// share it (the Redis store does). A core.Limiter's local fallback uses it
+// to take only its share of a key's allowance while the store is away.
+type Fleet interface {
+	// Instances returns the number of processes sharing the store, as last
+	// learned while the store answered (kept through an outage), or 0
+	// when it is not known yet.
+	Instances() int
 }
