@@ -89,37 +89,75 @@ func hammer(t *testing.T, stores []*Store, workers int, key string, l core.Limit
 // each, well past the limit. The admitted total stays within the
 // documented bound of the exact figure (B + elapsed/T, give or take the
 // units held in leases: 3·64), and Redis sees fewer than 1 script call
-// per 20 decisions.
+// per 20 decisions (see judgeCalls: judged on a run fast enough to show it).
 func TestRedisLeaseHotKeyThreeProcesses(t *testing.T) {
-	admin, stores := threeStores(t, LeaseConfig{})
 	l := core.Limit{Algorithm: core.GCRA, Rate: 400, Period: time.Second, Burst: 2000} // T = 2.5ms; lease cap min(64, 2000/16)
 	const T, B, S = 2500, 2000, 64
-	resetStats(t, admin)
-	ds := hammer(t, stores, 8, "hot", l, 1500*time.Millisecond)
-	calls := scriptCalls(t, admin)
+	judged := false
+	for attempt := 1; attempt <= callAttempts && !judged; attempt++ {
+		admin, stores := threeStores(t, LeaseConfig{})
+		resetStats(t, admin)
+		ds := hammer(t, stores, 8, "hot", l, 1500*time.Millisecond)
+		calls := scriptCalls(t, admin)
 
-	first, last := ds[0].t0, ds[0].t1
-	var admitted int64
-	per := make([]int64, procs)
-	for _, d := range ds {
-		first, last = min(first, d.t0), max(last, d.t1)
-		if d.allowed {
-			admitted++
-			per[d.store]++
+		first, last := ds[0].t0, ds[0].t1
+		var admitted int64
+		per := make([]int64, procs)
+		for _, d := range ds {
+			first, last = min(first, d.t0), max(last, d.t1)
+			if d.allowed {
+				admitted++
+				per[d.store]++
+			}
 		}
+		exact := B + (last-first)/T // what the exact path admits under this load, ±1
+		t.Logf("attempt %d: %d decisions in %v, %d admitted (per process %v), exact figure %d, bound ±%d; %d script calls, 1 per %.0f decisions",
+			attempt, len(ds), time.Duration(last-first)*time.Microsecond, admitted, per, exact, procs*S, calls, float64(len(ds))/float64(calls))
+		if admitted > exact+1+procs*S {
+			t.Errorf("admitted %d, over the bound %d + 1 + %d", admitted, exact, procs*S)
+		}
+		if admitted < exact-1-procs*S {
+			t.Errorf("admitted %d, under %d - 1 - %d", admitted, exact, procs*S)
+		}
+		judged = judgeCalls(t, l, time.Duration(last-first)*time.Microsecond, calls, len(ds))
 	}
-	exact := B + (last-first)/T // what the exact path admits under this load, ±1
-	t.Logf("%d decisions in %v, %d admitted (per process %v), exact figure %d, bound ±%d; %d script calls, 1 per %.0f decisions",
-		len(ds), time.Duration(last-first)*time.Microsecond, admitted, per, exact, procs*S, calls, float64(len(ds))/float64(calls))
-	if admitted > exact+1+procs*S {
-		t.Errorf("admitted %d, over the bound %d + 1 + %d", admitted, exact, procs*S)
+}
+
+// callAttempts is how many runs a lease test makes, at most, to get one
+// fast enough to judge its script calls by (see judgeCalls).
+const callAttempts = 3
+
+// judgeCalls checks that lease mode made fewer than 1 script call per 20
+// of the decisions made in elapsed by procs processes on one hot key under
+// l (the exact path makes one per decision), and reports whether the run
+// could be judged by it. Some calls follow the clock, not the decisions:
+// a process whose lease was refused asks Redis again once the refusal's
+// RetryAfter (at most the lease TTL) has passed, which is about when Redis
+// frees a unit: at most R per P, plus a window's start (a fixed window
+// frees units only then); and a lease ends, with a give-back, at most once
+// per TTL. A process that makes fewer than 20 decisions for each such call
+// (a busy machine; the sliding window, which frees a unit every P/R, needs
+// about 26 000 decisions a second) cannot show the ratio, however lease
+// mode behaves: that run is only logged, and the caller tries another.
+func judgeCalls(t *testing.T, l core.Limit, elapsed time.Duration, calls, decisions int) bool {
+	t.Helper()
+	perProc := 2*int64(elapsed/DefaultLeaseTTL) + 2
+	if l.Algorithm != core.FixedWindow { // it frees units only when a window starts
+		perProc += int64(elapsed) * l.Rate / int64(l.Period)
 	}
-	if admitted < exact-1-procs*S {
-		t.Errorf("admitted %d, under %d - 1 - %d", admitted, exact, procs*S)
+	if l.Algorithm == core.FixedWindow || l.Algorithm == core.SlidingWindow {
+		perProc += int64(elapsed/l.Period) + 1
 	}
-	if calls*20 >= len(ds) {
-		t.Errorf("%d script calls for %d decisions: 1 per %.1f, want fewer than 1 per 20", calls, len(ds), float64(len(ds))/float64(calls))
+	clock := procs * perProc
+	if int64(decisions) < 20*clock {
+		t.Logf("%d decisions in %v: too few to judge the script calls by (the clock alone may cause %d calls; want at least 20 decisions per call)",
+			decisions, elapsed.Round(time.Millisecond), clock)
+		return false
 	}
+	if calls*20 >= decisions {
+		t.Errorf("%d script calls for %d decisions: 1 per %.1f, want fewer than 1 per 20", calls, decisions, float64(decisions)/float64(calls))
+	}
+	return true
 }
 
 // FixedWindow and SlidingWindow under the same load: a lease never
@@ -129,37 +167,40 @@ func TestRedisLeaseHotKeyThreeProcesses(t *testing.T) {
 func TestRedisLeaseWindowsThreeProcesses(t *testing.T) {
 	for _, alg := range []core.Algorithm{core.FixedWindow, core.SlidingWindow} {
 		t.Run(string(alg), func(t *testing.T) {
-			admin, stores := threeStores(t, LeaseConfig{})
 			const R, P, S = 640, 500_000, 40 // per 500ms; lease cap 640/16
 			l := core.Limit{Algorithm: alg, Rate: R, Period: P * time.Microsecond}
-			resetStats(t, admin)
-			ds := hammer(t, stores, 8, "hot", l, 2*time.Second)
-			calls := scriptCalls(t, admin)
-			perWin := map[int64]int64{}
-			var ambiguous int64
-			for _, d := range ds {
-				switch {
-				case !d.allowed:
-				case d.t0/P == d.t1/P:
-					perWin[d.t0/P]++
-				default:
-					ambiguous++ // made across a window's end
+			judged := false
+			for attempt := 1; attempt <= callAttempts && !judged; attempt++ {
+				admin, stores := threeStores(t, LeaseConfig{})
+				resetStats(t, admin)
+				ds := hammer(t, stores, 8, "hot", l, 2*time.Second)
+				calls := scriptCalls(t, admin)
+				perWin := map[int64]int64{}
+				var ambiguous int64
+				first, last := ds[0].t0, ds[0].t1
+				for _, d := range ds {
+					first, last = min(first, d.t0), max(last, d.t1)
+					switch {
+					case !d.allowed:
+					case d.t0/P == d.t1/P:
+						perWin[d.t0/P]++
+					default:
+						ambiguous++ // made across a window's end
+					}
 				}
-			}
-			var most int64
-			for w, n := range perWin {
-				most = max(most, n)
-				if n > R {
-					t.Errorf("window %d admitted %d, over %d", w, n, R)
+				var most int64
+				for w, n := range perWin {
+					most = max(most, n)
+					if n > R {
+						t.Errorf("window %d admitted %d, over %d", w, n, R)
+					}
 				}
-			}
-			t.Logf("%d decisions, admitted per window %v (%d across a boundary), most %d of %d; %d script calls, 1 per %.0f decisions",
-				len(ds), perWin, ambiguous, most, R, calls, float64(len(ds))/float64(calls))
-			if alg == core.FixedWindow && most < R-procs*S {
-				t.Errorf("the fullest window admitted %d, under %d - %d", most, R, procs*S)
-			}
-			if calls*20 >= len(ds) {
-				t.Errorf("%d script calls for %d decisions, want fewer than 1 per 20", calls, len(ds))
+				t.Logf("attempt %d: %d decisions, admitted per window %v (%d across a boundary), most %d of %d; %d script calls, 1 per %.0f decisions",
+					attempt, len(ds), perWin, ambiguous, most, R, calls, float64(len(ds))/float64(calls))
+				if alg == core.FixedWindow && most < R-procs*S {
+					t.Errorf("the fullest window admitted %d, under %d - %d", most, R, procs*S)
+				}
+				judged = judgeCalls(t, l, time.Duration(last-first)*time.Microsecond, calls, len(ds))
 			}
 		})
 	}
