@@ -290,9 +290,10 @@ func penaltyBucketScenarios() []scenario {
 			},
 		},
 		{
+			// T = 100ms: the margin stays below it.
 			name:   "Penalty/LeakyBucket",
 			limits: []core.Limit{{Algorithm: core.LeakyBucket, Rate: 10, Period: time.Second, Burst: 1, Penalty: 250 * ms}},
-			margin: 150 * ms,
+			margin: 75 * ms,
 			steps: []step{
 				{0, 2, allowDelay(2, 0, 200*ms, 100*ms)},
 				{0, 1, deny(2, 0, 250*ms, 250*ms)},       // retry max(100ms, L), reset max(200ms, L)
