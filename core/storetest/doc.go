@@ -56,7 +56,7 @@
 // 2 s; the figures scale with them) and at the same time, runs
 // SeedBoundaryBurst at a tenth of its size (100 per 3 s; fixed window and
 // sliding log, each second's requests in its middle 80%, retried when a
-// request runs over 60 ms late), and skips Bounds and the case that needs
+// request runs over 90 ms late), and skips Bounds and the case that needs
 // 40 s. Each Take runs no
 // earlier after the previous one than scheduled, so lateness only
 // accumulates, and more elapsed time only ever adds allowance; every

@@ -17,6 +17,16 @@ func TestMarginBelowStep(t *testing.T) {
 			}
 		}
 	}
+	// The wall-clock seed case: a request up to seedMargin late stays in
+	// its second.
+	for sec, k := range seedWallClock().traffic {
+		if k == 0 {
+			continue
+		}
+		if room := time.Duration(sec+1)*time.Second - seedAt(sec, k-1, k); seedMargin >= room {
+			t.Errorf("seed: margin %v, want below the %v second %d leaves after its last request", seedMargin, room, sec+1)
+		}
+	}
 	for _, c := range ttlCases() {
 		for _, l := range c.limits {
 			if step := l.Period / time.Duration(l.Rate); ttlMargin >= step {
