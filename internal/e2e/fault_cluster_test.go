@@ -261,19 +261,25 @@ func TestFaultClusterMasterDown(t *testing.T) {
 	killed := map[*redistest.Server]bool{}
 	dead := c.Nodes[0]
 	deadKeys, _ := keysOnNode(t, ctx, c, killed, svc, 4, dead)
+	// The baseline's service: the same store and handler, with a roomy
+	// deadline, so that a slow moment of the baseline cannot open a
+	// breaker before the kill.
+	bsvc := newService(t, store, faultLimits())
+	defer bsvc.Close()
 	liveKeys := make([]string, 0, 4)
 	baseKeys := make([]string, 0, 4)
 	for _, m := range c.Nodes[1:3] {
-		ks, _ := keysOnNode(t, ctx, c, killed, svc, 4, m)
-		liveKeys = append(liveKeys, ks[:2]...)
-		baseKeys = append(baseKeys, ks[2:]...)
+		ks, _ := keysOnNode(t, ctx, c, killed, svc, 2, m)
+		liveKeys = append(liveKeys, ks...)
+		ks, _ = keysOnNode(t, ctx, c, killed, bsvc, 2, m)
+		baseKeys = append(baseKeys, ks...)
 	}
 	const perKey = 2*faultLimit + 20
 	hc := newHTTPClient(8)
 	defer hc.CloseIdleConnections()
 	// The same load on the live masters' keys alone, all masters up: what
 	// this machine's load makes of their latency (see below).
-	base := summarize(load{client: hc, urls: []string{svc.URL}, workers: 8, n: perKey * 2 * len(baseKeys),
+	base := summarize(load{client: hc, urls: []string{bsvc.URL}, workers: 8, n: perKey * 2 * len(baseKeys),
 		key: func(i int) string { return baseKeys[i%len(baseKeys)] }}.run(ctx))
 	t.Logf("before the kill, the live masters' keys alone: %s", base)
 
