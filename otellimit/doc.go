@@ -30,7 +30,8 @@
 // burst 10"); "none" (LimitNone) when no store decided. outcome is
 // core.Outcome.String(), except that core.OutcomeFallback is split into
 // fallback_allowed and fallback_denied by what the local store decided.
-// kind is timeout, canceled, breaker_open or error; all four series of a
+// kind is timeout, canceled, breaker_open, oom (the error wraps
+// core.ErrOutOfMemory) or error; all five series of a
 // limiter exist, at 0, from its first decision.
 //
 // The client key is never an attribute: the number of series is bounded by

@@ -70,15 +70,17 @@ const (
 	KindCanceled    = "canceled"     // the request's context ended first
 	KindBreakerOpen = "breaker_open" // the store was not called: its error wraps core.ErrBreakerOpen
 	KindError       = "error"        // any other error from the store
+	KindOOM         = "oom"          // the store had no memory left to write: its error wraps core.ErrOutOfMemory
 )
 
-var kinds = [...]string{KindTimeout, KindCanceled, KindBreakerOpen, KindError}
+var kinds = [...]string{KindTimeout, KindCanceled, KindBreakerOpen, KindError, KindOOM}
 
 const (
 	kindTimeout = iota
 	kindCanceled
 	kindBreakerOpen
 	kindError
+	kindOOM
 )
 
 // numOutcomes is the number of outcomes core defines; outcome labels have
@@ -280,7 +282,7 @@ func (r *Recorder) instruments(m metric.Meter, cfg config) error {
 		metric.WithDescription("Time spent in the rate-limit store per decision that called one (including the local fallback store)."),
 		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(cfg.buckets...))
 	r.storeErrors, err3 = m.Int64Counter(name("store.errors"),
-		metric.WithDescription("Decisions whose store failed or was not called because the circuit breaker was open, by kind (timeout, canceled, breaker_open, error)."),
+		metric.WithDescription("Decisions whose store failed or was not called because the circuit breaker was open, by kind (timeout, canceled, breaker_open, error, oom)."),
 		metric.WithUnit("{error}"))
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return fmt.Errorf("otellimit: creating the instruments: %w", err)
@@ -316,6 +318,8 @@ func errorKind(err error) (kind int, ok bool) {
 	switch {
 	case errors.Is(err, core.ErrBreakerOpen):
 		return kindBreakerOpen, true
+	case errors.Is(err, core.ErrOutOfMemory):
+		return kindOOM, true
 	case errors.Is(err, context.DeadlineExceeded):
 		return kindTimeout, true
 	case errors.Is(err, context.Canceled):
