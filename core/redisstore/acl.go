@@ -15,17 +15,18 @@ import (
 // optional: without it the scripts are sent by EVAL when Redis lacks
 // them), DEL and PUBLISH for Reset, SUBSCRIBE to the reset channel, INFO
 // (optional: without it Ping cannot warn of eviction and restarts, and
-// says so), and, for a Cluster client, ASKING and CLUSTER SLOTS and
+// says so), HELLO, and, for a Cluster client, ASKING and CLUSTER SLOTS and
 // SHARDS. Replace the password, and the prefix in ~sluice:* and
 // &sluice:reset when WithPrefix gives another. For example, in redis-cli:
 //
-//	ACL SETUSER sluice on >password resetkeys ~sluice:* resetchannels &sluice:reset -@all +ping +hello +client|setinfo +eval +evalsha +script|load +time +get +set +mget +del +hget +hset +hincrby +hdel +hkeys +hlen +pexpire +zadd +zcount +zrange +zrangebyscore +zremrangebyrank +zscore +publish +subscribe +info +asking +cluster|slots +cluster|shards
+//	ACL SETUSER sluice on >password resetkeys ~sluice:* resetchannels &sluice:reset -@all +ping +hello +eval +evalsha +script|load +time +get +set +mget +del +hget +hset +hincrby +hdel +hkeys +hlen +pexpire +zadd +zcount +zrange +zrangebyscore +zremrangebyrank +zscore +publish +subscribe +info +asking +cluster|slots +cluster|shards
 //
-// Ping checks every one of them (but HELLO and CLIENT SETINFO, which
-// go-redis sends when it connects, and the Cluster's) and fails naming
-// the first ones missing.
+// Ping checks every one of them (but HELLO, which go-redis sends when it
+// connects, and the Cluster's) and fails naming each one missing. (On
+// Redis 7.2 and later go-redis also sends CLIENT SETINFO, and goes on
+// when it is refused.)
 const MinimalACL = "on >password resetkeys ~sluice:* resetchannels &sluice:reset -@all " +
-	"+ping +hello +client|setinfo +eval +evalsha +script|load +time +get +set +mget +del " +
+	"+ping +hello +eval +evalsha +script|load +time +get +set +mget +del " +
 	"+hget +hset +hincrby +hdel +hkeys +hlen +pexpire +zadd +zcount +zrange +zrangebyscore " +
 	"+zremrangebyrank +zscore +publish +subscribe +info +asking +cluster|slots +cluster|shards"
 

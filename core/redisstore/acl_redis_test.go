@@ -1,0 +1,210 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/core/storetest"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// aclUser creates user on srv with rules (MinimalACL's syntax, its
+// "sluice:" replaced by prefix) and returns a client that logs in as it.
+func aclUser(tb testing.TB, srv *redistest.Server, user, prefix, rules string) *redis.Client {
+	tb.Helper()
+	args := []any{"acl", "setuser", user, "reset"}
+	for _, r := range strings.Fields(strings.ReplaceAll(rules, "sluice:", prefix)) {
+		args = append(args, r)
+	}
+	if err := srv.Client(tb).Do(context.Background(), args...).Err(); err != nil {
+		tb.Fatalf("ACL SETUSER %s: %v", user, err)
+	}
+	opt := redisstore.UniversalOptions(srv.Addr).Simple()
+	opt.Username, opt.Password = user, "password"
+	c := redis.NewClient(opt)
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// without returns MinimalACL without the rule rule.
+func without(rule string) string {
+	return strings.Replace(redisstore.MinimalACL, " "+rule+" ", " ", 1)
+}
+
+// TestPingACL: for each permission the Store needs, a user lacking it
+// fails Ping with an error naming it, at once.
+func TestPingACL(t *testing.T) {
+	srv := redistest.StartServer(t)
+	const prefix = "acl:"
+	cases := []struct{ acl, want string }{
+		{redisstore.MinimalACL, ""},
+		{without("+script|load"), ""}, // optional: EVAL serves
+		{without("~sluice:*") + " ~other:*", "GET " + prefix + "{=ping}"},
+		{without("&sluice:reset") + " &other", "PUBLISH " + prefix + "reset"},
+		{without("+ping"), "'ping'"},
+		{without("+eval"), "EVAL"},
+	}
+	for _, cmd := range []string{"evalsha", "time", "get", "set", "mget", "del", "hget", "hset", "hincrby",
+		"hdel", "hkeys", "hlen", "pexpire", "zadd", "zcount", "zrange", "zrangebyscore",
+		"zremrangebyrank", "zscore", "publish", "subscribe"} {
+		cases = append(cases, struct{ acl, want string }{without("+" + cmd), strings.ToUpper(cmd) + " "})
+	}
+	for i, c := range cases {
+		st, err := redisstore.New(aclUser(t, srv, "u"+string(rune('a'+i)), prefix, c.acl),
+			redisstore.WithPrefix(prefix), redisstore.WithWarnings(func(redisstore.Warning) {}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.OnReset(func(string) {})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		start := time.Now()
+		err = st.Ping(ctx)
+		cancel()
+		_ = st.Close()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%q: Ping: %v", c.acl, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%q: Ping = %v, want an error naming %q", c.acl, err, c.want)
+		case c.want != "" && c.want != "'ping'" && !errors.Is(err, redisstore.ErrPermission):
+			t.Errorf("%q: Ping = %v, want it to wrap ErrPermission", c.acl, err)
+		case time.Since(start) > 3*time.Second:
+			t.Errorf("%q: Ping took %v", c.acl, time.Since(start))
+		}
+		if i < 5 {
+			t.Logf("%s -> %v", c.want, err)
+		}
+	}
+}
+
+// TestConformanceMinimalACL runs the conformance suite as a user with
+// MinimalACL's permissions only.
+func TestConformanceMinimalACL(t *testing.T) {
+	srv := redistest.StartServer(t)
+	prefix := conformancePrefix(t)
+	admin := srv.Client(t)
+	n := 0
+	storetest.Run(t, storetest.Harness{
+		NewStore: func(tb testing.TB) store.Store {
+			n++
+			s := newStore(tb, aclUser(tb, srv, "sluice"+string(rune('a'+n%26)), prefix, redisstore.MinimalACL), prefix)
+			if err := s.(*redisstore.Store).Ping(context.Background()); err != nil {
+				tb.Fatalf("Ping as the minimal user: %v", err)
+			}
+			return s
+		},
+		Keys:         func(tb testing.TB) []storetest.KeyTTL { return listKeys(tb, admin, prefix) },
+		FlushScripts: func(tb testing.TB) { flushScripts(tb, admin) },
+	})
+}
+
+// warnings collects a Store's warnings.
+type warnings struct {
+	mu sync.Mutex
+	ws []redisstore.Warning
+}
+
+func (w *warnings) add(x redisstore.Warning) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ws = append(w.ws, x)
+}
+
+func (w *warnings) kinds() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, x := range w.ws {
+		out = append(out, x.Kind)
+	}
+	return out
+}
+
+// TestPingWarnsOfEviction: Ping warns when Redis may evict the Store's
+// keys, and only then.
+func TestPingWarnsOfEviction(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"}, "eviction"},
+		{[]string{"--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"}, "eviction"},
+		{[]string{"--maxmemory", "64mb", "--maxmemory-policy", "noeviction"}, ""},
+		{[]string{"--maxmemory", "0", "--maxmemory-policy", "allkeys-lru"}, ""}, // no limit: nothing evicted
+	} {
+		srv := redistest.StartServer(t, c.args...)
+		var w warnings
+		st, err := redisstore.New(srv.Client(t), redisstore.WithWarnings(w.add))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Ping(context.Background()); err != nil {
+			t.Fatalf("%v: Ping: %v", c.args, err)
+		}
+		got := strings.Join(w.kinds(), ",")
+		if got != c.want {
+			t.Errorf("%v: warnings %q (%v), want %q", c.args, got, w.ws, c.want)
+		}
+		t.Logf("%v: %v", c.args, w.ws)
+		_ = st.Close()
+	}
+}
+
+// TestOOMError: a Take that Redis refuses for lack of memory fails with
+// an error wrapping store.ErrOutOfMemory.
+func TestOOMError(t *testing.T) {
+	srv := redistest.StartServer(t, "--maxmemory-policy", "noeviction")
+	st, err := redisstore.New(srv.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := srv.Client(t).ConfigSet(context.Background(), "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []core.Limit{core.PerMinute(10), {Algorithm: core.FixedWindow, Rate: 5, Period: time.Minute}} {
+		_, err = st.Take(context.Background(), "oom", 1, specs(l)...)
+		if !errors.Is(err, store.ErrOutOfMemory) {
+			t.Errorf("%v: Take = %v, want store.ErrOutOfMemory", l, err)
+		}
+	}
+}
+
+// TestRestartReported: a restart of Redis is reported once the Store's
+// subscription is back, and the scripts' loss also triggers the check.
+func TestRestartReported(t *testing.T) {
+	srv := redistest.StartServer(t)
+	var w warnings
+	st, err := redisstore.New(redis.NewClient(redisstore.UniversalOptions(srv.Addr).Simple()),
+		redisstore.WithWarnings(w.add), redisstore.WithBreaker(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	st.OnReset(func(string) {})
+	if err := st.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart(t)
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(strings.Join(w.kinds(), ","), "restart") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no restart reported within 15s: %v", w.ws)
+		}
+		_, _ = st.Take(context.Background(), "k", 1, specs(core.PerMinute(10))...)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := w.kinds(); len(got) != 1 {
+		t.Errorf("warnings %v, want one restart", w.ws)
+	}
+	t.Logf("%v", w.ws)
+}
