@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,4 +208,89 @@ func TestRestartReported(t *testing.T) {
 		t.Errorf("warnings %v, want one restart", w.ws)
 	}
 	t.Logf("%v", w.ws)
+}
+
+// TestResubscribeKeepsFallback: when the subscription comes back while
+// the breaker is still open, the OnReset hooks (a Limiter's fallback) are
+// not told "" until the breaker has closed, so the fallback keeps its
+// locks while it decides.
+func TestResubscribeKeepsFallback(t *testing.T) {
+	srv := redistest.StartServer(t)
+	var hold atomic.Bool
+	hold.Store(true)
+	probe := redis.NewClient(redisstore.UniversalOptions(srv.Addr).Simple())
+	defer probe.Close()
+	var w warnings
+	st, err := redisstore.New(redis.NewClient(redisstore.UniversalOptions(srv.Addr).Simple()),
+		redisstore.WithBreaker(1, 50*time.Millisecond), redisstore.WithWarnings(w.add),
+		redisstore.WithProbeCheck(func(ctx context.Context) error {
+			if hold.Load() {
+				return errors.New("held by the test")
+			}
+			return probe.Ping(ctx).Err()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var clears atomic.Int64
+	st.OnReset(func(key string) {
+		if key == "" {
+			clears.Add(1)
+		}
+	})
+	if err := st.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	first := clears.Load() // the first subscription's
+	srv.Kill(t)
+	limit := core.PerMinute(10)
+	for redisstore.BreakerState(st, "k", limit) != "open" {
+		_, _ = st.Take(context.Background(), "k", 1, specs(limit)...)
+	}
+	srv.Restart(t)
+	// The subscription comes back within its 250 ms back-off; wait well
+	// past it, however loaded the machine, while the probe is held.
+	time.Sleep(2 * time.Second)
+	if got := clears.Load(); got != first {
+		t.Fatalf("the hooks were told \"\" %d times while the breaker was open", got-first)
+	}
+	hold.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for clears.Load() == first {
+		if time.Now().After(deadline) {
+			t.Fatalf("breaker %s, hooks not told \"\" within 10s of the probe's release",
+				redisstore.BreakerState(st, "k", limit))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := clears.Load() - first; got != 1 {
+		t.Errorf("the hooks were told \"\" %d times after the breaker closed, want 1", got)
+	}
+	if !strings.Contains(strings.Join(w.kinds(), ","), "restart") {
+		t.Errorf("warnings %v, want a restart", w.ws)
+	}
+}
+
+// TestResetWithoutPublish: a Reset whose announcement Redis refuses says
+// that the state was deleted and what was not done.
+func TestResetWithoutPublish(t *testing.T) {
+	srv := redistest.StartServer(t)
+	st, err := redisstore.New(aclUser(t, srv, "nopub", "sluice:", without("+publish")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	limit := specs(core.PerMinute(10))
+	if _, err := st.Take(context.Background(), "k", 10, limit...); err != nil {
+		t.Fatal(err)
+	}
+	err = st.Reset(context.Background(), "k", limit...)
+	if err == nil || !strings.Contains(err.Error(), "deleted") || !strings.Contains(err.Error(), "not announced") {
+		t.Fatalf("Reset = %v, want an error saying the state was deleted but not announced", err)
+	}
+	if r, err := st.Take(context.Background(), "k", 10, limit...); err != nil || !r.Allowed {
+		t.Errorf("after the Reset: %+v, %v; want the key's state gone", r, err)
+	}
+	t.Log(err)
 }
