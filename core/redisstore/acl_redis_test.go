@@ -294,3 +294,55 @@ func TestResetWithoutPublish(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestNoKeyWithoutTTL: a user without PEXPIRE (whom Ping refuses) gets
+// errors from fixed_window and sliding_log Takes, and no key is left
+// without a TTL: a key the call created goes, one that existed keeps its
+// own TTL and its count.
+func TestNoKeyWithoutTTL(t *testing.T) {
+	srv := redistest.StartServer(t)
+	admin := srv.Client(t)
+	full, err := redisstore.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	st, err := redisstore.New(aclUser(t, srv, "noexpire", "sluice:", without("+pexpire")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	if err := st.Ping(ctx); err == nil || !strings.Contains(err.Error(), "PEXPIRE") {
+		t.Errorf("Ping = %v, want an error naming PEXPIRE", err)
+	}
+	fixed := core.Limit{Algorithm: core.FixedWindow, Rate: 5, Period: time.Minute}
+	log := core.Limit{Algorithm: core.SlidingLog, Rate: 5, Period: time.Minute}
+	penalized := func(l core.Limit) core.Limit { l.Penalty = time.Minute; return l }
+	for _, l := range []core.Limit{fixed, log, penalized(fixed), penalized(log)} {
+		for _, key := range []string{"new", "old"} {
+			if key == "old" { // a log with a member, its TTL set by a full user
+				if _, err := full.Take(ctx, key+l.String(), 1, specs(l)...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := st.Take(ctx, key+l.String(), 1, specs(l)...)
+			// A fixed window's second charge in a window sets no TTL.
+			if ok := key == "old" && l.Algorithm == core.FixedWindow; (err == nil) != ok {
+				t.Errorf("%v, %s key: Take without PEXPIRE: %v", l, key, err)
+			}
+		}
+	}
+	keys := listKeys(t, admin, "sluice:")
+	for _, k := range keys {
+		if k.TTL < 0 {
+			t.Errorf("key %s has no TTL", k.Key)
+		}
+	}
+	if len(keys) != 4 { // the "old" keys only
+		t.Errorf("keys %v, want the 4 made by the full user", keys)
+	}
+	if r, err := full.Peek(ctx, "old"+log.String(), 1, specs(log)...); err != nil || r.Remaining != 3 {
+		t.Errorf("the old log after the failed Take: %+v, %v; want its one member kept", r, err)
+	}
+}
