@@ -15,11 +15,12 @@ import (
 // optional: without it the scripts are sent by EVAL when Redis lacks
 // them), DEL and PUBLISH for Reset, SUBSCRIBE to the reset channel, INFO
 // (optional: without it Ping cannot warn of eviction and restarts, and
-// says so), HELLO, and, for a Cluster client, ASKING and CLUSTER SLOTS and
-// SHARDS. Replace the password, and the prefix in ~sluice:* and
-// &sluice:reset when WithPrefix gives another. For example, in redis-cli:
+// says so), HELLO, and, for a Cluster client, ASKING, CLUSTER SLOTS and
+// SHARDS, and COMMAND (go-redis' ClusterClient reads it). Replace the
+// password, and the prefix in ~sluice:* and &sluice:reset when WithPrefix
+// gives another. For example, in redis-cli:
 //
-//	ACL SETUSER sluice on >password resetkeys ~sluice:* resetchannels &sluice:reset -@all +ping +hello +eval +evalsha +script|load +time +get +set +mget +del +hget +hset +hincrby +hdel +hkeys +hlen +pexpire +zadd +zcount +zrange +zrangebyscore +zremrangebyrank +zscore +publish +subscribe +info +asking +cluster|slots +cluster|shards
+//	ACL SETUSER sluice on >password resetkeys ~sluice:* resetchannels &sluice:reset -@all +ping +hello +eval +evalsha +script|load +time +get +set +mget +del +hget +hset +hincrby +hdel +hkeys +hlen +pexpire +zadd +zcount +zrange +zrangebyscore +zremrangebyrank +zscore +publish +subscribe +info +asking +cluster|slots +cluster|shards +command
 //
 // Ping checks every one of them (but HELLO, which go-redis sends when it
 // connects, and the Cluster's) and fails naming each one missing. (On
@@ -28,7 +29,7 @@ import (
 const MinimalACL = "on >password resetkeys ~sluice:* resetchannels &sluice:reset -@all " +
 	"+ping +hello +eval +evalsha +script|load +time +get +set +mget +del " +
 	"+hget +hset +hincrby +hdel +hkeys +hlen +pexpire +zadd +zcount +zrange +zrangebyscore " +
-	"+zremrangebyrank +zscore +publish +subscribe +info +asking +cluster|slots +cluster|shards"
+	"+zremrangebyrank +zscore +publish +subscribe +info +asking +cluster|slots +cluster|shards +command"
 
 // ErrPermission is wrapped by the error Ping returns when the Redis user
 // lacks a permission the Store needs (see MinimalACL).

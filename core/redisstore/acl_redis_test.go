@@ -346,3 +346,78 @@ func TestNoKeyWithoutTTL(t *testing.T) {
 		t.Errorf("the old log after the failed Take: %+v, %v; want its one member kept", r, err)
 	}
 }
+
+// TestPingACLCluster: on a Cluster, Ping checks every master, and the
+// minimal user (with its Cluster commands) passes.
+func TestPingACLCluster(t *testing.T) {
+	cluster := redistest.SharedCluster(t)
+	prefix := conformancePrefix(t)
+	user := strings.TrimSuffix(prefix, ":")
+	for _, c := range []struct{ acl, want string }{
+		{redisstore.MinimalACL, ""},
+		{without("+hset"), "HSET " + prefix},
+	} {
+		client := clusterUser(t, cluster, user, prefix, c.acl)
+		st, err := redisstore.New(client, redisstore.WithPrefix(prefix), redisstore.WithWarnings(func(redisstore.Warning) {}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = st.Ping(ctx)
+		cancel()
+		_ = st.Close()
+		_ = client.Close()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%q: Ping = %v, want %q", c.acl, err, c.want)
+		}
+		t.Logf("%q: %v", c.want, err)
+	}
+}
+
+// clusterUser creates user on every node of cluster with rules (see
+// aclUser) and returns a Cluster client that logs in as it.
+func clusterUser(tb testing.TB, cluster *redistest.Cluster, user, prefix, rules string) redis.UniversalClient {
+	tb.Helper()
+	args := []any{"acl", "setuser", user, "reset"}
+	for _, r := range strings.Fields(strings.ReplaceAll(rules, "sluice:", prefix)) {
+		args = append(args, r)
+	}
+	for _, addr := range cluster.Addrs {
+		admin := redis.NewClient(&redis.Options{Addr: addr})
+		err := admin.Do(context.Background(), args...).Err()
+		_ = admin.Close()
+		if err != nil {
+			tb.Fatalf("ACL SETUSER on %s: %v", addr, err)
+		}
+	}
+	opt := redisstore.UniversalOptions(cluster.Addrs...)
+	opt.Username, opt.Password = user, "password"
+	return redis.NewUniversalClient(opt)
+}
+
+// TestConformanceMinimalACLCluster runs the conformance suite on a
+// Cluster as a user with MinimalACL's permissions only.
+func TestConformanceMinimalACLCluster(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.SharedCluster(t)
+	prefix := conformancePrefix(t)
+	user := strings.TrimSuffix(prefix, ":")
+	clusterUser(t, cluster, user, prefix, redisstore.MinimalACL).Close()
+	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, MaxRetries: -1})
+	defer admin.Close()
+	storetest.Run(t, storetest.Harness{
+		NewStore: func(tb testing.TB) store.Store {
+			opt := redisstore.UniversalOptions(cluster.Addrs...)
+			opt.Username, opt.Password = user, "password"
+			client := redis.NewUniversalClient(opt)
+			tb.Cleanup(func() { _ = client.Close() })
+			s := newStore(tb, client, prefix)
+			if err := s.(*redisstore.Store).Ping(context.Background()); err != nil {
+				tb.Fatalf("Ping as the minimal user: %v", err)
+			}
+			return s
+		},
+		Keys:         func(tb testing.TB) []storetest.KeyTTL { return listKeys(tb, admin, prefix) },
+		FlushScripts: func(tb testing.TB) { flushScripts(tb, admin) },
+	})
+}
