@@ -93,11 +93,14 @@ func TestConformanceMinimalACL(t *testing.T) {
 	srv := redistest.StartServer(t)
 	prefix := conformancePrefix(t)
 	admin := srv.Client(t)
-	n := 0
+	aclUser(t, srv, "sluice", prefix, redisstore.MinimalACL)
 	storetest.Run(t, storetest.Harness{
 		NewStore: func(tb testing.TB) store.Store {
-			n++
-			s := newStore(tb, aclUser(tb, srv, "sluice"+string(rune('a'+n%26)), prefix, redisstore.MinimalACL), prefix)
+			opt := redisstore.UniversalOptions(srv.Addr).Simple()
+			opt.Username, opt.Password = "sluice", "password"
+			client := redis.NewClient(opt)
+			tb.Cleanup(func() { _ = client.Close() })
+			s := newStore(tb, client, prefix)
 			if err := s.(*redisstore.Store).Ping(context.Background()); err != nil {
 				tb.Fatalf("Ping as the minimal user: %v", err)
 			}

@@ -145,6 +145,7 @@ func (s *Store) Close() error {
 	if l != nil {
 		l.stop()
 	}
+	s.inspections.Wait()
 	return nil
 }
 

@@ -67,9 +67,10 @@ type Store struct {
 	health  *health        // the circuit breakers (WithBreaker)
 	lease   *leases        // nil: off (WithLeases, lease.go)
 
-	warnf      func(Warning) // WithWarnings; nil: slog
-	runIDs     sync.Map      // server address -> run_id last seen (warn.go)
-	inspecting atomic.Bool   // an inspectSoon is running
+	warnf       func(Warning)  // WithWarnings; nil: slog
+	runIDs      sync.Map       // server address -> run_id last seen (warn.go)
+	inspecting  atomic.Bool    // an inspectSoon is running
+	inspections sync.WaitGroup // inspectSoon's goroutine, waited for by Close
 	// pendingClear: the subscription came back while a breaker was open;
 	// the hooks are told "" when every breaker has closed (reset.go).
 	pendingClear atomic.Bool

@@ -94,7 +94,9 @@ func (s *Store) inspectSoon() {
 	if !s.inspecting.CompareAndSwap(false, true) {
 		return
 	}
+	s.inspections.Add(1)
 	go func() {
+		defer s.inspections.Done()
 		defer s.inspecting.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 		defer cancel()
