@@ -3,6 +3,8 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -423,4 +425,54 @@ func TestConformanceMinimalACLCluster(t *testing.T) {
 		Keys:         func(tb testing.TB) []storetest.KeyTTL { return listKeys(tb, admin, prefix) },
 		FlushScripts: func(tb testing.TB) { flushScripts(tb, admin) },
 	})
+}
+
+// TestFallbackKeepsLockAcrossResubscription is issue 18's restart: a
+// client locked out by a penalty in the Limiter's fallback (Redis killed)
+// stays locked out when Redis comes back and the Store subscribes again
+// while its breaker is still open.
+func TestFallbackKeepsLockAcrossResubscription(t *testing.T) {
+	srv := redistest.StartServer(t)
+	var hold atomic.Bool
+	hold.Store(true)
+	probe := redis.NewClient(redisstore.UniversalOptions(srv.Addr).Simple())
+	defer probe.Close()
+	st, err := redisstore.New(redis.NewClient(redisstore.UniversalOptions(srv.Addr).Simple()),
+		redisstore.WithBreaker(1, 50*time.Millisecond), redisstore.WithWarnings(func(redisstore.Warning) {}),
+		redisstore.WithProbeCheck(func(ctx context.Context) error {
+			if hold.Load() {
+				return errors.New("held by the test")
+			}
+			return probe.Ping(ctx).Err()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	limit := core.PerMinute(1)
+	limit.Penalty = 5 * time.Minute
+	l, err := core.New(st, func(*http.Request) (string, error) { return "client", nil }, []core.Limit{limit},
+		core.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	decide := func() core.Decision { return l.Decide(httptest.NewRequest(http.MethodGet, "/", nil)) }
+	srv.Kill(t)
+	for redisstore.BreakerState(st, "k", limit) != "open" {
+		decide()
+	}
+	for i := 0; i < 3; i++ { // the fallback allows one, then locks the client out
+		decide()
+	}
+	if d := decide(); d.Action != core.Refuse || d.Outcome != core.OutcomeFallback {
+		t.Fatalf("before the restart: %v %v, want refused by the fallback", d.Action, d.Outcome)
+	}
+	srv.Restart(t)
+	time.Sleep(2 * time.Second) // the subscription is back (250 ms back-off), the probe held
+	if d := decide(); d.Action != core.Refuse {
+		t.Errorf("after the re-subscription: %v %v, want still refused by the fallback", d.Action, d.Outcome)
+	}
 }
