@@ -16,6 +16,7 @@
 //	sluice.decisions      {limiter, plan, limit, outcome}  Int64Counter, unit {decision}
 //	sluice.store.latency  {limiter}                        Float64Histogram, unit s
 //	sluice.store.errors   {limiter, kind}                  Int64Counter, unit {error}
+//	sluice.store.warnings {kind}                           Int64Counter, unit {warning} (StoreWarning)
 //
 // Through OpenTelemetry's Prometheus exporter with underscore escaping
 // (otlptranslator.UnderscoreEscapingWithSuffixes) these read as promlimit's

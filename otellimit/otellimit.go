@@ -113,6 +113,7 @@ type Recorder struct {
 	decisions   metric.Int64Counter
 	latency     metric.Float64Histogram
 	storeErrors metric.Int64Counter
+	warnings    metric.Int64Counter  // StoreWarning
 	attrs       []attribute.KeyValue // WithAttributes'
 
 	// limiters caches each limiter's latency and store error options,
@@ -274,7 +275,7 @@ func (r *Recorder) instruments(m metric.Meter, cfg config) error {
 		}
 		return cfg.namespace + "." + s
 	}
-	var err1, err2, err3 error
+	var err1, err2, err3, err4 error
 	r.decisions, err1 = m.Int64Counter(name("decisions"),
 		metric.WithDescription("Rate-limit decisions, by limiter, plan, binding limit and outcome."),
 		metric.WithUnit("{decision}"))
@@ -284,7 +285,10 @@ func (r *Recorder) instruments(m metric.Meter, cfg config) error {
 	r.storeErrors, err3 = m.Int64Counter(name("store.errors"),
 		metric.WithDescription("Decisions whose store failed or was not called because the circuit breaker was open, by kind (timeout, canceled, breaker_open, error, oom)."),
 		metric.WithUnit("{error}"))
-	if err := errors.Join(err1, err2, err3); err != nil {
+	r.warnings, err4 = m.Int64Counter(name("store.warnings"),
+		metric.WithDescription("Warnings of a store that it may lose rate-limit state, by kind (eviction, restart, unchecked)."),
+		metric.WithUnit("{warning}"))
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return fmt.Errorf("otellimit: creating the instruments: %w", err)
 	}
 	return nil
@@ -371,6 +375,21 @@ func (r *Recorder) with(kvs ...attribute.KeyValue) metric.MeasurementOption {
 	all := make([]attribute.KeyValue, 0, len(r.attrs)+len(kvs))
 	all = append(append(all, r.attrs...), kvs...)
 	return metric.WithAttributeSet(attribute.NewSet(all...))
+}
+
+// StoreWarning counts one warning of a store that it may lose rate-limit
+// state, under sluice.store.warnings{kind}. Pass it the Kind of each
+// redisstore.Warning ("eviction", "restart", "unchecked"), alongside a log:
+//
+//	redisstore.WithWarnings(func(w redisstore.Warning) {
+//		slog.Warn(w.String())
+//		metrics.StoreWarning(w.Kind)
+//	})
+//
+// kind should come from such a small fixed set: each value is a series.
+// It is safe for concurrent use.
+func (r *Recorder) StoreWarning(kind string) {
+	r.warnings.Add(context.Background(), 1, r.with(attribute.String("kind", labelValue(kind))))
 }
 
 // labelValue returns s as an attribute value: OTLP's protobuf encoding

@@ -47,7 +47,8 @@ func (w Warning) String() string {
 // background). Eviction is reported at every check that finds it, a
 // restart once. f must be safe for concurrent use and return promptly.
 // nil, the default, logs each warning with slog.Default at level Warn. To
-// count them too, call promlimit's Collector.StoreWarning with each Kind.
+// count them too, call promlimit.Collector.StoreWarning or
+// otellimit.Recorder.StoreWarning with each Kind.
 func WithWarnings(f func(Warning)) Option {
 	return optionFunc(func(s *settings) { s.warn = f })
 }
