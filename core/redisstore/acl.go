@@ -20,7 +20,7 @@ import (
 // password, and the prefix in ~sluice:* and &sluice:reset when WithPrefix
 // gives another. For example, in redis-cli:
 //
-//	ACL SETUSER sluice on >password resetkeys ~sluice:* resetchannels &sluice:reset -@all +ping +hello +eval +evalsha +script|load +time +get +set +mget +del +hget +hset +hincrby +hdel +hkeys +hlen +pexpire +zadd +zcount +zrange +zrangebyscore +zremrangebyrank +zscore +publish +subscribe +info +asking +cluster|slots +cluster|shards +command
+//	ACL SETUSER sluice on >password resetkeys ~sluice:* resetchannels &sluice:reset -@all +ping +hello +eval +evalsha +script|load +time +get +set +mget +del +hget +hset +hincrby +hdel +hkeys +hlen +pexpire +zadd +zcount +zrange +zrangebyscore +zremrangebyrank +zrem +zscore +publish +subscribe +info +asking +cluster|slots +cluster|shards +command
 //
 // Ping checks every one of them (but HELLO, which go-redis sends when it
 // connects, and the Cluster's) and fails naming each one missing. (On
@@ -29,7 +29,7 @@ import (
 const MinimalACL = "on >password resetkeys ~sluice:* resetchannels &sluice:reset -@all " +
 	"+ping +hello +eval +evalsha +script|load +time +get +set +mget +del " +
 	"+hget +hset +hincrby +hdel +hkeys +hlen +pexpire +zadd +zcount +zrange +zrangebyscore " +
-	"+zremrangebyrank +zscore +publish +subscribe +info +asking +cluster|slots +cluster|shards +command"
+	"+zremrangebyrank +zrem +zscore +publish +subscribe +info +asking +cluster|slots +cluster|shards +command"
 
 // ErrPermission is wrapped by the error Ping returns when the Redis user
 // lacks a permission the Store needs (see MinimalACL).
@@ -71,6 +71,7 @@ func (s *Store) needs() [][2]string {
 		{"ZRANGE " + k + " 0 1 WITHSCORES", "sliding_log"},
 		{"ZRANGEBYSCORE " + k + " 0 1", "sliding_log"},
 		{"ZREMRANGEBYRANK " + k + " 0 1", "sliding_log"}, {"ZSCORE " + k + " m", "sliding_log"},
+		{"ZREM " + k + " m", "sliding_log's give-back (core.WithCountIf)"},
 		{"PUBLISH " + ch + " x", "Reset's announcement"},
 		{"SUBSCRIBE " + ch, "hearing resets (deny cache, leases, Limiters' fallbacks)"},
 		{"PING", "Ping and the breakers' probes"},

@@ -58,7 +58,7 @@ func TestPingACL(t *testing.T) {
 	}
 	for _, cmd := range []string{"evalsha", "time", "get", "set", "mget", "del", "hget", "hset", "hincrby",
 		"hdel", "hkeys", "hlen", "pexpire", "zadd", "zcount", "zrange", "zrangebyscore",
-		"zremrangebyrank", "zscore", "publish", "subscribe"} {
+		"zremrangebyrank", "zrem", "zscore", "publish", "subscribe"} {
 		cases = append(cases, struct{ acl, want string }{without("+" + cmd), strings.ToUpper(cmd) + " "})
 	}
 	for i, c := range cases {
