@@ -40,6 +40,10 @@ var ErrInvalidLimit = store.ErrInvalidLimit
 // then decided at once. It is store.ErrBreakerOpen.
 var ErrBreakerOpen = store.ErrBreakerOpen
 
+// ErrOutOfMemory is wrapped by the Event.Err of a decision whose store had
+// no memory left to write state (Redis' OOM). It is store.ErrOutOfMemory.
+var ErrOutOfMemory = store.ErrOutOfMemory
+
 // PerSecond returns a GCRA limit of rate events per second with Burst rate.
 func PerSecond(rate int64) Limit {
 	return Limit{Algorithm: GCRA, Rate: rate, Period: time.Second, Burst: rate}

@@ -25,6 +25,15 @@ if ok then
   c = c + k
   if n > 0 and c == n then -- the window's first charge
     redis.call('HSET', key, win, c)
+    -- The TTL at once. If Redis refuses it (an ACL without PEXPIRE), the
+    -- key goes (fields of earlier windows are dead) and the call fails:
+    -- no key without a TTL, nothing charged.
+    local ms = left + 999 -- PEXPIRE ceil(left / 1000); left >= 1
+    local r = redis.pcall('PEXPIRE', key, (ms - math.fmod(ms, 1000)) / 1000)
+    if type(r) == 'table' and r.err then
+      redis.pcall('DEL', key)
+      return r
+    end
     -- Fields of earlier windows go after the HSET, never by DEL first:
     -- a Cluster slot that is migrating refuses a script that recreates a
     -- key.
@@ -34,8 +43,6 @@ if ok then
         if tonumber(old[i]) ~= win then redis.call('HDEL', key, old[i]) end
       end
     end
-    local ms = left + 999 -- PEXPIRE ceil(left / 1000); left >= 1
-    redis.call('PEXPIRE', key, (ms - math.fmod(ms, 1000)) / 1000)
   elseif n > 0 then
     redis.call('HINCRBY', key, win, n)
   end

@@ -130,8 +130,8 @@ local function fixed()
       call('DEL', key)
     elseif fresh then -- the window's first charge: drop older windows
       call('HSET', key, str(win), str(c))
+      pexpire(key, px(left), true)
       keepOnly(key, str(win))
-      call('PEXPIRE', key, px(left))
     else
       call('HSET', key, str(win), str(c))
     end

@@ -26,6 +26,17 @@ local function px(ttl)
   return str(cdiv(ttl, 1000))
 end
 
+-- pexpire sets the TTL (ms) of key, just written. If Redis refuses (an ACL
+-- without PEXPIRE), the script fails, and a key this call created (fresh)
+-- goes first: no key is ever left without a TTL, and nothing is charged.
+local function pexpire(key, ms, fresh)
+  local r = redis.pcall('PEXPIRE', key, ms)
+  if type(r) == 'table' and r.err then
+    if fresh then redis.pcall('DEL', key) end
+    error(r)
+  end
+end
+
 -- keepOnly removes every field of the hash at key but f, just set: the
 -- fields of earlier windows. The key never ceases to exist on the way (as
 -- with DEL, then HSET), since a Cluster slot that is migrating refuses a

@@ -106,16 +106,6 @@ if n > 0 then
   -- that recreates a key. At most 1024 go per call (ALGORITHMS.md).
   local trim = seq >= 0 and (c == k or math.fmod(seq, 64) + k >= 64)
   local stamp = string.format('%d', newest)
-  if k == 1 then
-    redis.call('ZADD', key, stamp, string.format('%016x', seq + 1))
-  else
-    redis.call('ZADD', key, stamp, string.format('%016x+%x', seq + 1, k))
-  end
-  if trim then
-    local x = redis.call('ZCOUNT', key, '-inf', string.format('%d', old))
-    if x > 1024 then x = 1024 end
-    if x > 0 then redis.call('ZREMRANGEBYRANK', key, 0, x - 1) end
-  end
   local ms = newest - now -- PEXPIRE ceil((newest + P - now) / 1000)
   if ms > 0 then
     ms = ms + P + 999
@@ -123,7 +113,32 @@ if n > 0 then
   else
     ms = ARGV[4]
   end
-  redis.call('PEXPIRE', key, ms)
+  -- The TTL before the ZADD on a log that exists, after it on a new one
+  -- (and before the trim). If Redis refuses it (an ACL without PEXPIRE),
+  -- the call fails having changed nothing: no key without a TTL, no
+  -- charge.
+  local r
+  if last[1] then
+    r = redis.pcall('PEXPIRE', key, ms)
+    if type(r) == 'table' and r.err then return r end
+  end
+  if k == 1 then
+    redis.call('ZADD', key, stamp, string.format('%016x', seq + 1))
+  else
+    redis.call('ZADD', key, stamp, string.format('%016x+%x', seq + 1, k))
+  end
+  if not last[1] then
+    r = redis.pcall('PEXPIRE', key, ms)
+    if type(r) == 'table' and r.err then
+      redis.pcall('DEL', key)
+      return r
+    end
+  end
+  if trim then
+    local x = redis.call('ZCOUNT', key, '-inf', string.format('%d', old))
+    if x > 1024 then x = 1024 end
+    if x > 0 then redis.call('ZREMRANGEBYRANK', key, 0, x - 1) end
+  end
 end
 if c == 0 or newest == now then return c end
 return { c, newest + P - now, 0 }

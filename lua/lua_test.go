@@ -38,7 +38,7 @@ func TestTakeSourceRules(t *testing.T) {
 			t.Errorf("SET without PX: %s", strings.TrimSpace(line))
 		}
 	}
-	if z, p := strings.Index(code, "call('ZADD'"), strings.Index(code, "call('PEXPIRE'"); z < 0 || p < z {
+	if z, p := strings.Index(code, "call('ZADD'"), strings.LastIndex(code, "pexpire("); z < 0 || p < z {
 		t.Error("ZADD not followed by PEXPIRE")
 	}
 }

@@ -134,7 +134,7 @@ for i = 1, m do
     -- newest member: its score is the newest stamp, its units end the
     -- numbering; the first live member's units start the live ones
     local last = call('ZRANGE', l.key, -1, -1, 'WITHSCORES')
-    l.c, l.seq, l.old = 0, -1, now - l.P
+    l.c, l.seq, l.old, l.fresh = 0, -1, now - l.P, not last[1]
     if last[1] then
       local f, w = span(last[1])
       if f then l.seq = f + w - 1 end
@@ -316,19 +316,22 @@ if n > 0 then
       local l = lims[i]
       local w = l.w
       if l.a == 'l' then
+        -- The TTL before the ZADD on a log that exists, after it on a new
+        -- one: a refused PEXPIRE leaves no key without a TTL.
+        if not l.fresh then pexpire(l.key, px(w + l.P - now), false) end
         if n == 1 then
           call('ZADD', l.key, str(w), format('%016x', l.seq + 1))
         else
           call('ZADD', l.key, str(w), format('%016x+%x', l.seq + 1, n))
         end
+        if l.fresh then pexpire(l.key, px(w + l.P - now), true) end
         -- after the ZADD (see keepOnly)
         if l.newest then trim(l.key, l.old) end
-        call('PEXPIRE', l.key, px(w + l.P - now))
       elseif l.a == 'f' then
         if l.c == 0 then -- the window's first charge: drop older windows
           call('HSET', l.key, str(l.win), w[1])
+          pexpire(l.key, w[2], true)
           keepOnly(l.key, str(l.win))
-          call('PEXPIRE', l.key, w[2])
         else
           call('HSET', l.key, str(l.win), w[1])
         end

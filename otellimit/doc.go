@@ -16,6 +16,7 @@
 //	sluice.decisions      {limiter, plan, limit, outcome}  Int64Counter, unit {decision}
 //	sluice.store.latency  {limiter}                        Float64Histogram, unit s
 //	sluice.store.errors   {limiter, kind}                  Int64Counter, unit {error}
+//	sluice.store.warnings {kind}                           Int64Counter, unit {warning} (StoreWarning)
 //
 // Through OpenTelemetry's Prometheus exporter with underscore escaping
 // (otlptranslator.UnderscoreEscapingWithSuffixes) these read as promlimit's
@@ -30,7 +31,8 @@
 // burst 10"); "none" (LimitNone) when no store decided. outcome is
 // core.Outcome.String(), except that core.OutcomeFallback is split into
 // fallback_allowed and fallback_denied by what the local store decided.
-// kind is timeout, canceled, breaker_open or error; all four series of a
+// kind is timeout, canceled, breaker_open, oom (the error wraps
+// core.ErrOutOfMemory) or error; all five series of a
 // limiter exist, at 0, from its first decision.
 //
 // The client key is never an attribute: the number of series is bounded by

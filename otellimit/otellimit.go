@@ -70,15 +70,17 @@ const (
 	KindCanceled    = "canceled"     // the request's context ended first
 	KindBreakerOpen = "breaker_open" // the store was not called: its error wraps core.ErrBreakerOpen
 	KindError       = "error"        // any other error from the store
+	KindOOM         = "oom"          // the store had no memory left to write: its error wraps core.ErrOutOfMemory
 )
 
-var kinds = [...]string{KindTimeout, KindCanceled, KindBreakerOpen, KindError}
+var kinds = [...]string{KindTimeout, KindCanceled, KindBreakerOpen, KindError, KindOOM}
 
 const (
 	kindTimeout = iota
 	kindCanceled
 	kindBreakerOpen
 	kindError
+	kindOOM
 )
 
 // numOutcomes is the number of outcomes core defines; outcome labels have
@@ -111,6 +113,7 @@ type Recorder struct {
 	decisions   metric.Int64Counter
 	latency     metric.Float64Histogram
 	storeErrors metric.Int64Counter
+	warnings    metric.Int64Counter  // StoreWarning
 	attrs       []attribute.KeyValue // WithAttributes'
 
 	// limiters caches each limiter's latency and store error options,
@@ -272,7 +275,7 @@ func (r *Recorder) instruments(m metric.Meter, cfg config) error {
 		}
 		return cfg.namespace + "." + s
 	}
-	var err1, err2, err3 error
+	var err1, err2, err3, err4 error
 	r.decisions, err1 = m.Int64Counter(name("decisions"),
 		metric.WithDescription("Rate-limit decisions, by limiter, plan, binding limit and outcome."),
 		metric.WithUnit("{decision}"))
@@ -280,9 +283,12 @@ func (r *Recorder) instruments(m metric.Meter, cfg config) error {
 		metric.WithDescription("Time spent in the rate-limit store per decision that called one (including the local fallback store)."),
 		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(cfg.buckets...))
 	r.storeErrors, err3 = m.Int64Counter(name("store.errors"),
-		metric.WithDescription("Decisions whose store failed or was not called because the circuit breaker was open, by kind (timeout, canceled, breaker_open, error)."),
+		metric.WithDescription("Decisions whose store failed or was not called because the circuit breaker was open, by kind (timeout, canceled, breaker_open, error, oom)."),
 		metric.WithUnit("{error}"))
-	if err := errors.Join(err1, err2, err3); err != nil {
+	r.warnings, err4 = m.Int64Counter(name("store.warnings"),
+		metric.WithDescription("Warnings of a store that it may lose rate-limit state, by kind (eviction, restart, unchecked)."),
+		metric.WithUnit("{warning}"))
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return fmt.Errorf("otellimit: creating the instruments: %w", err)
 	}
 	return nil
@@ -316,6 +322,8 @@ func errorKind(err error) (kind int, ok bool) {
 	switch {
 	case errors.Is(err, core.ErrBreakerOpen):
 		return kindBreakerOpen, true
+	case errors.Is(err, core.ErrOutOfMemory):
+		return kindOOM, true
 	case errors.Is(err, context.DeadlineExceeded):
 		return kindTimeout, true
 	case errors.Is(err, context.Canceled):
@@ -367,6 +375,21 @@ func (r *Recorder) with(kvs ...attribute.KeyValue) metric.MeasurementOption {
 	all := make([]attribute.KeyValue, 0, len(r.attrs)+len(kvs))
 	all = append(append(all, r.attrs...), kvs...)
 	return metric.WithAttributeSet(attribute.NewSet(all...))
+}
+
+// StoreWarning counts one warning of a store that it may lose rate-limit
+// state, under sluice.store.warnings{kind}. Pass it the Kind of each
+// redisstore.Warning ("eviction", "restart", "unchecked"), alongside a log:
+//
+//	redisstore.WithWarnings(func(w redisstore.Warning) {
+//		slog.Warn(w.String())
+//		metrics.StoreWarning(w.Kind)
+//	})
+//
+// kind should come from such a small fixed set: each value is a series.
+// It is safe for concurrent use.
+func (r *Recorder) StoreWarning(kind string) {
+	r.warnings.Add(context.Background(), 1, r.with(attribute.String("kind", labelValue(kind))))
 }
 
 // labelValue returns s as an attribute value: OTLP's protobuf encoding

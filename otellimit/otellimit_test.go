@@ -154,10 +154,10 @@ func wantSeries(t *testing.T, rd sdkmetric.Reader, name string, want map[string]
 	}
 }
 
-// zeroErrors are the four store error series of limiter at 0.
+// zeroErrors are the five store error series of limiter at 0.
 func zeroErrors(limiter string) map[string]float64 {
 	m := map[string]float64{}
-	for _, k := range []string{"breaker_open", "canceled", "error", "timeout"} {
+	for _, k := range []string{"breaker_open", "canceled", "error", "oom", "timeout"} {
 		m[fmt.Sprintf("kind=%q,limiter=%q", k, limiter)] = 0
 	}
 	return m

@@ -14,6 +14,7 @@
 //	sluice_decisions_total{limiter, plan, limit, outcome}  counter
 //	sluice_store_latency_seconds{limiter}                  histogram
 //	sluice_store_errors_total{limiter, kind}               counter
+//	sluice_store_warnings_total{kind}                      counter (StoreWarning)
 //
 // limiter is the Limiter's name (core.WithName).
 //
@@ -48,9 +49,10 @@
 // WithLatencyBuckets says otherwise. kind in store_errors_total is
 // "timeout" (the per-decision deadline passed), "canceled" (the request's
 // context ended), "breaker_open" (the store was not called because a
-// circuit breaker is open: the error wraps core.ErrBreakerOpen) or "error"
-// (any other store error); all four series of a limiter exist, at 0, from
-// its first decision. There is no gauge of the breaker's state: the
+// circuit breaker is open: the error wraps core.ErrBreakerOpen), "oom"
+// (the store had no memory left to write state: the error wraps
+// core.ErrOutOfMemory) or "error" (any other store error); all five
+// series of a limiter exist, at 0, from its first decision. There is no gauge of the breaker's state: the
 // breaker belongs to the store.
 //
 // Observe is safe for concurrent use and allocation-free once a limiter,

@@ -64,15 +64,17 @@ const (
 	KindCanceled    = "canceled"     // the request's context ended first
 	KindBreakerOpen = "breaker_open" // the store was not called: its error wraps core.ErrBreakerOpen
 	KindError       = "error"        // any other error from the store
+	KindOOM         = "oom"          // the store had no memory left to write: its error wraps core.ErrOutOfMemory
 )
 
-var kinds = [...]string{KindTimeout, KindCanceled, KindBreakerOpen, KindError}
+var kinds = [...]string{KindTimeout, KindCanceled, KindBreakerOpen, KindError, KindOOM}
 
 const (
 	kindTimeout = iota
 	kindCanceled
 	kindBreakerOpen
 	kindError
+	kindOOM
 )
 
 // numOutcomes is the number of outcomes core defines. Observe caches a
@@ -106,6 +108,7 @@ type Collector struct {
 	decisions   *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	storeErrors *prometheus.CounterVec
+	warnings    *prometheus.CounterVec // StoreWarning
 
 	// limiters maps a limiter name to its cached metric children, and
 	// labels a limit to its label. Both are copied on write (under mu), so
@@ -268,9 +271,15 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace:   cfg.namespace,
 			Name:        "store_errors_total",
-			Help:        "Decisions whose store failed or was not called because the circuit breaker was open, by kind (timeout, canceled, breaker_open, error).",
+			Help:        "Decisions whose store failed or was not called because the circuit breaker was open, by kind (timeout, canceled, breaker_open, error, oom).",
 			ConstLabels: cfg.constLabels,
 		}, []string{"limiter", "kind"}),
+		warnings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace:   cfg.namespace,
+			Name:        "store_warnings_total",
+			Help:        "Warnings of a store that it may lose rate-limit state, by kind (eviction, restart, unchecked).",
+			ConstLabels: cfg.constLabels,
+		}, []string{"kind"}),
 	}
 	c.limiters.Store(&map[string]*limiterState{})
 	c.labels.Store(&map[core.Limit]string{})
@@ -288,6 +297,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.decisions.Describe(ch)
 	c.latency.Describe(ch)
 	c.storeErrors.Describe(ch)
+	c.warnings.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -295,6 +305,22 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.decisions.Collect(ch)
 	c.latency.Collect(ch)
 	c.storeErrors.Collect(ch)
+	c.warnings.Collect(ch)
+}
+
+// StoreWarning counts one warning of a store that it may lose rate-limit
+// state, under store_warnings_total{kind}. Pass it the Kind of each
+// redisstore.Warning ("eviction", "restart", "unchecked"), alongside a log:
+//
+//	redisstore.WithWarnings(func(w redisstore.Warning) {
+//		slog.Warn(w.String())
+//		metrics.StoreWarning(w.Kind)
+//	})
+//
+// kind should come from such a small fixed set: each value is a series.
+// It is safe for concurrent use.
+func (c *Collector) StoreWarning(kind string) {
+	c.warnings.WithLabelValues(labelValue(kind)).Inc()
 }
 
 // reservedLabel reports whether name is one of the Collector's own label
@@ -329,6 +355,8 @@ func errorKind(err error) (kind int, ok bool) {
 	switch {
 	case errors.Is(err, core.ErrBreakerOpen):
 		return kindBreakerOpen, true
+	case errors.Is(err, core.ErrOutOfMemory):
+		return kindOOM, true
 	case errors.Is(err, context.DeadlineExceeded):
 		return kindTimeout, true
 	case errors.Is(err, context.Canceled):

@@ -184,6 +184,7 @@ func TestMemoryStoreDecisions(t *testing.T) {
 		`kind="breaker_open",limiter="api"`: 0,
 		`kind="canceled",limiter="api"`:     0,
 		`kind="error",limiter="api"`:        0,
+		`kind="oom",limiter="api"`:          0,
 		`kind="timeout",limiter="api"`:      0,
 	})
 	// The breaker belongs to the store now: no gauge of it here.

@@ -75,7 +75,12 @@
 // error wrapping store.ErrBreakerOpen, so the Limiters' failure policy
 // decides without waiting. The Store probes it in the background with a
 // script call and reloads its scripts before traffic resumes. Ping checks,
-// at start-up, that Redis accepts the client's settings.
+// at start-up, that Redis accepts the client's settings and that its
+// user has every permission the Store needs (MinimalACL is the ready
+// ACL SETUSER line), and warns (WithWarnings) when Redis may lose the
+// Store's state: a maxmemory-policy that evicts (use noeviction, or a Redis
+// of its own) and a restart (use AOF when penalties must survive one). An
+// OOM reply fails the Take with an error wrapping store.ErrOutOfMemory.
 //
 // Automatic pipelining (WithPipelining, on by default) sends a Take at once
 // when the Store is idle and, while its requests are in flight, queues

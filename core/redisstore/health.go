@@ -88,6 +88,7 @@ type health struct {
 	check     func(context.Context, redis.UniversalClient) error // a probe's test of a server
 	load      func(context.Context, redis.Scripter) error        // the Store's scripts
 	reload    func()                                             // a Cluster's slot map; nil otherwise
+	closed    func(context.Context, redis.UniversalClient)       // after a probe closed a breaker; may be nil
 	pipe      func(redis.UniversalClient) *batcher               // a node's batcher; nil: no pipelining
 
 	cluster *redis.ClusterClient // nil: one server
@@ -162,6 +163,13 @@ func (h *health) nodeFor(ctx context.Context, key string) *node {
 	}
 	n, _ := h.nodes.LoadOrStore(addr, h.newNode(addr, c))
 	return n.(*node)
+}
+
+// anyOpen reports whether a breaker is open.
+func (h *health) anyOpen() bool {
+	open := false
+	h.each(func(n *node) { open = open || n.isOpen.Load() })
+	return open
 }
 
 // each calls f with every node known.
@@ -296,6 +304,9 @@ func (n *node) probe() bool {
 	n.failures.Store(0)
 	n.streak.Store(noStreak)
 	n.isOpen.Store(false)
+	if n.h.closed != nil {
+		n.h.closed(ctx, n.client)
+	}
 	return true
 }
 

@@ -39,7 +39,9 @@ func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...store.S
 //
 // Reset fails like Take for a bad key or limit, and with the client's
 // error, wrapped, when Redis fails; the key may then be partly reset, and
-// calling Reset again is safe.
+// calling Reset again is safe. When the deletion ran but the announcement
+// failed (a user without PUBLISH on the channel: see MinimalACL), the
+// error says so.
 func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) error {
 	if err := s.check(key, 0, limits); err != nil {
 		return err
@@ -56,7 +58,9 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) err
 	}
 	s.lease.forget(key) // lease mode (lease.go); nil: off
 	if err := s.client.Publish(ctx, s.prefix+resetChannel, key).Err(); err != nil {
-		return fmt.Errorf("redisstore: reset: announcing the reset: %w", err)
+		return fmt.Errorf("redisstore: reset: the key's state was deleted in Redis and in this Store, "+
+			"but not announced on %s, so other processes keep their deny caches, leases and fallbacks' "+
+			"state of it: %w", s.prefix+resetChannel, err)
 	}
 	return nil
 }
@@ -64,7 +68,9 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) err
 // OnReset registers f to be called with the key of every Reset made on
 // this Redis under this prefix, through any Store in any process, shortly
 // after it (store.ResetNotifier), and with "" whenever the Store has
-// (re)subscribed to the announcements, since it may have missed some. The
+// (re)subscribed to the announcements, since it may have missed some; if
+// a circuit breaker is open then (the fallbacks decide, and their locks
+// are all that holds), only once every breaker has closed again. The
 // core.Limiters of a process on the Store register once, to clear their
 // shared fallback. The first call
 // starts the Store's subscription (one connection of the client, held
@@ -93,11 +99,33 @@ func (s *Store) announced(key string) {
 			s.deny.forget(key)
 		}
 	}
+	if key == "" && s.health.anyOpen() {
+		// The fallbacks decide now: their locks stay until Redis decides
+		// again (breakerClosed).
+		s.pendingClear.Store(true)
+		return
+	}
+	s.tell(key)
+}
+
+// tell calls the OnReset hooks with key.
+func (s *Store) tell(key string) {
 	s.mu.Lock()
 	hooks := s.hooks
 	s.mu.Unlock()
 	for _, f := range hooks {
 		f(key)
+	}
+}
+
+// breakerClosed runs after a probe closed the breaker of client's server:
+// it checks for state loss (a restart) and, once no breaker is open,
+// tells the hooks of a re-subscription they were not told of while the
+// fallbacks decided.
+func (s *Store) breakerClosed(ctx context.Context, client redis.UniversalClient) {
+	s.inspect(ctx, client)
+	if !s.health.anyOpen() && s.pendingClear.CompareAndSwap(true, false) {
+		s.tell("")
 	}
 }
 
@@ -120,6 +148,7 @@ func (s *Store) Close() error {
 		l.stop()
 		<-l.counted
 	}
+	s.inspections.Wait()
 	return nil
 }
 
@@ -213,6 +242,8 @@ func (l *listener) run(ctx context.Context, s *Store) {
 				if first {
 					first = false
 					close(l.subscribed)
+				} else {
+					s.inspectSoon() // back: Redis may have restarted
 				}
 			}
 		case *redis.Message:

@@ -290,6 +290,7 @@ func leanArgs(f *family, s *store.Spec) []any {
 type runner struct {
 	client  redis.UniversalClient // the Store's: loadAll loads through it
 	loading atomic.Bool           // a reload is under way
+	lost    func()                // told when Redis lost the scripts; may be nil
 }
 
 // run runs cmd, an EVALSHA of s (see script.command), on c (the Store's
@@ -316,6 +317,9 @@ func (r *runner) reload(ctx context.Context, client redis.UniversalClient, s *sc
 		return client.Do(ctx, s.eval(cmd)...).Result()
 	}
 	defer r.loading.Store(false)
+	if r.lost != nil {
+		r.lost() // a restart, perhaps: the Store checks in the background
+	}
 	if c, ok := client.(*redis.Client); ok && client == r.client {
 		var eval *redis.Cmd
 		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {

@@ -67,11 +67,19 @@ type Store struct {
 	health  *health        // the circuit breakers (WithBreaker)
 	lease   *leases        // nil: off (WithLeases, lease.go)
 
-	mu    sync.Mutex
-	hooks []func(key string) // OnReset
+	warnf       func(Warning)  // WithWarnings; nil: slog
+	runIDs      sync.Map       // server address -> run_id last seen (warn.go)
+	inspecting  atomic.Bool    // an inspectSoon is running
+	inspections sync.WaitGroup // inspectSoon's goroutine, waited for by Close
+	// pendingClear: the subscription came back while a breaker was open;
+	// the hooks are told "" when every breaker has closed (reset.go).
+	pendingClear atomic.Bool
 	// instances is the last count of the reset channel's subscribers.
 	instances atomic.Int64
-	listener  *listener // nil until the deny cache or OnReset needs it
+
+	mu       sync.Mutex
+	hooks    []func(key string) // OnReset
+	listener *listener          // nil until the deny cache or OnReset needs it
 }
 
 // Option configures a Store.
@@ -91,6 +99,7 @@ type settings struct {
 	cooldown time.Duration
 	check    func(context.Context, redis.UniversalClient) error // a probe's test (tests)
 	lease    *LeaseConfig                                       // nil: off (WithLeases)
+	warn     func(Warning)                                      // nil: slog (WithWarnings)
 }
 
 // WithPrefix sets the string every key starts with; the default is
@@ -199,7 +208,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if err := checkLeases(s.lease); err != nil {
 		return nil, err
 	}
-	st := &Store{client: client, prefix: s.prefix, clock: s.clock, scripts: &runner{client: client}}
+	st := &Store{client: client, prefix: s.prefix, clock: s.clock, warnf: s.warn}
+	st.scripts = &runner{client: client, lost: st.inspectSoon}
 	var pipe func(redis.UniversalClient) *batcher
 	if s.pipeline > 0 {
 		pipe = func(c redis.UniversalClient) *batcher {
@@ -210,6 +220,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if s.check != nil {
 		st.health.check = s.check
 	}
+	st.health.closed = st.breakerClosed
 	st.lease = newLeases(st, s.lease) // lease.go; set before the subscription starts (it reads st.lease)
 	if s.deny > 0 {
 		st.deny = newDenyCache(s.deny)
@@ -252,16 +263,20 @@ func loadScripts(ctx context.Context, c redis.Scripter) error {
 	return nil
 }
 
-// Ping checks that Redis answers the Store's client and accepts its
-// commands, loads the Store's scripts and, when the Store listens for
-// resets (a deny cache, lease mode, or a core.Limiter registered with
-// OnReset), waits until it has subscribed, so that what it keeps locally
-// is in use. Call it at start-up: an error that Redis returned
-// (redis.Error: a database that does not exist, a wrong password, a server
-// that refuses scripts) will not heal by itself, and every decision would
-// then follow the failure policy; a network error (Redis not started yet)
-// may, as the Store reconnects by itself. It fails with ctx's error when
-// ctx ends first.
+// Ping checks that Redis answers the Store's client and that its user
+// has every permission the Store needs (see MinimalACL): a missing one
+// fails, wrapping ErrPermission and naming each command, with the key or
+// channel it was checked on. Then it loads the Store's scripts (when
+// SCRIPT LOAD is permitted), reports through WithWarnings what can make
+// Redis lose the Store's state (an eviction policy; a restart since the
+// last check), and, when the Store listens for resets (a deny cache,
+// lease mode, or a core.Limiter registered with OnReset), waits until it
+// has subscribed, so that what it keeps locally is in use. Call it at
+// start-up: an error that Redis returned (redis.Error: a database that
+// does not exist, a wrong password, a missing permission) will not heal
+// by itself, and every decision would then follow the failure policy; a
+// network error (Redis not started yet) may, as the Store reconnects by
+// itself. It fails with ctx's error when ctx ends first.
 func (s *Store) Ping(ctx context.Context) error {
 	if s == nil || s.client == nil {
 		return errors.New("redisstore: ping on a Store not made by New")
@@ -269,8 +284,19 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := s.client.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redisstore: ping: %w", err)
 	}
-	if err := loadScripts(ctx, s.client); err != nil {
-		return fmt.Errorf("redisstore: loading the scripts: %w", err)
+	load, info, err := s.checkACL(ctx)
+	if err != nil {
+		return err
+	}
+	if load {
+		if err := loadScripts(ctx, s.client); err != nil {
+			return fmt.Errorf("redisstore: loading the scripts: %w", err)
+		}
+	}
+	if info {
+		s.inspect(ctx, s.client)
+	} else {
+		s.warn(Warning{Kind: WarningUnchecked, Msg: "the Redis user may not run INFO: eviction policy and restarts unchecked"})
 	}
 	s.mu.Lock()
 	l := s.listener
@@ -426,6 +452,9 @@ func (s *Store) runCall(ctx context.Context, c scriptCall, n int64) (store.Resul
 	if err != nil {
 		if s.cluster != nil {
 			s.cluster.kick(s.clock())
+		}
+		if redis.HasErrorPrefix(err, "OOM") {
+			err = fmt.Errorf("%w: %w", store.ErrOutOfMemory, err)
 		}
 		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, c.m, err)
 	}

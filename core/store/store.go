@@ -54,6 +54,12 @@ var (
 // Limiter then follows its failure policy at once.
 var ErrBreakerOpen = errors.New("sluice: circuit breaker open, store not called")
 
+// ErrOutOfMemory is wrapped by the error a Store returns when its backend
+// refused to write state for lack of memory (Redis' OOM reply under
+// maxmemory with noeviction). The call charged nothing; the Limiter
+// follows its failure policy.
+var ErrOutOfMemory = errors.New("sluice: store out of memory")
+
 // Combine returns the overall Result of a Take over several limits from each
 // limit's own Result, in the order the limits were given: the binding
 // limit's figures (see Result), Delay the largest of all, and PerLimit set to
