@@ -17,12 +17,14 @@ var (
 	errNoReset = fmt.Errorf("sluice: the store cannot reset (it is not a store.Resetter): %w", errors.ErrUnsupported)
 )
 
-// Status returns the Result that r would get from the store now, and
-// charges nothing: the same key, plan, cost and limits as Decide, decided
-// by the store's Peek (see store.Peeker), so Allowed, Remaining, RetryAfter and
-// ResetAfter are exactly what a request at this instant would see
-// (Remaining after its cost). Nothing is recorded: no state, no penalty
-// lock, no observer call, no metric, no breaker count. Use it for a
+// Status returns the client's quota as GitHub's /rate_limit shows it, and
+// charges nothing: Limit, Remaining and ResetAfter are what the client can
+// still do now, under the same key, plan and limits as Decide (Remaining
+// equals the X-RateLimit-Remaining the last response sent, less what has
+// refilled since); Allowed, RetryAfter and Delay say whether a request of
+// r's cost would pass now. Use Result.ResetAt for the X-RateLimit-Reset a
+// response now would send. Nothing is recorded: no state, no penalty lock,
+// no observer call, no metric, no breaker count. Use it for a
 // "GET /rate_limit" endpoint that shows clients their quota.
 //
 // It returns the zero Result and no error for a request the skip function
@@ -50,11 +52,11 @@ func (l *Limiter) Status(r *http.Request) (Result, error) {
 	return l.peek(r.Context(), l.configFor(r), key, cost)
 }
 
-// StatusOf is Status for an administrator: the Result a request of the
-// Limiter's fixed cost (WithCost) from the client key, under plan ("" or
-// an unknown plan: the Limiter's own limits), would get now. key is what
-// the key function returns for that client. It charges and records
-// nothing, and fails like Status.
+// StatusOf is Status for an administrator: the quota of the client key
+// under plan ("" or an unknown plan: the Limiter's own limits), with
+// Allowed and RetryAfter for a request of the Limiter's fixed cost
+// (WithCost). key is what the key function returns for that client. It
+// charges and records nothing, and fails like Status.
 func (l *Limiter) StatusOf(ctx context.Context, key, plan string) (Result, error) {
 	if key == "" {
 		return Result{}, fmt.Errorf("sluice: status: %w", store.ErrEmptyKey)
@@ -72,11 +74,44 @@ func (l *Limiter) peek(ctx context.Context, cfg *limiterConfig, key string, cost
 		ctx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
-	res, err := p.Peek(ctx, l.keyPrefix+key, cost, cfg.take...)
+	// Peek(0) gives the quota now; a second Peek of the request's cost
+	// whether it would pass (a peek of cost n reports Remaining after n).
+	res, err := p.Peek(ctx, l.keyPrefix+key, 0, cfg.take...)
 	if err != nil {
 		return Result{}, fmt.Errorf("sluice: status: %w", err)
 	}
-	return cfg.fold(res), nil
+	res = cfg.fold(res)
+	if cost == 0 {
+		return res, nil
+	}
+	next, err := p.Peek(ctx, l.keyPrefix+key, cost, cfg.take...)
+	if err != nil {
+		return Result{}, fmt.Errorf("sluice: status: %w", err)
+	}
+	return withVerdict(res, cfg.fold(next)), nil
+}
+
+// withVerdict returns the quota now with the Allowed, RetryAfter and Delay
+// of next, overall and per limit. When next is refused its binding limit
+// (the refusing one) describes the quota, as in a refused response's
+// headers.
+func withVerdict(now, next Result) Result {
+	if len(now.PerLimit) == 0 || len(now.PerLimit) != len(next.PerLimit) {
+		now.Allowed, now.RetryAfter, now.Delay = next.Allowed, next.RetryAfter, next.Delay
+		return now
+	}
+	per := make([]Result, len(now.PerLimit))
+	for i := range per {
+		per[i] = withVerdict(now.PerLimit[i], next.PerLimit[i])
+	}
+	out := now
+	if !next.Allowed && next.Binding >= 0 && next.Binding < len(per) {
+		out = per[next.Binding]
+		out.Binding = next.Binding
+	}
+	out.Allowed, out.RetryAfter, out.Delay = next.Allowed, next.RetryAfter, next.Delay
+	out.PerLimit = per
+	return out
 }
 
 // Reset clears the client key's state under every limit the Limiter

@@ -3,10 +3,12 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -195,31 +197,62 @@ func TestSetPlans(t *testing.T) {
 	}
 }
 
-// Status says exactly what the next request gets, for every algorithm,
-// before and after requests, and changes nothing: no state, no observer.
-func TestStatusIsTheNextDecision(t *testing.T) {
+// Status reports the quota as the last response's headers did (Limit,
+// Remaining, Reset), at the same instant, for every algorithm; its Allowed
+// and RetryAfter are the next request's; and it changes nothing: no state,
+// no observer.
+func TestStatusIsTheLastHeaders(t *testing.T) {
+	var cases [][]Limit
 	for _, lim := range controlLimits() {
-		t.Run(lim.String(), func(t *testing.T) {
+		cases = append(cases, []Limit{lim}, []Limit{lim, PerHour(5)})
+	}
+	for _, limits := range cases {
+		t.Run(fmt.Sprint(limits), func(t *testing.T) {
 			clock := newFakeClock(time.Unix(1_700_000_000, 0))
 			events := 0
-			l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, []Limit{lim, PerHour(5)},
+			l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, limits,
 				WithClock(clock.Now), WithObserver(func(Event) { events++ }))
 			if err != nil {
 				t.Fatal(err)
 			}
 			r := clientRequest("a", "")
+			first, err := l.Status(r)
+			if err != nil || first.Remaining != first.Limit || !first.Allowed {
+				t.Fatalf("Status of a fresh key: %+v, %v; want a full allowance", first, err)
+			}
 			for i := 0; i < 9; i++ {
 				before, err := l.Status(r)
 				if err != nil {
 					t.Fatal(err)
 				}
-				again, _ := l.Status(r)
-				if events != i {
-					t.Fatalf("Status was observed: %d events after %d decisions", events, i)
-				}
 				d := l.Decide(r)
-				if !sameResult(before, d.Result) || !sameResult(again, before) {
-					t.Fatalf("request %d: Status %+v (then %+v), the request got %+v", i, before, again, d.Result)
+				if events != i+1 {
+					t.Fatalf("Status was observed: %d events after %d decisions", events, i+1)
+				}
+				if before.Allowed != d.Result.Allowed || before.RetryAfter != d.Result.RetryAfter {
+					t.Fatalf("request %d: Status said allowed %v, retry %v; the request got %+v", i, before.Allowed, before.RetryAfter, d.Result)
+				}
+				if d.Result.Allowed && d.Result.Remaining != before.Remaining-1 {
+					t.Fatalf("request %d: Status said %d remaining before it, the request left %d", i, before.Remaining, d.Result.Remaining)
+				}
+				after, err := l.Status(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, want := http.Header{}, http.Header{}
+				d.SetHeaders(want)
+				Decision{Result: after, l: d.l, now: clock.Now()}.SetHeaders(got)
+				for _, h := range []string{HeaderLimit, HeaderRemaining, HeaderReset} {
+					// Limits tied at 0 after an allowed request: the header
+					// named the first, Status names the one that refuses
+					// longest, as the next (refused) response will.
+					tied := len(limits) > 1 && d.Result.Allowed && !after.Allowed && h != HeaderRemaining
+					if got.Get(h) != want.Get(h) && !tied {
+						t.Fatalf("request %d: after it Status gives %s %q, the response said %q (Status %+v)", i, h, got.Get(h), want.Get(h), after)
+					}
+				}
+				if at := after.ResetAt(clock.Now()).Unix(); strconv.FormatInt(at, 10) != got.Get(HeaderReset) {
+					t.Fatalf("request %d: ResetAt %d, header %s", i, at, want.Get(HeaderReset))
 				}
 				clock.Advance(7 * time.Second)
 			}
@@ -250,11 +283,11 @@ func TestStatusOfAndErrors(t *testing.T) {
 	}
 	l.Decide(clientRequest("a", "pro"))
 	ctx := context.Background()
-	if res, err := l.StatusOf(ctx, "a", "pro"); err != nil || res.Remaining != 8 || res.Limit != 10 {
-		t.Errorf("StatusOf(a, pro) = %+v, %v; want limit 10, 8 remaining after the next", res, err)
+	if res, err := l.StatusOf(ctx, "a", "pro"); err != nil || res.Remaining != 9 || res.Limit != 10 || !res.Allowed {
+		t.Errorf("StatusOf(a, pro) = %+v, %v; want limit 10, 9 remaining, allowed", res, err)
 	}
-	if res, err := l.StatusOf(ctx, "a", ""); err != nil || res.Remaining != 2 || res.Limit != 3 {
-		t.Errorf("StatusOf(a, \"\") = %+v, %v; want limit 3, 2 remaining after the next", res, err)
+	if res, err := l.StatusOf(ctx, "a", ""); err != nil || res.Remaining != 3 || res.Limit != 3 || !res.Allowed {
+		t.Errorf("StatusOf(a, \"\") = %+v, %v; want limit 3, 3 remaining, allowed", res, err)
 	}
 	if _, err := l.StatusOf(ctx, "", ""); !errors.Is(err, store.ErrEmptyKey) {
 		t.Errorf("StatusOf empty key: %v", err)

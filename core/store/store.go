@@ -30,6 +30,20 @@ type Result struct {
 	Stamp int64
 }
 
+// ResetAt returns the instant X-RateLimit-Reset names for r decided at
+// now: now plus ResetAfter, rounded up to the whole second. A status
+// endpoint reports r.ResetAt(time.Now()) (or the Limiter's clock) so that
+// it agrees with the headers.
+func (r Result) ResetAt(now time.Time) time.Time {
+	sec := now.Unix() + int64(r.ResetAfter/time.Second)
+	ns := int64(now.Nanosecond()) + int64(r.ResetAfter%time.Second)
+	sec += ns / int64(time.Second)
+	if ns%int64(time.Second) > 0 {
+		sec++
+	}
+	return time.Unix(sec, 0)
+}
+
 // Store decides and records rate-limit state. Implementations must be safe
 // for concurrent use and decide atomically.
 type Store interface {

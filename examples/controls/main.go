@@ -57,9 +57,9 @@ func newHandler(store store.Store, adminToken string) (http.Handler, error) {
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"plan":        planOf(r),
 			"limit":       res.Limit,
-			"remaining":   res.Remaining, // after the next request
-			"allowed":     res.Allowed,   // would the next request pass
-			"reset":       time.Now().Add(res.ResetAfter).Unix(),
+			"remaining":   res.Remaining, // what the client can still do now
+			"allowed":     res.Allowed,   // would a request pass now
+			"reset":       res.ResetAt(time.Now()).Unix(),
 			"retry_after": core.RetryAfterSeconds(res.RetryAfter),
 		})
 	})
