@@ -114,21 +114,30 @@ func withVerdict(now, next Result) Result {
 	return out
 }
 
+// ErrNothingReset is store.ErrNotFound: Reset and ResetRequest return an
+// error wrapping it when the key held no state under any limit, neither in
+// the store nor in the local fallback store: the key was mistyped, or is
+// not the one the key function makes (see ResetRequest).
+var ErrNothingReset = store.ErrNotFound
+
 // Reset clears the client key's state under every limit the Limiter
 // enforces (its own, every plan's and any guard of SetLimits or SetPlans),
 // penalty locks included, so that the client's next request gets a full
-// allowance. key is what the key function returns for the client. Reset
-// clears the state in the store and in the local fallback store
-// (FailLocal); a Redis store also tells the other processes sharing it,
-// which drop what they keep of the key locally (their deny caches and
-// fallbacks) within a round trip of Redis (see the redisstore package).
+// allowance. key is what the key function returns for the client (for a
+// composed key function, see ResetRequest). Reset clears the state in the
+// store and in the local fallback store (FailLocal); a Redis store also
+// tells the other processes sharing it, which drop what they keep of the
+// key locally (their deny caches and fallbacks) within a round trip of
+// Redis (see the redisstore package).
 //
 // Reset is for administrators (unblocking a customer, a support tool); it
 // is not counted as a decision. It uses ctx as given, without the
-// Limiter's timeout. It fails with an error wrapping store.ErrEmptyKey for an
-// empty key, errors.ErrUnsupported when the store is not a store.Resetter, and
-// the store's error when it fails (the key may then be partly reset;
-// calling Reset again is safe).
+// Limiter's timeout. It fails with an error wrapping ErrNothingReset when
+// the key had no state anywhere, store.ErrEmptyKey for an empty key,
+// errors.ErrUnsupported when the store is not a store.Resetter, and the
+// store's error when it fails: the local fallback store is cleared even
+// then, and the key may be partly reset in the store; calling Reset again
+// is safe.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if key == "" {
 		return fmt.Errorf("sluice: reset: %w", store.ErrEmptyKey)
@@ -139,11 +148,32 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	}
 	storeKey := l.keyPrefix + key
 	limits := l.allLimits()
-	if err := r.Reset(ctx, storeKey, limits...); err != nil {
+	err := r.Reset(ctx, storeKey, limits...)
+	local := l.forgetLocal(storeKey, limits)
+	if err == nil || local && errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return fmt.Errorf("sluice: reset: %w", err)
+}
+
+// ResetRequest is Reset for the key the Limiter's key function gives r,
+// for an operator who knows a client by what it sends (an API key, a
+// token, an address) whatever the key function's composition: with
+// keyfuncs.Fallback(apiKey, ip) the key of API key "k1" is "0:k1", and a
+// request that carries "k1" as the client would resolves it. Build one
+// with http.NewRequestWithContext and set only what the key function reads
+// (the header, RemoteAddr, Pattern for keyfuncs.Route). It uses r's
+// context, skips no request (the skip function is not consulted), and
+// fails like Reset, or with the key function's error (or ErrNoKey).
+func (l *Limiter) ResetRequest(r *http.Request) error {
+	key, err := l.key(r)
+	if err == nil && key == "" {
+		err = errEmptyKey
+	}
+	if err != nil {
 		return fmt.Errorf("sluice: reset: %w", err)
 	}
-	l.forgetLocal(storeKey, limits)
-	return nil
+	return l.Reset(r.Context(), key)
 }
 
 // watchResets makes Resets made through other processes (or other
@@ -167,12 +197,14 @@ func (l *Limiter) watchResets() {
 }
 
 // forgetLocal clears storeKey in the fallback store, when it is a separate
-// store.Resetter.
-func (l *Limiter) forgetLocal(storeKey string, limits []store.Spec) {
+// store.Resetter, and reports whether it held any state of it.
+func (l *Limiter) forgetLocal(storeKey string, limits []store.Spec) bool {
 	if l.fallback == nil || l.fallback == l.store {
-		return
+		return false
 	}
 	if r, ok := l.fallback.(store.Resetter); ok {
-		_ = r.Reset(context.Background(), storeKey, limits...) // a memory store fails only on bad input
+		// A memory store fails only on bad input, or with ErrNotFound.
+		return r.Reset(context.Background(), storeKey, limits...) == nil
 	}
+	return false
 }

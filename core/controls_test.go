@@ -403,3 +403,58 @@ func TestEventNamesBindingLimitAndPlan(t *testing.T) {
 		}
 	}
 }
+
+// A Reset that matched no state says so, and one that cleared something
+// does not.
+func TestResetNothingIsAnError(t *testing.T) {
+	l, err := New(memorystore.New(), headerKey, controlLimits()[:2], WithName("api"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := l.Reset(ctx, "nobody"); !errors.Is(err, ErrNothingReset) || !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Reset of a key with no state: %v, want ErrNothingReset", err)
+	}
+	l.Decide(clientRequest("a", ""))
+	if err := l.Reset(ctx, "a"); err != nil {
+		t.Errorf("Reset of a key with state: %v", err)
+	}
+	if err := l.Reset(ctx, "a"); !errors.Is(err, ErrNothingReset) {
+		t.Errorf("second Reset: %v, want ErrNothingReset", err)
+	}
+	if err := l.ResetRequest(clientRequest("", "")); !errors.Is(err, ErrNoKey) {
+		t.Errorf("ResetRequest without a key: %v, want ErrNoKey", err)
+	}
+	l.Decide(clientRequest("b", ""))
+	if err := l.ResetRequest(clientRequest("b", "")); err != nil {
+		t.Errorf("ResetRequest of b: %v", err)
+	}
+}
+
+// downStore is a store that is down: Take and Reset fail.
+type downStore struct{}
+
+func (downStore) Take(context.Context, string, int64, ...store.Spec) (Result, error) {
+	return Result{}, errStoreDown
+}
+func (downStore) Reset(context.Context, string, ...store.Spec) error { return errStoreDown }
+
+// With the store down, Reset clears the local fallback store, which is
+// what refuses the client meanwhile, and returns the store's error.
+func TestResetStoreDownClearsFallback(t *testing.T) {
+	fallback := memorystore.New()
+	l, err := New(downStore{}, headerKey, []Limit{PerHour(1)}, WithFallbackStore(fallback))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Decide(clientRequest("a", ""))
+	if d := l.Decide(clientRequest("a", "")); d.Action != Refuse || d.Outcome != OutcomeFallback {
+		t.Fatalf("second request: %v %v, want refused by the fallback", d.Action, d.Outcome)
+	}
+	if err := l.Reset(context.Background(), "a"); !errors.Is(err, errStoreDown) {
+		t.Errorf("Reset with the store down: %v, want the store's error", err)
+	}
+	if d := l.Decide(clientRequest("a", "")); d.Action != Serve {
+		t.Errorf("after Reset: %v %v, want served (the fallback cleared)", d.Action, d.Outcome)
+	}
+}

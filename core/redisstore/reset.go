@@ -37,9 +37,10 @@ func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...store.S
 // it has subscribed again, and then starts with an empty cache: a Reset it
 // missed cannot leave a stale denial behind.
 //
-// Reset fails like Take for a bad key or limit, and with the client's
-// error, wrapped, when Redis fails; the key may then be partly reset, and
-// calling Reset again is safe.
+// Reset fails with an error wrapping store.ErrNotFound when Redis held
+// nothing of the key (having still told the other processes), like Take
+// for a bad key or limit, and with the client's error, wrapped, when Redis
+// fails; the key may then be partly reset, and calling Reset again is safe.
 func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) error {
 	if err := s.check(key, 0, limits); err != nil {
 		return err
@@ -48,7 +49,8 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) err
 	if err != nil {
 		return err
 	}
-	if err := s.client.Del(ctx, keys...).Err(); err != nil {
+	deleted, err := s.client.Del(ctx, keys...).Result()
+	if err != nil {
 		return fmt.Errorf("redisstore: reset: %w", err)
 	}
 	if s.deny != nil {
@@ -57,6 +59,9 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) err
 	s.lease.forget(key) // lease mode (lease.go); nil: off
 	if err := s.client.Publish(ctx, s.prefix+resetChannel, key).Err(); err != nil {
 		return fmt.Errorf("redisstore: reset: announcing the reset: %w", err)
+	}
+	if deleted == 0 {
+		return fmt.Errorf("redisstore: reset: %w", store.ErrNotFound)
 	}
 	return nil
 }

@@ -62,6 +62,10 @@ var (
 	ErrNoLimits     = errors.New("sluice: no limits")
 )
 
+// ErrNotFound is wrapped by the error Resetter.Reset returns when the key
+// held no state under any of the limits: nothing was reset.
+var ErrNotFound = errors.New("sluice: the key has no state under any of the limits")
+
 // ErrBreakerOpen is wrapped by the error a Store returns when it knows,
 // without trying, that it cannot answer now: its circuit breaker for the
 // server that holds the key is open (see the redisstore package). A
@@ -134,9 +138,11 @@ type Resetter interface {
 	// store shared between processes also drops whatever it or the other
 	// processes keep of key locally before Reset returns or shortly after
 	// (the Redis store: see its documentation). Limits that hold no state
-	// for key are ignored. It returns the errors of Take for a bad key or
-	// limit, and the store's error when it fails; a failed Reset may have
-	// cleared some of the limits and can be repeated.
+	// for key are ignored; when none held any, it returns an error
+	// wrapping ErrNotFound (having still told the other processes). It
+	// returns the errors of Take for a bad key or limit, and the store's
+	// error when it fails; a failed Reset may have cleared some of the
+	// limits and can be repeated.
 	Reset(ctx context.Context, key string, limits ...Spec) error
 }
 

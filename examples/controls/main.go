@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -73,7 +74,12 @@ func newHandler(store store.Store, adminToken string) (http.Handler, error) {
 			http.Error(w, "key is required", http.StatusBadRequest)
 			return
 		}
-		if err := api.Reset(r.Context(), key); err != nil {
+		err := api.Reset(r.Context(), key)
+		if errors.Is(err, core.ErrNothingReset) {
+			http.Error(w, "no state for this key", http.StatusNotFound)
+			return
+		}
+		if err != nil {
 			log.Printf("reset %q: %v", key, err)
 			http.Error(w, "reset failed", http.StatusServiceUnavailable)
 			return
