@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"weak"
 
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
@@ -183,7 +184,14 @@ func (l *Limiter) watchResets() {
 	if !ok || l.fallback == nil || l.fallback == l.store {
 		return
 	}
+	// The store keeps the hook as long as it lives: the hook holds l
+	// weakly, so that the store does not keep l alive (see register).
+	wl := weak.Make(l)
 	n.OnReset(func(key string) {
+		l := wl.Value()
+		if l == nil {
+			return
+		}
 		if key == "" {
 			if m, ok := l.fallback.(*memorystore.Store); ok {
 				m.Clear()

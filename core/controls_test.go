@@ -260,19 +260,6 @@ func TestStatusIsTheLastHeaders(t *testing.T) {
 	}
 }
 
-func sameResult(a, b Result) bool {
-	if len(a.PerLimit) != len(b.PerLimit) {
-		return false
-	}
-	for i := range a.PerLimit {
-		if !sameResult(a.PerLimit[i], b.PerLimit[i]) {
-			return false
-		}
-	}
-	return a.Allowed == b.Allowed && a.Limit == b.Limit && a.Remaining == b.Remaining &&
-		a.RetryAfter == b.RetryAfter && a.ResetAfter == b.ResetAfter && a.Delay == b.Delay && a.Binding == b.Binding
-}
-
 func TestStatusOfAndErrors(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, []Limit{PerMinute(3)}, WithClock(clock.Now),
