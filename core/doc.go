@@ -1,6 +1,6 @@
 // Package core is sluice's rate limiter. Start with [New]: it makes a
 // [Limiter] from a store, a [KeyFunc] that identifies the client, and the
-// [Limit]s to enforce; an adapter then applies the Limiter to HTTP requests:
+// limits ([Limit]) to enforce; an adapter then applies the Limiter to HTTP requests:
 //
 //	store := memorystore.New() // one process; redisstore.New(client) for several
 //	ip, err := keyfuncs.IP()
