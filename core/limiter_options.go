@@ -99,8 +99,10 @@ func WithPlanPolicyNames(names map[string]string) Option {
 // Limiters of this process that have its name and store and were also
 // made with WithSharedState: they then count against the same state (with
 // the same limits, the same allowance), say one Limiter per router
-// charging one quota. Without it, New fails for a second live Limiter with
-// the same name on the same store. A Limiter's name is released when it is
+// charging one quota, or a Limiter built to replace a live one of its name
+// (SetLimits and SetPlans change a live Limiter's limits without that).
+// Without it, New fails for a second live Limiter with the same name on
+// the same store. A Limiter's name is released when it is
 // garbage-collected. Processes sharing a Redis store need no option: the
 // check is per process.
 func WithSharedState() Option {
