@@ -62,17 +62,18 @@ func ExampleStore_withLimiter() {
 	defer mr.Close()
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer client.Close()
+	store, err := redisstore.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
 	byClient := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
 
-	// Two instances of the service, one Redis: each has its own Store.
+	// Two instances of the service, one Redis. Here both are in one process
+	// on one Store, so they ask for WithSharedState; instances in separate
+	// processes need nothing.
 	var instances []*core.Limiter
 	for i := 0; i < 2; i++ {
-		store, err := redisstore.New(client)
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer store.Close()
-		l, err := core.New(store, byClient, []core.Limit{core.PerMinute(3)}, core.WithName("api"))
+		l, err := core.New(store, byClient, []core.Limit{core.PerMinute(3)}, core.WithName("api"), core.WithSharedState())
 		if err != nil {
 			log.Fatal(err)
 		}
