@@ -16,18 +16,22 @@
 //
 // New and its options (WithName, WithSharedState, WithCost, WithCostFunc,
 // WithSkip, WithPlans, WithFailurePolicy, WithFallbackStore, WithTimeout,
-// WithHeaders, WithShadow, WithObserver, OnKeyError, the With...Response
-// options, WithClock); limits (Limit, PerSecond, PerMinute, PerHour,
-// ParseLimit, and the Algorithm constants); key functions (KeyFunc,
-// ErrNoKey; ready-made ones are in package keyfuncs); controls while
-// serving (Limiter.SetLimits, SetPlans, Status, StatusOf, Reset,
-// ResetRequest, Result.ResetAt); observation (Event, Outcome, LogDenials,
-// and package promlimit for metrics).
+// WithHeaders, WithPolicyName, WithPlanPolicyNames, WithShadow,
+// WithObserver, OnKeyError, WithKeyErrorKey, the With...Response options,
+// WithClock); limits (Limit, PerSecond, PerMinute, PerHour, ParseLimit, and
+// the Algorithm constants); key functions (KeyFunc, ErrNoKey; ready-made
+// ones are in package keyfuncs); in a handler, FromContext (the Decision
+// that bound the request); controls while serving (Limiter.SetLimits,
+// SetPlans, Status, StatusOf, Reset, ResetRequest, Result.ResetAt);
+// observation (Event, Outcome, LogDenials, and packages promlimit and
+// otellimit for metrics).
 //
 // # For adapter authors
 //
 // An adapter calls [Limiter.Decide] once per request and carries out the
-// [Decision]: Decision.SetHeaders, then by Decision.Action serve the handler,
+// [Decision]: Decision.Stack (the binding Decision's headers, and the
+// request for FromContext; Decision.SetHeaders where one Limiter is all),
+// then by Decision.Action serve the handler,
 // wait (Decision.Wait) or refuse (Decision.WriteResponse or
 // Decision.Response). Action, Response, RetryAfterSeconds and the Header
 // constants serve those who write the response themselves; see
