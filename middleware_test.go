@@ -488,6 +488,10 @@ func (s *setup) limiter(name string, key core.KeyFunc, limits []core.Limit, opts
 	})}
 	if !dead {
 		all = append(all, core.WithTimeout(liveTimeout))
+	} else {
+		// One dead store serves a kind's parallel subtests, whose
+		// Limiters have the same names: it holds no state to share.
+		all = append(all, core.WithSharedState())
 	}
 	if s.e.fake() {
 		all = append(all, core.WithClock(s.e.clock.Now),

@@ -1,6 +1,6 @@
 module github.com/sluicehq/sluice/bench
 
-go 1.23.0
+go 1.24.0
 
 replace github.com/sluicehq/sluice => ../
 

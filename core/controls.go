@@ -16,12 +16,14 @@ var (
 	errNoReset = fmt.Errorf("sluice: the store cannot reset (it is not a store.Resetter): %w", errors.ErrUnsupported)
 )
 
-// Status returns the Result that r would get from the store now, and
-// charges nothing: the same key, plan, cost and limits as Decide, decided
-// by the store's Peek (see store.Peeker), so Allowed, Remaining, RetryAfter and
-// ResetAfter are exactly what a request at this instant would see
-// (Remaining after its cost). Nothing is recorded: no state, no penalty
-// lock, no observer call, no metric, no breaker count. Use it for a
+// Status returns the client's quota as GitHub's /rate_limit shows it, and
+// charges nothing: Limit, Remaining and ResetAfter are what the client can
+// still do now, under the same key, plan and limits as Decide (Remaining
+// equals the X-RateLimit-Remaining the last response sent, less what has
+// refilled since); Allowed, RetryAfter and Delay say whether a request of
+// r's cost would pass now. Use Result.ResetAt for the X-RateLimit-Reset a
+// response now would send. Nothing is recorded: no state, no penalty lock,
+// no observer call, no metric, no breaker count. Use it for a
 // "GET /rate_limit" endpoint that shows clients their quota.
 //
 // It returns the zero Result and no error for a request the skip function
@@ -49,11 +51,11 @@ func (l *Limiter) Status(r *http.Request) (Result, error) {
 	return l.peek(r.Context(), l.configFor(r), key, cost)
 }
 
-// StatusOf is Status for an administrator: the Result a request of the
-// Limiter's fixed cost (WithCost) from the client key, under plan ("" or
-// an unknown plan: the Limiter's own limits), would get now. key is what
-// the key function returns for that client. It charges and records
-// nothing, and fails like Status.
+// StatusOf is Status for an administrator: the quota of the client key
+// under plan ("" or an unknown plan: the Limiter's own limits), with
+// Allowed and RetryAfter for a request of the Limiter's fixed cost
+// (WithCost). key is what the key function returns for that client. It
+// charges and records nothing, and fails like Status.
 func (l *Limiter) StatusOf(ctx context.Context, key, plan string) (Result, error) {
 	if key == "" {
 		return Result{}, fmt.Errorf("sluice: status: %w", store.ErrEmptyKey)
@@ -71,29 +73,71 @@ func (l *Limiter) peek(ctx context.Context, cfg *limiterConfig, key string, cost
 		ctx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
-	res, err := p.Peek(ctx, l.keyPrefix+key, cost, cfg.take...)
+	// Peek(0) gives the quota now; a second Peek of the request's cost
+	// whether it would pass (a peek of cost n reports Remaining after n).
+	res, err := p.Peek(ctx, l.keyPrefix+key, 0, cfg.take...)
 	if err != nil {
 		return Result{}, fmt.Errorf("sluice: status: %w", err)
 	}
-	return cfg.fold(res), nil
+	res = cfg.fold(res)
+	if cost == 0 {
+		return res, nil
+	}
+	next, err := p.Peek(ctx, l.keyPrefix+key, cost, cfg.take...)
+	if err != nil {
+		return Result{}, fmt.Errorf("sluice: status: %w", err)
+	}
+	return withVerdict(res, cfg.fold(next)), nil
 }
+
+// withVerdict returns the quota now with the Allowed, RetryAfter and Delay
+// of next, overall and per limit. When next is refused its binding limit
+// (the refusing one) describes the quota, as in a refused response's
+// headers.
+func withVerdict(now, next Result) Result {
+	if len(now.PerLimit) == 0 || len(now.PerLimit) != len(next.PerLimit) {
+		now.Allowed, now.RetryAfter, now.Delay = next.Allowed, next.RetryAfter, next.Delay
+		return now
+	}
+	per := make([]Result, len(now.PerLimit))
+	for i := range per {
+		per[i] = withVerdict(now.PerLimit[i], next.PerLimit[i])
+	}
+	out := now
+	if !next.Allowed && next.Binding >= 0 && next.Binding < len(per) {
+		out = per[next.Binding]
+		out.Binding = next.Binding
+	}
+	out.Allowed, out.RetryAfter, out.Delay = next.Allowed, next.RetryAfter, next.Delay
+	out.PerLimit = per
+	return out
+}
+
+// ErrNothingReset is store.ErrNotFound: Reset and ResetRequest return an
+// error wrapping it when the key held no state under any limit, neither in
+// the store nor in the local fallback store: the key was mistyped, or is
+// not the one the key function makes (see ResetRequest).
+var ErrNothingReset = store.ErrNotFound
 
 // Reset clears the client key's state under every limit the Limiter
 // enforces (its own, every plan's and any guard of SetLimits or SetPlans),
 // penalty locks included, so that the client's next request gets a full
-// allowance. key is what the key function returns for the client. Reset
-// clears the state in the store and in the local fallback (FailLocal: the
-// fallback store and the store's last answer for the key), the latter
-// even when the store fails; a Redis store also tells the other processes sharing it,
-// which drop what they keep of the key locally (their deny caches and
-// fallbacks) within a round trip of Redis (see the redisstore package).
+// allowance. key is what the key function returns for the client (for a
+// composed key function, see ResetRequest). Reset clears the state in the
+// store and in the local fallback (FailLocal: the fallback store and the
+// store's last answer for the key), the latter even when the store fails;
+// a Redis store also tells the other processes sharing it, which drop what
+// they keep of the key locally (their deny caches and fallbacks) within a
+// round trip of Redis (see the redisstore package).
 //
 // Reset is for administrators (unblocking a customer, a support tool); it
 // is not counted as a decision. It uses ctx as given, without the
-// Limiter's timeout. It fails with an error wrapping store.ErrEmptyKey for an
-// empty key, errors.ErrUnsupported when the store is not a store.Resetter, and
-// the store's error when it fails (the key may then be partly reset;
-// calling Reset again is safe).
+// Limiter's timeout. It fails with an error wrapping ErrNothingReset when
+// the key had no state anywhere, store.ErrEmptyKey for an empty key,
+// errors.ErrUnsupported when the store is not a store.Resetter, and the
+// store's error when it fails: the local fallback store is cleared even
+// then, and the key may be partly reset in the store; calling Reset again
+// is safe.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if key == "" {
 		return fmt.Errorf("sluice: reset: %w", store.ErrEmptyKey)
@@ -105,26 +149,46 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	storeKey := l.keyPrefix + key
 	limits := l.allLimits()
 	err := r.Reset(ctx, storeKey, limits...)
-	// The local fallback forgets the key even when the store failed, so
-	// that a Reset made while the store is away holds in this process.
-	l.forgetLocal(storeKey, limits)
+	local := l.forgetLocal(storeKey, limits)
+	if err == nil || local && errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return fmt.Errorf("sluice: reset: %w", err)
+}
+
+// ResetRequest is Reset for the key the Limiter's key function gives r,
+// for an operator who knows a client by what it sends (an API key, a
+// token, an address) whatever the key function's composition: with
+// keyfuncs.Fallback(apiKey, ip) the key of API key "k1" is "0:k1", and a
+// request that carries "k1" as the client would resolves it. Build one
+// with http.NewRequestWithContext and set only what the key function reads
+// (the header, RemoteAddr, Pattern for keyfuncs.Route). It uses r's
+// context, skips no request (the skip function is not consulted), and
+// fails like Reset, or with the key function's error (or ErrNoKey).
+func (l *Limiter) ResetRequest(r *http.Request) error {
+	key, err := l.key(r)
+	if err == nil && key == "" {
+		err = errEmptyKey
+	}
 	if err != nil {
 		return fmt.Errorf("sluice: reset: %w", err)
 	}
-	return nil
+	return l.Reset(r.Context(), key)
 }
 
-// forgetLocal clears storeKey in the local fallback: the remembered
-// answer and the fallback store's state under limits.
-func (l *Limiter) forgetLocal(storeKey string, limits []store.Spec) {
+// forgetLocal clears storeKey in the local fallback (the remembered
+// answer and the fallback store's state under limits), and reports whether
+// it held any state of it.
+func (l *Limiter) forgetLocal(storeKey string, limits []store.Spec) bool {
 	if l.shared != nil {
-		l.shared.forget(storeKey, limits)
-		return
+		return l.shared.forget(storeKey, limits)
 	}
 	if l.fallback == nil || l.fallback == l.store {
-		return
+		return false
 	}
 	if r, ok := l.fallback.(store.Resetter); ok {
-		_ = r.Reset(context.Background(), storeKey, limits...) // a memory store fails only on bad input
+		// A memory store fails only on bad input, or with ErrNotFound.
+		return r.Reset(context.Background(), storeKey, limits...) == nil
 	}
+	return false
 }

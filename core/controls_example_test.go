@@ -50,23 +50,24 @@ func ExampleWithPlans() {
 	// carol: 1 of 10
 }
 
-// Status tells a client what its next request would get, charging nothing.
+// Status tells a client its quota as the last response's headers did, and
+// whether a request would pass now, charging nothing.
 func ExampleLimiter_Status() {
 	l, err := core.New(memorystore.New(), apiKey, []core.Limit{core.PerHour(3)})
 	if err != nil {
 		panic(err)
 	}
 	for i := 0; i < 4; i++ {
-		res, _ := l.Status(withKey("alice"))
-		fmt.Printf("status: allowed %v, remaining %d; ", res.Allowed, res.Remaining)
 		d := l.Decide(withKey("alice"))
-		fmt.Printf("request: %v, remaining %d\n", d.Action, d.Result.Remaining)
+		fmt.Printf("request: %v, remaining %d; ", d.Action, d.Result.Remaining)
+		res, _ := l.Status(withKey("alice"))
+		fmt.Printf("status: remaining %d, next allowed %v\n", res.Remaining, res.Allowed)
 	}
 	// Output:
-	// status: allowed true, remaining 2; request: serve, remaining 2
-	// status: allowed true, remaining 1; request: serve, remaining 1
-	// status: allowed true, remaining 0; request: serve, remaining 0
-	// status: allowed false, remaining 0; request: refuse, remaining 0
+	// request: serve, remaining 2; status: remaining 2, next allowed true
+	// request: serve, remaining 1; status: remaining 1, next allowed true
+	// request: serve, remaining 0; status: remaining 0, next allowed false
+	// request: refuse, remaining 0; status: remaining 0, next allowed false
 }
 
 // Reset unblocks a client locked out by a penalty.

@@ -3,10 +3,12 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -195,49 +197,67 @@ func TestSetPlans(t *testing.T) {
 	}
 }
 
-// Status says exactly what the next request gets, for every algorithm,
-// before and after requests, and changes nothing: no state, no observer.
-func TestStatusIsTheNextDecision(t *testing.T) {
+// Status reports the quota as the last response's headers did (Limit,
+// Remaining, Reset), at the same instant, for every algorithm; its Allowed
+// and RetryAfter are the next request's; and it changes nothing: no state,
+// no observer.
+func TestStatusIsTheLastHeaders(t *testing.T) {
+	var cases [][]Limit
 	for _, lim := range controlLimits() {
-		t.Run(lim.String(), func(t *testing.T) {
+		cases = append(cases, []Limit{lim}, []Limit{lim, PerHour(5)})
+	}
+	for _, limits := range cases {
+		t.Run(fmt.Sprint(limits), func(t *testing.T) {
 			clock := newFakeClock(time.Unix(1_700_000_000, 0))
 			events := 0
-			l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, []Limit{lim, PerHour(5)},
+			l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, limits,
 				WithClock(clock.Now), WithObserver(func(Event) { events++ }))
 			if err != nil {
 				t.Fatal(err)
 			}
 			r := clientRequest("a", "")
+			first, err := l.Status(r)
+			if err != nil || first.Remaining != first.Limit || !first.Allowed {
+				t.Fatalf("Status of a fresh key: %+v, %v; want a full allowance", first, err)
+			}
 			for i := 0; i < 9; i++ {
 				before, err := l.Status(r)
 				if err != nil {
 					t.Fatal(err)
 				}
-				again, _ := l.Status(r)
-				if events != i {
-					t.Fatalf("Status was observed: %d events after %d decisions", events, i)
-				}
 				d := l.Decide(r)
-				if !sameResult(before, d.Result) || !sameResult(again, before) {
-					t.Fatalf("request %d: Status %+v (then %+v), the request got %+v", i, before, again, d.Result)
+				if events != i+1 {
+					t.Fatalf("Status was observed: %d events after %d decisions", events, i+1)
+				}
+				if before.Allowed != d.Result.Allowed || before.RetryAfter != d.Result.RetryAfter {
+					t.Fatalf("request %d: Status said allowed %v, retry %v; the request got %+v", i, before.Allowed, before.RetryAfter, d.Result)
+				}
+				if d.Result.Allowed && d.Result.Remaining != before.Remaining-1 {
+					t.Fatalf("request %d: Status said %d remaining before it, the request left %d", i, before.Remaining, d.Result.Remaining)
+				}
+				after, err := l.Status(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, want := http.Header{}, http.Header{}
+				d.SetHeaders(want)
+				Decision{Result: after, l: d.l, now: clock.Now()}.SetHeaders(got)
+				for _, h := range []string{HeaderLimit, HeaderRemaining, HeaderReset} {
+					// Limits tied at 0 after an allowed request: the header
+					// named the first, Status names the one that refuses
+					// longest, as the next (refused) response will.
+					tied := len(limits) > 1 && d.Result.Allowed && !after.Allowed && h != HeaderRemaining
+					if got.Get(h) != want.Get(h) && !tied {
+						t.Fatalf("request %d: after it Status gives %s %q, the response said %q (Status %+v)", i, h, got.Get(h), want.Get(h), after)
+					}
+				}
+				if at := after.ResetAt(clock.Now()).Unix(); strconv.FormatInt(at, 10) != got.Get(HeaderReset) {
+					t.Fatalf("request %d: ResetAt %d, header %s", i, at, want.Get(HeaderReset))
 				}
 				clock.Advance(7 * time.Second)
 			}
 		})
 	}
-}
-
-func sameResult(a, b Result) bool {
-	if len(a.PerLimit) != len(b.PerLimit) {
-		return false
-	}
-	for i := range a.PerLimit {
-		if !sameResult(a.PerLimit[i], b.PerLimit[i]) {
-			return false
-		}
-	}
-	return a.Allowed == b.Allowed && a.Limit == b.Limit && a.Remaining == b.Remaining &&
-		a.RetryAfter == b.RetryAfter && a.ResetAfter == b.ResetAfter && a.Delay == b.Delay && a.Binding == b.Binding
 }
 
 func TestStatusOfAndErrors(t *testing.T) {
@@ -250,11 +270,11 @@ func TestStatusOfAndErrors(t *testing.T) {
 	}
 	l.Decide(clientRequest("a", "pro"))
 	ctx := context.Background()
-	if res, err := l.StatusOf(ctx, "a", "pro"); err != nil || res.Remaining != 8 || res.Limit != 10 {
-		t.Errorf("StatusOf(a, pro) = %+v, %v; want limit 10, 8 remaining after the next", res, err)
+	if res, err := l.StatusOf(ctx, "a", "pro"); err != nil || res.Remaining != 9 || res.Limit != 10 || !res.Allowed {
+		t.Errorf("StatusOf(a, pro) = %+v, %v; want limit 10, 9 remaining, allowed", res, err)
 	}
-	if res, err := l.StatusOf(ctx, "a", ""); err != nil || res.Remaining != 2 || res.Limit != 3 {
-		t.Errorf("StatusOf(a, \"\") = %+v, %v; want limit 3, 2 remaining after the next", res, err)
+	if res, err := l.StatusOf(ctx, "a", ""); err != nil || res.Remaining != 3 || res.Limit != 3 || !res.Allowed {
+		t.Errorf("StatusOf(a, \"\") = %+v, %v; want limit 3, 3 remaining, allowed", res, err)
 	}
 	if _, err := l.StatusOf(ctx, "", ""); !errors.Is(err, store.ErrEmptyKey) {
 		t.Errorf("StatusOf empty key: %v", err)
@@ -328,5 +348,60 @@ func TestEventNamesBindingLimitAndPlan(t *testing.T) {
 		if ev.Limit != want[i] || (i < 4) != (ev.Plan == "pro") {
 			t.Errorf("decision %d: Event.Limit %v, Plan %q; want %v", i, ev.Limit, ev.Plan, want[i])
 		}
+	}
+}
+
+// A Reset that matched no state says so, and one that cleared something
+// does not.
+func TestResetNothingIsAnError(t *testing.T) {
+	l, err := New(memorystore.New(), headerKey, controlLimits()[:2], WithName("api"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := l.Reset(ctx, "nobody"); !errors.Is(err, ErrNothingReset) || !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Reset of a key with no state: %v, want ErrNothingReset", err)
+	}
+	l.Decide(clientRequest("a", ""))
+	if err := l.Reset(ctx, "a"); err != nil {
+		t.Errorf("Reset of a key with state: %v", err)
+	}
+	if err := l.Reset(ctx, "a"); !errors.Is(err, ErrNothingReset) {
+		t.Errorf("second Reset: %v, want ErrNothingReset", err)
+	}
+	if err := l.ResetRequest(clientRequest("", "")); !errors.Is(err, ErrNoKey) {
+		t.Errorf("ResetRequest without a key: %v, want ErrNoKey", err)
+	}
+	l.Decide(clientRequest("b", ""))
+	if err := l.ResetRequest(clientRequest("b", "")); err != nil {
+		t.Errorf("ResetRequest of b: %v", err)
+	}
+}
+
+// downStore is a store that is down: Take and Reset fail.
+type downStore struct{}
+
+func (downStore) Take(context.Context, string, int64, ...store.Spec) (Result, error) {
+	return Result{}, errStoreDown
+}
+func (downStore) Reset(context.Context, string, ...store.Spec) error { return errStoreDown }
+
+// With the store down, Reset clears the local fallback store, which is
+// what refuses the client meanwhile, and returns the store's error.
+func TestResetStoreDownClearsFallback(t *testing.T) {
+	fallback := memorystore.New()
+	l, err := New(downStore{}, headerKey, []Limit{PerHour(1)}, WithFallbackStore(fallback))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Decide(clientRequest("a", ""))
+	if d := l.Decide(clientRequest("a", "")); d.Action != Refuse || d.Outcome != OutcomeFallback {
+		t.Fatalf("second request: %v %v, want refused by the fallback", d.Action, d.Outcome)
+	}
+	if err := l.Reset(context.Background(), "a"); !errors.Is(err, errStoreDown) {
+		t.Errorf("Reset with the store down: %v, want the store's error", err)
+	}
+	if d := l.Decide(clientRequest("a", "")); d.Action != Serve {
+		t.Errorf("after Reset: %v %v, want served (the fallback cleared)", d.Action, d.Outcome)
 	}
 }

@@ -19,6 +19,9 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 		return l.finish(r, Decision{Action: Serve, Outcome: OutcomeSkipped, l: l.cfg.Load()}, Event{})
 	}
 	key, storeKey, keyErr := l.keyOf(r)
+	if keyErr != nil {
+		l.logKeyError(r, keyErr)
+	}
 	if keyErr != nil && l.keyRule != KeyErrorPerAddress {
 		return l.finish(r, l.keyRefusal(), Event{KeyErr: keyErr})
 	}

@@ -376,10 +376,12 @@ func (f *localFallback) clear() {
 // forget forgets key's remembered answer and its state in the fallback
 // stores under limits, or, for nil limits, under those the fallback last
 // decided key with.
-func (f *localFallback) forget(key string, limits []store.Spec) {
+func (f *localFallback) forget(key string, limits []store.Spec) bool {
+	held := false
 	sh := f.shard(key)
 	sh.mu.Lock()
 	if r := sh.m[key]; r != nil {
+		held = true
 		if limits == nil {
 			limits = r.take
 		}
@@ -387,19 +389,21 @@ func (f *localFallback) forget(key string, limits []store.Spec) {
 	}
 	sh.mu.Unlock()
 	if len(limits) == 0 {
-		return
+		return held
 	}
 	f.mu.Lock()
 	own := f.own
 	f.mu.Unlock()
 	if m := f.mem.Load(); m != nil {
-		_ = m.Reset(context.Background(), key, limits...) // fails only on bad input
+		// It fails only on bad input, or with store.ErrNotFound.
+		held = m.Reset(context.Background(), key, limits...) == nil || held
 	}
 	for _, s := range own {
 		if r, ok := s.(store.Resetter); ok {
-			_ = r.Reset(context.Background(), key, limits...)
+			held = r.Reset(context.Background(), key, limits...) == nil || held
 		}
 	}
+	return held
 }
 
 // budget returns how much the fallback may have admitted for r's key by

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -205,7 +206,7 @@ func TestFallbackLifecycle(t *testing.T) {
 	runtime.GC()
 	goroutines, made := runtime.NumGoroutine(), fallbacksMade.Load()
 	for i := 0; i < 1000; i++ {
-		l, err := New(s, headerKey, []Limit{PerMinute(5)})
+		l, err := New(s, headerKey, []Limit{PerMinute(5)}, WithName(fmt.Sprint("up", i)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +217,7 @@ func TestFallbackLifecycle(t *testing.T) {
 	}
 	s.down.Store(true)
 	for i := 0; i < 1000; i++ {
-		l, _ := New(s, headerKey, []Limit{PerMinute(5)}, WithName(string(rune('a'+i%26))))
+		l, _ := New(s, headerKey, []Limit{PerMinute(5)}, WithName(fmt.Sprint("down", i)))
 		if d := l.Decide(clientRequest("a", "")); d.Outcome != OutcomeFallback {
 			t.Fatalf("outcome %v while the store is down", d.Outcome)
 		}

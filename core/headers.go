@@ -222,7 +222,7 @@ func (d Decision) headerValues(p *headerPlan, retry int64, blk *headerBlock) []s
 		ends[n], n = len(b), n+1
 		b = strconv.AppendInt(b, max(res.Remaining, 0), 10)
 		ends[n], n = len(b), n+1
-		b = strconv.AppendInt(b, resetEpoch(d.now, res.ResetAfter), 10)
+		b = strconv.AppendInt(b, res.ResetAt(d.now).Unix(), 10)
 		ends[n], n = len(b), n+1
 	}
 	if retry > 0 {
@@ -275,15 +275,4 @@ func appendRateLimitItem(b []byte, name string, r *Result) []byte {
 	b = strconv.AppendInt(b, max(r.Remaining, 0), 10)
 	b = append(b, ";t="...)
 	return strconv.AppendInt(b, ceilSeconds(r.ResetAfter), 10)
-}
-
-// resetEpoch returns now + after in Unix seconds, rounded up.
-func resetEpoch(now time.Time, after time.Duration) int64 {
-	sec := now.Unix() + int64(after/time.Second)
-	ns := int64(now.Nanosecond()) + int64(after%time.Second)
-	sec += ns / int64(time.Second)
-	if ns%int64(time.Second) > 0 {
-		sec++
-	}
-	return sec
 }

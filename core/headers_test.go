@@ -49,8 +49,8 @@ func TestResetEpoch(t *testing.T) {
 		{base, 1500 * time.Millisecond, 1_700_000_002},
 		{base, time.Hour, 1_700_003_601},
 	} {
-		if got := resetEpoch(tc.now, tc.after); got != tc.want {
-			t.Errorf("resetEpoch(%v, %v) = %d, want %d", tc.now.UnixNano(), tc.after, got, tc.want)
+		if got := (Result{ResetAfter: tc.after}).ResetAt(tc.now).Unix(); got != tc.want {
+			t.Errorf("ResetAt(%v) after %v = %d, want %d", tc.now.UnixNano(), tc.after, got, tc.want)
 		}
 	}
 }

@@ -21,8 +21,10 @@ import (
 // Give each route or group of routes its own Limiter, with its own name
 // (WithName): the name namespaces the store keys, so limiters that share a
 // store never share state. Limiters with the same name, limits and store
-// share state on purpose: that is how several instances of a service
-// enforce one limit together.
+// in several processes share state on purpose: that is how several
+// instances of a service enforce one limit together. In one process, New
+// refuses a second Limiter with the name (or, unnamed, the empty name) of
+// a live one on the same store, unless both ask for it (WithSharedState).
 //
 // When the store fails or is slower than the per-decision timeout, the
 // failure policy decides (FailLocal by default: a local memory store with
@@ -37,10 +39,11 @@ import (
 // replaced while it serves (SetLimits); the rest of its configuration is
 // fixed at construction.
 type Limiter struct {
-	store     store.Store
-	key       KeyFunc
-	name      string
-	keyPrefix string // injective namespace: len(name) ":" name ":"
+	store       store.Store
+	key         KeyFunc
+	name        string
+	keyPrefix   string // injective namespace: len(name) ":" name ":"
+	sharedState bool   // WithSharedState: others of this name may use the store
 	// keylessPrefix is the namespace of requests without a key:
 	// len(name) ":" name "!", which no key reaches (see keylessKey).
 	keylessPrefix string
@@ -79,6 +82,8 @@ type Limiter struct {
 	planOf func(*http.Request) string
 	plans  atomic.Pointer[planConfigs]
 	mu     sync.Mutex
+
+	keyErrLogged atomic.Bool // the first key error was logged (logKeyError)
 }
 
 // DefaultTimeout is the per-decision deadline for a store call when
@@ -164,6 +169,9 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 		if err := l.SetPlans(plans); err != nil {
 			return nil, err
 		}
+	}
+	if err := l.register(l.sharedState); err != nil {
+		return nil, err
 	}
 	return l, nil
 }

@@ -83,9 +83,9 @@ func TestMemoryNamesSeparateState(t *testing.T) {
 	clock := newFakeClock(t0)
 	store := memorystore.New(memorystore.WithClock(clock.Now))
 	limits := []Limit{PerMinute(1)}
-	a := mustNew(t, store, limits, WithName("a"), WithClock(clock.Now))
+	a := mustNew(t, store, limits, WithName("a"), WithClock(clock.Now), WithSharedState())
 	b := mustNew(t, store, limits, WithName("b"), WithClock(clock.Now))
-	a2 := mustNew(t, store, limits, WithName("a"), WithClock(clock.Now))
+	a2 := mustNew(t, store, limits, WithName("a"), WithClock(clock.Now), WithSharedState())
 	if d := a.Decide(request("x")); d.Action != Serve {
 		t.Fatalf("a first: %v", d.Action)
 	}

@@ -41,8 +41,10 @@ const maxNameLength = 128
 // stable across deployments. The name must be 1 to 128 printable ASCII
 // characters.
 //
-// Without a name, the Limiter uses the empty namespace: unnamed limiters
-// with identical limits on one store share state.
+// Without a name, the Limiter uses the empty namespace. In one process,
+// New refuses a Limiter whose name (named or not) a live Limiter on the
+// same store already has: that is almost always a copy-paste mistake that
+// would make them share state. WithSharedState allows it.
 func WithName(name string) Option {
 	return optionFunc(func(o *options) error {
 		if err := checkName("name", name); err != nil {
@@ -89,6 +91,23 @@ func WithPlanPolicyNames(names map[string]string) Option {
 			out[plan] = name
 		}
 		o.l.planPolicyNames = out
+		return nil
+	})
+}
+
+// WithSharedState lets this Limiter share its store namespace with other
+// Limiters of this process that have its name and store and were also
+// made with WithSharedState: they then count against the same state (with
+// the same limits, the same allowance), say one Limiter per router
+// charging one quota, or a Limiter built to replace a live one of its name
+// (SetLimits and SetPlans change a live Limiter's limits without that).
+// Without it, New fails for a second live Limiter with the same name on
+// the same store. A Limiter's name is released when it is
+// garbage-collected. Processes sharing a Redis store need no option: the
+// check is per process.
+func WithSharedState() Option {
+	return optionFunc(func(o *options) error {
+		o.l.sharedState = true
 		return nil
 	})
 }

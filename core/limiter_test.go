@@ -225,7 +225,7 @@ func TestNameNamespacesStoreKeys(t *testing.T) {
 func TestKeyErrorPerAddress(t *testing.T) {
 	st := &scriptStore{}
 	rec := &recorder{}
-	l := mustNew(t, st, perSecond10, WithName("api"), WithObserver(rec.observe))
+	l := mustNew(t, st, perSecond10, WithName("api"), WithObserver(rec.observe), WithSharedState())
 	d := l.Decide(request(""))
 	if d.Action != Serve || d.Outcome != OutcomeAllowed {
 		t.Fatalf("decision = %v/%v, want serve/allowed", d.Action, d.Outcome)
@@ -236,7 +236,7 @@ func TestKeyErrorPerAddress(t *testing.T) {
 	}
 	// An empty key with no error is a key error too, in the same bucket.
 	emptyKey := func(*http.Request) (string, error) { return "", nil }
-	l2, err := New(st, emptyKey, perSecond10, WithName("api"), WithObserver(rec.observe))
+	l2, err := New(st, emptyKey, perSecond10, WithName("api"), WithObserver(rec.observe), WithSharedState())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestKeyErrorPerAddress(t *testing.T) {
 		}
 		return "", ErrNoKey
 	}
-	l3 := mustNew(t, st, perSecond10, WithName("api"), WithKeyErrorKey(byHeader))
+	l3 := mustNew(t, st, perSecond10, WithName("api"), WithKeyErrorKey(byHeader), WithSharedState())
 	r := at("10.0.0.1:80")
 	r.Header.Set("X-Addr", "198.51.100.7")
 	l3.Decide(r)
@@ -333,9 +333,9 @@ func TestKeyErrorResponseBody(t *testing.T) {
 func TestCost(t *testing.T) {
 	st := &scriptStore{}
 	rec := &recorder{}
-	l := mustNew(t, st, perSecond10, WithCost(3), WithObserver(rec.observe))
+	l := mustNew(t, st, perSecond10, WithName("fixed"), WithCost(3), WithObserver(rec.observe))
 	l.Decide(request("a"))
-	lf := mustNew(t, st, perSecond10, WithCost(2), WithObserver(rec.observe), WithCostFunc(func(r *http.Request) int64 {
+	lf := mustNew(t, st, perSecond10, WithName("func"), WithCost(2), WithObserver(rec.observe), WithCostFunc(func(r *http.Request) int64 {
 		switch r.Method {
 		case http.MethodHead:
 			return 0

@@ -75,7 +75,7 @@ func Header(name string, opts ...HeaderOption) (core.KeyFunc, error) {
 }
 
 // errNoPattern is wrapped by Route's error for a request without a pattern.
-var errNoPattern = errors.New("keyfuncs: request has no route pattern (r.Pattern is empty)")
+var errNoPattern = errors.New("keyfuncs: route key empty: is the middleware inside the mux? (r.Pattern is not set)")
 
 // Route returns a KeyFunc that keys requests by their route template, the
 // pattern that matched them, so that every URL of one route shares a limit:

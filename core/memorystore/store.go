@@ -330,7 +330,8 @@ func (s *Store) checkInput(ctx context.Context, key string, n int64, limits []st
 }
 
 // Reset deletes the states of key under limits, penalty locks included
-// (see store.Resetter). It fails like Take for a bad key or limit.
+// (see store.Resetter). It fails like Take for a bad key or limit, and with
+// an error wrapping store.ErrNotFound when key held no state under limits.
 func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) error {
 	if err := s.checkInput(ctx, key, 0, limits); err != nil {
 		return err
@@ -343,10 +344,15 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) err
 	sh, h := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	found := false
 	for i := range evs {
 		if st, ok := sh.find(key, digest, &evs[i].sp, stateHash(h, &evs[i].sp)); ok {
 			sh.remove(st)
+			found = true
 		}
+	}
+	if !found {
+		return fmt.Errorf("memorystore: reset: %w", store.ErrNotFound)
 	}
 	return nil
 }

@@ -69,13 +69,15 @@ func ExampleStore_withLimiter() {
 	}
 	byClient := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
 
-	// Two instances of the service, one Redis. The example's deadline is
-	// generous (the default is DefaultTimeout, 100 ms) so that its output
-	// does not depend on how busy the machine running it is.
+	// Two instances of the service, one Redis. Here both are in one process
+	// on one Store, so they ask for WithSharedState; instances in separate
+	// processes need nothing. The example's deadline is generous (the
+	// default is DefaultTimeout, 100 ms) so that its output does not depend
+	// on how busy the machine running it is.
 	var instances []*core.Limiter
 	for i := 0; i < 2; i++ {
 		l, err := core.New(store, byClient, []core.Limit{core.PerMinute(3)},
-			core.WithName("api"), core.WithTimeout(10*time.Second))
+			core.WithName("api"), core.WithSharedState(), core.WithTimeout(10*time.Second))
 		if err != nil {
 			log.Fatal(err)
 		}

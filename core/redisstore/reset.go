@@ -37,11 +37,12 @@ func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...store.S
 // it has subscribed again, and then starts with an empty cache: a Reset it
 // missed cannot leave a stale denial behind.
 //
-// Reset fails like Take for a bad key or limit, and with the client's
-// error, wrapped, when Redis fails; the key may then be partly reset, and
-// calling Reset again is safe. When the deletion ran but the announcement
-// failed (a user without PUBLISH on the channel: see MinimalACL), the
-// error says so.
+// Reset fails with an error wrapping store.ErrNotFound when Redis held
+// nothing of the key (having still told the other processes), like Take
+// for a bad key or limit, and with the client's error, wrapped, when Redis
+// fails; the key may then be partly reset, and calling Reset again is
+// safe. When the deletion ran but the announcement failed (a user without
+// PUBLISH on the channel: see MinimalACL), the error says so.
 func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) error {
 	if err := s.check(key, 0, limits); err != nil {
 		return err
@@ -50,7 +51,8 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) err
 	if err != nil {
 		return err
 	}
-	if err := s.client.Del(ctx, keys...).Err(); err != nil {
+	deleted, err := s.client.Del(ctx, keys...).Result()
+	if err != nil {
 		return fmt.Errorf("redisstore: reset: %w", err)
 	}
 	if s.deny != nil {
@@ -61,6 +63,9 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) err
 		return fmt.Errorf("redisstore: reset: the key's state was deleted in Redis and in this Store, "+
 			"but not announced on %s, so other processes keep their deny caches, leases and fallbacks' "+
 			"state of it: %w", s.prefix+resetChannel, err)
+	}
+	if deleted == 0 {
+		return fmt.Errorf("redisstore: reset: %w", store.ErrNotFound)
 	}
 	return nil
 }

@@ -30,6 +30,20 @@ type Result struct {
 	Stamp int64
 }
 
+// ResetAt returns the instant X-RateLimit-Reset names for r decided at
+// now: now plus ResetAfter, rounded up to the whole second. A status
+// endpoint reports r.ResetAt(time.Now()) (or the Limiter's clock) so that
+// it agrees with the headers.
+func (r Result) ResetAt(now time.Time) time.Time {
+	sec := now.Unix() + int64(r.ResetAfter/time.Second)
+	ns := int64(now.Nanosecond()) + int64(r.ResetAfter%time.Second)
+	sec += ns / int64(time.Second)
+	if ns%int64(time.Second) > 0 {
+		sec++
+	}
+	return time.Unix(sec, 0)
+}
+
 // Store decides and records rate-limit state. Implementations must be safe
 // for concurrent use and decide atomically.
 type Store interface {
@@ -47,6 +61,10 @@ var (
 	ErrNegativeCost = errors.New("sluice: negative cost")
 	ErrNoLimits     = errors.New("sluice: no limits")
 )
+
+// ErrNotFound is wrapped by the error Resetter.Reset returns when the key
+// held no state under any of the limits: nothing was reset.
+var ErrNotFound = errors.New("sluice: the key has no state under any of the limits")
 
 // ErrBreakerOpen is wrapped by the error a Store returns when it knows,
 // without trying, that it cannot answer now: its circuit breaker for the
@@ -126,9 +144,11 @@ type Resetter interface {
 	// store shared between processes also drops whatever it or the other
 	// processes keep of key locally before Reset returns or shortly after
 	// (the Redis store: see its documentation). Limits that hold no state
-	// for key are ignored. It returns the errors of Take for a bad key or
-	// limit, and the store's error when it fails; a failed Reset may have
-	// cleared some of the limits and can be repeated.
+	// for key are ignored; when none held any, it returns an error
+	// wrapping ErrNotFound (having still told the other processes). It
+	// returns the errors of Take for a bad key or limit, and the store's
+	// error when it fails; a failed Reset may have cleared some of the
+	// limits and can be repeated.
 	Reset(ctx context.Context, key string, limits ...Spec) error
 }
 

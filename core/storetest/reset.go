@@ -63,7 +63,7 @@ func (s *suite) testResetOne(t *testing.T, ctx context.Context, stores [2]store.
 
 // testResetSeveral exhausts one key under every limit through stores[1],
 // resets them all in one call, and checks that the key is admitted again;
-// resetting a key without state is no error.
+// resetting a key without state says so (store.ErrNotFound).
 func testResetSeveral(t *testing.T, ctx context.Context, stores [2]store.Store, r store.Resetter, limits []core.Limit) {
 	key := newKey(t)
 	for _, l := range limits {
@@ -76,8 +76,8 @@ func testResetSeveral(t *testing.T, ctx context.Context, stores [2]store.Store, 
 	if !got.Allowed || got.Remaining != 4 {
 		t.Errorf("after Reset of every limit: %s, want allowed with 4 remaining", fmtResult(got))
 	}
-	if err := r.Reset(ctx, newKey(t), specs(limits)...); err != nil {
-		t.Errorf("Reset of a key without state: %v", err)
+	if err := r.Reset(ctx, newKey(t), specs(limits)...); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Reset of a key without state: %v, want store.ErrNotFound", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -57,9 +58,9 @@ func newHandler(store store.Store, adminToken string) (http.Handler, error) {
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"plan":        planOf(r),
 			"limit":       res.Limit,
-			"remaining":   res.Remaining, // after the next request
-			"allowed":     res.Allowed,   // would the next request pass
-			"reset":       time.Now().Add(res.ResetAfter).Unix(),
+			"remaining":   res.Remaining, // what the client can still do now
+			"allowed":     res.Allowed,   // would a request pass now
+			"reset":       res.ResetAt(time.Now()).Unix(),
 			"retry_after": core.RetryAfterSeconds(res.RetryAfter),
 		})
 	})
@@ -73,7 +74,12 @@ func newHandler(store store.Store, adminToken string) (http.Handler, error) {
 			http.Error(w, "key is required", http.StatusBadRequest)
 			return
 		}
-		if err := api.Reset(r.Context(), key); err != nil {
+		err := api.Reset(r.Context(), key)
+		if errors.Is(err, core.ErrNothingReset) {
+			http.Error(w, "no state for this key", http.StatusNotFound)
+			return
+		}
+		if err != nil {
 			log.Printf("reset %q: %v", key, err)
 			http.Error(w, "reset failed", http.StatusServiceUnavailable)
 			return

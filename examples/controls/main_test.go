@@ -51,10 +51,11 @@ func TestControls(t *testing.T) {
 			t.Errorf("%s: %d of 120 served, want %d", key, got, want)
 		}
 	}
-	// Status charges nothing and says what the next request gets.
+	// Status charges nothing and says what the client can still do, as
+	// the last response's X-RateLimit-Remaining did.
 	before := status("pro-b")
-	if s := status("pro-b"); s["remaining"] != before["remaining"] || s["remaining"] != float64(10_000-121) {
-		t.Errorf("pro status %v then %v, want remaining %d both times", before, s, 10_000-121)
+	if s := status("pro-b"); s["remaining"] != before["remaining"] || s["remaining"] != float64(10_000-120) {
+		t.Errorf("pro status %v then %v, want remaining %d both times", before, s, 10_000-120)
 	}
 	if s := status("free-a"); s["allowed"] != false || s["plan"] != "free" || s["retry_after"].(float64) < 1 {
 		t.Errorf("exhausted free key: status %v", s)
@@ -66,8 +67,11 @@ func TestControls(t *testing.T) {
 	if w := do("POST", "/admin/reset?key=free-a", "X-Admin-Token", "secret"); w.Code != http.StatusNoContent {
 		t.Fatalf("reset: %d %q", w.Code, w.Body)
 	}
-	if s := status("free-a"); s["allowed"] != true || s["remaining"] != float64(99) {
-		t.Errorf("after reset: status %v, want allowed with 99 left after the next", s)
+	if s := status("free-a"); s["allowed"] != true || s["remaining"] != float64(100) {
+		t.Errorf("after reset: status %v, want allowed with 100 left", s)
+	}
+	if w := do("POST", "/admin/reset?key=never-seen", "X-Admin-Token", "secret"); w.Code != http.StatusNotFound {
+		t.Errorf("reset of a key with no state: %d %q, want 404", w.Code, w.Body)
 	}
 	if got := served("free-a", 101); got != 100 {
 		t.Errorf("after reset: %d of 101 served, want 100", got)

@@ -559,9 +559,9 @@ func TestHostileClockSkew(t *testing.T) {
 	kv := sharedStore(t)
 	name := uniq("skew")
 	lims := []core.Limit{{Algorithm: core.FixedWindow, Rate: hostileLimit, Period: longPeriod()}}
-	ahead := newService(t, kv, lims, core.WithName(name), core.WithClock(func() time.Time { return time.Now().Add(time.Hour) }))
+	ahead := newService(t, kv, lims, core.WithName(name), core.WithSharedState(), core.WithClock(func() time.Time { return time.Now().Add(time.Hour) }))
 	defer ahead.Close()
-	behind := newService(t, kv, lims, core.WithName(name), core.WithClock(func() time.Time { return time.Now().Add(-time.Hour) }))
+	behind := newService(t, kv, lims, core.WithName(name), core.WithSharedState(), core.WithClock(func() time.Time { return time.Now().Add(-time.Hour) }))
 	defer behind.Close()
 	client := uniq("skewed")
 	hc := newHTTPClient(4)
