@@ -74,4 +74,5 @@ const (
 	CodeFixedWindow   = "f"
 	CodeSlidingWindow = "w"
 	CodeSlidingLog    = "l"
+	CodeInFlight      = "i"
 )

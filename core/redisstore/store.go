@@ -326,7 +326,7 @@ func (s *Store) prepare(spec store.Spec) (*prepared, error) {
 			strconv.FormatInt(spec.Penalty(), 10),
 		},
 	}
-	if spec.Penalty() == 0 {
+	if spec.Penalty() == 0 && f.script != nil {
 		p.lean, p.leanArgs = f, leanArgs(f, &spec)
 	}
 	if s.cached.Load() < maxCachedLimits {
@@ -434,6 +434,8 @@ type scriptCall struct {
 	key    string    // the first Redis key, whose slot picks the Cluster node
 	first  *prepared // the first limit
 	m      int       // the number of limits
+	// slotted: the reply ends with the slot taken (an InFlight limit)
+	slotted bool
 }
 
 // call builds the script call for a Take of n (negative: a dry run of -n):
@@ -448,7 +450,7 @@ func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, erro
 		if f := p.lean; f != nil {
 			k := s.redisKey(key, p.state)
 			cmd := append(f.script.command(1, 5+len(p.leanArgs)), k, chargeArg(n))
-			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1}, nil
+			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1, false}, nil
 		}
 	}
 	keys, args, first, err := s.request(key, n, limits)
@@ -459,7 +461,16 @@ func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, erro
 	for _, k := range keys {
 		cmd = append(cmd, k)
 	}
-	return scriptCall{takeScript, append(cmd, args...), keys[0], first, len(limits)}, nil
+	return scriptCall{takeScript, append(cmd, args...), keys[0], first, len(limits), hasInFlight(limits)}, nil
+}
+
+func hasInFlight(limits []store.Spec) bool {
+	for i := range limits {
+		if limits[i].Algorithm() == store.InFlight {
+			return true
+		}
+	}
+	return false
 }
 
 // decode turns the reply of c into the Result of its Take of n.
@@ -471,7 +482,15 @@ func (c *scriptCall) decode(reply any, n int64) (store.Result, error) {
 	if err != nil {
 		return store.Result{}, err
 	}
-	return decode(v, c.m)
+	if !c.slotted {
+		return decode(v, c.m)
+	}
+	if len(v) == 0 {
+		return store.Result{}, fmt.Errorf("redisstore: take: script replied no integers, want a slot")
+	}
+	r, err := decode(v[:len(v)-1], c.m)
+	r.Slot = v[len(v)-1]
+	return r, err
 }
 
 // stateSuffix is what follows the hash tag in the Redis key of a limit's

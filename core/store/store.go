@@ -24,6 +24,11 @@ type Result struct {
 	// PerLimit holds one Result per limit when Take was given more than
 	// one (their own PerLimit is nil); nil for a single limit.
 	PerLimit []Result
+
+	// Slot names the slot an allowed, charged Take took of its InFlight
+	// limits (one id for all of them), for Releaser.Release; 0 when it
+	// took none.
+	Slot int64
 }
 
 // Store decides and records rate-limit state. Implementations must be safe
@@ -88,6 +93,7 @@ func Combine(perLimit []Result) Result {
 	}
 	out := perLimit[binding]
 	out.Binding = binding
+	out.Slot = slotOf(perLimit)
 	out.PerLimit = perLimit
 	if allowed {
 		out.Delay = delay
@@ -95,6 +101,16 @@ func Combine(perLimit []Result) Result {
 		out.Delay = 0
 	}
 	return out
+}
+
+// slotOf returns the slot of a Take's limits: the one their Results name.
+func slotOf(perLimit []Result) int64 {
+	for i := range perLimit {
+		if perLimit[i].Slot != 0 {
+			return perLimit[i].Slot
+		}
+	}
+	return 0
 }
 
 // Peeker is a Store that can tell what a Take would return without
@@ -120,6 +136,18 @@ type Resetter interface {
 	// limit, and the store's error when it fails; a failed Reset may have
 	// cleared some of the limits and can be repeated.
 	Reset(ctx context.Context, key string, limits ...Spec) error
+}
+
+// Releaser is a Store that can give back an InFlight slot before its hold
+// ends. core.Limiter releases the slot of a request when its handler
+// returns; the memory store and the Redis store implement it.
+type Releaser interface {
+	// Release frees slot (a Result.Slot of key) in each InFlight limit of
+	// limits; other limits are ignored, and so is a slot already free or
+	// expired. It returns the errors of Take for a bad key or limit, and
+	// the store's error when it fails; the slot is then free at the end
+	// of its hold.
+	Release(ctx context.Context, key string, slot int64, limits ...Spec) error
 }
 
 // ResetNotifier is a Store shared between processes that tells of the
