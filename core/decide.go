@@ -104,6 +104,7 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 	switch {
 	case err == nil:
 		l.fromResult(&d, cfg.fold(res))
+		l.holdSlot(&d, l.store, storeKey)
 	case ctx.Err() != nil:
 		// The client is gone: no policy serves it (see OutcomeCanceled).
 		d.Action, d.Outcome, d.resp = Refuse, OutcomeCanceled, &l.unavailable
@@ -156,6 +157,7 @@ func (l *Limiter) onFailure(ctx context.Context, d *Decision, storeKey string, c
 			return
 		}
 		l.fromResult(d, d.l.fold(res))
+		l.holdSlot(d, l.fallback, storeKey)
 		d.Outcome = OutcomeFallback
 	}
 }

@@ -141,6 +141,8 @@ type Decision struct {
 	l    *limiterConfig // the limits it was made with (nil: zero Decision)
 	now  time.Time      // when the decision was made, by the Limiter's clock
 	resp *Response      // what to write for Refuse, or for a Hold cut short
+	// release is what Done does (nil: nothing): see MaxInFlight.
+	release *releaseStep
 }
 
 // Response returns what to write when Action is Refuse (the deny response

@@ -147,6 +147,9 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 			l.fallback = memorystore.New()
 		}
 	}
+	if err := l.checkReleasers(specs); err != nil {
+		return nil, err
+	}
 	l.keyPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + ":"
 	l.keylessPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + "!"
 	l.style = style

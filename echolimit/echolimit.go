@@ -1,6 +1,8 @@
 package echolimit
 
 import (
+	"errors"
+	"net/http"
 	"sync/atomic"
 	"unsafe"
 
@@ -108,11 +110,12 @@ func (m *middleware) handler(next echo.HandlerFunc) echo.HandlerFunc {
 		d.SetHeaders(resp.Header())
 		switch d.Action {
 		case core.Serve:
-			return next(c)
+			return serve(next, c, d)
 		case core.Hold:
 			if d.Wait(r.Context()) == nil {
-				return next(c)
+				return serve(next, c, d)
 			}
+			d.Done(http.StatusServiceUnavailable) // not served: see Decision.Done
 		}
 		if onRefuse != nil {
 			return onRefuse(c, d)
@@ -122,4 +125,36 @@ func (m *middleware) handler(next echo.HandlerFunc) echo.HandlerFunc {
 		d.WriteResponse(resp)
 		return nil
 	}
+}
+
+// serve calls next and, when d needs it, tells d the status of the
+// response (see core.Decision.Done): the status written; for an error
+// returned before anything was written, the code of an *echo.HTTPError
+// (what echo's error handler writes), else 500; 500 when next panicked
+// (the panic goes on).
+func serve(next echo.HandlerFunc, c echo.Context, d core.Decision) error {
+	if !d.NeedsDone() {
+		return next(c)
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			d.Done(http.StatusInternalServerError)
+		}
+	}()
+	err := next(c)
+	finished = true
+	status := c.Response().Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if err != nil && !c.Response().Committed {
+		status = http.StatusInternalServerError
+		var he *echo.HTTPError
+		if errors.As(err, &he) {
+			status = he.Code
+		}
+	}
+	d.Done(status)
+	return err
 }

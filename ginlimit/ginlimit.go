@@ -1,6 +1,8 @@
 package ginlimit
 
 import (
+	"net/http"
+
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/sluice/core"
@@ -39,11 +41,14 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 		d.SetHeaders(c.Writer.Header())
 		switch d.Action {
 		case core.Serve:
+			next(c, d)
 			return
 		case core.Hold:
 			if d.Wait(r.Context()) == nil {
+				next(c, d)
 				return
 			}
+			d.Done(http.StatusServiceUnavailable) // not served: see Decision.Done
 		}
 		c.Abort()
 		if onRefuse != nil {
@@ -52,4 +57,23 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 		}
 		d.WriteResponse(c.Writer)
 	}
+}
+
+// next runs the rest of the chain now when d needs to learn its status
+// (see core.Decision.Done): c.Writer.Status() after it, 500 when it
+// panicked (the panic goes on). Otherwise gin runs the chain after the
+// middleware returns.
+func next(c *gin.Context, d core.Decision) {
+	if !d.NeedsDone() {
+		return
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			d.Done(http.StatusInternalServerError)
+		}
+	}()
+	c.Next()
+	finished = true
+	d.Done(c.Writer.Status())
 }

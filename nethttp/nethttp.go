@@ -53,17 +53,79 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.SetHeaders(w.Header())
 	switch d.Action {
 	case core.Serve:
-		h.next.ServeHTTP(w, r)
+		h.serve(w, r, d)
 		return
 	case core.Hold:
 		if d.Wait(r.Context()) == nil {
-			h.next.ServeHTTP(w, r)
+			h.serve(w, r, d)
 			return
 		}
+		d.Done(http.StatusServiceUnavailable) // not served: see Decision.Done
 	}
 	if h.onRefuse != nil {
 		h.onRefuse(w, r, d)
 		return
 	}
 	d.WriteResponse(w)
+}
+
+// serve calls the next handler and, when d needs it, tells d the status
+// the handler wrote (see core.Decision.Done): 200 when it wrote none, 500
+// when it panicked (the panic goes on).
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, d core.Decision) {
+	if !d.NeedsDone() {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	finished := false
+	defer func() {
+		if !finished {
+			d.Done(http.StatusInternalServerError)
+		}
+	}()
+	h.next.ServeHTTP(sw, r)
+	finished = true
+	d.Done(sw.status())
+}
+
+// statusWriter remembers the status a handler writes. Unwrap gives
+// http.ResponseController the ResponseWriter it wraps, so that flushing,
+// hijacking and deadlines keep working.
+type statusWriter struct {
+	http.ResponseWriter
+	code int // 0: none written yet
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 && code >= 200 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush flushes the wrapped ResponseWriter, if it can (a response flushed
+// before any status is a 200).
+func (w *statusWriter) Flush() {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// status is the status written, 200 when none was.
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
 }

@@ -1,0 +1,75 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
+)
+
+// takeOnly is a Store that cannot release a slot.
+type takeOnly struct{ s store.Store }
+
+func (t takeOnly) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (Result, error) {
+	return t.s.Take(ctx, key, n, limits...)
+}
+
+// New, SetLimits and SetPlans refuse an InFlight limit on a store, or a
+// local fallback store, that cannot release slots; other limits are fine.
+func TestInFlightNeedsReleaser(t *testing.T) {
+	key := func(*http.Request) (string, error) { return "k", nil }
+	inflight := []Limit{MaxInFlight(2, time.Minute)}
+	if _, err := New(takeOnly{memorystore.New()}, key, inflight); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("New on a store without Release: %v, want ErrInvalidOption", err)
+	}
+	if _, err := New(memorystore.New(), key, inflight, WithFallbackStore(takeOnly{memorystore.New()})); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("New with a fallback store without Release: %v, want ErrInvalidOption", err)
+	}
+	if _, err := New(memorystore.New(), key, inflight, WithFallbackStore(takeOnly{memorystore.New()}), WithFailurePolicy(FailOpen)); err != nil {
+		t.Errorf("New with an unused fallback store without Release: %v", err)
+	}
+	l, err := New(takeOnly{memorystore.New()}, key, []Limit{PerMinute(10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetLimits(inflight); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("SetLimits(MaxInFlight) on a store without Release: %v, want ErrInvalidOption", err)
+	}
+	plans := map[string][]Limit{"free": inflight}
+	of := func(*http.Request) string { return "free" }
+	if _, err := New(takeOnly{memorystore.New()}, key, []Limit{PerMinute(10)}, WithPlans(of, plans)); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("a plan with MaxInFlight on a store without Release: %v, want ErrInvalidOption", err)
+	}
+}
+
+// A slot is held by the Decision that took it and given back by Done,
+// once: a second Done frees nothing more; a request refused holds none.
+func TestInFlightDone(t *testing.T) {
+	key := func(*http.Request) (string, error) { return "k", nil }
+	l, err := New(memorystore.New(), key, []Limit{MaxInFlight(2, time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func() Decision { return l.Decide(httptest.NewRequest(http.MethodGet, "/", nil)) }
+	a, b, c := req(), req(), req()
+	if !a.NeedsDone() || !b.NeedsDone() || c.NeedsDone() || c.Action != Refuse {
+		t.Fatalf("3 requests on 2 slots: NeedsDone %v %v %v, third %v", a.NeedsDone(), b.NeedsDone(), c.NeedsDone(), c.Action)
+	}
+	if c.Result.Limit != 2 || c.Result.Remaining != 0 || c.Result.RetryAfter != time.Second {
+		t.Errorf("refusal: %+v, want Limit 2, Remaining 0, RetryAfter 1s", c.Result)
+	}
+	c.Done(http.StatusTooManyRequests) // holds nothing: no effect
+	a.Done(http.StatusOK)
+	a.Done(http.StatusOK)
+	if d := req(); d.Action != Serve || d.Result.Remaining != 0 {
+		t.Errorf("after one Done: %v remaining %d, want served, 0 left", d.Action, d.Result.Remaining)
+	}
+	if d := req(); d.Action != Refuse {
+		t.Errorf("a second Done freed a second slot: %v", d.Action)
+	}
+}
