@@ -372,8 +372,8 @@ if n > 0 then
         if l.newest then trim(l.key, l.old) end
         call('PEXPIRE', l.key, px(w + l.P - now))
       elseif l.a == 'i' then
-        call('ZREMRANGEBYSCORE', l.key, '-inf', str(now))
         call('ZADD', l.key, str(now + l.P), str(slot))
+        trim(l.key, now) -- after the ZADD (see keepOnly); at most 1024
         call('PEXPIRE', l.key, px(l.P))
       elseif l.a == 'f' then
         if l.c == 0 then -- the window's first charge: drop older windows
