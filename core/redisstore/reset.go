@@ -197,9 +197,10 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // Release frees slot (a Result.Slot of key) in each InFlight limit of
 // limits, one ZREM each (store.Releaser); other limits, and a slot not
-// taken, are ignored. It fails like Take for a bad key or limit, and with
-// the client's error, wrapped, when Redis fails: the slot is then free at
-// the end of its hold.
+// taken, are ignored. It fails like Take for a bad key or limit, at once
+// with an error wrapping store.ErrBreakerOpen while the breaker of the
+// key's server is open, and with the client's error, wrapped, when Redis
+// fails: the slot is then free at the end of its hold.
 func (s *Store) Release(ctx context.Context, key string, slot int64, limits ...store.Spec) error {
 	if err := s.check(key, 0, limits); err != nil {
 		return err
@@ -213,7 +214,11 @@ func (s *Store) Release(ctx context.Context, key string, slot int64, limits ...s
 		if err != nil {
 			return fmt.Errorf("redisstore: release: limit %d: %w", i, err)
 		}
-		if err := s.client.ZRem(ctx, s.redisKey(key, p.state), member).Err(); err != nil {
+		k := s.redisKey(key, p.state)
+		if err := s.health.nodeFor(ctx, k).admit(ctx); err != nil {
+			return fmt.Errorf("redisstore: release: %w", err)
+		}
+		if err := s.client.ZRem(ctx, k, member).Err(); err != nil {
 			return fmt.Errorf("redisstore: release: %w", err)
 		}
 	}
