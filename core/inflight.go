@@ -31,6 +31,11 @@ func (d Decision) NeedsDone() bool { return d.release != nil }
 // call from any goroutine; a second call changes nothing more.
 func (d Decision) Done(status int) {
 	_ = status // the in-flight release does not depend on it
+	d.releaseSlot()
+}
+
+// releaseSlot gives back the request's InFlight slot, if it took one.
+func (d Decision) releaseSlot() {
 	a := d.release
 	if a == nil {
 		return
