@@ -1,6 +1,7 @@
 package sluice_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -307,6 +308,35 @@ func TestLimiterInFlightAtomic(t *testing.T) {
 			alone := inFlightLimiter(t, "export", e.stores[1], inflight)
 			if d := alone.Decide(httptest.NewRequest(http.MethodGet, "/export", nil)); d.Action != core.Serve {
 				t.Errorf("the in-flight limit after a refusal by the rate: %v, want served (its slot free)", d.Outcome)
+			}
+		})
+	}
+}
+
+// A request held by a LeakyBucket limit whose wait is cut short (the
+// client went away) is never served: each adapter gives its in-flight slot
+// back at once.
+func TestMiddlewareInFlightHoldCutShort(t *testing.T) {
+	for _, app := range inFlightApps {
+		t.Run(app.name, func(t *testing.T) {
+			m := memorystore.New()
+			inflight := core.MaxInFlight(1, time.Hour)
+			leaky := core.Limit{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Hour, Burst: 5}
+			served := 0
+			h := app.build(inFlightLimiter(t, "held", m, leaky, inflight), func(w http.ResponseWriter, r *http.Request) { served++ })
+			if w := get(h); w.Code != http.StatusOK || served != 1 {
+				t.Fatalf("first request: %d, served %d", w.Code, served)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/export", nil).WithContext(ctx))
+			if w.Code != http.StatusServiceUnavailable || served != 1 {
+				t.Fatalf("a held request whose client left: %d, served %d; want 503, not served", w.Code, served)
+			}
+			alone := inFlightLimiter(t, "held", m, inflight)
+			if d := alone.Decide(httptest.NewRequest(http.MethodGet, "/export", nil)); d.Action != core.Serve {
+				t.Errorf("the in-flight limit after the held request left: %v, want served (its slot given back)", d.Outcome)
 			}
 		})
 	}
