@@ -225,7 +225,35 @@ type route struct {
 	path    string
 	methods []string      // the methods it is registered for; default GET
 	l       *core.Limiter // nil: not limited
-	outer   *core.Limiter // another limiter in front of l (nested middleware)
+	outer   *core.Limiter // another limiter in front of l (nested middleware; a group's in gin and echo)
+	// global limits every route, in front of the others: it wraps the
+	// ServeMux, or is given to gin's and echo's Use. Set on one route.
+	global *core.Limiter
+	// fromContext: the handler answers "ok limit=L remaining=R", the
+	// figures core.FromContext gives it.
+	fromContext bool
+}
+
+// globalOf returns the routes' global limiter, if any.
+func globalOf(routes []route) *core.Limiter {
+	for _, rt := range routes {
+		if rt.global != nil {
+			return rt.global
+		}
+	}
+	return nil
+}
+
+// answer is what the handler behind rt writes for a request with ctx.
+func answer(ctx context.Context, rt route) string {
+	if !rt.fromContext {
+		return "ok"
+	}
+	d, ok := core.FromContext(ctx)
+	if !ok {
+		return "ok without a Decision"
+	}
+	return fmt.Sprintf("ok limit=%d remaining=%d", d.Result.Limit, d.Result.Remaining)
 }
 
 // methodsOf returns the methods rt is registered for.
@@ -273,7 +301,7 @@ var adapters = []adapter{
 			var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				p.hit()
 				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-				_, _ = io.WriteString(w, "ok")
+				_, _ = io.WriteString(w, answer(r.Context(), rt))
 			})
 			for _, l := range []*core.Limiter{rt.l, rt.outer} { // inner first
 				if l != nil {
@@ -284,35 +312,52 @@ var adapters = []adapter{
 				mux.Handle(m+" "+rt.path, h) // Go 1.22 pattern: r.Pattern is "GET /users/{id}"
 			}
 		}
+		if g := globalOf(routes); g != nil {
+			return nethttp.Middleware(g)(mux)
+		}
 		return mux
 	}},
 	{"gin", func(routes []route, p *probe) http.Handler {
 		r := gin.New()
+		if g := globalOf(routes); g != nil {
+			r.Use(ginlimit.New(g))
+		}
 		for _, rt := range routes {
 			var hs []gin.HandlerFunc
-			for _, l := range []*core.Limiter{rt.outer, rt.l} { // outer first
-				if l != nil {
-					hs = append(hs, ginlimit.New(l))
-				}
+			if rt.l != nil {
+				hs = append(hs, ginlimit.New(rt.l))
 			}
-			hs = append(hs, func(c *gin.Context) { p.hit(); c.String(http.StatusOK, "ok") })
+			hs = append(hs, func(c *gin.Context) { p.hit(); c.String(http.StatusOK, answer(c.Request.Context(), rt)) })
+			g := &r.RouterGroup
+			path := colonPath(rt.path)
+			if rt.outer != nil { // a group of its own, limited by outer
+				g, path = r.Group(path, ginlimit.New(rt.outer)), ""
+			}
 			for _, m := range methodsOf(rt) {
-				r.Handle(m, colonPath(rt.path), hs...)
+				g.Handle(m, path, hs...)
 			}
 		}
 		return r
 	}},
 	{"echo", func(routes []route, p *probe) http.Handler {
 		e := echo.New()
+		if g := globalOf(routes); g != nil {
+			e.Use(echolimit.New(g))
+		}
 		for _, rt := range routes {
 			var mw []echo.MiddlewareFunc
-			for _, l := range []*core.Limiter{rt.outer, rt.l} { // the first is outermost
-				if l != nil {
-					mw = append(mw, echolimit.New(l))
-				}
+			if rt.l != nil {
+				mw = append(mw, echolimit.New(rt.l))
+			}
+			add, path := e.Add, colonPath(rt.path)
+			if rt.outer != nil { // a group of its own, limited by outer
+				add, path = e.Group(path, echolimit.New(rt.outer)).Add, ""
 			}
 			for _, m := range methodsOf(rt) {
-				e.Add(m, colonPath(rt.path), func(c echo.Context) error { p.hit(); return c.String(http.StatusOK, "ok") }, mw...)
+				add(m, path, func(c echo.Context) error {
+					p.hit()
+					return c.String(http.StatusOK, answer(c.Request().Context(), rt))
+				}, mw...)
 			}
 		}
 		return e
@@ -447,6 +492,10 @@ func (s *setup) limiter(name string, key core.KeyFunc, limits []core.Limit, opts
 	if s.e.fake() {
 		all = append(all, core.WithClock(s.e.clock.Now),
 			core.WithFallbackStore(memorystore.New(memorystore.WithClock(s.e.clock.Now))))
+	} else if dead {
+		// The Limiters of a process on one store share its fallback;
+		// each scenario (and adapter) starts from a fresh one.
+		all = append(all, core.WithFallbackStore(memorystore.New()))
 	}
 	l, err := core.New(s.store, key, limits, append(all, opts...)...)
 	if err != nil {
@@ -1116,10 +1165,11 @@ func scenarios(tok jwtTokens) []scenario {
 	}
 
 	{ // Nested limiters on one route: a site-wide 3/h in front of a
-		// route's 1/h. The innermost decision's figures are sent. A request
-		// the inner limiter refuses has already been charged by the outer
-		// one; once the outer one is exhausted, it refuses with its own
-		// figures and the inner one is not asked.
+		// route's 1/h. The binding decision's figures are sent: the one
+		// with the least remaining, the route's. A request the inner
+		// limiter refuses has already been charged by the outer one; once
+		// the outer one is exhausted, it refuses with its own figures and
+		// the inner one is not asked.
 		site, page := core.PerHour(3), core.PerHour(1)
 		Ts, Tp := interval(site), interval(page)
 		rows = append(rows, scenario{
@@ -1136,6 +1186,131 @@ func scenarios(tok jwtTokens) []scenario {
 				{status: 429, rl: &rl{limit: 1, remaining: 0, reset: Tp, retry: Tp}},
 				{status: 429, rl: &rl{limit: 1, remaining: 0, reset: Tp, retry: Tp}},
 				{status: 429, rl: &rl{limit: 3, remaining: 0, reset: 3 * Ts, retry: Ts}},
+			},
+		})
+	}
+
+	{ // Stacked limiters, global binds: a global 3/h (ServeMux wrapper,
+		// gin's and echo's Use), a group's 50/h and the route's 100/h. The
+		// global one has the least remaining: its figures are sent, not the
+		// route's, which ran last. Once it refuses, the others are not asked.
+		global, group, page := core.PerHour(3), core.PerHour(50), core.PerHour(100)
+		Tg := interval(global)
+		rows = append(rows, scenario{
+			name: "stacked limiters, global binds",
+			routes: func(s *setup) []route {
+				return []route{{
+					path:   "/api",
+					global: s.limiter("global", mustIP(s.t), []core.Limit{global}),
+					outer:  s.limiter("group", mustIP(s.t), []core.Limit{group}),
+					l:      s.limiter("route", mustIP(s.t), []core.Limit{page}),
+				}}
+			},
+			steps: []step{
+				{status: 200, rl: &rl{limit: 3, remaining: 2, reset: Tg}},
+				{status: 200, rl: &rl{limit: 3, remaining: 1, reset: 2 * Tg}},
+				{status: 200, rl: &rl{limit: 3, remaining: 0, reset: 3 * Tg}},
+				{status: 429, rl: &rl{limit: 3, remaining: 0, reset: 3 * Tg, retry: Tg}},
+			},
+		})
+	}
+
+	{ // Stacked limiters, route binds: global 100/h, group 50/h, route
+		// 3/h. The route's figures are sent, and its refusal.
+		global, group, page := core.PerHour(100), core.PerHour(50), core.PerHour(3)
+		Tp := interval(page)
+		rows = append(rows, scenario{
+			name: "stacked limiters, route binds",
+			routes: func(s *setup) []route {
+				return []route{{
+					path:   "/api",
+					global: s.limiter("global", mustIP(s.t), []core.Limit{global}),
+					outer:  s.limiter("group", mustIP(s.t), []core.Limit{group}),
+					l:      s.limiter("route", mustIP(s.t), []core.Limit{page}),
+				}}
+			},
+			steps: []step{
+				{status: 200, rl: &rl{limit: 3, remaining: 2, reset: Tp}},
+				{status: 200, rl: &rl{limit: 3, remaining: 1, reset: 2 * Tp}},
+				{status: 200, rl: &rl{limit: 3, remaining: 0, reset: 3 * Tp}},
+				{status: 429, rl: &rl{limit: 3, remaining: 0, reset: 3 * Tp, retry: Tp}},
+			},
+		})
+	}
+
+	{ // Stacked limiters, refused by one: a global 3/h (Tg = 20 min) and
+		// a route's 10/h at cost 4 (T = 6 min: 10 → 6 → 2). The third
+		// request leaves the global one at 0 and is refused by the route's
+		// (it needs 4 with 2 left, at 8T + 4T - 10T): the refusal's own
+		// figures are sent, though the global one has less remaining. The
+		// fourth is refused by the global one, with its own.
+		global, page := core.PerHour(3), core.PerHour(10)
+		Tg, T := interval(global), interval(page)
+		rows = append(rows, scenario{
+			name: "stacked limiters, refused by one",
+			routes: func(s *setup) []route {
+				return []route{{
+					path:   "/api",
+					global: s.limiter("global", mustIP(s.t), []core.Limit{global}),
+					l:      s.limiter("route", mustIP(s.t), []core.Limit{page}, core.WithCost(4)),
+				}}
+			},
+			steps: []step{
+				{status: 200, rl: &rl{limit: 3, remaining: 2, reset: Tg}},
+				{status: 200, rl: &rl{limit: 3, remaining: 1, reset: 2 * Tg}},
+				{status: 429, rl: &rl{limit: 10, remaining: 2, reset: 8 * T, retry: 2 * T}},
+				{status: 429, rl: &rl{limit: 3, remaining: 0, reset: 3 * Tg, retry: Tg}},
+			},
+		})
+	}
+
+	{ // FromContext in the handler: global 5/h (Tg = 12 min), a route's
+		// 10/h at cost 3 (T = 6 min: 10 → 7 → 4 → 1). The handler writes
+		// what core.FromContext gives it, which must be the headers'
+		// figures: the global one's, then the route's once it has the least
+		// remaining; the fourth request is refused by the route's, whose
+		// own figures are sent (the global one has 1 left too).
+		global, page := core.PerHour(5), core.PerHour(10)
+		Tg, T := interval(global), interval(page)
+		rows = append(rows, scenario{
+			name: "stacked limiters, FromContext in the handler",
+			routes: func(s *setup) []route {
+				return []route{{
+					path:        "/api",
+					global:      s.limiter("global", mustIP(s.t), []core.Limit{global}),
+					l:           s.limiter("route", mustIP(s.t), []core.Limit{page}, core.WithCost(3)),
+					fromContext: true,
+				}}
+			},
+			steps: []step{
+				{status: 200, body: "ok limit=5 remaining=4", rl: &rl{limit: 5, remaining: 4, reset: Tg}},
+				{status: 200, body: "ok limit=5 remaining=3", rl: &rl{limit: 5, remaining: 3, reset: 2 * Tg}},
+				{status: 200, body: "ok limit=10 remaining=1", rl: &rl{limit: 10, remaining: 1, reset: 9 * T}},
+				{status: 429, rl: &rl{limit: 10, remaining: 1, reset: 9 * T, retry: 2 * T}},
+			},
+		})
+	}
+
+	{ // Stacked limiters, a skipped one does not bind: global 2/h in front
+		// of a route Limiter that skips every request (no store result).
+		// The global one's figures are sent and given to the handler.
+		global := core.PerHour(2)
+		Tg := interval(global)
+		rows = append(rows, scenario{
+			name: "stacked limiters, a skipped one does not bind",
+			routes: func(s *setup) []route {
+				return []route{{
+					path:   "/api",
+					global: s.limiter("global", mustIP(s.t), []core.Limit{global}),
+					l: s.limiter("route", mustIP(s.t), []core.Limit{core.PerHour(100)},
+						core.WithSkip(func(*http.Request) bool { return true })),
+					fromContext: true,
+				}}
+			},
+			steps: []step{
+				{status: 200, body: "ok limit=2 remaining=1", rl: &rl{limit: 2, remaining: 1, reset: Tg}},
+				{status: 200, body: "ok limit=2 remaining=0", rl: &rl{limit: 2, remaining: 0, reset: 2 * Tg}},
+				{status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * Tg, retry: Tg}},
 			},
 		})
 	}
@@ -1293,7 +1468,8 @@ func run(t *testing.T, e *env, ad adapter, sc scenario) {
 				t.Errorf("%s: body leaks %q: %q", where, frag, body)
 			}
 		}
-		if wantBody != "ok" {
+		wantReached := strings.HasPrefix(wantBody, "ok")
+		if !wantReached {
 			ctype := st.ctype
 			if ctype == "" {
 				ctype = "application/json"
@@ -1307,8 +1483,15 @@ func run(t *testing.T, e *env, ad adapter, sc scenario) {
 			}
 		}
 
+		if wantReached && wantBody != "ok" {
+			// The handler wrote what core.FromContext gave it: the
+			// figures of the headers.
+			fromHeaders := fmt.Sprintf("ok limit=%s remaining=%s", res.Header.Get(core.HeaderLimit), res.Header.Get(core.HeaderRemaining))
+			if body != fromHeaders {
+				t.Errorf("%s: the handler's FromContext says %q, the headers %q", where, body, fromHeaders)
+			}
+		}
 		n1, reached := p.state()
-		wantReached := wantBody == "ok"
 		if got := n1 - n0; wantReached && got != 1 || !wantReached && got != 0 {
 			t.Errorf("%s: handler called %d times, want reached=%v", where, got, wantReached)
 		}

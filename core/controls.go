@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 )
 
@@ -83,8 +82,9 @@ func (l *Limiter) peek(ctx context.Context, cfg *limiterConfig, key string, cost
 // enforces (its own, every plan's and any guard of SetLimits or SetPlans),
 // penalty locks included, so that the client's next request gets a full
 // allowance. key is what the key function returns for the client. Reset
-// clears the state in the store and in the local fallback store
-// (FailLocal); a Redis store also tells the other processes sharing it,
+// clears the state in the store and in the local fallback (FailLocal: the
+// fallback store and the store's last answer for the key), the latter
+// even when the store fails; a Redis store also tells the other processes sharing it,
 // which drop what they keep of the key locally (their deny caches and
 // fallbacks) within a round trip of Redis (see the redisstore package).
 //
@@ -104,36 +104,23 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	}
 	storeKey := l.keyPrefix + key
 	limits := l.allLimits()
-	if err := r.Reset(ctx, storeKey, limits...); err != nil {
+	err := r.Reset(ctx, storeKey, limits...)
+	// The local fallback forgets the key even when the store failed, so
+	// that a Reset made while the store is away holds in this process.
+	l.forgetLocal(storeKey, limits)
+	if err != nil {
 		return fmt.Errorf("sluice: reset: %w", err)
 	}
-	l.forgetLocal(storeKey, limits)
 	return nil
 }
 
-// watchResets makes Resets made through other processes (or other
-// Limiters of this one) clear this Limiter's local fallback store.
-func (l *Limiter) watchResets() {
-	n, ok := l.store.(store.ResetNotifier)
-	if !ok || l.fallback == nil || l.fallback == l.store {
+// forgetLocal clears storeKey in the local fallback: the remembered
+// answer and the fallback store's state under limits.
+func (l *Limiter) forgetLocal(storeKey string, limits []store.Spec) {
+	if l.shared != nil {
+		l.shared.forget(storeKey, limits)
 		return
 	}
-	n.OnReset(func(key string) {
-		if key == "" {
-			if m, ok := l.fallback.(*memorystore.Store); ok {
-				m.Clear()
-			}
-			return
-		}
-		if len(key) > len(l.keyPrefix) && key[:len(l.keyPrefix)] == l.keyPrefix {
-			l.forgetLocal(key, l.allLimits())
-		}
-	})
-}
-
-// forgetLocal clears storeKey in the fallback store, when it is a separate
-// store.Resetter.
-func (l *Limiter) forgetLocal(storeKey string, limits []store.Spec) {
 	if l.fallback == nil || l.fallback == l.store {
 		return
 	}

@@ -307,46 +307,6 @@ func TestReset(t *testing.T) {
 	}
 }
 
-// notifyingStore is a memory store that announces resets, as a Redis
-// store does for other processes.
-type notifyingStore struct {
-	*memorystore.Store
-	hooks []func(string)
-}
-
-func (s *notifyingStore) OnReset(f func(string)) { s.hooks = append(s.hooks, f) }
-
-// A Reset announced by the store (made by another process) clears the
-// Limiter's fallback store too; "" clears all of it.
-func TestResetClearsFallback(t *testing.T) {
-	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	fallback := memorystore.New(memorystore.WithClock(clock.Now))
-	store := &notifyingStore{Store: memorystore.New(memorystore.WithClock(clock.Now))}
-	lim := Limit{Rate: 1, Period: time.Hour, Penalty: time.Hour}
-	l, err := New(store, headerKey, []Limit{lim}, WithName("api"), WithFallbackStore(fallback))
-	if err != nil || len(store.hooks) != 1 {
-		t.Fatalf("New: %v, %d hooks registered", err, len(store.hooks))
-	}
-	ctx := context.Background()
-	for _, k := range []string{"a", "b"} {
-		fallback.Take(ctx, "3:api:"+k, 1, specs(lim)...)
-		fallback.Take(ctx, "3:api:"+k, 1, specs(lim)...)
-	}
-	store.hooks[0]("3:api:a")
-	store.hooks[0]("3:other:b") // another Limiter's key: not ours
-	if r, _ := fallback.Peek(ctx, "3:api:a", 1, specs(lim)...); !r.Allowed {
-		t.Errorf("after a reset of a: %+v, want allowed", r)
-	}
-	if r, _ := fallback.Peek(ctx, "3:api:b", 1, specs(lim)...); r.Allowed {
-		t.Errorf("b was not reset: %+v, want denied", r)
-	}
-	store.hooks[0]("")
-	if n := fallback.Len(); n != 0 {
-		t.Errorf("after a reset of everything the fallback holds %d states", n)
-	}
-	_ = l
-}
-
 // Event.Limit is the limit that bound each decision, and Event.Plan the
 // plan that decided.
 func TestEventNamesBindingLimitAndPlan(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/clientaddr"
 )
 
@@ -100,10 +101,18 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 	if l.clock == nil {
 		now = end
 	}
-	d := Decision{l: cfg}
+	if now.IsZero() {
+		now = l.now()
+	}
+	d := Decision{l: cfg, now: now}
 	switch {
 	case err == nil:
-		l.fromResult(&d, cfg.fold(res))
+		res = cfg.fold(res)
+		if l.shared != nil {
+			l.shared.remember(storeKey, &res, cfg, now)
+		}
+		l.fromResult(&d, res)
+		l.needsDone(&d, l.store, storeKey, cost)
 		l.holdSlot(&d, l.store, storeKey)
 	case ctx.Err() != nil:
 		// The client is gone: no policy serves it (see OutcomeCanceled).
@@ -114,10 +123,6 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 	if err != nil {
 		ev.Err = err
 	}
-	if now.IsZero() {
-		now = l.now()
-	}
-	d.now = now
 	return d
 }
 
@@ -130,9 +135,16 @@ func (l *Limiter) take(ctx context.Context, cfg *limiterConfig, storeKey string,
 		tctx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
+	var owed int64 // what the local fallback admitted for the key while the store was away
+	if l.shared != nil {
+		owed = l.shared.claim(storeKey)
+	}
 	start := time.Now()
-	res, err := l.store.Take(tctx, storeKey, cost, cfg.take...)
+	res, err := l.charge(tctx, l.store, storeKey, cost+owed, cfg.take)
 	end := time.Now()
+	if owed > 0 && (err != nil || !res.Allowed) {
+		l.shared.unclaim(storeKey, owed, cfg.take, err != nil)
+	}
 	ev.Latency = end.Sub(start)
 	if err != nil && tctx != ctx && tctx.Err() == context.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
 		// The store's client may say "i/o timeout": it is the deadline.
@@ -150,16 +162,35 @@ func (l *Limiter) onFailure(ctx context.Context, d *Decision, storeKey string, c
 		d.Action, d.Outcome, d.resp = Refuse, OutcomeFailedClosed, &l.unavailable
 	default: // FailLocal
 		start := time.Now()
-		res, err := l.fallback.Take(ctx, storeKey, cost, d.l.take...)
+		res, err := l.takeLocal(ctx, storeKey, cost, d.l, d.now)
 		ev.Latency += time.Since(start)
 		if err != nil {
 			d.Action, d.Outcome = Serve, OutcomeFailedOpen
 			return
 		}
-		l.fromResult(d, d.l.fold(res))
-		l.holdSlot(d, l.fallback, storeKey)
+		l.fromResult(d, res)
+		l.needsDone(d, l.localStore(), storeKey, cost)
+		l.holdSlot(d, l.localStore(), storeKey)
 		d.Outcome = OutcomeFallback
 	}
+}
+
+// takeLocal decides with the local fallback: the shared one, which
+// starts from the store's last answer for the key, or the Limiter's own.
+func (l *Limiter) takeLocal(ctx context.Context, storeKey string, cost int64, cfg *limiterConfig, now time.Time) (Result, error) {
+	if l.shared == nil {
+		return takeFolded(ctx, l.fallback, storeKey, cost, cfg)
+	}
+	return l.shared.take(ctx, l.localStore(), storeKey, cost, cfg, now)
+}
+
+// localStore returns the store the Limiter decides with while its store
+// is away: WithFallbackStore's, else the shared fallback's memory store.
+func (l *Limiter) localStore() store.Store {
+	if l.fallback != nil || l.shared == nil {
+		return l.fallback
+	}
+	return l.shared.store()
 }
 
 // fromResult fills d from a store's result.
@@ -191,6 +222,12 @@ func (l *Limiter) finish(r *http.Request, d Decision, ev Event) Decision {
 	if len(l.observers) > 0 {
 		ev.Request = r
 		l.observe(ev, &d)
+		if d.after != nil {
+			d.after.ev = ev
+		}
+		if d.release != nil {
+			d.release.ev = ev
+		}
 	}
 	return d
 }

@@ -68,6 +68,12 @@ const (
 	// unless the store charged before the context ended. In shadow mode it
 	// is served.
 	OutcomeCanceled
+	// OutcomeGiveBackFailed is not a decision: it reports, after the
+	// handler, that the charge of a request that WithCountIf does not
+	// count could not be given back (Event.Err says why); the client was
+	// charged. Or that a MaxInFlight slot could not be released: it stays
+	// taken until its hold ends. The response is not affected.
+	OutcomeGiveBackFailed
 )
 
 var outcomeNames = [...]string{
@@ -81,6 +87,8 @@ var outcomeNames = [...]string{
 	OutcomeSkipped:      "skipped",
 	OutcomeKeyError:     "key_error",
 	OutcomeCanceled:     "canceled",
+
+	OutcomeGiveBackFailed: "give_back_failed",
 }
 
 func (o Outcome) String() string { return enumString(outcomeNames[:], "outcome", uint8(o)) }
@@ -122,9 +130,11 @@ var (
 )
 
 // Decision is what the Limiter decided for one request. Adapters call
-// SetHeaders on the response headers first (before the next handler runs,
-// so the headers are on every response of a limited route), then act on
-// Action. Decision is a small value; it is not retained by the Limiter.
+// Stack (or SetHeaders) on the response headers first (before the next
+// handler runs, so the headers are on every response of a limited route),
+// then act on Action, and, when NeedsDone reports true, call Done with the
+// status once the handler has finished. Decision is a small value; it is
+// not retained by the Limiter.
 type Decision struct {
 	// Action is what the adapter does with the request.
 	Action Action
@@ -138,10 +148,11 @@ type Decision struct {
 	// FailClosed.
 	Result Result
 
-	l    *limiterConfig // the limits it was made with (nil: zero Decision)
-	now  time.Time      // when the decision was made, by the Limiter's clock
-	resp *Response      // what to write for Refuse, or for a Hold cut short
-	// release is what Done does (nil: nothing): see MaxInFlight.
+	l     *limiterConfig // the limits it was made with (nil: zero Decision)
+	now   time.Time      // when the decision was made, by the Limiter's clock
+	resp  *Response      // what to write for Refuse, or for a Hold cut short
+	after *afterStep     // what Done does (nil: nothing)
+	// release is what Done does for a MaxInFlight slot (nil: nothing).
 	release *releaseStep
 }
 

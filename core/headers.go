@@ -163,14 +163,18 @@ func RetryAfterSeconds(d time.Duration) int64 {
 // SetHeaders sets the rate-limit headers the Limiter's HeaderStyle calls
 // for on h, and Retry-After when the request is refused over a limit. It
 // sets nothing when no store decided (see Decision.Result). Existing
-// values of these headers are replaced, so with nested limiters the
-// innermost one's figures are sent.
+// values of these headers are replaced; with several Limiters on one
+// request, Stack sets the binding one's instead.
 //
 // X-RateLimit-Reset is the Decision's time by the Limiter's clock plus
 // Result.ResetAfter, in Unix seconds rounded up; Retry-After and the IETF t
 // are delta seconds rounded up. In shadow mode nothing is refused, so no
 // Retry-After is sent.
-func (d Decision) SetHeaders(h http.Header) {
+func (d Decision) SetHeaders(h http.Header) { d.setHeaders(h, nil) }
+
+// setHeaders is SetHeaders, formatting the values in blk (in a new
+// headerBlock when blk is nil). blk must not be used again.
+func (d Decision) setHeaders(h http.Header, blk *headerBlock) {
 	if d.Result.Limit == 0 || d.l == nil {
 		return
 	}
@@ -182,7 +186,7 @@ func (d Decision) SetHeaders(h http.Header) {
 	if !p.legacy && !p.ietf && retry == 0 {
 		return
 	}
-	vals := d.headerValues(p, retry)
+	vals := d.headerValues(p, retry, blk)
 	i := 0
 	if p.legacy {
 		h[HeaderLimit] = vals[0:1:1]
@@ -202,11 +206,14 @@ func (d Decision) SetHeaders(h http.Header) {
 
 // headerValues formats the values of the headers SetHeaders sets, in its
 // order: the legacy three, Retry-After when retry > 0, the IETF RateLimit
-// field. All of them are formatted into the buffer of one headerBlock,
-// which also backs the returned slice: one allocation whatever the style.
-func (d Decision) headerValues(p *headerPlan, retry int64) []string {
+// field. All of them are formatted into the buffer of blk (a new
+// headerBlock when nil), which also backs the returned slice: at most one
+// allocation whatever the style.
+func (d Decision) headerValues(p *headerPlan, retry int64, blk *headerBlock) []string {
 	res := &d.Result
-	blk := new(headerBlock)
+	if blk == nil {
+		blk = new(headerBlock)
+	}
 	b := blk.buf[:0]
 	var ends [len(blk.vals)]int // where each value ends in b
 	n := 0

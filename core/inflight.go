@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/sluicehq/sluice/core/store"
 )
@@ -14,27 +15,14 @@ type releaseStep struct {
 	st       store.Releaser // the store that took it (the fallback, under FailLocal)
 	storeKey string
 	slot     int64
+	ev       Event // the decision's Event before observe, for a failed release
 }
 
-// NeedsDone reports whether the adapter must call Done once the request
-// is over: for a request that took an InFlight slot (MaxInFlight).
-func (d Decision) NeedsDone() bool { return d.release != nil }
-
-// Done tells the Limiter that the request is over, with the status its
-// handler wrote (200 for a handler that wrote none, 500 for one that
-// panicked, 503 for a request whose Hold was cut short). Adapters call it
-// once, after the handler, whenever NeedsDone reports true, also when the
-// handler panics or the client has gone; otherwise it does nothing. It
-// releases the request's InFlight slot in the store that took it, within
-// the Limiter's per-decision timeout and whatever the request's context;
-// a slot whose release fails is free at the end of its hold. It is safe to
-// call from any goroutine; a second call changes nothing more.
-func (d Decision) Done(status int) {
-	_ = status // the in-flight release does not depend on it
-	d.releaseSlot()
-}
-
-// releaseSlot gives back the request's InFlight slot, if it took one.
+// releaseSlot gives back the request's InFlight slot, if it took one, in
+// the store that took it, within the Limiter's per-decision timeout and
+// whatever the request's context; a failure is reported to observers
+// (OutcomeGiveBackFailed), and the slot is then free at the end of its
+// hold.
 func (d Decision) releaseSlot() {
 	a := d.release
 	if a == nil {
@@ -46,7 +34,16 @@ func (d Decision) releaseSlot() {
 		ctx, cancel = context.WithTimeout(ctx, a.lim.timeout)
 		defer cancel()
 	}
-	_ = a.st.Release(ctx, a.storeKey, a.slot, d.l.take...)
+	start := time.Now()
+	err := a.st.Release(ctx, a.storeKey, a.slot, d.l.take...)
+	if err == nil || len(a.lim.observers) == 0 {
+		return
+	}
+	ev := a.ev
+	ev.Latency, ev.Err = time.Since(start), err
+	failed := d
+	failed.Outcome, failed.Action = OutcomeGiveBackFailed, Serve
+	a.lim.observe(ev, &failed)
 }
 
 // holdSlot arranges Done's release for d, decided by s, when its request
@@ -74,7 +71,7 @@ func (l *Limiter) checkReleasers(specs []store.Spec) error {
 	if _, ok := l.store.(store.Releaser); !ok {
 		return fmt.Errorf("%w: MaxInFlight needs a store that can release a slot (a store.Releaser); %T is not one", ErrInvalidOption, l.store)
 	}
-	if _, ok := l.fallback.(store.Releaser); l.policy == FailLocal && !ok {
+	if _, ok := l.fallback.(store.Releaser); l.policy == FailLocal && l.fallback != nil && !ok {
 		return fmt.Errorf("%w: MaxInFlight needs a fallback store that can release a slot (a store.Releaser); %T is not one", ErrInvalidOption, l.fallback)
 	}
 	return nil

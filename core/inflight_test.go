@@ -73,3 +73,29 @@ func TestInFlightDone(t *testing.T) {
 		t.Errorf("a second Done freed a second slot: %v", d.Action)
 	}
 }
+
+// With WithCountIf, Done releases the slot whatever the status, and gives
+// back the rate's charge only for a status count does not count.
+func TestInFlightWithCountIf(t *testing.T) {
+	key := func(*http.Request) (string, error) { return "k", nil }
+	rate := Limit{Algorithm: TokenBucket, Rate: 2, Period: time.Hour}
+	l, err := New(memorystore.New(), key, []Limit{MaxInFlight(1, time.Hour), rate},
+		WithCountIf(func(status int) bool { return status < 400 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func() Decision { return l.Decide(httptest.NewRequest(http.MethodGet, "/", nil)) }
+	a := req()
+	if a.Action != Serve || req().Action != Refuse {
+		t.Fatal("MaxInFlight(1): want the first served, the second refused")
+	}
+	a.Done(http.StatusInternalServerError) // released, and not counted
+	b := req()
+	if b.Action != Serve || b.Result.PerLimit[1].Remaining != 1 {
+		t.Fatalf("after a 500: %v, rate remaining %d; want served, 1 left (the 500 given back)", b.Action, b.Result.PerLimit[1].Remaining)
+	}
+	b.Done(http.StatusOK) // released, and counted
+	if c := req(); c.Action != Serve || c.Result.PerLimit[1].Remaining != 0 {
+		t.Fatalf("after a 200: %v, rate remaining %d; want served, 0 left", c.Action, c.Result.PerLimit[1].Remaining)
+	}
+}

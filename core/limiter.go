@@ -48,11 +48,13 @@ type Limiter struct {
 	cost     int64
 	costFunc func(*http.Request) int64
 	skip     func(*http.Request) bool
+	countIf  func(status int) bool // nil: every request counts
 
 	policy   FailurePolicy
-	fallback store.Store
-	timeout  time.Duration // 0: no limiter deadline
-	local    bool          // store is a *memorystore.Store: no deadline needed
+	fallback store.Store    // WithFallbackStore's, or the store itself; nil: shared's
+	shared   *localFallback // FailLocal on a store other than a memory store
+	timeout  time.Duration  // 0: no limiter deadline
+	local    bool           // store is a *memorystore.Store: no deadline needed
 
 	keyRule KeyErrorRule
 	// policyName and planPolicyNames name the IETF policies; see
@@ -140,14 +142,21 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 		}
 	}
 	_, l.local = s.(*memorystore.Store)
-	if l.policy == FailLocal && l.fallback == nil {
-		if l.local {
+	if l.policy == FailLocal {
+		switch {
+		case !l.local:
+			l.shared = sharedFallback(s)
+			if l.fallback != nil {
+				l.shared.adopt(l.fallback)
+			}
+		case l.fallback == nil:
 			l.fallback = s // only fails for a gone client; a second one would too
-		} else {
-			l.fallback = memorystore.New()
 		}
 	}
 	if err := l.checkReleasers(specs); err != nil {
+		return nil, err
+	}
+	if err := l.checkRefunders(); err != nil {
 		return nil, err
 	}
 	l.keyPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + ":"
@@ -159,8 +168,22 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 			return nil, err
 		}
 	}
-	l.watchResets()
 	return l, nil
+}
+
+// checkRefunders reports, for a Limiter with WithCountIf, a store or a
+// local fallback store that cannot give a charge back.
+func (l *Limiter) checkRefunders() error {
+	if l.countIf == nil {
+		return nil
+	}
+	if _, ok := l.store.(store.Refunder); !ok {
+		return fmt.Errorf("%w: WithCountIf needs a store that can give a charge back (a store.Refunder); %T is not one", ErrInvalidOption, l.store)
+	}
+	if _, ok := l.fallback.(store.Refunder); l.policy == FailLocal && l.fallback != nil && !ok {
+		return fmt.Errorf("%w: WithCountIf needs a fallback store that can give a charge back (a store.Refunder); %T is not one", ErrInvalidOption, l.fallback)
+	}
+	return nil
 }
 
 // specsOf validates limits, as New and SetLimits do.

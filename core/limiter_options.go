@@ -152,17 +152,53 @@ func WithSkip(f func(*http.Request) bool) Option {
 	})
 }
 
+// WithCountIf counts a request only when count returns true for the
+// status its handler wrote: WithCountIf(func(s int) bool { return s >= 400 })
+// counts failed logins only. Every request is charged up front as usual,
+// so that concurrent attempts are limited exactly; once the handler has
+// written its status, the adapter calls Decision.Done and, when count
+// returns false, the charge is given back to the store (see
+// store.Refunder and ALGORITHMS.md for what each algorithm gives back).
+// Requests that are served hold their units while in flight: a burst of
+// concurrent successful requests can be refused until some complete.
+// A give-back that fails (the store is down) is reported to observers as
+// OutcomeGiveBackFailed and leaves the charge in place; a penalty lock
+// is never set nor lifted by a give-back.
+//
+// The store, and under FailLocal the fallback store, must implement
+// store.Refunder (the memory and Redis stores do): New fails otherwise.
+// count is called once per charged request after its handler; it must be
+// safe for concurrent use.
+func WithCountIf(count func(status int) bool) Option {
+	return optionFunc(func(o *options) error {
+		if count == nil {
+			return fmt.Errorf("%w: count function is nil", ErrInvalidOption)
+		}
+		o.l.countIf = count
+		return nil
+	})
+}
+
 // FailurePolicy is what a Limiter does when its store fails, exceeds the
 // per-decision timeout, or is cut off by the circuit breaker.
 type FailurePolicy uint8
 
 const (
 	// FailLocal decides with a local store holding the same limits (by
-	// default a memorystore.New(), see WithFallbackStore). Each instance then
-	// enforces the limits alone, so a service of N instances admits up to
-	// N times the limit while the store is away. Rate-limit headers are set
-	// from the local result. It is the default. If the local store fails
-	// too, the request is served (OutcomeFailedOpen).
+	// default one memory store shared by every Limiter of the process on
+	// the same store, made at the first failure; see WithFallbackStore).
+	// A key starts from the last answer the store gave this process for it:
+	// a key refused until T stays refused until T, and a key with r left
+	// gets at most r more until the store said it would be full again
+	// (growing back steadily meanwhile for GCRA, token and leaky bucket).
+	// Of that, or of the limit for a key it never saw, each of N instances
+	// admits only its share, 1/N rounded down (at least 1), when the store
+	// tells N (store.Fleet;
+	// the Redis store does), and what it admitted is charged to the store
+	// once it answers again: a key gets about one allowance across the
+	// fleet while the store is away (ALGORITHMS.md). Rate-limit headers are set from the
+	// local result. It is the default. If the local store fails too, the
+	// request is served (OutcomeFailedOpen).
 	FailLocal FailurePolicy = iota
 	// FailOpen serves the request unlimited, without rate-limit headers.
 	FailOpen
@@ -191,9 +227,13 @@ func WithFailurePolicy(p FailurePolicy) Option {
 }
 
 // WithFallbackStore sets the local store FailLocal decides with (for a
-// memory store with your own options). It is called without the timeout and
-// the circuit breaker. The default is memorystore.New(). It has no effect
-// under other failure policies. A nil s, or one holding a nil pointer, is
+// memory store with your own options), in place of the shared default
+// fallback: one memorystore.New() for all the Limiters of the process on
+// the same store, made at the first failure, holding at most
+// memorystore.DefaultMaxKeys states in all. It is called without the
+// timeout and the circuit breaker; the store's last answers still bound
+// it (see FailLocal), and Resets clear it. It has no effect under other
+// failure policies. A nil s, or one holding a nil pointer, is
 // an error wrapping ErrInvalidOption.
 func WithFallbackStore(s store.Store) Option {
 	return optionFunc(func(o *options) error {

@@ -41,7 +41,7 @@ type logConfig struct {
 	repeats repeats
 }
 
-const numOutcomes = int(OutcomeCanceled) + 1
+const numOutcomes = int(OutcomeGiveBackFailed) + 1
 
 // defaultLogLevels are LogDenials' levels by outcome.
 var defaultLogLevels = [numOutcomes]slog.Level{
@@ -55,6 +55,8 @@ var defaultLogLevels = [numOutcomes]slog.Level{
 	OutcomeSkipped:      LogLevelOff,
 	OutcomeKeyError:     slog.LevelWarn,
 	OutcomeCanceled:     slog.LevelDebug,
+
+	OutcomeGiveBackFailed: slog.LevelWarn,
 }
 
 var logMessages = [numOutcomes]string{
@@ -68,6 +70,8 @@ var logMessages = [numOutcomes]string{
 	OutcomeSkipped:      "sluice: request skipped",
 	OutcomeKeyError:     "sluice: key function failed",
 	OutcomeCanceled:     "sluice: request canceled before a decision",
+
+	OutcomeGiveBackFailed: "sluice: store unavailable, a charge was not given back",
 }
 
 // LogLevel sets the level LogDenials logs decisions with outcome o at;

@@ -31,6 +31,10 @@ func OnRefuse(f func(c echo.Context, d core.Decision) error) Option {
 // New returns echo middleware that limits requests with l. It panics if l
 // is nil: that is a programming error, and serving unlimited instead would
 // hide it. The middleware is safe for concurrent use.
+//
+// With several Limiters on a route (e.Use, a group's, the route's), the
+// response carries the binding one's headers, and a handler reads that
+// Decision with core.FromContext(c.Request().Context()).
 func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 	if l == nil {
 		panic("echolimit.New: the *core.Limiter is nil")
@@ -107,7 +111,8 @@ func (m *middleware) handler(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		d := l.Decide(r)
 		resp := c.Response()
-		d.SetHeaders(resp.Header())
+		r = d.Stack(r, resp.Header())
+		c.SetRequest(r)
 		switch d.Action {
 		case core.Serve:
 			return serve(next, c, d)

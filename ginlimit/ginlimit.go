@@ -27,6 +27,10 @@ func OnRefuse(f func(c *gin.Context, d core.Decision)) Option {
 // New returns gin middleware that limits requests with l. It panics if l
 // is nil: that is a programming error, and serving unlimited instead would
 // hide it. The handler is safe for concurrent use.
+//
+// With several Limiters on a route (r.Use, a group's, the route's), the
+// response carries the binding one's headers, and a handler reads that
+// Decision with core.FromContext(c.Request.Context()).
 func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 	if l == nil {
 		panic("ginlimit.New: the *core.Limiter is nil")
@@ -38,7 +42,8 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 			r.Pattern = p
 		}
 		d := l.Decide(r)
-		d.SetHeaders(c.Writer.Header())
+		r = d.Stack(r, c.Writer.Header())
+		c.Request = r
 		switch d.Action {
 		case core.Serve:
 			next(c, d)

@@ -2,7 +2,8 @@
 // from the .lua files next to this one.
 //
 // Take, the general script, decides any exact Store.Take (Lease, in
-// lease.lua, serves only the Redis store's opt-in lease mode): it reads the clock
+// lease.lua, serves only the Redis store's opt-in lease mode; Refund, in
+// refund.lua, gives a charge back): it reads the clock
 // with TIME inside Redis (never the client's clock), evaluates every limit
 // against the state before the call with the exact integer arithmetic of
 // ALGORITHMS.md, and writes all states (each with its TTL) only when every
@@ -44,7 +45,14 @@
 // The reply is a flat array of 6m integers; limit i's are at 6i-5 .. 6i:
 // allowed (0 or 1), limit, remaining, retry in microseconds (RetryNever,
 // -1, when the cost can never pass), reset in microseconds and delay in
-// microseconds.
+// microseconds. One more argument after the last limit's, "s", makes the
+// reply end with one more integer: Redis' clock at the call in
+// microseconds, which Refund takes back (the Redis store's Charge).
+//
+// Refund (refund.lua) gives back what such a call charged, for every limit
+// of one key in one call: KEYS the state keys, ARGV n, that clock reading,
+// and each limit's six arguments as in Take (see its header and
+// ALGORITHMS.md, "Giving back a charge").
 //
 // A cost of Resent (not a number) is refused with an error, before the
 // script reads or writes anything: the caller sends it in place of the

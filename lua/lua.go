@@ -16,6 +16,13 @@ var lib string
 //go:embed take.lua
 var take string
 
+// Refund is the source of the refund script: give back what a take made
+// at a stamp charged (see its header in refund.lua).
+var Refund = lib + refund
+
+//go:embed refund.lua
+var refund string
+
 // The lean scripts: one limit without a penalty, of one algorithm family
 // each. Each one's header (in its .lua file) gives its KEYS, ARGV and
 // reply; each source is lean.lua's shared start followed by the family's

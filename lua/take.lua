@@ -30,7 +30,10 @@
 -- It runs after lib.lua (str, fdiv, cdiv, px, keepOnly, STATE, slidingRetry,
 -- tokens).
 
-if #KEYS % 2 ~= 0 or #ARGV ~= 1 + 3 * #KEYS then
+-- One more argument, 's', asks for Redis' clock at the call (µs) as one
+-- more integer after the reply (a charge that may be refunded).
+local stamped = #ARGV == 2 + 3 * #KEYS and ARGV[#ARGV] == 's'
+if #KEYS % 2 ~= 0 or (#ARGV ~= 1 + 3 * #KEYS and not stamped) then
   return redis.error_reply('ERR sluice: want 2 keys and 6 arguments per limit')
 end
 
@@ -402,4 +405,5 @@ if n > 0 then
 end
 
 if inflights then out[#out + 1] = slot end
+if stamped then out[#out + 1] = now end
 return out

@@ -41,3 +41,41 @@ func ExampleOnRefuse() {
 	// 200 report queued
 	// 429 denied: one report a minute, next in 60s
 }
+
+// A site-wide Limiter around the mux and a route's inside it: the response
+// carries the binding one's headers (the least remaining), and the handler
+// reads the same Decision with core.FromContext.
+func Example_stacked() {
+	key, err := keyfuncs.IP()
+	if err != nil {
+		panic(err)
+	}
+	store := memorystore.New()
+	site, err := core.New(store, key, []core.Limit{core.PerHour(3)}, core.WithName("site"))
+	if err != nil {
+		panic(err)
+	}
+	search, err := core.New(store, key, []core.Limit{core.PerHour(100)}, core.WithName("search"))
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /search", nethttp.Middleware(search)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, _ := core.FromContext(r.Context())
+		fmt.Fprintf(w, "results; %d of %d left\n", d.Result.Remaining, d.Result.Limit)
+	})))
+	h := nethttp.Middleware(site)(mux)
+
+	for i := 0; i < 4; i++ {
+		r := httptest.NewRequest(http.MethodGet, "/search", nil)
+		r.RemoteAddr = "203.0.113.7:40000"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Print(w.Code, " limit ", w.Header().Get("X-RateLimit-Limit"), " remaining ", w.Header().Get("X-RateLimit-Remaining"), ": ", w.Body.String())
+	}
+	// Output:
+	// 200 limit 3 remaining 2: results; 2 of 3 left
+	// 200 limit 3 remaining 1: results; 1 of 3 left
+	// 200 limit 3 remaining 0: results; 0 of 3 left
+	// 429 limit 3 remaining 0: {"error":"rate limit exceeded"}
+}

@@ -28,7 +28,8 @@ func OnRefuse(f func(w http.ResponseWriter, r *http.Request, d core.Decision)) O
 //
 // The returned middleware and the handlers it makes are safe for
 // concurrent use; per request, it allocates nothing beyond what l.Decide
-// and the headers need.
+// and core.Decision.Stack (the headers, and the request's record of its
+// binding Decision for core.FromContext) need.
 func Middleware(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	if l == nil {
 		panic("nethttp.Middleware: the *core.Limiter is nil")
@@ -50,7 +51,7 @@ type handler struct {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := h.l.Decide(r)
-	d.SetHeaders(w.Header())
+	r = d.Stack(r, w.Header())
 	switch d.Action {
 	case core.Serve:
 		h.serve(w, r, d)

@@ -268,6 +268,7 @@ func (s *Store) Len() int {
 func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	var res store.Result
 	err := s.take(ctx, &res, key, n, limits, true)
+	res.Stamp = 0 // Charge's
 	return res, err
 }
 
@@ -276,6 +277,7 @@ func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.S
 func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	var res store.Result
 	err := s.take(ctx, &res, key, n, limits, false)
+	res.Stamp = 0
 	return res, err
 }
 
@@ -451,10 +453,11 @@ func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Sp
 			}
 		}
 	}
-	s.decideLocked(sh, key, digest, h, evs, n, charge)
+	now := s.decideLocked(sh, key, digest, h, evs, n, charge)
 	sh.mu.Unlock()
 	if len(evs) == 1 {
 		evs[0].o.fill(res)
+		res.Stamp = now
 		return nil
 	}
 	perLimit := make([]store.Result, len(evs))
@@ -462,12 +465,14 @@ func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Sp
 		evs[i].o.fill(&perLimit[i])
 	}
 	*res = store.Combine(perLimit)
+	res.Stamp = now
 	return nil
 }
 
 // decideLocked evaluates every limit at now, then writes the decision: a
-// state for each limit that changed and had none. The caller holds sh.mu.
-func (s *Store) decideLocked(sh *memoryShard, key string, digest bool, keyHash uint64, evs []limitEval, n int64, charge bool) {
+// state for each limit that changed and had none. It returns now. The
+// caller holds sh.mu.
+func (s *Store) decideLocked(sh *memoryShard, key string, digest bool, keyHash uint64, evs []limitEval, n int64, charge bool) int64 {
 	now := s.now().UnixMicro()
 	allowed := true
 	for i := range evs {
@@ -486,6 +491,7 @@ func (s *Store) decideLocked(sh *memoryShard, key string, digest bool, keyHash u
 			sh.writeAbsent(e, key, digest, keyHash, allowed, n, charge, now)
 		}
 	}
+	return now
 }
 
 // writeAbsent is write for a limit whose state is absent: the state is

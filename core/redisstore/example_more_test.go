@@ -60,6 +60,7 @@ func ExampleStore_withLimiter() {
 		log.Fatal(err)
 	}
 	defer mr.Close()
+	mr.SetTime(time.Unix(1_700_000_000, 0)) // freeze the server's clock so the output is exact
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer client.Close()
 	store, err := redisstore.New(client)
@@ -68,10 +69,13 @@ func ExampleStore_withLimiter() {
 	}
 	byClient := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
 
-	// Two instances of the service, one Redis.
+	// Two instances of the service, one Redis. The example's deadline is
+	// generous (the default is DefaultTimeout, 100 ms) so that its output
+	// does not depend on how busy the machine running it is.
 	var instances []*core.Limiter
 	for i := 0; i < 2; i++ {
-		l, err := core.New(store, byClient, []core.Limit{core.PerMinute(3)}, core.WithName("api"))
+		l, err := core.New(store, byClient, []core.Limit{core.PerMinute(3)},
+			core.WithName("api"), core.WithTimeout(10*time.Second))
 		if err != nil {
 			log.Fatal(err)
 		}

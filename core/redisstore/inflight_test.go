@@ -78,3 +78,30 @@ func TestMiniInFlightRetry(t *testing.T) {
 }
 
 var _ store.Releaser = (*Store)(nil)
+
+// Charge reports the slot and the stamp of a Take with an InFlight limit,
+// and Refund of its rate charge leaves the slot alone (Release frees it).
+func TestMiniInFlightChargeRefund(t *testing.T) {
+	x := newMini(t)
+	ctx := context.Background()
+	lims := specs(core.MaxInFlight(1, time.Hour), core.Limit{Algorithm: core.TokenBucket, Rate: 2, Period: time.Hour})
+	r, err := x.store.Charge(ctx, "k", 1, lims...)
+	if err != nil || !r.Allowed || r.Slot == 0 || r.Stamp != x.now.UnixMicro() {
+		t.Fatalf("Charge: %+v, %v; want allowed with a slot and the stamp %d", r, err, x.now.UnixMicro())
+	}
+	if err := x.store.Refund(ctx, "k", 1, r.Stamp, lims...); err != nil {
+		t.Fatalf("Refund: %v", err)
+	}
+	if got := x.take("k", 0, core.MaxInFlight(1, time.Hour)); got.Remaining != 0 {
+		t.Errorf("the slot after a Refund: %d free, want 0 (only Release frees it)", got.Remaining)
+	}
+	if got := x.take("k", 0, core.Limit{Algorithm: core.TokenBucket, Rate: 2, Period: time.Hour}); got.Remaining != 2 {
+		t.Errorf("the rate after a Refund: %d left, want 2", got.Remaining)
+	}
+	if err := x.store.Release(ctx, "k", r.Slot, lims...); err != nil {
+		t.Fatal(err)
+	}
+	if got := x.take("k", 0, core.MaxInFlight(1, time.Hour)); got.Remaining != 1 {
+		t.Errorf("the slot after Release: %d free, want 1", got.Remaining)
+	}
+}

@@ -214,7 +214,6 @@ func (l *leases) subscribe() {
 	}
 }
 
-// leasable reports whether lease mode can decide a Take of lim.
 // suspend stops new leases until the Store has subscribed to reset
 // announcements again (a Reset may go unheard meanwhile); leases already
 // held run out within their TTL. Nil-safe.
@@ -224,6 +223,8 @@ func (l *leases) suspend() {
 	}
 }
 
+// leasable reports whether lease mode can decide a Take of lim: GCRA,
+// token bucket and the two windows, without a penalty.
 func leasable(lim store.Spec) bool {
 	switch lim.Algorithm() {
 	case store.GCRA, store.TokenBucket, store.FixedWindow, store.SlidingWindow:

@@ -65,8 +65,9 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) err
 // OnReset registers f to be called with the key of every Reset made on
 // this Redis under this prefix, through any Store in any process, shortly
 // after it (store.ResetNotifier), and with "" whenever the Store has
-// (re)subscribed to the announcements, since it may have missed some. A
-// core.Limiter registers to clear its fallback store. The first call
+// (re)subscribed to the announcements, since it may have missed some. The
+// core.Limiters of a process on the Store register once, to clear their
+// shared fallback. The first call
 // starts the Store's subscription (one connection of the client, held
 // until Close) if the deny cache has not.
 func (s *Store) OnReset(f func(key string)) {
@@ -117,6 +118,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	if l != nil {
 		l.stop()
+		<-l.counted
 	}
 	return nil
 }
@@ -128,6 +130,7 @@ func (s *Store) Close() error {
 type listener struct {
 	cancel     context.CancelFunc
 	done       chan struct{}
+	counted    chan struct{} // closed when count returns
 	subscribed chan struct{} // closed when first subscribed
 
 	mu sync.Mutex
@@ -141,14 +144,53 @@ const listenBackoff = 250 * time.Millisecond
 // startListener starts the subscription. The caller holds s.mu (or is New).
 func (s *Store) startListener() {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &listener{cancel: cancel, done: make(chan struct{}), subscribed: make(chan struct{})}
+	l := &listener{cancel: cancel, done: make(chan struct{}), counted: make(chan struct{}), subscribed: make(chan struct{})}
 	l.ps = s.client.Subscribe(ctx, s.prefix+resetChannel)
 	s.listener = l
 	go func() {
 		defer close(l.done)
 		l.run(ctx, s)
 	}()
+	go func() {
+		defer close(l.counted)
+		s.count(ctx, l)
+	}()
 }
+
+// fleetRefresh is how often a subscribed Store counts the subscribers of
+// its reset channel (Instances), after a first count as soon as it has
+// subscribed and a few more at shorter intervals (processes of a fleet
+// start together).
+const fleetRefresh = time.Second
+
+// count keeps s.instances at the number of subscribers of the reset
+// channel (PUBSUB NUMSUB): one per Store with a subscription, in every
+// process on this Redis and prefix. While Redis does not answer, the last
+// count stays.
+func (s *Store) count(ctx context.Context, l *listener) {
+	select {
+	case <-l.subscribed:
+	case <-ctx.Done():
+		return
+	}
+	for wait := fleetRefresh / 16; ctx.Err() == nil; wait = min(2*wait, fleetRefresh) {
+		cctx, cancel := context.WithTimeout(ctx, fleetRefresh/2)
+		m, err := s.client.PubSubNumSub(cctx, s.prefix+resetChannel).Result()
+		cancel()
+		if n := m[s.prefix+resetChannel]; err == nil && n > 0 {
+			s.instances.Store(n)
+		}
+		sleep(ctx, wait)
+	}
+}
+
+// Instances returns the number of Stores, in all processes, subscribed to
+// this Store's reset channel on this Redis and prefix (store.Fleet), as
+// last counted: every second while the Store is subscribed (from the
+// first OnReset, that is the first core.Limiter on it, or with the deny
+// cache), kept while Redis does not answer; 0 before the first count. On
+// a Redis Cluster, only the subscribers of the node asked are counted.
+func (s *Store) Instances() int { return int(s.instances.Load()) }
 
 func (l *listener) run(ctx context.Context, s *Store) {
 	first := true

@@ -27,7 +27,7 @@ var (
 )
 
 // allScripts is every script, loaded together.
-var allScripts = [...]*script{takeScript, tatScript, tokenScript, fixedScript, slidingScript, logScript, leaseScript}
+var allScripts = [...]*script{takeScript, tatScript, tokenScript, fixedScript, slidingScript, logScript, leaseScript, refundScript}
 
 // script is a Lua script and the heads of the commands that run it, boxed
 // once: a Take builds its whole command in one slice (see command).

@@ -48,8 +48,8 @@ var ErrInvalidPrefix = errors.New("redisstore: invalid key prefix")
 // Besides a small cache of prepared limits, a Store holds a queue of Takes
 // waiting for a shared round trip (WithPipelining, on by default) and,
 // when asked, a bounded cache of recent denials (WithDenyCache); neither
-// changes any Result. It implements store.Peeker, store.Resetter and
-// store.ResetNotifier. It is safe for concurrent use. Create it with New;
+// changes any Result. It implements store.Peeker, store.Resetter,
+// store.ResetNotifier and store.Refunder. It is safe for concurrent use. Create it with New;
 // the zero value is not usable. Close stops its background subscription,
 // if it has one.
 type Store struct {
@@ -67,9 +67,11 @@ type Store struct {
 	health  *health        // the circuit breakers (WithBreaker)
 	lease   *leases        // nil: off (WithLeases, lease.go)
 
-	mu       sync.Mutex
-	hooks    []func(key string) // OnReset
-	listener *listener          // nil until the deny cache or OnReset needs it
+	mu    sync.Mutex
+	hooks []func(key string) // OnReset
+	// instances is the last count of the reset channel's subscribers.
+	instances atomic.Int64
+	listener  *listener // nil until the deny cache or OnReset needs it
 }
 
 // Option configures a Store.
@@ -408,9 +410,15 @@ func (s *Store) run(ctx context.Context, key string, n int64, limits []store.Spe
 	if err != nil {
 		return store.Result{}, nil, err
 	}
+	return s.runCall(ctx, c, n)
+}
+
+// runCall runs c, the script call of a Take of n (negative: a dry run of
+// -n), through the breaker of its server, and decodes its reply.
+func (s *Store) runCall(ctx context.Context, c scriptCall, n int64) (store.Result, *prepared, error) {
 	server := s.health.nodeFor(ctx, c.key)
 	if err := server.admit(ctx); err != nil {
-		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
+		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, c.m, err)
 	}
 	start := monoMicros()
 	reply, server, sent, err := s.send(ctx, server, c.key, c.script, c.cmd)
@@ -419,7 +427,7 @@ func (s *Store) run(ctx context.Context, key string, n int64, limits []store.Spe
 		if s.cluster != nil {
 			s.cluster.kick(s.clock())
 		}
-		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, len(limits), err)
+		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, c.m, err)
 	}
 	r, err := c.decode(reply, n)
 	return r, c.first, err
@@ -436,6 +444,8 @@ type scriptCall struct {
 	m      int       // the number of limits
 	// slotted: the reply ends with the slot taken (an InFlight limit)
 	slotted bool
+	// stamped: the take script's reply ends with Redis' clock (Charge)
+	stamped bool
 }
 
 // call builds the script call for a Take of n (negative: a dry run of -n):
@@ -450,7 +460,7 @@ func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, erro
 		if f := p.lean; f != nil {
 			k := s.redisKey(key, p.state)
 			cmd := append(f.script.command(1, 5+len(p.leanArgs)), k, chargeArg(n))
-			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1, false}, nil
+			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1, false, false}, nil
 		}
 	}
 	keys, args, first, err := s.request(key, n, limits)
@@ -461,7 +471,7 @@ func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, erro
 	for _, k := range keys {
 		cmd = append(cmd, k)
 	}
-	return scriptCall{takeScript, append(cmd, args...), keys[0], first, len(limits), hasInFlight(limits)}, nil
+	return scriptCall{takeScript, append(cmd, args...), keys[0], first, len(limits), hasInFlight(limits), false}, nil
 }
 
 func hasInFlight(limits []store.Spec) bool {
@@ -482,14 +492,22 @@ func (c *scriptCall) decode(reply any, n int64) (store.Result, error) {
 	if err != nil {
 		return store.Result{}, err
 	}
-	if !c.slotted {
-		return decode(v, c.m)
+	// take.lua appends the slot (slotted), then its clock (stamped)
+	var stamp, slot int64
+	if c.stamped {
+		if len(v) == 0 {
+			return store.Result{}, fmt.Errorf("redisstore: take: script replied no integers, want a stamp")
+		}
+		stamp, v = v[len(v)-1], v[:len(v)-1]
 	}
-	if len(v) == 0 {
-		return store.Result{}, fmt.Errorf("redisstore: take: script replied no integers, want a slot")
+	if c.slotted {
+		if len(v) == 0 {
+			return store.Result{}, fmt.Errorf("redisstore: take: script replied no integers, want a slot")
+		}
+		slot, v = v[len(v)-1], v[:len(v)-1]
 	}
-	r, err := decode(v[:len(v)-1], c.m)
-	r.Slot = v[len(v)-1]
+	r, err := decode(v, c.m)
+	r.Stamp, r.Slot = stamp, slot
 	return r, err
 }
 

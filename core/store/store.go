@@ -29,6 +29,10 @@ type Result struct {
 	// limits (one id for all of them), for Releaser.Release; 0 when it
 	// took none.
 	Slot int64
+
+	// Stamp is the store's clock, in µs, at which Refunder.Charge decided,
+	// for Refunder.Refund; 0 when the store does not say (Take may).
+	Stamp int64
 }
 
 // Store decides and records rate-limit state. Implementations must be safe
@@ -150,10 +154,28 @@ type Releaser interface {
 	Release(ctx context.Context, key string, slot int64, limits ...Spec) error
 }
 
+// Refunder is a Store that can give back what it charged, for a Limiter
+// that counts requests by their outcome (core.WithCountIf). The memory
+// store and the Redis store implement it.
+type Refunder interface {
+	// Charge is Take, and sets the Result's Stamp, which Refund needs.
+	Charge(ctx context.Context, key string, n int64, limits ...Spec) (Result, error)
+	// Refund gives back n units that an allowed Charge of key over limits
+	// made at stamp charged, with each algorithm's give-back in
+	// ALGORITHMS.md: never more capacity than the charge took, a window's
+	// count only while that window is current (or, for SlidingWindow,
+	// the previous one), no unit of a SlidingLog after it has expired. It
+	// never sets nor lifts a penalty lock. It returns the errors of Take
+	// for bad input, and the store's error when it fails; a failed Refund
+	// gave back nothing or everything it could.
+	Refund(ctx context.Context, key string, n int64, stamp int64, limits ...Spec) error
+}
+
 // ResetNotifier is a Store shared between processes that tells of the
-// keys reset through any of them (the Redis store does). A core.Limiter on
-// such a store registers with OnReset, so that a Reset made anywhere also
-// clears its local fallback store.
+// keys reset through any of them (the Redis store does). The core.Limiters
+// of a process on such a store register once with OnReset (at the first
+// New on the store), so that a Reset made anywhere also clears their
+// shared local fallback.
 type ResetNotifier interface {
 	// OnReset registers f, called with the store key of every Reset,
 	// made through this process or another, shortly after it; and with ""
@@ -161,4 +183,14 @@ type ResetNotifier interface {
 	// to be dropped). f must not block. Registrations last as long as the
 	// store.
 	OnReset(f func(key string))
+}
+
+// Fleet is a Store shared between processes that knows how many of them
+// share it (the Redis store does). A core.Limiter's local fallback uses it
+// to take only its share of a key's allowance while the store is away.
+type Fleet interface {
+	// Instances returns the number of processes sharing the store, as last
+	// learned while the store answered (kept through an outage), or 0
+	// when it is not known yet.
+	Instances() int
 }

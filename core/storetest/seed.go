@@ -86,7 +86,7 @@ func (s *suite) testSeed(t *testing.T) {
 	}
 	admitted := s.playSeed(t, spec)
 	for i := range spec.cases {
-		for _, f := range spec.check(i, admitted[i]) {
+		for _, f := range spec.check(i, admitted[i], nil) {
 			t.Error(f)
 		}
 	}
@@ -124,8 +124,12 @@ func (s *suite) playSeed(t *testing.T, spec seedSpec) [][]int64 {
 
 // check judges what case i admitted (µs since the start, which was a
 // multiple of p, so offsets are window positions): the count in each second,
-// and the algorithm's guarantee.
-func (spec seedSpec) check(i int, admitted []int64) (fails []string) {
+// and the algorithm's guarantee. On a wall clock, spans holds when each
+// admitted request's Take ran (the store's clock read a moment within it),
+// and the sliding log's guarantee is judged on them; admitted then holds
+// the times the requests were scheduled at, which the counts per second
+// and per window use.
+func (spec seedSpec) check(i int, admitted []int64, spans []span) (fails []string) {
 	c := spec.cases[i]
 	got := make([]int, len(spec.traffic))
 	units := make([]unit, len(admitted))
@@ -142,7 +146,11 @@ func (spec seedSpec) check(i int, admitted []int64) (fails []string) {
 			fails = append(fails, fmt.Sprintf("fixed window: %d admitted in seconds 3-5, want the seed's %d", n, spec.burst))
 		}
 	case core.SlidingLog:
-		if err := checkTrailing(units, spec.p.Microseconds(), spec.r); err != nil {
+		err := checkTrailing(units, spec.p.Microseconds(), spec.r)
+		if spans != nil {
+			err = checkTrailingSpans(spans, spec.p.Microseconds(), spec.r)
+		}
+		if err != nil {
 			fails = append(fails, fmt.Sprintf("sliding log: %v", err))
 		}
 	case core.SlidingWindow:
@@ -162,30 +170,42 @@ func (spec seedSpec) check(i int, admitted []int64) (fails []string) {
 // late to change window or second; an attempt that runs later than the
 // margin is retried on new keys. The fixed window admits all 200, 198 of
 // them in seconds 3–5; the sliding log admits 1, 1, 98, 1, 1, 0 and never
-// more than 100 in any 3 s span.
+// more than 100 in any 3 s span (judged on when each Take ran, not on its
+// schedule: the store stamps a late request late).
 func (s *suite) testSeedWallClock(t *testing.T) {
 	spec := seedWallClock()
 	retry(t, func() ([]string, string) {
-		admitted, late := s.playSeedWallClock(t, spec)
+		admitted, spans, late := s.playSeedWallClock(t, spec)
 		if late != "" {
 			return nil, late
 		}
 		var fails []string
 		for i := range spec.cases {
-			fails = append(fails, spec.check(i, admitted[i])...)
+			fails = append(fails, spec.check(i, admitted[i], spans[i])...)
 		}
 		return fails, ""
 	})
 }
 
 // seedMargin is how late a request of testSeedWallClock may end before the
-// attempt proves nothing.
-const seedMargin = 60 * time.Millisecond
+// attempt proves nothing: less than the room the last request of a second
+// leaves before the second ends (104 ms; the first request of a second
+// comes 100 ms or more into it), so a request that late still counts in
+// its second and its window.
+const seedMargin = 90 * time.Millisecond
+
+// seedAt is when testSeedWallClock sends request j of the k of second sec
+// (from 0), since the start: spread over the second's middle 80%.
+func seedAt(sec, j, k int) time.Duration {
+	return time.Duration(sec)*time.Second + 100*time.Millisecond +
+		time.Duration(int64(2*j+1)*int64(800*time.Millisecond)/int64(2*k))
+}
 
 // playSeedWallClock plays spec on the wall clock as testSeedWallClock
 // describes and returns the times (µs since the start, as scheduled) at
-// which each case admitted a request, or why the attempt ran too late.
-func (s *suite) playSeedWallClock(t *testing.T, spec seedSpec) (admitted [][]int64, late string) {
+// which each case admitted a request and when (µs since the start) the
+// Takes that admitted them ran, or why the attempt ran too late.
+func (s *suite) playSeedWallClock(t *testing.T, spec seedSpec) (admitted [][]int64, spans [][]span, late string) {
 	stores := s.stores(t)
 	keys := make([]string, len(spec.cases))
 	limits := make([]core.Limit, len(spec.cases))
@@ -195,28 +215,55 @@ func (s *suite) playSeedWallClock(t *testing.T, spec seedSpec) (admitted [][]int
 		warmUp(t, limits[i:i+1], stores[:]...)
 	}
 	admitted = make([][]int64, len(spec.cases))
+	spans = make([][]span, len(spec.cases))
 	ref := s.align(t, spec.p, 0)
 	calls := 0
 	for sec, k := range spec.traffic {
 		for j := 0; j < k; j++ {
-			at := time.Duration(sec)*time.Second + 100*time.Millisecond +
-				time.Duration(int64(2*j+1)*int64(800*time.Millisecond)/int64(2*k))
+			at := seedAt(sec, j, k)
 			time.Sleep(time.Until(ref.Add(at)))
 			for i := range spec.cases {
 				start := time.Now()
 				res := mustTake(t, stores[calls%2], keys[i], 1, limits[i])
-				if lag := time.Since(ref.Add(at)); lag > seedMargin {
-					return nil, fmt.Sprintf("request %d of second %d ended %v after its schedule (margin %v; its Take took %v)",
-						j, sec+1, lag.Round(us), seedMargin, time.Since(start).Round(us))
+				end := time.Now()
+				if lag := end.Sub(ref.Add(at)); lag > seedMargin {
+					return nil, nil, fmt.Sprintf("request %d of second %d ended %v after its schedule (margin %v; its Take took %v)",
+						j, sec+1, lag.Round(us), seedMargin, end.Sub(start).Round(us))
 				}
 				if res.Allowed {
 					admitted[i] = append(admitted[i], at.Microseconds())
+					spans[i] = append(spans[i], span{start.Sub(ref).Microseconds(), end.Sub(ref).Microseconds()})
 				}
 			}
 			calls++
 		}
 	}
-	return admitted, ""
+	return admitted, spans, ""
+}
+
+// span is when a wall-clock Take ran, µs since a reference: the store's
+// clock read a moment within [from, to].
+type span struct{ from, to int64 }
+
+// checkTrailingSpans is checkTrailing for admissions known only to lie
+// within spans (one Take after another, so the spans do not overlap): it
+// reports a trailing span (t-p, t] that holds more than r of them wherever
+// in its span each one lies. A request that ran late, as the margin
+// allows, is stamped late by the store, and leaves its log late too; its
+// scheduled time would misplace it.
+func checkTrailingSpans(spans []span, p, r int64) error {
+	for i, u := range spans {
+		c := int64(1) // u itself
+		for j, v := range spans {
+			if j != i && v.from > u.to-p && v.to <= u.from {
+				c++
+			}
+		}
+		if c > r {
+			return fmt.Errorf("%d admitted in (%dµs, %dµs] (within their Takes' spans), more than %d", c, u.to-p, u.from, r)
+		}
+	}
+	return nil
 }
 
 // unit is one admitted request: its time (µs) and cost.

@@ -88,6 +88,7 @@ func Run(t *testing.T, h Harness) {
 	})
 	t.Run("Reset", s.testReset)
 	t.Run("InFlight", s.testInFlight)
+	t.Run("Refund", s.testRefund)
 	t.Run("Concurrency", s.testConcurrency)
 	t.Run("TTL", s.testTTL)
 	t.Run("SeedBoundaryBurst", s.testSeed)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -226,8 +227,9 @@ func keysOnNode(t *testing.T, ctx context.Context, c *redistest.Cluster, killed 
 // after its first timeout time out too (the client keeps go-redis' dial
 // retries, which report the refusal as a timeout), so its keys follow the
 // failure policy (FailLocal here) at once while the live masters' breakers
-// stay closed: their keys are decided by
-// the Cluster, exactly (faultLimit of 2×faultLimit+20 per key), and fast.
+// stay closed: their keys are decided by the Cluster, exactly (faultLimit
+// of 2×faultLimit+20 per key), and fast (judged against the same load on
+// the live masters before the kill).
 func TestFaultClusterMasterDown(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0)
 	ctx := context.Background()
@@ -238,24 +240,57 @@ func TestFaultClusterMasterDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	svc := newService(t, store, faultLimits(), core.WithTimeout(faultTimeout), core.WithFailurePolicy(core.FailLocal))
+	// The keys whose decisions ran out of time, from the kill on.
+	var deadlines struct {
+		sync.Mutex
+		on    bool
+		byKey map[string]int
+	}
+	deadlines.byKey = map[string]int{}
+	countDeadlines := core.WithObserver(func(ev core.Event) {
+		if ev.Err != nil && errKind(ev.Err) == "deadline" {
+			deadlines.Lock()
+			if deadlines.on {
+				deadlines.byKey[ev.Key]++
+			}
+			deadlines.Unlock()
+		}
+	})
+	svc := newService(t, store, faultLimits(), core.WithTimeout(faultTimeout), core.WithFailurePolicy(core.FailLocal), countDeadlines)
 	defer svc.Close()
 	killed := map[*redistest.Server]bool{}
 	dead := c.Nodes[0]
 	deadKeys, _ := keysOnNode(t, ctx, c, killed, svc, 4, dead)
+	// The baseline's service: the same store and handler, with a roomy
+	// deadline, so that a slow moment of the baseline cannot open a
+	// breaker before the kill.
+	bsvc := newService(t, store, faultLimits())
+	defer bsvc.Close()
 	liveKeys := make([]string, 0, 4)
+	baseKeys := make([]string, 0, 4)
 	for _, m := range c.Nodes[1:3] {
 		ks, _ := keysOnNode(t, ctx, c, killed, svc, 2, m)
 		liveKeys = append(liveKeys, ks...)
+		ks, _ = keysOnNode(t, ctx, c, killed, bsvc, 2, m)
+		baseKeys = append(baseKeys, ks...)
 	}
+	const perKey = 2*faultLimit + 20
+	hc := newHTTPClient(8)
+	defer hc.CloseIdleConnections()
+	// The same load on the live masters' keys alone, all masters up: what
+	// this machine's load makes of their latency (see below).
+	base := summarize(load{client: hc, urls: []string{bsvc.URL}, workers: 8, n: perKey * 2 * len(baseKeys),
+		key: func(i int) string { return baseKeys[i%len(baseKeys)] }}.run(ctx))
+	t.Logf("before the kill, the live masters' keys alone: %s", base)
+
+	deadlines.Lock()
+	deadlines.on = true
+	deadlines.Unlock()
 	dead.Kill(t)
 	killed[dead] = true
 	before := svc.tally.snapshot()
 
-	const perKey = 2*faultLimit + 20
 	keys := append(append([]string(nil), liveKeys...), deadKeys...)
-	hc := newHTTPClient(8)
-	defer hc.CloseIdleConnections()
 	rs := load{client: hc, urls: []string{svc.URL}, workers: 8, n: perKey * len(keys),
 		key: func(i int) string { return keys[i%len(keys)] }}.run(ctx)
 	d := svc.tally.snapshot().sub(before)
@@ -279,14 +314,35 @@ func TestFaultClusterMasterDown(t *testing.T) {
 	if ds.errs != 0 || ds.status[http.StatusOK]+ds.status[http.StatusTooManyRequests] != ds.sent {
 		t.Errorf("dead master: %s; want every request answered 200 or 429 by the fallback", ds)
 	}
-	if n := d.errs["timeout"]; n > 8 {
-		t.Errorf("%d requests waited out the deadline, want at most one per worker (8) before the breaker opened", n)
+	deadlines.Lock()
+	var onDead, onLive int
+	for _, k := range deadKeys {
+		onDead += deadlines.byKey[k]
+	}
+	for _, k := range liveKeys {
+		onLive += deadlines.byKey[k]
+	}
+	deadlines.Unlock()
+	t.Logf("decisions that ran out of time: %d on the dead master's keys, %d on the live masters' keys", onDead, onLive)
+	// The breaker opens on the second generation of timeouts (WithBreaker):
+	// the calls in flight when the master died, then those made after the
+	// first timeout was reported.
+	if onDead > 16 {
+		t.Errorf("%d requests for the dead master's keys waited out the deadline, want at most two per worker (16) before the breaker opened", onDead)
 	}
 	bound := 10 * time.Millisecond
 	if raceEnabled {
 		bound = 50 * time.Millisecond // the race detector's cost; still far below the dead master's 100 ms
 	}
-	if p := ls.pct(0.99); p > bound {
-		t.Errorf("live masters' p99 %v, want under %v: they must not wait for the dead master", p, bound)
+	// The bound is judged when the machine left room for it: the same load
+	// before the kill had a p99 of at most half of it. A busier machine
+	// (other processes on its cores) slows every request, dead master or
+	// not, and says nothing about waiting for it; a wait for the dead
+	// master's deadline still shows above as timeouts and inexact counts.
+	switch p, bp := ls.pct(0.99), base.pct(0.99); {
+	case bp > bound/2:
+		t.Logf("live masters' p99 %v not judged against %v: the machine is too busy (p99 %v before the kill)", p, bound, bp)
+	case p > bound:
+		t.Errorf("live masters' p99 %v, want under %v (%v before the kill): they must not wait for the dead master", p, bound, bp)
 	}
 }

@@ -139,8 +139,9 @@ func TestFaultRedisKilled(t *testing.T) {
 					t.Fatalf("no decision from Redis within %v of its restart (restart took %v); last error %v",
 						recoveryBound+5*time.Second, restarted.Sub(restartAt).Round(time.Millisecond), outage.lastErr)
 				}
-				t.Logf("limiting back from Redis %v after the restart returned (restart took %v)",
-					back.Sub(restarted).Round(time.Millisecond), restarted.Sub(restartAt).Round(time.Millisecond))
+				t.Logf("limiting back from Redis %v after the restart returned (restart took %v); last store error %v after that",
+					back.Sub(restarted).Round(time.Millisecond), restarted.Sub(restartAt).Round(time.Millisecond),
+					time.Unix(0, svc.tally.lastFail.Load()).Sub(back).Round(time.Millisecond))
 				if back.Sub(restarted) > recoveryBound {
 					t.Errorf("decisions came back from Redis %v after its restart, want within %v", back.Sub(restarted), recoveryBound)
 				}
@@ -246,7 +247,8 @@ func TestFaultRedisPaused(t *testing.T) {
 				if !ok {
 					t.Fatalf("no decision from Redis within %v of the pause's end", recoveryBound+5*time.Second)
 				}
-				t.Logf("limiting back from Redis %v after the pause ended", back.Sub(end).Round(time.Millisecond))
+				t.Logf("limiting back from Redis %v after the pause ended; last store error %v after that (%v)",
+					back.Sub(end).Round(time.Millisecond), time.Unix(0, svc.tally.lastFail.Load()).Sub(back).Round(time.Millisecond), d.lastErr)
 				if all.errs != 0 {
 					t.Errorf("%d requests got no HTTP answer (first: %v)", all.errs, all.first)
 				}

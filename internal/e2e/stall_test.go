@@ -15,13 +15,16 @@ import (
 )
 
 // stallBoundsOfIssue17 turns on, in TestStallFleet, the bounds issue 17
-// asks for once the local fallback starts from Redis' last answer for a key
-// and the fleet shares one allowance while Redis is away (issue 17, points
-// 2 and 3, not built yet): a client Redis had refused gets at most 2 more
-// requests through during and after the stall, a client with 11 of 20 left
-// at most 25 in the window, a new client at most 24. Until then the test
-// checks today's bound, (N+1)× the limit for N instances, and reports the
-// figures. The lead sets this to true with that work.
+// asks for: a client Redis had refused gets at most 2 more requests through
+// during and after the stall, a client with 11 of 20 left at most 25 in the
+// window, a new client at most 24. The local fallback now starts from
+// Redis' last answer, takes its share of the fleet's allowance and charges
+// Redis afterwards (issue 17, points 2 and 3): on a loaded 2-core machine
+// the refused client gets 0 more, but the others still reach 23-27 and
+// 23-29 in the window (was 80 each): admissions through Redis in the
+// first milliseconds after the stall, by the first instance to reach it,
+// before the other instances' debts do. So this stays off until they hold.
+// (N+1)× the limit is checked always.
 const stallBoundsOfIssue17 = false
 
 const (
@@ -86,6 +89,9 @@ func runStall(t *testing.T, s stall) {
 		"-failure", "local",
 		"-timeout", stallTimeout.String(),
 	)
+	// Each demo counts the fleet (the reset channel's subscribers) within
+	// two seconds of starting; a stall before would find it smaller.
+	fleetKnown := time.Now().Add(2500 * time.Millisecond)
 	const n = 3 // instances
 	ctx := context.Background()
 	hc := newHTTPClient(32)
@@ -120,16 +126,23 @@ func runStall(t *testing.T, s stall) {
 			key: func(i int) string { return base + "-" + strconv.Itoa(i) }}.run(ctx)
 		done <- len(clients)
 	}()
+	time.Sleep(max(300*time.Millisecond, time.Until(fleetKnown)))
+	admin := srv.Client(t)
+	stallAt := time.Now()
+	stalled := make(chan error, 1)
+	go func() { stalled <- admin.Do(ctx, s.cmd...).Err() }()
+	// The measured clients start once the stall holds (DEBUG SLEEP answers
+	// only at its end): a client sending all along would spend its
+	// allowance through Redis before it, and the stall would prove
+	// nothing. Every request they send counts in the window.
+	time.Sleep(50 * time.Millisecond)
 	for i, c := range clients {
 		go func() {
 			results[i] = load{client: hc, urls: urls, workers: 3, stop: stop, key: func(int) string { return c.key }}.run(ctx)
 			done <- i
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
-	admin := srv.Client(t)
-	stallAt := time.Now()
-	if err := admin.Do(ctx, s.cmd...).Err(); err != nil {
+	if err := <-stalled; err != nil {
 		t.Fatalf("%s: %v", s.name, err)
 	}
 	end := time.Now().Add(s.dur) // the stall ends by then
@@ -150,7 +163,7 @@ func runStall(t *testing.T, s stall) {
 		t.Logf("client %s: Redis counts %s after the test", c.name, redisCount(ctx, admin, c.key))
 		in := summarize(between(results[i], stallAt, end))
 		after := summarize(between(results[i], end, end.Add(stallAfter+time.Second)))
-		window := c.used + in.status[http.StatusOK] + after.status[http.StatusOK]
+		window := c.used + summarize(results[i]).status[http.StatusOK]
 		t.Logf("client %s (%d of %d used before): %d admitted during the stall, %d in the %v after; %d in the window (today's bound %d, issue 17's %d)",
 			c.name, c.used, stallLimit, in.status[http.StatusOK], after.status[http.StatusOK], stallAfter, window, c.today, c.issue)
 		if window > c.today {

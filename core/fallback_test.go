@@ -1,0 +1,335 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
+)
+
+// flakyStore is a shared store that can be taken away: a memory store
+// (the "Redis") that fails every call while down, and announces resets as
+// a Redis store does.
+type flakyStore struct {
+	*memorystore.Store
+	down  atomic.Bool
+	mu    sync.Mutex
+	hooks []func(string)
+}
+
+var errDown = errors.New("store down")
+
+func newFlakyStore(clock *fakeClock) *flakyStore {
+	return &flakyStore{Store: memorystore.New(memorystore.WithClock(clock.Now))}
+}
+
+func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (Result, error) {
+	if s.down.Load() {
+		return Result{}, errDown
+	}
+	return s.Store.Take(ctx, key, n, limits...)
+}
+
+func (s *flakyStore) Peek(ctx context.Context, key string, n int64, limits ...store.Spec) (Result, error) {
+	if s.down.Load() {
+		return Result{}, errDown
+	}
+	return s.Store.Peek(ctx, key, n, limits...)
+}
+
+func (s *flakyStore) Reset(ctx context.Context, key string, limits ...store.Spec) error {
+	if s.down.Load() {
+		return errDown
+	}
+	if err := s.Store.Reset(ctx, key, limits...); err != nil {
+		return err
+	}
+	s.announce(key)
+	return nil
+}
+
+func (s *flakyStore) OnReset(f func(string)) {
+	s.mu.Lock()
+	s.hooks = append(s.hooks, f)
+	s.mu.Unlock()
+}
+
+func (s *flakyStore) announce(key string) {
+	s.mu.Lock()
+	hooks := s.hooks
+	s.mu.Unlock()
+	for _, f := range hooks {
+		f(key)
+	}
+}
+
+func (s *flakyStore) hookCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.hooks)
+}
+
+// fallbackLimiter is a Limiter on a flakyStore whose fallback runs on clock.
+func fallbackLimiter(t *testing.T, clock *fakeClock, lim Limit) (*Limiter, *flakyStore) {
+	t.Helper()
+	s := newFlakyStore(clock)
+	l, err := New(s, headerKey, []Limit{lim}, WithName("api"), WithClock(clock.Now),
+		WithFallbackStore(memorystore.New(memorystore.WithClock(clock.Now))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, s
+}
+
+// decideN makes n decisions for client and returns how many were served
+// and the outcome of the last.
+func decideN(l *Limiter, client string, n int) (served int, last Decision) {
+	for i := 0; i < n; i++ {
+		last = l.Decide(clientRequest(client, ""))
+		if last.Action == Serve {
+			served++
+		}
+	}
+	return served, last
+}
+
+// While the store is away, a key the store had refused stays refused until
+// the time the store gave, and a key with r left gets at most r more.
+func TestFallbackStartsFromTheStoresAnswer(t *testing.T) {
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	lim := Limit{Algorithm: FixedWindow, Rate: 5, Period: time.Minute}
+	l, s := fallbackLimiter(t, clock, lim)
+	if n, _ := decideN(l, "spent", 6); n != 5 {
+		t.Fatalf("store admitted %d of 6, want 5", n)
+	}
+	if n, _ := decideN(l, "some", 2); n != 2 {
+		t.Fatalf("store admitted %d of 2", n)
+	}
+	reset := l.Decide(clientRequest("spent", "")).Result.ResetAfter
+	s.down.Store(true)
+	n, d := decideN(l, "spent", 3)
+	if n != 0 || d.Outcome != OutcomeFallback || d.Result.RetryAfter <= 0 || d.Result.RetryAfter > reset {
+		t.Errorf("refused key while away: %d served, last %v %+v; want 0, retry within %v", n, d.Outcome, d.Result, reset)
+	}
+	if n, d := decideN(l, "some", 5); n != 3 || d.Result.Remaining != 0 {
+		t.Errorf("key with 3 left: %d served while away, last %+v; want 3", n, d.Result)
+	}
+	if n, _ := decideN(l, "new", 7); n != 5 {
+		t.Errorf("unseen key: %d of 7 served while away, want the fallback's 5", n)
+	}
+	clock.Advance(reset)
+	if n, d := decideN(l, "spent", 6); n != 5 || d.Action != Refuse {
+		t.Errorf("after the store's reset time: %d of 6 served (%v), want a full 5", n, d.Action)
+	}
+}
+
+// For an algorithm that refills steadily, the remembered allowance grows
+// back at the limit's pace.
+func TestFallbackRefillsSteadily(t *testing.T) {
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	l, s := fallbackLimiter(t, clock, Limit{Rate: 10, Period: time.Second}) // GCRA, burst 10
+	if n, _ := decideN(l, "a", 10); n != 10 {
+		t.Fatalf("store admitted %d of 10", n)
+	}
+	s.down.Store(true)
+	if n, d := decideN(l, "a", 1); n != 0 || d.Result.RetryAfter <= 0 || d.Result.RetryAfter > 100*time.Millisecond {
+		t.Errorf("spent key: %d served, %+v; want refused for at most 100ms", n, d.Result)
+	}
+	clock.Advance(500 * time.Millisecond)
+	if n, _ := decideN(l, "a", 10); n < 4 || n > 5 {
+		t.Errorf("half a second later: %d served, want about 5", n)
+	}
+}
+
+// A Reset clears what the fallback remembers and holds, also when the
+// store is away (the Reset then fails, but holds in this process).
+func TestFallbackForgetsOnReset(t *testing.T) {
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	lim := Limit{Algorithm: FixedWindow, Rate: 2, Period: time.Hour, Penalty: time.Hour}
+	l, s := fallbackLimiter(t, clock, lim)
+	decideN(l, "a", 3) // refused by the store: penalty until an hour later
+	s.down.Store(true)
+	if n, _ := decideN(l, "a", 1); n != 0 {
+		t.Fatal("the refused key was served while away")
+	}
+	if err := l.Reset(context.Background(), "a"); !errors.Is(err, errDown) {
+		t.Fatalf("Reset while away: %v, want the store's error", err)
+	}
+	if n, _ := decideN(l, "a", 3); n != 2 {
+		t.Errorf("after a Reset made while away: %d of 3 served, want 2", n)
+	}
+}
+
+// A Reset announced by the store (made by another process) clears what
+// the fallback holds of the key; "" clears all of it. The Limiters of a
+// store register one hook in all.
+func TestFallbackHearsAnnouncedResets(t *testing.T) {
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	lim := Limit{Rate: 1, Period: time.Hour, Penalty: time.Hour}
+	l, s := fallbackLimiter(t, clock, lim)
+	if _, err := New(s, headerKey, []Limit{lim}, WithName("other")); err != nil || s.hookCount() != 1 {
+		t.Fatalf("second Limiter: %v, %d hooks on the store, want 1", err, s.hookCount())
+	}
+	s.down.Store(true)
+	for _, k := range []string{"a", "b"} {
+		if n, _ := decideN(l, k, 2); n != 1 {
+			t.Fatalf("fallback served %d of 2 for %s", n, k)
+		}
+	}
+	s.announce("3:api:a")
+	s.announce("5:other:b") // another Limiter's key
+	if n, _ := decideN(l, "a", 1); n != 1 {
+		t.Error("a was announced reset but is still refused")
+	}
+	if n, _ := decideN(l, "b", 1); n != 0 {
+		t.Error("b was not reset but is served")
+	}
+	s.announce("")
+	if n, _ := decideN(l, "b", 1); n != 1 {
+		t.Error("after a reset of everything b is still refused")
+	}
+}
+
+// Limiters made and dropped leave nothing behind: one hook per store, no
+// fallback store until the first failure (then one for all), no
+// goroutine.
+func TestFallbackLifecycle(t *testing.T) {
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	s := newFlakyStore(clock)
+	runtime.GC()
+	goroutines, made := runtime.NumGoroutine(), fallbacksMade.Load()
+	for i := 0; i < 1000; i++ {
+		l, err := New(s, headerKey, []Limit{PerMinute(5)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Decide(clientRequest("a", ""))
+	}
+	if got := fallbacksMade.Load() - made; got != 0 {
+		t.Errorf("%d fallback stores made before any failure, want 0", got)
+	}
+	s.down.Store(true)
+	for i := 0; i < 1000; i++ {
+		l, _ := New(s, headerKey, []Limit{PerMinute(5)}, WithName(string(rune('a'+i%26))))
+		if d := l.Decide(clientRequest("a", "")); d.Outcome != OutcomeFallback {
+			t.Fatalf("outcome %v while the store is down", d.Outcome)
+		}
+	}
+	runtime.GC()
+	if got := fallbacksMade.Load() - made; got != 1 {
+		t.Errorf("%d fallback stores made for 1000 Limiters on one store, want 1", got)
+	}
+	if n := s.hookCount(); n != 1 {
+		t.Errorf("%d reset hooks on the store after 2000 Limiters, want 1", n)
+	}
+	// Other tests' settling goroutines may still be ending: wait for them.
+	n := runtime.NumGoroutine()
+	for deadline := time.Now().Add(2 * time.Second); n > goroutines && time.Now().Before(deadline); n = runtime.NumGoroutine() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n > goroutines {
+		t.Errorf("%d goroutines after 2000 Limiters, %d before", n, goroutines)
+	}
+}
+
+// fleetStore is a flakyStore shared by a fleet of instances processes.
+type fleetStore struct {
+	*flakyStore
+	instances int
+}
+
+func (s *fleetStore) Instances() int { return s.instances }
+
+// settled waits until l's fallback has charged the store with what it
+// admitted while the store was away.
+func settled(t *testing.T, l *Limiter) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); l.shared.owed.Load() || l.shared.flushing.Load(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the fallback's admissions were not charged to the store within 5 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Of a fleet of 3, each instance's fallback admits a third (rounded down) of
+// what the store last said was left, or of the limit for a key it never
+// saw; once the store answers again, what it admitted is charged there.
+func TestFallbackTakesItsShareAndSettles(t *testing.T) {
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	s := &fleetStore{flakyStore: newFlakyStore(clock), instances: 3}
+	lim := Limit{Algorithm: FixedWindow, Rate: 20, Period: time.Hour}
+	l, err := New(s, headerKey, []Limit{lim}, WithName("api"), WithClock(clock.Now),
+		WithFallbackStore(memorystore.New(memorystore.WithClock(clock.Now))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decideN(l, "some", 9) // 11 left
+	s.down.Store(true)
+	if n, _ := decideN(l, "some", 10); n != 3 {
+		t.Errorf("key with 11 left: %d admitted while away, want ⌊11/3⌋ = 3", n)
+	}
+	if n, d := decideN(l, "new", 10); n != 6 || d.Result.RetryAfter <= 0 {
+		t.Errorf("unseen key: %d admitted while away (last %+v), want ⌊20/3⌋ = 6", n, d.Result)
+	}
+	s.down.Store(false)
+	l.Decide(clientRequest("other", "")) // the store answers again
+	settled(t, l)
+	for key, want := range map[string]int64{"some": 11 - 3, "new": 20 - 6} {
+		if r, _ := s.Store.Peek(context.Background(), "3:api:"+key, 0, specs(lim)...); r.Remaining != want {
+			t.Errorf("%s: %d left in the store after settling, want %d", key, r.Remaining, want)
+		}
+	}
+}
+
+// A charge that no longer fits takes what is left, and no more: it is
+// never refused, so it sets no penalty lock.
+func TestFallbackSettlesWhatFits(t *testing.T) {
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	s := newFlakyStore(clock)
+	lim := Limit{Algorithm: FixedWindow, Rate: 5, Period: time.Hour, Penalty: 24 * time.Hour}
+	l, err := New(s, headerKey, []Limit{lim}, WithName("api"), WithClock(clock.Now),
+		WithFallbackStore(memorystore.New(memorystore.WithClock(clock.Now))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decideN(l, "a", 2) // 3 left
+	s.down.Store(true)
+	if n, _ := decideN(l, "a", 3); n != 3 {
+		t.Fatalf("%d admitted while away, want 3", n)
+	}
+	s.down.Store(false)
+	ctx := context.Background()
+	s.Store.Take(ctx, "3:api:a", 2, specs(lim)...) // another instance, meanwhile
+	l.Decide(clientRequest("other", ""))
+	settled(t, l)
+	if r, _ := s.Store.Peek(ctx, "3:api:a", 0, specs(lim)...); r.Remaining != 0 || !r.Allowed {
+		t.Errorf("after settling: %+v, want 0 left and no penalty lock", r)
+	}
+}
+
+// The first request on a key after the store is back carries what the
+// fallback admitted for it: the store admits none of it twice.
+func TestFallbackDebtRidesOnTheNextTake(t *testing.T) {
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	s := &fleetStore{flakyStore: newFlakyStore(clock), instances: 3}
+	lim := Limit{Algorithm: FixedWindow, Rate: 20, Period: time.Hour}
+	l, err := New(s, headerKey, []Limit{lim}, WithName("api"), WithClock(clock.Now),
+		WithFallbackStore(memorystore.New(memorystore.WithClock(clock.Now))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.down.Store(true)
+	decideN(l, "new", 6)
+	s.down.Store(false)
+	if d := l.Decide(clientRequest("new", "")); d.Outcome != OutcomeAllowed || d.Result.Remaining != 20-6-1 {
+		t.Errorf("first decision after the outage: %v %+v, want allowed with %d left", d.Outcome, d.Result, 20-6-1)
+	}
+	settled(t, l)
+}

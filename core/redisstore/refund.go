@@ -1,0 +1,75 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/lua"
+)
+
+// refundScript gives back what a charge took (lua/refund.lua).
+var refundScript = newScript(lua.Refund)
+
+// Charge is Take through the take script, which also returns Redis' clock
+// at the decision as the Result's Stamp, for Refund (store.Refunder). It
+// uses neither the lean scripts, nor the deny cache (a give-back can free
+// a key before its RetryAfter), nor leases (WithLeases): a key charged
+// for a core.WithCountIf Limiter always takes the exact path.
+func (s *Store) Charge(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
+	if err := s.check(key, n, limits); err != nil {
+		return store.Result{}, err
+	}
+	keys, args, first, err := s.request(key, n, limits)
+	if err != nil {
+		return store.Result{}, err
+	}
+	cmd := takeScript.command(len(keys), 4+len(keys)+len(args))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	cmd = append(append(cmd, args...), "s")
+	c := scriptCall{takeScript, cmd, keys[0], first, len(limits), hasInFlight(limits), true}
+	r, _, err := s.runCall(ctx, c, n)
+	return r, err
+}
+
+// Refund gives back n units that an allowed Charge of key over limits,
+// decided at stamp (its Result's Stamp), took: one call of the refund
+// script, which applies ALGORITHMS.md's give-back to each limit at one
+// instant of Redis' clock ("Giving back a charge"). It never sets nor
+// lifts a penalty lock. It fails like Take: for bad input, with the
+// breaker's error while it is open, and with the client's error, wrapped,
+// when Redis fails (the units may then have been given back or not).
+func (s *Store) Refund(ctx context.Context, key string, n int64, stamp int64, limits ...store.Spec) error {
+	if err := s.check(key, n, limits); err != nil || n == 0 {
+		return err
+	}
+	base := s.redisKey(key, "")
+	cmd := refundScript.command(len(limits), 5+len(limits)+lua.ArgsPerLimit*len(limits))
+	ps := make([]*prepared, len(limits))
+	for i, l := range limits {
+		p, err := s.prepare(l)
+		if err != nil {
+			return fmt.Errorf("redisstore: refund: limit %d: %w", i, err)
+		}
+		ps[i] = p
+		cmd = append(cmd, base+p.state)
+	}
+	cmd = append(cmd, chargeArg(n), stamp) // sent once: a give-back sent again by the client is refused
+	for _, p := range ps {
+		cmd = append(cmd, p.args[:]...)
+	}
+	key0 := base + ps[0].state
+	server := s.health.nodeFor(ctx, key0)
+	if err := server.admit(ctx); err != nil {
+		return fmt.Errorf("redisstore: refund %d on %d limit(s): %w", n, len(limits), err)
+	}
+	start := monoMicros()
+	_, server, sent, err := s.send(ctx, server, key0, refundScript, cmd)
+	server.report(ctx, err, start, sent)
+	if err != nil {
+		return fmt.Errorf("redisstore: refund %d on %d limit(s): %w", n, len(limits), err)
+	}
+	return nil
+}
