@@ -99,3 +99,29 @@ func TestInFlightWithCountIf(t *testing.T) {
 		t.Fatalf("after a 200: %v, rate remaining %d; want served, 0 left", c.Action, c.Result.PerLimit[1].Remaining)
 	}
 }
+
+// The shared fallback does not decide a key from a store's answer bound
+// by an InFlight limit (its free slots come back when requests end), and
+// charges its debts without the InFlight limits (no request would release
+// a slot a debt took).
+func TestInFlightSharedFallback(t *testing.T) {
+	key := func(*http.Request) (string, error) { return "k", nil }
+	rate := Limit{Algorithm: TokenBucket, Rate: 2, Period: time.Hour}
+	l, err := New(memorystore.New(), key, []Limit{MaxInFlight(1, time.Hour), rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := l.cfg.Load()
+	f := sharedFallback(takeOnly{memorystore.New()})
+	now := time.Now()
+	for binding, known := range []bool{false, true} {
+		res := Result{Allowed: true, Limit: 2, Remaining: 1, ResetAfter: time.Minute, Binding: binding}
+		f.remember("k", &res, cfg, now)
+		if r := f.shard("k").m["k"]; r.known != known {
+			t.Errorf("an answer bound by limit %d: known %v, want %v", binding, r.known, known)
+		}
+	}
+	if got := withoutInFlight(cfg.take); len(got) != 1 || got[0] != cfg.take[1] {
+		t.Errorf("withoutInFlight(%v) = %v, want the rate alone", cfg.take, got)
+	}
+}
