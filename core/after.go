@@ -20,19 +20,23 @@ type afterStep struct {
 }
 
 // NeedsDone reports whether the adapter must call Done after the handler:
-// only for a request that a Limiter with WithCountIf charged. An adapter
-// that cannot learn the status cheaply (net/http wraps the
-// ResponseWriter) does so only then.
-func (d Decision) NeedsDone() bool { return d.after != nil }
+// only for a request that a Limiter with WithCountIf charged, or that took
+// a MaxInFlight slot. An adapter that cannot learn the status cheaply
+// (net/http wraps the ResponseWriter) does so only then.
+func (d Decision) NeedsDone() bool { return d.after != nil || d.release != nil }
 
 // Done tells the Limiter that the handler has finished the request with
 // status (200 for a handler that wrote no status, 500 for one that
-// panicked). Adapters call it once, after the handler, whenever NeedsDone
-// reports true; otherwise it does nothing. With WithCountIf, when count
+// panicked, 503 for a request whose Hold was cut short). Adapters call it
+// once, after the handler, whenever NeedsDone reports true, also when the
+// handler panics or the client has gone; otherwise it does nothing. It
+// releases the request's MaxInFlight slot, if it took one, whatever the
+// status (see releaseSlot). With WithCountIf, when count
 // does not count status, the request's charge is given back to the store
 // that made it, within the Limiter's per-decision timeout; a failure is
 // reported to observers (OutcomeGiveBackFailed) and changes nothing else.
 func (d Decision) Done(status int) {
+	d.releaseSlot()
 	a := d.after
 	if a == nil || a.lim.countIf(status) {
 		return

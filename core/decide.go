@@ -116,6 +116,7 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 		}
 		l.fromResult(&d, res)
 		l.needsDone(&d, l.store, storeKey, cost)
+		l.holdSlot(&d, l.store, storeKey)
 	case ctx.Err() != nil:
 		// The client is gone: no policy serves it (see OutcomeCanceled).
 		d.Action, d.Outcome, d.resp = Refuse, OutcomeCanceled, &l.unavailable
@@ -172,6 +173,7 @@ func (l *Limiter) onFailure(ctx context.Context, d *Decision, storeKey string, c
 		}
 		l.fromResult(d, res)
 		l.needsDone(d, l.localStore(), storeKey, cost)
+		l.holdSlot(d, l.localStore(), storeKey)
 		d.Outcome = OutcomeFallback
 	}
 }
@@ -225,6 +227,9 @@ func (l *Limiter) finish(r *http.Request, d Decision, ev Event) Decision {
 		l.observe(ev, &d)
 		if d.after != nil {
 			d.after.ev = ev
+		}
+		if d.release != nil {
+			d.release.ev = ev
 		}
 	}
 	return d

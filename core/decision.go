@@ -71,7 +71,8 @@ const (
 	// OutcomeGiveBackFailed is not a decision: it reports, after the
 	// handler, that the charge of a request that WithCountIf does not
 	// count could not be given back (Event.Err says why); the client was
-	// charged. The response is not affected.
+	// charged. Or that a MaxInFlight slot could not be released: it stays
+	// taken until its hold ends. The response is not affected.
 	OutcomeGiveBackFailed
 )
 
@@ -151,6 +152,8 @@ type Decision struct {
 	now   time.Time      // when the decision was made, by the Limiter's clock
 	resp  *Response      // what to write for Refuse, or for a Hold cut short
 	after *afterStep     // what Done does (nil: nothing)
+	// release is what Done does for a MaxInFlight slot (nil: nothing).
+	release *releaseStep
 }
 
 // Response returns what to write when Action is Refuse (the deny response

@@ -172,6 +172,10 @@ func (f *localFallback) remember(key string, res *Result, cfg *limiterConfig, no
 		switch cfg.take[b].Algorithm() {
 		case GCRA, TokenBucket, LeakyBucket:
 			r.linear = true
+		case InFlight:
+			// Free slots come back when requests end, which the answer
+			// cannot tell: the fallback store alone decides the key.
+			r.known = false
 		}
 	}
 	sh.mu.Unlock()
@@ -317,10 +321,11 @@ func (f *localFallback) charge(d *debt) error {
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	p, ok := f.shared.(store.Peeker)
-	if !ok {
+	take := withoutInFlight(d.take)
+	if !ok || len(take) == 0 {
 		return nil
 	}
-	res, err := p.Peek(ctx, d.key, d.n, d.take...)
+	res, err := p.Peek(ctx, d.key, d.n, take...)
 	if err != nil {
 		return err
 	}
@@ -331,8 +336,25 @@ func (f *localFallback) charge(d *debt) error {
 	if n <= 0 {
 		return nil
 	}
-	_, err = f.shared.Take(ctx, d.key, n, d.take...)
+	_, err = f.shared.Take(ctx, d.key, n, take...)
 	return err
+}
+
+// withoutInFlight returns take without its InFlight limits: a debt is
+// charged by no request, so a slot it took would never be released.
+func withoutInFlight(take []store.Spec) []store.Spec {
+	for i := range take {
+		if take[i].Algorithm() == InFlight {
+			out := make([]store.Spec, 0, len(take)-1)
+			for _, s := range take {
+				if s.Algorithm() != InFlight {
+					out = append(out, s)
+				}
+			}
+			return out
+		}
+	}
+	return take
 }
 
 // announced is the store's reset hook: it forgets key ("" everything) in

@@ -158,6 +158,9 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 			l.fallback = s // only fails for a gone client; a second one would too
 		}
 	}
+	if err := l.checkReleasers(specs); err != nil {
+		return nil, err
+	}
 	if err := l.checkRefunders(); err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ const (
 	SlidingWindow = store.SlidingWindow
 	SlidingLog    = store.SlidingLog
 	LeakyBucket   = store.LeakyBucket
+	InFlight      = store.InFlight
 )
 
 // InfDuration is the RetryAfter of a request whose cost exceeds what the
@@ -57,6 +58,20 @@ func PerMinute(rate int64) Limit {
 // PerHour returns a GCRA limit of rate events per hour with Burst rate.
 func PerHour(rate int64) Limit {
 	return Limit{Algorithm: GCRA, Rate: rate, Period: time.Hour, Burst: rate}
+}
+
+// MaxInFlight returns a limit of at most n requests of one client key in
+// flight at once, across every process sharing the store: a request takes
+// a slot when it is admitted and the adapters give it back when its
+// handler returns (see Decision.Done). A slot whose holder vanished (its
+// process killed, its network gone) is free again hold after it was taken,
+// so hold must exceed the longest request. A refusal's RetryAfter is the
+// time until the earliest slot expires, at most store.InFlightRetryAfter
+// (1 s). It combines with rate limits in one atomic decision. n must be at
+// least 1 and hold a positive whole number of microseconds (see
+// store.InFlight; Limiter New validates it).
+func MaxInFlight(n int64, hold time.Duration) Limit {
+	return Limit{Algorithm: InFlight, Rate: n, Period: hold}
 }
 
 // ErrNegativeCost is wrapped by the Event.Err of a request whose cost

@@ -28,7 +28,7 @@ type ParseError = store.ParseError
 //	UNIT     = ns | us | µs | ms | s | sec | second | m | min | minute |
 //	           h | hr | hour | d | day   (the long names also with a final "s")
 //	ALGORITHM = gcra | token_bucket | fixed_window | sliding_window |
-//	           sliding_log | leaky_bucket   ("-" may replace "_")
+//	           sliding_log | leaky_bucket | in_flight   ("-" may replace "_")
 //
 // RATE/PERIOD comes first and has no spaces inside; the clauses follow in
 // any order, each at most once. Without an algorithm the Limit's Algorithm

@@ -84,6 +84,11 @@ func (l *Limiter) SetPlans(plans map[string][]Limit) error {
 	if err != nil {
 		return err
 	}
+	for _, s := range specs {
+		if err := l.checkReleasers(s); err != nil {
+			return err
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.plans.Load()

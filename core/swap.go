@@ -99,6 +99,9 @@ func (l *Limiter) SetLimits(limits []Limit) error {
 	if err != nil {
 		return err
 	}
+	if err := l.checkReleasers(specs); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.cfg.Load()
@@ -232,5 +235,7 @@ func (c *limiterConfig) fold(res Result) Result {
 		s.ResetAfter = max(s.ResetAfter, gr.ResetAfter)
 		s.Delay = max(s.Delay, gr.Delay)
 	}
-	return store.Combine(own)
+	out := store.Combine(own)
+	out.Slot = res.Slot
+	return out
 }

@@ -120,6 +120,7 @@ func (m *middleware) handler(next echo.HandlerFunc) echo.HandlerFunc {
 			if d.Wait(r.Context()) == nil {
 				return serve(next, c, d)
 			}
+			d.Done(http.StatusServiceUnavailable) // not served: see Decision.Done
 		}
 		if onRefuse != nil {
 			return onRefuse(c, d)

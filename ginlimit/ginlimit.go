@@ -53,6 +53,7 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 				next(c, d)
 				return
 			}
+			d.Done(http.StatusServiceUnavailable) // not served: see Decision.Done
 		}
 		c.Abort()
 		if onRefuse != nil {

@@ -81,4 +81,5 @@ const (
 	CodeFixedWindow   = "f"
 	CodeSlidingWindow = "w"
 	CodeSlidingLog    = "l"
+	CodeInFlight      = "i"
 )

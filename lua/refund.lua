@@ -155,6 +155,7 @@ for i = 1, #KEYS do
     elseif a == 'f' then done = done + fixed(key, P)
     elseif a == 'w' then done = done + sliding(key, P)
     elseif a == 'l' then done = done + log(key, P)
+    elseif a == 'i' then -- in_flight: its slot is given back by Release, not here
     else return redis.error_reply('ERR sluice refund: unknown algorithm ' .. tostring(a)) end
   end
 end

@@ -6,7 +6,8 @@
 --
 -- KEYS, per limit i = 1..m:
 --   KEYS[2i-1]  state key            (string; a hash for fixed_window, a
---                                     sorted set for sliding_log)
+--                                     sorted set for sliding_log and
+--                                     in_flight)
 --   KEYS[2i]    penalty lock key     (state key .. ":x"; read only when L > 0)
 -- ARGV:
 --   ARGV[1]     n, the cost (0 peeks; the caller clamps it to 2^53); -n
@@ -14,7 +15,8 @@
 --               (a dry run: no state, no penalty lock); lua.Resent (not a
 --               number): refused with an error, nothing read or written
 --   ARGV[6i-4]  algorithm: g gcra, k leaky_bucket, t token_bucket,
---               f fixed_window, w sliding_window, l sliding_log
+--               f fixed_window, w sliding_window, l sliding_log,
+--               i in_flight
 --   ARGV[6i-3]  R, rate per period
 --   ARGV[6i-2]  P, period in microseconds
 --   ARGV[6i-1]  B, burst after defaults (0 for the window algorithms)
@@ -22,6 +24,8 @@
 --   ARGV[6i+1]  L, penalty in microseconds (0: none)
 -- Reply, per limit i, six integers from index 6i-5:
 --   allowed (0/1), limit, remaining, retry us (-1: never), reset us, delay us
+-- and, when some limit is in_flight, one more integer: the id of the slot
+-- the call took (0: none).
 --
 -- It runs after lib.lua (str, fdiv, cdiv, px, keepOnly, STATE, slidingRetry,
 -- tokens).
@@ -108,7 +112,7 @@ for i = 1, m do
     B = tonumber(ARGV[j + 3]), T = tonumber(ARGV[j + 4]), L = tonumber(ARGV[j + 5]),
     key = KEYS[2 * i - 1], lock = KEYS[2 * i],
   }
-  if l.a ~= 'l' and l.a ~= 'f' then
+  if l.a ~= 'l' and l.a ~= 'f' and l.a ~= 'i' then
     reads[#reads + 1] = l.key
     l.si = #reads
   end
@@ -127,6 +131,7 @@ for first = 1, #reads, 1000 do -- Lua 5.1's unpack stops near 8000 values
 end
 
 -- Decode each state. A value that does not parse counts as absent.
+local inflights = false
 for i = 1, m do
   local l = lims[i]
   if l.li and vals[l.li] then l.lockUntil = tonumber(vals[l.li]) end
@@ -152,6 +157,15 @@ for i = 1, m do
         end
       end
     end
+  elseif l.a == 'i' then
+    -- a sorted set of slot ids scored by the instant (us) each expires;
+    -- live: later than now
+    l.c = call('ZCOUNT', l.key, '(' .. str(now), '+inf')
+    if l.c > 0 then
+      l.earliest = num(call('ZRANGEBYSCORE', l.key, '(' .. str(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2])
+      l.latest = num(call('ZRANGE', l.key, -1, -1, 'WITHSCORES')[2])
+    end
+    inflights = true
   elseif l.a == 'f' then
     -- a hash from the window's index to its count (see fixed.lua)
     l.win = fdiv(now, l.P)
@@ -271,6 +285,24 @@ local function log(l, cost)
   return ok, R, R - c, retry, reset, 0, w
 end
 
+-- inflight: any cost of 1 or more takes one slot while fewer than R are
+-- live; a refusal's retry is the earliest expiry, at most 1 s.
+local function inflight(l, cost)
+  local R, c, latest = l.R, l.c, l.latest
+  local ok, retry, w = 0, 0, nil
+  if cost == 0 then
+    ok = 1
+  elseif c < R then
+    ok, c, latest, w = 1, c + 1, now + l.P, true
+  else
+    retry = l.earliest - now
+    if retry > 1000000 then retry = 1000000 end
+  end
+  local reset = 0
+  if c > 0 then reset = latest - now end
+  return ok, R, R - c, retry, reset, 0, w
+end
+
 local function eval(l, cost)
   local a = l.a
   if a == 'g' then return tat(l, cost, false) end
@@ -279,6 +311,7 @@ local function eval(l, cost)
   if a == 'f' then return fixed(l, cost) end
   if a == 'w' then return sliding(l, cost) end
   if a == 'l' then return log(l, cost) end
+  if a == 'i' then return inflight(l, cost) end
   error('sluice: unknown algorithm ' .. tostring(a))
 end
 
@@ -309,6 +342,23 @@ for i = 1, m do
   end
 end
 
+-- the slot an allowed, charged call takes: the first id from now on that
+-- no in_flight limit of the call holds, one id for all of them
+local slot = 0
+if inflights and n > 0 and all and write then
+  slot = now
+  local again = true
+  while again do
+    again = false
+    for i = 1, m do
+      local l = lims[i]
+      if l.a == 'i' and call('ZSCORE', l.key, str(slot)) then
+        slot, again = slot + 1, true
+      end
+    end
+  end
+end
+
 if n > 0 then
   if all then
     for i = 1, m do
@@ -327,6 +377,14 @@ if n > 0 then
         if l.fresh then pexpire(l.key, px(w + l.P - now), true) end
         -- after the ZADD (see keepOnly)
         if l.newest then trim(l.key, l.old) end
+      elseif l.a == 'i' then
+        -- A refused PEXPIRE (see pexpire) changes nothing of a set with
+        -- live slots, and deletes a set that had none (its expired slots
+        -- are nothing to keep).
+        if l.c > 0 then pexpire(l.key, px(l.P), false) end
+        call('ZADD', l.key, str(now + l.P), str(slot))
+        trim(l.key, now) -- after the ZADD (see keepOnly); at most 1024
+        if l.c == 0 then pexpire(l.key, px(l.P), true) end
       elseif l.a == 'f' then
         if l.c == 0 then -- the window's first charge: drop older windows
           call('HSET', l.key, str(l.win), w[1])
@@ -353,5 +411,6 @@ if n > 0 then
   end
 end
 
+if inflights then out[#out + 1] = slot end
 if stamped then out[#out + 1] = now end
 return out

@@ -61,6 +61,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.serve(w, r, d)
 			return
 		}
+		d.Done(http.StatusServiceUnavailable) // not served: see Decision.Done
 	}
 	if h.onRefuse != nil {
 		h.onRefuse(w, r, d)

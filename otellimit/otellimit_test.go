@@ -617,3 +617,13 @@ func BenchmarkObserve(b *testing.B) {
 		}
 	})
 }
+
+// A MaxInFlight limit's attribute names the in_flight algorithm (issue 21).
+func TestInFlightLabel(t *testing.T) {
+	rec, rd := newRecorder(t, otellimit.WithNamespace(""))
+	rec.Observe(core.Event{Limiter: "export", Outcome: core.OutcomeDenied,
+		Limit: core.MaxInFlight(3, 10*time.Second), Result: core.Result{Limit: 3}})
+	wantSeries(t, rd, "decisions", map[string]float64{
+		`limit="3/10s in_flight",limiter="export",outcome="denied",plan=""`: 1,
+	})
+}

@@ -629,3 +629,13 @@ func BenchmarkObserve(b *testing.B) {
 		}
 	})
 }
+
+// A MaxInFlight limit's label names the in_flight algorithm (issue 21).
+func TestInFlightLabel(t *testing.T) {
+	c, reg := newCollector(t, promlimit.WithNamespace(""))
+	c.Observe(core.Event{Limiter: "export", Outcome: core.OutcomeDenied,
+		Limit: core.MaxInFlight(3, 10*time.Second), Result: core.Result{Limit: 3}})
+	wantSeries(t, reg, "decisions_total", map[string]float64{
+		`limit="3/10s in_flight",limiter="export",outcome="denied",plan=""`: 1,
+	})
+}

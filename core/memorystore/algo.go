@@ -26,6 +26,7 @@ const (
 	algFixedWindow
 	algSlidingWindow
 	algSlidingLog
+	algInFlight
 )
 
 func algCodeOf(a store.Algorithm) algCode {
@@ -40,6 +41,8 @@ func algCodeOf(a store.Algorithm) algCode {
 		return algSlidingLog
 	case store.LeakyBucket:
 		return algLeakyBucket
+	case store.InFlight:
+		return algInFlight
 	default: // GCRA; Spec has already rejected unknown algorithms
 		return algGCRA
 	}
@@ -67,6 +70,7 @@ type memoryState struct {
 	lockUntil int64
 	expires   int64
 	log       *slidingLog // SlidingLog's requests
+	slots     holds       // InFlight's taken slots
 	has       bool
 	locked    bool
 }
@@ -116,6 +120,8 @@ type outcome struct {
 	// entry of n units is stamped logStamp.
 	logStart int
 	logStamp int64
+	// InFlight: the id of the slot to take (see pickSlot).
+	slot int64
 }
 
 // evaluate fills o with the decision of one limit for a cost n at now
@@ -153,6 +159,8 @@ func evaluateAlgorithm(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 		evalSlidingWindow(o, sp, st, now, n)
 	case algSlidingLog:
 		evalSlidingLog(o, sp, st, now, n)
+	case algInFlight:
+		evalInFlight(o, sp, st, now, n)
 	}
 }
 
@@ -320,9 +328,12 @@ func evalSlidingLog(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	}
 }
 
-// apply writes the state of an allowed, charged outcome into st.
-func apply(st *memoryState, o *outcome, sp *algSpec, n int64) {
-	if sp.alg == algSlidingLog {
+// apply writes the state of an allowed, charged outcome at now into st.
+func apply(st *memoryState, o *outcome, sp *algSpec, n, now int64) {
+	switch sp.alg {
+	case algInFlight:
+		applyInFlight(st, o, sp, now)
+	case algSlidingLog:
 		if st.log == nil {
 			st.log = &slidingLog{}
 		}
@@ -330,7 +341,7 @@ func apply(st *memoryState, o *outcome, sp *algSpec, n int64) {
 			st.log.reset()
 		}
 		st.log.commit(o.logStart, n, o.logStamp, sp.rate)
-	} else {
+	default:
 		st.words = o.next
 	}
 	st.has = true

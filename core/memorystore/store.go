@@ -487,6 +487,9 @@ func (s *Store) decideLocked(sh *memoryShard, key string, digest bool, keyHash u
 		evaluate(&e.o, &e.sp, e.state(), now, n)
 		allowed = allowed && e.o.allowed
 	}
+	if allowed && charge && n > 0 {
+		pickSlot(evs, now)
+	}
 	for i := range evs {
 		if e := &evs[i]; e.st != nil {
 			e.write(e.st, allowed, n, charge, now)
@@ -520,7 +523,7 @@ func (e *limitEval) write(st *memoryState, allowed bool, n int64, charge bool, n
 		if n == 0 || e.dup || !charge {
 			return false
 		}
-		apply(st, &e.o, &e.sp, n)
+		apply(st, &e.o, &e.sp, n, now)
 	case e.o.allowed:
 		evaluate(&e.o, &e.sp, st, now, 0)
 		return false
@@ -638,4 +641,5 @@ func (o *outcome) fill(r *store.Result) {
 	r.RetryAfter = arith.Micros(o.retry)
 	r.ResetAfter = arith.Micros(o.reset)
 	r.Delay = arith.Micros(o.delay)
+	r.Slot = o.slot
 }

@@ -220,9 +220,11 @@ func (c *denyCache) clear() {
 //   - A cost that can never pass (RetryAfter InfDuration) without a penalty
 //     is not cached: its Remaining and ResetAfter follow the key's traffic.
 //   - Peeks (n == 0) are never denied by an algorithm and are not cached.
+//   - InFlight limits are not cached: a released slot frees the key at any
+//     time.
 func cacheable(n int64, p *prepared, r store.Result) (int64, bool) {
-	if r.Allowed || n <= 0 || r.RetryAfter <= 0 {
-		return 0, false
+	if r.Allowed || n <= 0 || r.RetryAfter <= 0 || p.alg == store.InFlight {
+		return 0, false // a released slot frees an InFlight key at any time
 	}
 	if p.penalty > 0 {
 		retry := p.penalty

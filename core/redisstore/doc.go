@@ -50,7 +50,7 @@
 //
 // Keys have the form
 //
-//	<prefix>{<tag>}:<limit id>        state (a string; a sorted set for sliding_log)
+//	<prefix>{<tag>}:<limit id>        state (a string; a sorted set for sliding_log and in_flight)
 //	<prefix>{<tag>}:<limit id>:h      state of a fixed_window (a hash: window → count)
 //	<prefix>{<tag>}:<state>:x         penalty lock (only while one holds)
 //

@@ -29,7 +29,7 @@ func (s *Store) Charge(ctx context.Context, key string, n int64, limits ...store
 		cmd = append(cmd, k)
 	}
 	cmd = append(append(cmd, args...), "s")
-	c := scriptCall{takeScript, cmd, keys[0], first, len(limits), true}
+	c := scriptCall{takeScript, cmd, keys[0], first, len(limits), hasInFlight(limits), true}
 	r, _, err := s.runCall(ctx, c, n)
 	return r, err
 }

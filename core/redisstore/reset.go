@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -281,4 +282,34 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// Release frees slot (a Result.Slot of key) in each InFlight limit of
+// limits, one ZREM each (store.Releaser); other limits, and a slot not
+// taken, are ignored. It fails like Take for a bad key or limit, at once
+// with an error wrapping store.ErrBreakerOpen while the breaker of the
+// key's server is open, and with the client's error, wrapped, when Redis
+// fails: the slot is then free at the end of its hold.
+func (s *Store) Release(ctx context.Context, key string, slot int64, limits ...store.Spec) error {
+	if err := s.check(key, 0, limits); err != nil {
+		return err
+	}
+	member := strconv.FormatInt(slot, 10)
+	for i := range limits {
+		if limits[i].Algorithm() != store.InFlight {
+			continue
+		}
+		p, err := s.prepare(limits[i])
+		if err != nil {
+			return fmt.Errorf("redisstore: release: limit %d: %w", i, err)
+		}
+		k := s.redisKey(key, p.state)
+		if err := s.health.nodeFor(ctx, k).admit(ctx); err != nil {
+			return fmt.Errorf("redisstore: release: %w", err)
+		}
+		if err := s.client.ZRem(ctx, k, member).Err(); err != nil {
+			return fmt.Errorf("redisstore: release: %w", err)
+		}
+	}
+	return nil
 }

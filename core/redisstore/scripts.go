@@ -80,6 +80,8 @@ var families = map[store.Algorithm]*family{
 	store.FixedWindow:   {lua.CodeFixedWindow, fixedScript, windowArgs, decodeFixed, 2, unpackFixed},
 	store.SlidingWindow: {lua.CodeSlidingWindow, slidingScript, windowArgs, decodeSliding, 3, nil},
 	store.SlidingLog:    {lua.CodeSlidingLog, logScript, logArgs, decodeLog, 3, logShort},
+	// InFlight has no lean script: the take script serves it.
+	store.InFlight: {code: lua.CodeInFlight},
 }
 
 func tatArgs(s *store.Spec) []int64    { return []int64{s.Capacity(), s.Interval()} }

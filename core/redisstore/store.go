@@ -354,7 +354,7 @@ func (s *Store) prepare(spec store.Spec) (*prepared, error) {
 			strconv.FormatInt(spec.Penalty(), 10),
 		},
 	}
-	if spec.Penalty() == 0 {
+	if spec.Penalty() == 0 && f.script != nil {
 		p.lean, p.leanArgs = f, leanArgs(f, &spec)
 	}
 	if s.cached.Load() < maxCachedLimits {
@@ -471,6 +471,8 @@ type scriptCall struct {
 	key    string    // the first Redis key, whose slot picks the Cluster node
 	first  *prepared // the first limit
 	m      int       // the number of limits
+	// slotted: the reply ends with the slot taken (an InFlight limit)
+	slotted bool
 	// stamped: the take script's reply ends with Redis' clock (Charge)
 	stamped bool
 }
@@ -487,7 +489,7 @@ func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, erro
 		if f := p.lean; f != nil {
 			k := s.redisKey(key, p.state)
 			cmd := append(f.script.command(1, 5+len(p.leanArgs)), k, chargeArg(n))
-			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1, false}, nil
+			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1, false, false}, nil
 		}
 	}
 	keys, args, first, err := s.request(key, n, limits)
@@ -498,7 +500,16 @@ func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, erro
 	for _, k := range keys {
 		cmd = append(cmd, k)
 	}
-	return scriptCall{takeScript, append(cmd, args...), keys[0], first, len(limits), false}, nil
+	return scriptCall{takeScript, append(cmd, args...), keys[0], first, len(limits), hasInFlight(limits), false}, nil
+}
+
+func hasInFlight(limits []store.Spec) bool {
+	for i := range limits {
+		if limits[i].Algorithm() == store.InFlight {
+			return true
+		}
+	}
+	return false
 }
 
 // decode turns the reply of c into the Result of its Take of n.
@@ -510,14 +521,22 @@ func (c *scriptCall) decode(reply any, n int64) (store.Result, error) {
 	if err != nil {
 		return store.Result{}, err
 	}
-	if !c.stamped {
-		return decode(v, c.m)
+	// take.lua appends the slot (slotted), then its clock (stamped)
+	var stamp, slot int64
+	if c.stamped {
+		if len(v) == 0 {
+			return store.Result{}, fmt.Errorf("redisstore: take: script replied no integers, want a stamp")
+		}
+		stamp, v = v[len(v)-1], v[:len(v)-1]
 	}
-	if len(v) == 0 {
-		return store.Result{}, fmt.Errorf("redisstore: take: script replied no integers, want a stamp")
+	if c.slotted {
+		if len(v) == 0 {
+			return store.Result{}, fmt.Errorf("redisstore: take: script replied no integers, want a slot")
+		}
+		slot, v = v[len(v)-1], v[:len(v)-1]
 	}
-	r, err := decode(v[:len(v)-1], c.m)
-	r.Stamp = v[len(v)-1]
+	r, err := decode(v, c.m)
+	r.Stamp, r.Slot = stamp, slot
 	return r, err
 }
 

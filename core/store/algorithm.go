@@ -76,6 +76,17 @@ var facts = map[Algorithm]*algorithmFacts{
 			return ""
 		},
 	},
+	InFlight: {
+		code:     "i",
+		capacity: func(s *Spec) int64 { return s.rate },
+		horizon:  func(s *Spec) int64 { return s.period },
+		bounds: func(s *Spec) string {
+			if s.rate > MaxInFlightSlots {
+				return "in_flight keeps one entry per slot taken: rate must be at most 100000"
+			}
+			return ""
+		},
+	},
 }
 
 // tatBounds are the bounds of GCRA and LeakyBucket, which keep a
@@ -94,11 +105,12 @@ func tatBounds(s *Spec) string {
 // Capacity returns what s lets through at once from a full state, the
 // figure stores report as Result.Limit and the IETF quota: Burst for GCRA
 // and TokenBucket, Burst+1 for LeakyBucket (the request in service and a
-// queue of Burst), Rate for the window algorithms.
+// queue of Burst), Rate for the window algorithms and InFlight.
 func (s Spec) Capacity() int64 { return facts[s.alg].capacity(&s) }
 
 // Horizon returns how long after its last charge a state of s can still
 // refuse a request, penalty aside: the time to refill completely, in µs
 // (Burst·Period/Rate for GCRA, TokenBucket and LeakyBucket, Period for
-// FixedWindow and SlidingLog, 2·Period for SlidingWindow).
+// FixedWindow and SlidingLog, 2·Period for SlidingWindow, the hold for
+// InFlight).
 func (s Spec) Horizon() int64 { return facts[s.alg].horizon(&s) }

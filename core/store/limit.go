@@ -39,12 +39,27 @@ const (
 	// requests leave at Rate per Period; up to Burst more wait in the queue,
 	// and Result.Delay says how long to hold each; beyond that they are denied.
 	LeakyBucket Algorithm = "leaky_bucket"
+	// InFlight is not a rate: it caps the requests of a key in flight at
+	// once. Rate is the number of slots n and Period the hold: a Take of
+	// any cost n ≥ 1 takes one slot while fewer than Rate are taken, and
+	// Releaser.Release gives it back; a slot never given back (its holder
+	// vanished) is free again Period after it was taken. It takes no Burst
+	// nor Penalty. Result.Slot names the slot a Take took.
+	InFlight Algorithm = "in_flight"
 )
 
-// Algorithms returns every algorithm, in a stable order, in a new slice.
+// Algorithms returns every rate algorithm, in a stable order, in a new
+// slice. InFlight, a cap on concurrent requests rather than a rate, is not
+// among them.
 func Algorithms() []Algorithm {
 	return []Algorithm{GCRA, TokenBucket, FixedWindow, SlidingWindow, SlidingLog, LeakyBucket}
 }
+
+// InFlightRetryAfter is the longest RetryAfter of a request an InFlight
+// limit refuses: the time until its earliest slot expires, but at most
+// this. A slot is usually released long before it expires, when its
+// request ends, which no store can foresee.
+const InFlightRetryAfter = time.Second
 
 // InfDuration is the RetryAfter of a request whose cost exceeds what the
 // limit can ever admit at once: it will never pass.
@@ -57,7 +72,10 @@ const (
 	// MaxSlidingLogRate is the largest Rate a SlidingLog limit accepts: it
 	// stores one entry per admitted request, up to Rate of them.
 	MaxSlidingLogRate = 100_000
-	maxExact          = 1 << 53
+	// MaxInFlightSlots is the largest Rate an InFlight limit accepts: it
+	// stores one entry per slot taken, up to Rate of them.
+	MaxInFlightSlots = 100_000
+	maxExact         = 1 << 53
 )
 
 // Limit describes one rate limit. The zero value is not valid: Rate and
@@ -182,7 +200,7 @@ func (l Limit) normalize() (Spec, error) {
 	}
 	f := facts[s.alg]
 	if f == nil {
-		return Spec{}, invalid(l, "unknown algorithm %q (want one of gcra, token_bucket, fixed_window, sliding_window, sliding_log, leaky_bucket)", string(l.Algorithm))
+		return Spec{}, invalid(l, "unknown algorithm %q (want one of gcra, token_bucket, fixed_window, sliding_window, sliding_log, leaky_bucket, in_flight)", string(l.Algorithm))
 	}
 	if l.Rate <= 0 {
 		return Spec{}, invalid(l, "rate must be positive")
@@ -213,6 +231,8 @@ func (l Limit) normalize() (Spec, error) {
 		return Spec{}, invalid(l, "%s takes no burst; leave Burst 0", string(s.alg))
 	case f.burst && s.burst == 0:
 		s.burst = s.rate
+	case s.alg == InFlight && l.Penalty != 0:
+		return Spec{}, invalid(l, "in_flight takes no penalty; leave Penalty 0")
 	}
 	if s.alg == GCRA || s.alg == LeakyBucket {
 		s.interval = (s.period + s.rate - 1) / s.rate

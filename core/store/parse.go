@@ -207,7 +207,7 @@ func (p *limitParser) algorithm(l *Limit, tok string, off int, seen map[string]b
 	case !ok && strings.IndexByte(tok, '/') >= 0:
 		return p.fail(off, "unexpected %q: only one RATE/PERIOD per limit", tok)
 	case !ok:
-		return p.fail(off, "unexpected %q: want \"burst N\", \"penalty DURATION\" or an algorithm (gcra, token_bucket, fixed_window, sliding_window, sliding_log, leaky_bucket)", tok)
+		return p.fail(off, "unexpected %q: want \"burst N\", \"penalty DURATION\" or an algorithm (gcra, token_bucket, fixed_window, sliding_window, sliding_log, leaky_bucket, in_flight)", tok)
 	case seen["algorithm"]:
 		return p.fail(off, "algorithm given twice (%s, then %s)", string(l.Algorithm), string(alg))
 	}
@@ -218,7 +218,7 @@ func (p *limitParser) algorithm(l *Limit, tok string, off int, seen map[string]b
 
 func algorithmNamed(word string) (Algorithm, bool) {
 	word = strings.ReplaceAll(word, "-", "_")
-	for _, a := range Algorithms() {
+	for _, a := range append(Algorithms(), InFlight) {
 		if word == string(a) {
 			return a, true
 		}

@@ -25,6 +25,11 @@ type Result struct {
 	// one (their own PerLimit is nil); nil for a single limit.
 	PerLimit []Result
 
+	// Slot names the slot an allowed, charged Take took of its InFlight
+	// limits (one id for all of them), for Releaser.Release; 0 when it
+	// took none.
+	Slot int64
+
 	// Stamp is the store's clock, in µs, at which Refunder.Charge decided,
 	// for Refunder.Refund; 0 when the store does not say (Take may).
 	Stamp int64
@@ -116,6 +121,7 @@ func Combine(perLimit []Result) Result {
 	}
 	out := perLimit[binding]
 	out.Binding = binding
+	out.Slot = slotOf(perLimit)
 	out.PerLimit = perLimit
 	if allowed {
 		out.Delay = delay
@@ -123,6 +129,16 @@ func Combine(perLimit []Result) Result {
 		out.Delay = 0
 	}
 	return out
+}
+
+// slotOf returns the slot of a Take's limits: the one their Results name.
+func slotOf(perLimit []Result) int64 {
+	for i := range perLimit {
+		if perLimit[i].Slot != 0 {
+			return perLimit[i].Slot
+		}
+	}
+	return 0
 }
 
 // Peeker is a Store that can tell what a Take would return without
@@ -150,6 +166,18 @@ type Resetter interface {
 	// error when it fails; a failed Reset may have cleared some of the
 	// limits and can be repeated.
 	Reset(ctx context.Context, key string, limits ...Spec) error
+}
+
+// Releaser is a Store that can give back an InFlight slot before its hold
+// ends. core.Limiter releases the slot of a request when its handler
+// returns; the memory store and the Redis store implement it.
+type Releaser interface {
+	// Release frees slot (a Result.Slot of key) in each InFlight limit of
+	// limits; other limits are ignored, and so is a slot already free or
+	// expired. It returns the errors of Take for a bad key or limit, and
+	// the store's error when it fails; the slot is then free at the end
+	// of its hold.
+	Release(ctx context.Context, key string, slot int64, limits ...Spec) error
 }
 
 // Refunder is a Store that can give back what it charged, for a Limiter

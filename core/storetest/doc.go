@@ -35,6 +35,13 @@
 //     allowed, limit 16, remaining 15, retry 0, reset 2s.
 //   - ScriptFlush: the same with Harness.FlushScripts called before every
 //     Take.
+//   - InFlight: 20 concurrent Takes through two instances on
+//     MaxInFlight(3, 10s) admit exactly 3, each with its own Result.Slot;
+//     a released slot (store.Releaser) is free at once, through the other
+//     instance, and releasing twice changes nothing; a slot never released
+//     is free once its hold has passed, not before; with a rate limit in
+//     the same Take, a refusal by either charges neither; the key's TTL is
+//     at most the hold.
 //   - Concurrency: two store instances × 200 goroutines on one key admit
 //     exactly the allowance (100), for every algorithm.
 //   - TTL: after each kind of call (peek, admission, denial, penalty lock,

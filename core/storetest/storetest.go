@@ -87,6 +87,7 @@ func Run(t *testing.T, h Harness) {
 		s.testScenarios(t, true)
 	})
 	t.Run("Reset", s.testReset)
+	t.Run("InFlight", s.testInFlight)
 	t.Run("Refund", s.testRefund)
 	t.Run("Concurrency", s.testConcurrency)
 	t.Run("TTL", s.testTTL)
