@@ -97,7 +97,7 @@ func TestSoakStarvedInstance(t *testing.T) {
 	if rep.GOMAXPROCS != 1 {
 		t.Errorf("the instance ran with GOMAXPROCS=%d, want 1", rep.GOMAXPROCS)
 	}
-	judgeSoak(t, run, rs, rep.Decisions, float64(st.sent)/elapsed.Seconds() >= soakRate/2)
+	judgeSoak(t, run, start, rs, rep.Decisions, float64(st.sent)/elapsed.Seconds() >= soakRate/2)
 }
 
 // startSoakInstance starts this test binary as the starved instance
@@ -334,7 +334,7 @@ func fetchSoakReport(t *testing.T, url string) soakReport {
 // judgeSoak checks the decisions of run's keys and reports their figures.
 // A run that achieved less than half the aimed rate is not held to
 // reaching the limits (power false).
-func judgeSoak(t *testing.T, run string, rs []soakReply, ds []soakDecision, power bool) {
+func judgeSoak(t *testing.T, run string, start time.Time, rs []soakReply, ds []soakDecision, power bool) {
 	t.Helper()
 	outcomes, errs := map[string]int{}, map[string]int{}
 	served := map[string][]soakDecision{} // route -> admissions
@@ -362,7 +362,7 @@ func judgeSoak(t *testing.T, run string, rs []soakReply, ds []soakDecision, powe
 	t.Logf("decisions: %v; store errors: %v; time in the stores p50 %v p99 %v max %v", outcomes, errs,
 		pct(0.5), pct(0.99), pct(1))
 	if n := errs["breaker-open"]; n != 0 {
-		t.Errorf("%d decisions met an open breaker on a healthy Redis", n)
+		t.Errorf("%d decisions met an open breaker on a healthy Redis, %s", n, breakerSpells(ds, start))
 	}
 	if n := outcomes["fw "+core.OutcomeFallback.String()] + outcomes["gcra "+core.OutcomeFallback.String()]; n != 0 {
 		t.Logf("%d decisions were made by the local fallback (a Take ran out of time)", n)
@@ -380,6 +380,28 @@ func judgeSoak(t *testing.T, run string, rs []soakReply, ds []soakDecision, powe
 	}
 	checkFixedWindows(t, served["fw"], power)
 	checkGCRA(t, served["gcra"], power)
+}
+
+// breakerSpells describes when decisions met an open breaker: the spells
+// (decisions less than two cooldowns apart) as seconds since start.
+func breakerSpells(ds []soakDecision, start time.Time) string {
+	var at []int64
+	for _, d := range ds {
+		if d.Err == "breaker-open" {
+			at = append(at, d.Lo-start.UnixMicro())
+		}
+	}
+	slices.Sort(at)
+	var spells []string
+	for i := 0; i < len(at); {
+		j := i
+		for j+1 < len(at) && at[j+1]-at[j] < 2e6 {
+			j++
+		}
+		spells = append(spells, fmt.Sprintf("%.1f–%.1f s (%d)", float64(at[i])/1e6, float64(at[j])/1e6, j-i+1))
+		i = j + 1
+	}
+	return "in " + strconv.Itoa(len(spells)) + " spells after the load started: " + strings.Join(spells, ", ")
 }
 
 // checkFixedWindows places each admission of /fw in its window and fails t
