@@ -90,14 +90,14 @@ func TestSoakStarvedInstance(t *testing.T) {
 	t.Logf("aimed at %d requests/s for %v: sent %d (%.0f/s achieved, %d ticks' requests not sent: every worker busy); %s",
 		soakRate, dur, st.sent, float64(st.sent)/elapsed.Seconds(), skipped, st)
 	t.Logf("load average (1 min) during the run: %s", la)
-	t.Logf("Redis, pinged every 20 ms by the test process (not starved): %s", pl)
+	t.Logf("Redis, sent TIME every 20 ms by the test process (not starved): %s", describePings(pl))
 	t.Logf("instance: GOMAXPROCS=%d, busy loop %d iterations; CPU %v in %v (%.0f%% of one core); a 1 ms sleep overslept by up to %v, ≥50 ms %d times, ≥100 ms %d times",
 		rep.GOMAXPROCS, rep.Spins, rep.CPU.Round(time.Millisecond), rep.Wall.Round(time.Millisecond),
 		100*rep.CPU.Seconds()/rep.Wall.Seconds(), rep.Stall.Round(time.Millisecond), rep.Stalls50, rep.Stalls100)
 	if rep.GOMAXPROCS != 1 {
 		t.Errorf("the instance ran with GOMAXPROCS=%d, want 1", rep.GOMAXPROCS)
 	}
-	judgeSoak(t, run, start, rs, rep.Decisions, float64(st.sent)/elapsed.Seconds() >= soakRate/2)
+	judgeSoak(t, run, start, pl, rs, rep.Decisions, float64(st.sent)/elapsed.Seconds() >= soakRate/2)
 }
 
 // startSoakInstance starts this test binary as the starved instance
@@ -112,7 +112,7 @@ func startSoakInstance(t *testing.T, redisURL string) string {
 	d := &demo{done: make(chan struct{})}
 	d.cmd = exec.Command(exe)
 	d.cmd.Env = append(os.Environ(), soakInstanceEnv+"="+redisURL, "GOMAXPROCS=1",
-		"GORACE=atexit_sleep_ms=0 halt_on_error=1")
+		"GORACE=atexit_sleep_ms=0 halt_on_error=1", "SLUICE_BREAKER_DEBUG="+os.Getenv("SLUICE_BREAKER_DEBUG"))
 	d.cmd.Stderr = lockedWriter{d}
 	setDeathSignal(d.cmd)
 	stdout, err := d.cmd.StdoutPipe()
@@ -282,38 +282,77 @@ func sampleLoad() func() string {
 	}
 }
 
-// pingRedis PINGs Redis every 20 ms until the function it returns is
-// called, which describes the round trips: how healthy Redis was.
-func pingRedis(rdb *redis.Client) func() string {
-	stop, done := make(chan struct{}), make(chan string)
+// ping is one TIME call of pingRedis: when it was sent (Unix µs), its
+// round trip (-1: failed), and how long after it was sent Redis ran it
+// (Redis' clock, the machine's): the part of the round trip that is
+// Redis' (and the kernel's), not the caller's.
+type ping struct {
+	at         int64
+	rtt, redis time.Duration
+}
+
+// pingRedis sends TIME to Redis every 20 ms until the function it returns
+// is called, which returns the calls: how healthy Redis was.
+func pingRedis(rdb *redis.Client) func() []ping {
+	stop, done := make(chan struct{}), make(chan []ping)
 	go func() {
-		var lat []time.Duration
-		errs := 0
+		var ps []ping
 		t := time.NewTicker(20 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {
 			case <-t.C:
 			case <-stop:
-				st := stats{lat: lat}
-				slices.Sort(st.lat)
-				done <- fmt.Sprintf("%d PINGs, %d failed; round trip p50 %v p99 %v max %v", len(lat), errs,
-					st.pct(0.5).Round(10*time.Microsecond), st.pct(0.99).Round(10*time.Microsecond), st.max().Round(10*time.Microsecond))
+				done <- ps
 				return
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			before := time.Now()
-			if err := rdb.Ping(ctx).Err(); err != nil {
-				errs++
+			p := ping{at: before.UnixMicro(), rtt: -1}
+			if at, err := rdb.Time(ctx).Result(); err == nil {
+				p.rtt, p.redis = time.Since(before), max(0, at.Sub(before))
 			}
-			lat = append(lat, time.Since(before))
+			ps = append(ps, p)
 			cancel()
 		}
 	}()
-	return func() string {
+	return func() []ping {
 		close(stop)
 		return <-done
 	}
+}
+
+// describePings summarises the calls of pingRedis.
+func describePings(ps []ping) string {
+	rtt, redis, failed := stats{}, stats{}, 0
+	for _, p := range ps {
+		if p.rtt < 0 {
+			failed++
+			continue
+		}
+		rtt.lat, redis.lat = append(rtt.lat, p.rtt), append(redis.lat, p.redis)
+	}
+	slices.Sort(rtt.lat)
+	slices.Sort(redis.lat)
+	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
+	return fmt.Sprintf("%d calls, %d failed; round trip p50 %v p99 %v max %v; sent to run by Redis p50 %v p99 %v max %v", len(ps), failed,
+		r(rtt.pct(0.5)), r(rtt.pct(0.99)), r(rtt.max()), r(redis.pct(0.5)), r(redis.pct(0.99)), r(redis.max()))
+}
+
+// slowestPing returns the longest round trip and the longest wait for
+// Redis of the calls sent within [from, to] (Unix µs), and how many there
+// were; a failed one counts as an hour.
+func slowestPing(ps []ping, from, to int64) (rtt, redis time.Duration, n int) {
+	for _, p := range ps {
+		if p.at >= from && p.at <= to {
+			n++
+			if p.rtt < 0 {
+				p.rtt, p.redis = time.Hour, time.Hour
+			}
+			rtt, redis = max(rtt, p.rtt), max(redis, p.redis)
+		}
+	}
+	return rtt, redis, n
 }
 
 // fetchSoakReport asks the instance for its decisions.
@@ -334,11 +373,12 @@ func fetchSoakReport(t *testing.T, url string) soakReport {
 // judgeSoak checks the decisions of run's keys and reports their figures.
 // A run that achieved less than half the aimed rate is not held to
 // reaching the limits (power false).
-func judgeSoak(t *testing.T, run string, start time.Time, rs []soakReply, ds []soakDecision, power bool) {
+func judgeSoak(t *testing.T, run string, start time.Time, pl []ping, rs []soakReply, ds []soakDecision, power bool) {
 	t.Helper()
 	outcomes, errs := map[string]int{}, map[string]int{}
 	served := map[string][]soakDecision{} // route -> admissions
 	var lat []time.Duration
+	late := 0 // timeouts seen 50 ms or more after the deadline
 	for _, d := range ds {
 		if !strings.HasPrefix(d.Key, run+"-") {
 			continue
@@ -346,6 +386,9 @@ func judgeSoak(t *testing.T, run string, start time.Time, rs []soakReply, ds []s
 		outcomes[d.Route+" "+d.Outcome]++
 		if d.Err != "" {
 			errs[d.Err]++
+		}
+		if d.Err == "deadline" && time.Duration(d.TakeMicro)*time.Microsecond >= core.DefaultTimeout+50*time.Millisecond {
+			late++
 		}
 		if d.Served {
 			served[d.Route] = append(served[d.Route], d)
@@ -359,10 +402,10 @@ func judgeSoak(t *testing.T, run string, start time.Time, rs []soakReply, ds []s
 		}
 		return lat[int(p*float64(len(lat)-1))]
 	}
-	t.Logf("decisions: %v; store errors: %v; time in the stores p50 %v p99 %v max %v", outcomes, errs,
-		pct(0.5), pct(0.99), pct(1))
+	t.Logf("decisions: %v; store errors: %v (of the deadlines, %d seen by the instance 50 ms or more after they passed); time in the stores p50 %v p99 %v max %v",
+		outcomes, errs, late, pct(0.5), pct(0.99), pct(1))
 	if n := errs["breaker-open"]; n != 0 {
-		t.Errorf("%d decisions met an open breaker on a healthy Redis, %s", n, breakerSpells(ds, start))
+		t.Errorf("%d decisions met an open breaker on a healthy Redis, %s", n, breakerSpells(ds, start, pl))
 	}
 	if n := outcomes["fw "+core.OutcomeFallback.String()] + outcomes["gcra "+core.OutcomeFallback.String()]; n != 0 {
 		t.Logf("%d decisions were made by the local fallback (a Take ran out of time)", n)
@@ -383,12 +426,14 @@ func judgeSoak(t *testing.T, run string, start time.Time, rs []soakReply, ds []s
 }
 
 // breakerSpells describes when decisions met an open breaker: the spells
-// (decisions less than two cooldowns apart) as seconds since start.
-func breakerSpells(ds []soakDecision, start time.Time) string {
+// (decisions less than two cooldowns apart) as seconds since start, and
+// how slow the test process' TIME calls to Redis were in the second
+// before each.
+func breakerSpells(ds []soakDecision, start time.Time, pl []ping) string {
 	var at []int64
 	for _, d := range ds {
 		if d.Err == "breaker-open" {
-			at = append(at, d.Lo-start.UnixMicro())
+			at = append(at, d.Lo)
 		}
 	}
 	slices.Sort(at)
@@ -398,7 +443,10 @@ func breakerSpells(ds []soakDecision, start time.Time) string {
 		for j+1 < len(at) && at[j+1]-at[j] < 2e6 {
 			j++
 		}
-		spells = append(spells, fmt.Sprintf("%.1f–%.1f s (%d)", float64(at[i])/1e6, float64(at[j])/1e6, j-i+1))
+		rtt, redis, n := slowestPing(pl, at[i]-1e6, at[i])
+		spells = append(spells, fmt.Sprintf("%.1f–%.1f s (%d decisions; the test's %d TIME calls in the second before: round trip up to %v, Redis ran them up to %v after they were sent)",
+			float64(at[i]-start.UnixMicro())/1e6, float64(at[j]-start.UnixMicro())/1e6, j-i+1, n,
+			rtt.Round(10*time.Microsecond), redis.Round(10*time.Microsecond)))
 		i = j + 1
 	}
 	return "in " + strconv.Itoa(len(spells)) + " spells after the load started: " + strings.Join(spells, ", ")
