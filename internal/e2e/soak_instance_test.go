@@ -72,8 +72,10 @@ type takeTimes struct{ lo, hi int64 }
 type takeTimesKey struct{}
 
 // timedStore records, in the request's takeTimes, when the Redis store's
-// Take started and ended.
-type timedStore struct{ store.Store }
+// Take started and ended; its other methods (Fleet, ResetNotifier, ...)
+// are the Redis store's, so that the Limiters' shared fallback sees it as
+// it is.
+type timedStore struct{ *redisstore.Store }
 
 func (s timedStore) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	tt, _ := ctx.Value(takeTimesKey{}).(*takeTimes)
