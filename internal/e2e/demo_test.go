@@ -39,6 +39,9 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
+	if url := os.Getenv(soakInstanceEnv); url != "" {
+		os.Exit(runSoakInstance(url)) // a child of TestSoakStarvedInstance
+	}
 	code := m.Run()
 	if demoBuild.dir != "" {
 		_ = os.RemoveAll(demoBuild.dir)

@@ -16,7 +16,11 @@
 //     rotation, forged tokens, keys built to break the Redis layout, absurd
 //     limits and costs;
 //   - memory: a million distinct keys against a bounded memory store, and
-//     Redis memory back to its baseline once the TTLs lapse.
+//     Redis memory back to its baseline once the TTLs lapse;
+//   - a soak: an instance starved of CPU (a child process with GOMAXPROCS=1
+//     and a busy loop) at 600 requests/s over 2000 keys on a healthy Redis,
+//     every key's windows checked for over-admission and every decision
+//     for an open breaker (15 s; SLUICE_SOAK=60s for issue 17's full run).
 //
 // They run in the normal test suite (go test -race ./...), within about
 // three minutes on two cores; -short cuts the largest loads. Without
