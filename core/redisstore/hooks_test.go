@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"fmt"
 	"net/http"
 	"runtime"
 	"testing"
@@ -23,14 +24,14 @@ func TestLimitersShareOneResetHook(t *testing.T) {
 	before := hooks()
 	key := func(*http.Request) (string, error) { return "a", nil }
 	// The first Limiter may start the subscription (a few goroutines).
-	if _, err := core.New(x.store, key, []core.Limit{core.PerMinute(5)}); err != nil {
+	if _, err := core.New(x.store, key, []core.Limit{core.PerMinute(5)}, core.WithName("first")); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond)
 	runtime.GC()
 	goroutines := runtime.NumGoroutine()
 	for i := 0; i < 1000; i++ {
-		if _, err := core.New(x.store, key, []core.Limit{core.PerMinute(5)}); err != nil {
+		if _, err := core.New(x.store, key, []core.Limit{core.PerMinute(5)}, core.WithName(fmt.Sprint("l", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
