@@ -149,10 +149,9 @@ func TestNilLimiterPanicsAtConstruction(t *testing.T) {
 	echolimit.New(nil)
 }
 
-// Echo applies Use middleware on every request; the middleware remembers
-// what it made for each next handler. Every request must still reach its
-// own route's handler, also through more routes than the cache holds and
-// behind a middleware that makes a new handler per request.
+// Echo applies Use middleware on every request. Every request must reach
+// its own route's handler, charged once, through many routes and behind a
+// middleware that makes a new handler per request.
 func TestWrappedHandlersReachTheirRoute(t *testing.T) {
 	for _, withInner := range []bool{false, true} {
 		testWrappedHandlers(t, withInner)
