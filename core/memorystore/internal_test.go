@@ -48,6 +48,14 @@ func TestMemoryStoreKeyStorage(t *testing.T) {
 	}
 }
 
+// A shard fills whole cache lines, so that two shards' mutexes never
+// share one; its padding is written by hand and must follow its fields.
+func TestMemoryShardSize(t *testing.T) {
+	if n := unsafe.Sizeof(memoryShard{}); n%64 != 0 {
+		t.Fatalf("memoryShard is %d bytes, want a multiple of 64: adjust its padding", n)
+	}
+}
+
 func TestMemoryStoreShardSizes(t *testing.T) {
 	for _, c := range []struct{ maxKeys, shards int }{
 		{1, 1}, {64, 1}, {127, 1}, {128, 2}, {1000, 8}, {1 << 14, 256}, {DefaultMaxKeys, 256}, {0, 256}, {-5, 256},

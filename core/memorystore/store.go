@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/arith"
@@ -75,11 +74,12 @@ type Store struct {
 	mask   uint64
 }
 
-// memoryShard is one lock's share of the states, padded to a whole number
-// of cache lines so neighbouring shards' mutexes do not contend.
+// memoryShard is one lock's share of the states, padded to a cache line
+// (64 bytes, TestMemoryShardSize) so neighbouring shards' mutexes do not
+// contend.
 type memoryShard struct {
 	shardData
-	_ [(64 - unsafe.Sizeof(shardData{})%64) % 64]byte
+	_ [8]byte
 }
 
 type shardData struct {
