@@ -7,13 +7,18 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/adapteropt"
+	"github.com/sluicehq/sluice/internal/route"
 )
 
 // An Option configures the middleware (see OnRefuse). The core.Limiter
 // holds everything else (limits, key, cost, failure policy, headers,
 // responses).
-type Option = adapteropt.Option[func(echo.Context, core.Decision) error]
+// Options apply in order, a later one winning; nil options are skipped.
+type Option func(*config)
+
+type config struct {
+	onRefuse func(echo.Context, core.Decision) error
+}
 
 // OnRefuse makes the middleware return f(c, d) instead of writing the
 // Limiter's response when a request is refused, or when a held request's
@@ -23,7 +28,7 @@ type Option = adapteropt.Option[func(echo.Context, core.Decision) error]
 // returns nil, or returns an error (such as echo.NewHTTPError) for echo's
 // HTTPErrorHandler to answer; the next handler is not called.
 func OnRefuse(f func(c echo.Context, d core.Decision) error) Option {
-	return adapteropt.OnRefuse(f)
+	return func(c *config) { c.onRefuse = f }
 }
 
 // New returns echo middleware that limits requests with l. It panics if l
@@ -37,7 +42,13 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 	if l == nil {
 		panic("echolimit.New: the *core.Limiter is nil")
 	}
-	m := &middleware{l: l, onRefuse: adapteropt.Apply(opts).OnRefuse}
+	var cfg config
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&cfg)
+		}
+	}
+	m := &middleware{l: l, onRefuse: cfg.onRefuse}
 	return m.handler
 }
 
@@ -51,7 +62,7 @@ func (m *middleware) handler(next echo.HandlerFunc) echo.HandlerFunc {
 	l, onRefuse := m.l, m.onRefuse
 	return func(c echo.Context) error {
 		r := c.Request()
-		if p := adapteropt.Pattern(r.Method, c.Path()); p != "" {
+		if p := route.Pattern(r.Method, c.Path()); p != "" {
 			r.Pattern = p
 		}
 		d := l.Decide(r)

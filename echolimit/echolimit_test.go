@@ -125,12 +125,14 @@ func TestHoldAbortsWhenClientGoes(t *testing.T) {
 	}
 }
 
+// The last OnRefuse wins and a nil Option is skipped.
 func TestOnRefuseHTTPError(t *testing.T) {
 	errorsHandled, handled := 0, 0
 	e := newEcho(&errorsHandled)
+	overridden := echolimit.OnRefuse(func(echo.Context, core.Decision) error { t.Error("an earlier OnRefuse ran"); return nil })
 	e.GET("/", func(c echo.Context) error { handled++; return nil },
 		echolimit.New(newLimiter(t, byHeader, []core.Limit{core.PerMinute(1)}),
-			echolimit.OnRefuse(func(c echo.Context, d core.Decision) error {
+			overridden, nil, echolimit.OnRefuse(func(c echo.Context, d core.Decision) error {
 				return echo.NewHTTPError(d.Response().Status, "too many")
 			})))
 	get(e, "/", "a", nil)
