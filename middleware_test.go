@@ -1089,7 +1089,7 @@ func scenarios(tok jwtTokens) []scenario {
 		rows = append(rows, scenario{
 			name: "JWT forged expired none, KeyErrorDeny",
 			routes: func(s *setup) []route {
-				return jwtRoutes(s, []core.Limit{lim}, core.OnKeyError(core.KeyErrorDeny))
+				return jwtRoutes(s, []core.Limit{lim}, core.WithKeyErrorRule(core.KeyErrorDeny))
 			},
 			steps: []step{
 				{header: bearer(tok.forged), status: 403},
@@ -1108,7 +1108,7 @@ func scenarios(tok jwtTokens) []scenario {
 		rows = append(rows, scenario{
 			name: "JWT forged expired none, KeyErrorAllow",
 			routes: func(s *setup) []route {
-				return jwtRoutes(s, []core.Limit{lim}, core.OnKeyError(core.KeyErrorAllow))
+				return jwtRoutes(s, []core.Limit{lim}, core.WithKeyErrorRule(core.KeyErrorAllow))
 			},
 			steps: []step{
 				{header: bearer(tok.forged), status: 200},

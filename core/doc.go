@@ -17,8 +17,8 @@
 // New and its options (WithName, WithSharedState, WithCost, WithCostFunc,
 // WithSkip, WithPlans, WithFailurePolicy, WithFallbackStore, WithTimeout,
 // WithHeaders, WithPolicyName, WithPlanPolicyNames, WithShadow,
-// WithObserver, OnKeyError, WithKeyErrorKey, the With...Response options,
-// WithClock); limits (Limit, PerSecond, PerMinute, PerHour, ParseLimit, and
+// WithObserver, WithKeyErrorRule, WithKeyErrorKey, the With...Response
+// options, WithClock); limits (Limit, PerSecond, PerMinute, PerHour, ParseLimit, and
 // the Algorithm constants); key functions (KeyFunc, ErrNoKey; ready-made
 // ones are in package keyfuncs); in a handler, FromContext (the Decision
 // that bound the request); controls while serving (Limiter.SetLimits,

@@ -321,9 +321,9 @@ func ExampleWithFailurePolicy() {
 
 // Requests without a key can share one bucket (the default), be refused,
 // or be served unlimited.
-func ExampleOnKeyError() {
+func ExampleWithKeyErrorRule() {
 	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(10)},
-		core.OnKeyError(core.KeyErrorDeny))
+		core.WithKeyErrorRule(core.KeyErrorDeny))
 	if err != nil {
 		panic(err)
 	}
@@ -521,7 +521,7 @@ func ExampleWithUnavailableResponse() {
 // response that says so.
 func ExampleWithKeyErrorResponse() {
 	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(10)},
-		core.OnKeyError(core.KeyErrorDeny),
+		core.WithKeyErrorRule(core.KeyErrorDeny),
 		core.WithKeyErrorResponse(core.Response{
 			Status:      http.StatusUnauthorized,
 			ContentType: "application/json",

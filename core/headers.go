@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-	"unsafe"
 
 	"github.com/sluicehq/sluice/core/store"
 )
@@ -206,15 +205,17 @@ func (d Decision) setHeaders(h http.Header, blk *headerBlock) {
 
 // headerValues formats the values of the headers SetHeaders sets, in its
 // order: the legacy three, Retry-After when retry > 0, the IETF RateLimit
-// field. All of them are formatted into the buffer of blk (a new
-// headerBlock when nil), which also backs the returned slice: at most one
-// allocation whatever the style.
+// field. All of them are formatted into one buffer on the stack, then
+// copied into one string that the values share; the returned slice is
+// blk's (a new headerBlock when nil): at most two allocations whatever the
+// style.
 func (d Decision) headerValues(p *headerPlan, retry int64, blk *headerBlock) []string {
 	res := &d.Result
 	if blk == nil {
 		blk = new(headerBlock)
 	}
-	b := blk.buf[:0]
+	var buf [128]byte
+	b := buf[:0]
 	var ends [len(blk.vals)]int // where each value ends in b
 	n := 0
 	if p.legacy {
@@ -233,10 +234,7 @@ func (d Decision) headerValues(p *headerPlan, retry int64, blk *headerBlock) []s
 		b = appendRateLimitField(b, p.names, res)
 		ends[n], n = len(b), n+1
 	}
-	// b is never written again (it may have outgrown blk.buf, then it is
-	// its own array), so the string may share its bytes, as strings.Builder
-	// does (BenchmarkSetHeaders: one allocation instead of two).
-	s := unsafe.String(unsafe.SliceData(b), len(b))
+	s := string(b)
 	vals := blk.vals[:n]
 	for i, start := 0, 0; i < n; i++ {
 		vals[i], start = s[start:ends[i]], ends[i]
@@ -260,13 +258,12 @@ func appendRateLimitField(b []byte, names []string, res *Result) []byte {
 	return b
 }
 
-// headerBlock holds one response's header values: the slices h refers to
-// and the bytes of the strings in them. 128 bytes fit the legacy headers
-// and an IETF RateLimit field of a few limits with short names; longer
-// fields grow into a second array.
+// headerBlock holds one response's header values: the slices h refers to.
+// headerValues' 128-byte buffer fits the legacy headers and an IETF
+// RateLimit field of a few limits with short names; longer fields grow
+// into a second array.
 type headerBlock struct {
 	vals [5]string
-	buf  [128]byte
 }
 
 func appendRateLimitItem(b []byte, name string, r *Result) []byte {

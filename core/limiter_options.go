@@ -367,9 +367,9 @@ func (k KeyErrorRule) String() string {
 	return enumString(keyErrorRuleNames[:], "KeyErrorRule", uint8(k))
 }
 
-// OnKeyError sets the rule for requests whose key function fails; see
+// WithKeyErrorRule sets the rule for requests whose key function fails; see
 // KeyErrorRule. The default is KeyErrorPerAddress.
-func OnKeyError(rule KeyErrorRule) Option {
+func WithKeyErrorRule(rule KeyErrorRule) Option {
 	return optionFunc(func(o *options) error {
 		if int(rule) >= len(keyErrorRuleNames) {
 			return fmt.Errorf("%w: unknown key-error rule %d", ErrInvalidOption, uint8(rule))

@@ -163,7 +163,7 @@ func TestNewRejectsBadArguments(t *testing.T) {
 		"1ns timeout":         WithTimeout(time.Nanosecond),
 		"nil observer":        WithObserver(nil),
 		"unknown headers":     WithHeaders(HeaderStyle(9)),
-		"unknown key rule":    OnKeyError(KeyErrorRule(9)),
+		"unknown key rule":    WithKeyErrorRule(KeyErrorRule(9)),
 		"deny status 0":       WithDenyResponse(Response{}),
 		"deny status 600":     WithDenyResponse(Response{Status: 600}),
 		"unavailable 1xx":     WithUnavailableResponse(Response{Status: 101}),
@@ -289,7 +289,7 @@ func TestKeyErrorDenyAndAllow(t *testing.T) {
 		t.Run(tc.rule.String(), func(t *testing.T) {
 			st := &scriptStore{}
 			rec := &recorder{}
-			opts := []Option{OnKeyError(tc.rule), WithObserver(rec.observe)}
+			opts := []Option{WithKeyErrorRule(tc.rule), WithObserver(rec.observe)}
 			if tc.shadow {
 				opts = append(opts, WithShadow())
 			}
@@ -321,7 +321,7 @@ func TestKeyErrorDenyAndAllow(t *testing.T) {
 }
 
 func TestKeyErrorResponseBody(t *testing.T) {
-	l := mustNew(t, &scriptStore{}, perSecond10, OnKeyError(KeyErrorDeny))
+	l := mustNew(t, &scriptStore{}, perSecond10, WithKeyErrorRule(KeyErrorDeny))
 	w := httptest.NewRecorder()
 	l.Decide(request("")).WriteResponse(w)
 	if w.Code != http.StatusForbidden || w.Header().Get("Content-Type") != "application/json" ||

@@ -164,7 +164,7 @@ func TestFirstKeyErrorIsLogged(t *testing.T) {
 	}
 
 	route, err := core.New(memorystore.New(), keyfuncs.Route(), []core.Limit{core.PerHour(1)},
-		core.WithName("routes"), core.OnKeyError(core.KeyErrorDeny))
+		core.WithName("routes"), core.WithKeyErrorRule(core.KeyErrorDeny))
 	if err != nil {
 		t.Fatal(err)
 	}

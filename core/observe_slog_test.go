@@ -110,7 +110,7 @@ func wantRecord(t *testing.T, got slogRecord, level slog.Level, msg string, attr
 }
 
 func TestLogDenialsDeniedAndKeyError(t *testing.T) {
-	l, h := slogLimiter(t, nil, []core.Limit{core.PerSecond(1)}, nil, core.OnKeyError(core.KeyErrorDeny))
+	l, h := slogLimiter(t, nil, []core.Limit{core.PerSecond(1)}, nil, core.WithKeyErrorRule(core.KeyErrorDeny))
 	l.Decide(slogRequest("alice")) // allowed: not logged
 	l.Decide(slogRequest("alice")) // denied
 	l.Decide(slogRequest(""))      // no key
@@ -195,7 +195,7 @@ func TestLogDenialsRepeats(t *testing.T) {
 	observe := core.LogDenials(slog.New(h), core.WithClock(clock.Now))
 	api, err := core.New(memorystore.New(memorystore.WithClock(slogStopped)), slogClientKey,
 		[]core.Limit{core.PerSecond(1)}, core.WithName("api"), core.WithClock(slogStopped),
-		core.OnKeyError(core.KeyErrorDeny), core.WithObserver(observe))
+		core.WithKeyErrorRule(core.KeyErrorDeny), core.WithObserver(observe))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,8 +22,8 @@ import (
 // the former one are removed before the new one's are set.
 //
 // The first call for a request allocates its record (a context, a
-// shallow copy of r and the headers' values, in one allocation, as many
-// as SetHeaders makes); later calls with the returned request's context
+// shallow copy of r and the headers' value slices, in one allocation)
+// and the values' bytes, as many allocations as SetHeaders makes; later calls with the returned request's context
 // update that record in place and return r. A request's Limiters must
 // therefore run one after another, as middleware chains do, not
 // concurrently.
@@ -34,8 +34,9 @@ func (d Decision) Stack(r *http.Request, h http.Header) *http.Request {
 		sr := &stackedRequest{c: stacked{Context: ctx, d: d}}
 		d.setHeaders(h, &sr.hdr)
 		// WithContext's copy is inlined and stays on the stack: the
-		// request, its context and the header values are one allocation,
-		// as many as SetHeaders alone (BenchmarkStack).
+		// request, its context and the header slices are one allocation,
+		// the values' bytes another, as many as SetHeaders alone
+		// (BenchmarkStack).
 		sr.r = *r.WithContext(&sr.c)
 		return &sr.r
 	}

@@ -3,19 +3,22 @@ package echolimit
 import (
 	"errors"
 	"net/http"
-	"sync/atomic"
-	"unsafe"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/adapteropt"
+	"github.com/sluicehq/sluice/internal/route"
 )
 
 // An Option configures the middleware (see OnRefuse). The core.Limiter
 // holds everything else (limits, key, cost, failure policy, headers,
 // responses).
-type Option = adapteropt.Option[func(echo.Context, core.Decision) error]
+// Options apply in order, a later one winning; nil options are skipped.
+type Option func(*config)
+
+type config struct {
+	onRefuse func(echo.Context, core.Decision) error
+}
 
 // OnRefuse makes the middleware return f(c, d) instead of writing the
 // Limiter's response when a request is refused, or when a held request's
@@ -25,7 +28,7 @@ type Option = adapteropt.Option[func(echo.Context, core.Decision) error]
 // returns nil, or returns an error (such as echo.NewHTTPError) for echo's
 // HTTPErrorHandler to answer; the next handler is not called.
 func OnRefuse(f func(c echo.Context, d core.Decision) error) Option {
-	return adapteropt.OnRefuse(f)
+	return func(c *config) { c.onRefuse = f }
 }
 
 // New returns echo middleware that limits requests with l. It panics if l
@@ -39,74 +42,27 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 	if l == nil {
 		panic("echolimit.New: the *core.Limiter is nil")
 	}
-	m := &middleware{l: l, onRefuse: adapteropt.Apply(opts).OnRefuse}
-	return m.wrap
+	var cfg config
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&cfg)
+		}
+	}
+	m := &middleware{l: l, onRefuse: cfg.onRefuse}
+	return m.handler
 }
 
 // middleware is what New returns, as a method value.
 type middleware struct {
 	l        *core.Limiter
 	onRefuse func(echo.Context, core.Decision) error
-	// wrapped remembers the handlers wrap made for the first few distinct
-	// next handlers. Echo applies the middleware given to Echo.Use (and to
-	// a route) on every request, which would otherwise allocate a new
-	// closure per request; with a cached one, a request through a route
-	// it has seen costs no allocation here.
-	wrapped [wrapCacheSize]wrapSlot
-}
-
-// wrapCacheSize is the number of next handlers whose wrapped form is
-// remembered. A route's handler is one; a middleware registered after
-// this one and that makes a new handler per request is not cacheable:
-// its first few handlers take the slots (and stay referenced), then every
-// request through it builds a closure as it would without a cache.
-const wrapCacheSize = 16
-
-// wrapSlot is written once: h first, then next, so a reader that finds
-// next finds h.
-type wrapSlot struct {
-	claimed atomic.Bool
-	next    atomic.Pointer[byte] // the identity of the next handler (see funcID)
-	h       atomic.Value         // echo.HandlerFunc wrapping it
-}
-
-// funcID returns the identity of a func value: the address of its closure
-// (or of the static function value). Two func values with the same
-// identity are the same function with the same captured variables; a
-// cached slot keeps its next handler alive, so its address cannot be
-// reused by another one.
-func funcID(f echo.HandlerFunc) *byte {
-	return *(**byte)(unsafe.Pointer(&f))
-}
-
-func (m *middleware) wrap(next echo.HandlerFunc) echo.HandlerFunc {
-	id := funcID(next)
-	if id == nil {
-		return m.handler(next)
-	}
-	for i := range m.wrapped {
-		slot := &m.wrapped[i]
-		switch slot.next.Load() {
-		case id:
-			return slot.h.Load().(echo.HandlerFunc)
-		case nil:
-			if !slot.claimed.CompareAndSwap(false, true) {
-				continue // being filled by another request
-			}
-			h := m.handler(next)
-			slot.h.Store(h)
-			slot.next.Store(id)
-			return h
-		}
-	}
-	return m.handler(next)
 }
 
 func (m *middleware) handler(next echo.HandlerFunc) echo.HandlerFunc {
 	l, onRefuse := m.l, m.onRefuse
 	return func(c echo.Context) error {
 		r := c.Request()
-		if p := adapteropt.Pattern(r.Method, c.Path()); p != "" {
+		if p := route.Pattern(r.Method, c.Path()); p != "" {
 			r.Pattern = p
 		}
 		d := l.Decide(r)

@@ -87,7 +87,7 @@ func TestPathAsPattern(t *testing.T) {
 	errorsHandled := 0
 	e := newEcho(&errorsHandled)
 	var patterns []string
-	g := e.Group("/api", echolimit.New(newLimiter(t, byRoute, []core.Limit{core.PerMinute(1)}, core.OnKeyError(core.KeyErrorDeny))))
+	g := e.Group("/api", echolimit.New(newLimiter(t, byRoute, []core.Limit{core.PerMinute(1)}, core.WithKeyErrorRule(core.KeyErrorDeny))))
 	g.GET("/users/:id", func(c echo.Context) error {
 		patterns = append(patterns, c.Request().Pattern)
 		return c.String(http.StatusOK, "ok")
@@ -125,12 +125,14 @@ func TestHoldAbortsWhenClientGoes(t *testing.T) {
 	}
 }
 
+// The last OnRefuse wins and a nil Option is skipped.
 func TestOnRefuseHTTPError(t *testing.T) {
 	errorsHandled, handled := 0, 0
 	e := newEcho(&errorsHandled)
+	overridden := echolimit.OnRefuse(func(echo.Context, core.Decision) error { t.Error("an earlier OnRefuse ran"); return nil })
 	e.GET("/", func(c echo.Context) error { handled++; return nil },
 		echolimit.New(newLimiter(t, byHeader, []core.Limit{core.PerMinute(1)}),
-			echolimit.OnRefuse(func(c echo.Context, d core.Decision) error {
+			overridden, nil, echolimit.OnRefuse(func(c echo.Context, d core.Decision) error {
 				return echo.NewHTTPError(d.Response().Status, "too many")
 			})))
 	get(e, "/", "a", nil)
@@ -149,10 +151,9 @@ func TestNilLimiterPanicsAtConstruction(t *testing.T) {
 	echolimit.New(nil)
 }
 
-// Echo applies Use middleware on every request; the middleware remembers
-// what it made for each next handler. Every request must still reach its
-// own route's handler, also through more routes than the cache holds and
-// behind a middleware that makes a new handler per request.
+// Echo applies Use middleware on every request. Every request must reach
+// its own route's handler, charged once, through many routes and behind a
+// middleware that makes a new handler per request.
 func TestWrappedHandlersReachTheirRoute(t *testing.T) {
 	for _, withInner := range []bool{false, true} {
 		testWrappedHandlers(t, withInner)

@@ -6,13 +6,18 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/adapteropt"
+	"github.com/sluicehq/sluice/internal/route"
 )
 
 // An Option configures the middleware (see OnRefuse). The core.Limiter
 // holds everything else (limits, key, cost, failure policy, headers,
 // responses).
-type Option = adapteropt.Option[func(*gin.Context, core.Decision)]
+// Options apply in order, a later one winning; nil options are skipped.
+type Option func(*config)
+
+type config struct {
+	onRefuse func(*gin.Context, core.Decision)
+}
 
 // OnRefuse makes the middleware call f instead of writing the Limiter's
 // response when a request is refused, or when a held request's context
@@ -21,7 +26,7 @@ type Option = adapteropt.Option[func(*gin.Context, core.Decision)]
 // refused and d.Response() what the middleware would have written. f must
 // write a response.
 func OnRefuse(f func(c *gin.Context, d core.Decision)) Option {
-	return adapteropt.OnRefuse(f)
+	return func(c *config) { c.onRefuse = f }
 }
 
 // New returns gin middleware that limits requests with l. It panics if l
@@ -35,10 +40,16 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 	if l == nil {
 		panic("ginlimit.New: the *core.Limiter is nil")
 	}
-	onRefuse := adapteropt.Apply(opts).OnRefuse
+	var cfg config
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&cfg)
+		}
+	}
+	onRefuse := cfg.onRefuse
 	return func(c *gin.Context) {
 		r := c.Request
-		if p := adapteropt.Pattern(r.Method, c.FullPath()); p != "" {
+		if p := route.Pattern(r.Method, c.FullPath()); p != "" {
 			r.Pattern = p
 		}
 		d := l.Decide(r)

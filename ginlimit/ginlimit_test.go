@@ -76,7 +76,7 @@ func TestRouteLevelAndFullPath(t *testing.T) {
 	}
 	var patterns []string
 	router := gin.New()
-	router.GET("/users/:id", ginlimit.New(newLimiter(t, byRoute, []core.Limit{core.PerMinute(1)}, core.OnKeyError(core.KeyErrorDeny))),
+	router.GET("/users/:id", ginlimit.New(newLimiter(t, byRoute, []core.Limit{core.PerMinute(1)}, core.WithKeyErrorRule(core.KeyErrorDeny))),
 		func(c *gin.Context) { patterns = append(patterns, c.Request.Pattern); c.String(http.StatusOK, "ok") })
 	var codes []int
 	for _, path := range []string{"/users/1", "/users/2"} {
@@ -90,11 +90,13 @@ func TestRouteLevelAndFullPath(t *testing.T) {
 	}
 }
 
+// The last OnRefuse wins and a nil Option is skipped.
 func TestOnRefuse(t *testing.T) {
 	router := gin.New()
 	handled := 0
+	overridden := ginlimit.OnRefuse(func(*gin.Context, core.Decision) { t.Error("an earlier OnRefuse ran") })
 	router.GET("/", ginlimit.New(newLimiter(t, byHeader, []core.Limit{core.PerMinute(1)}),
-		ginlimit.OnRefuse(func(c *gin.Context, d core.Decision) {
+		overridden, nil, ginlimit.OnRefuse(func(c *gin.Context, d core.Decision) {
 			c.JSON(d.Response().Status, gin.H{"message": "too many", "outcome": d.Outcome.String()})
 		})), func(c *gin.Context) { handled++ })
 	get(router, "/", "a", nil)

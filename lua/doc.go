@@ -1,6 +1,10 @@
 // Package lua holds the Redis scripts of sluice's Redis store, embedded
 // from the .lua files next to this one.
 //
+// It is not a stable API: it serves core/redisstore and sluice's own
+// benchmarks, and its names, arguments and replies change with the store.
+// Applications use core/redisstore.
+//
 // Take, the general script, decides any exact Store.Take (Lease, in
 // lease.lua, serves only the Redis store's opt-in lease mode; Refund, in
 // refund.lua, gives a charge back): it reads the clock

@@ -14,8 +14,6 @@ var Lease = lib + lease
 //go:embed lease.lua
 var lease string
 
-// The shape of the lease script's arguments and reply.
-const (
-	LeaseArgs    = 9 // code, R, P, B, T, n, want, ret, window
-	LeaseReplies = 7 // granted, limit, remaining, retry, reset, window, window left
-)
+// LeaseReplies is the number of integers of the lease script's reply:
+// granted, limit, remaining, retry, reset, window, window left.
+const LeaseReplies = 7

@@ -4,13 +4,17 @@ import (
 	"net/http"
 
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/adapteropt"
 )
 
 // An Option configures the middleware (see OnRefuse). The core.Limiter
 // holds everything else (limits, key, cost, failure policy, headers,
 // responses).
-type Option = adapteropt.Option[func(http.ResponseWriter, *http.Request, core.Decision)]
+// Options apply in order, a later one winning; nil options are skipped.
+type Option func(*config)
+
+type config struct {
+	onRefuse func(http.ResponseWriter, *http.Request, core.Decision)
+}
 
 // OnRefuse makes the middleware call f instead of writing the Limiter's
 // response when a request is refused, or when a held request's context
@@ -19,7 +23,7 @@ type Option = adapteropt.Option[func(http.ResponseWriter, *http.Request, core.De
 // d.Response() what the middleware would have written. f must write a
 // response; the wrapped handler is not called.
 func OnRefuse(f func(w http.ResponseWriter, r *http.Request, d core.Decision)) Option {
-	return adapteropt.OnRefuse(f)
+	return func(c *config) { c.onRefuse = f }
 }
 
 // Middleware returns middleware that limits the requests of the handler it
@@ -34,7 +38,13 @@ func Middleware(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler
 	if l == nil {
 		panic("nethttp.Middleware: the *core.Limiter is nil")
 	}
-	onRefuse := adapteropt.Apply(opts).OnRefuse
+	var cfg config
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&cfg)
+		}
+	}
+	onRefuse := cfg.onRefuse
 	return func(next http.Handler) http.Handler {
 		if next == nil {
 			panic("nethttp.Middleware: the next http.Handler is nil")

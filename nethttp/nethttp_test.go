@@ -51,10 +51,12 @@ func get(h http.Handler, client string) *httptest.ResponseRecorder {
 	return w
 }
 
+// The last OnRefuse wins and a nil Option is skipped.
 func TestOnRefuse(t *testing.T) {
 	l := newLimiter(t, byHeader, []core.Limit{core.PerMinute(1)})
 	var got core.Decision
-	h := nethttp.Middleware(l, nethttp.OnRefuse(func(w http.ResponseWriter, r *http.Request, d core.Decision) {
+	overridden := nethttp.OnRefuse(func(http.ResponseWriter, *http.Request, core.Decision) { t.Error("an earlier OnRefuse ran") })
+	h := nethttp.Middleware(l, overridden, nil, nethttp.OnRefuse(func(w http.ResponseWriter, r *http.Request, d core.Decision) {
 		got = d
 		w.Header().Set("Content-Type", "text/html")
 		w.WriteHeader(d.Response().Status)

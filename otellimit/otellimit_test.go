@@ -184,7 +184,7 @@ func TestMemoryStoreDecisions(t *testing.T) {
 	store := memorystore.New(memorystore.WithClock(clock.Now))
 	l := newLimiter(t, store, []core.Limit{core.PerSecond(2)},
 		core.WithName("api"), core.WithClock(clock.Now), core.WithObserver(rec.Observe),
-		core.OnKeyError(core.KeyErrorDeny))
+		core.WithKeyErrorRule(core.KeyErrorDeny))
 
 	decide(l, 3, "alice") // 2 allowed, 1 denied
 	decide(l, 1, "bob")   // allowed: another client
@@ -333,7 +333,7 @@ func TestOutcomes(t *testing.T) {
 	decide(newLimiter(t, down, one, opts("open", core.WithFailurePolicy(core.FailOpen))...), 2, "a")
 	decide(newLimiter(t, down, one, opts("closed", core.WithFailurePolicy(core.FailClosed))...), 2, "a")
 	decide(newLimiter(t, mem, one, opts("skip", core.WithSkip(func(*http.Request) bool { return true }))...), 2, "a")
-	decide(newLimiter(t, mem, one, opts("keyallow", core.OnKeyError(core.KeyErrorAllow))...), 1, "")
+	decide(newLimiter(t, mem, one, opts("keyallow", core.WithKeyErrorRule(core.KeyErrorAllow))...), 1, "")
 	decide(newLimiter(t, hangingStore{}, one, opts("slow", core.WithTimeout(time.Millisecond),
 		core.WithFailurePolicy(core.FailOpen))...), 1, "a")
 	// A negative cost is reported in Event.Err but is no store error.

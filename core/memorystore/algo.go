@@ -51,12 +51,11 @@ func algCodeOf(a store.Algorithm) algCode {
 // algSpec is a validated limit as the arithmetic uses it.
 type algSpec struct {
 	alg      algCode
-	rate     int64  // R
-	period   int64  // P, µs
-	burst    int64  // B after defaults
-	penalty  int64  // L, µs
-	interval int64  // T = ceil(P/R), µs (GCRA and LeakyBucket)
-	hash     uint64 // specHash
+	rate     int64 // R
+	period   int64 // P, µs
+	burst    int64 // B after defaults
+	penalty  int64 // L, µs
+	interval int64 // T = ceil(P/R), µs (GCRA and LeakyBucket)
 }
 
 // memoryState is one (key, limit) entry of the  has is false when
@@ -65,7 +64,6 @@ type algSpec struct {
 // state's ttl per ALGORITHMS.md, or the end of the lock when that is later.
 type memoryState struct {
 	key       stateKey   // what it is stored under (see memoryShard)
-	hash      uint64     // stateHash of key
 	words     stateWords // the algorithm state, but SlidingLog's
 	lockUntil int64
 	expires   int64

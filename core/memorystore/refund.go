@@ -30,7 +30,7 @@ func (s *Store) Refund(ctx context.Context, key string, n int64, stamp int64, li
 		return err
 	}
 	key, digest := storedKey(key)
-	sh, h := s.shardOf(key)
+	sh := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := s.now().UnixMicro()
@@ -40,7 +40,7 @@ func (s *Store) Refund(ctx context.Context, key string, n int64, stamp int64, li
 		for j := 0; j < i; j++ {
 			dup = dup || evs[j].sp.sameState(&e.sp)
 		}
-		st, ok := sh.find(key, digest, &e.sp, stateHash(h, &e.sp))
+		st, ok := sh.find(key, digest, &e.sp)
 		if !ok || dup || !st.has || now >= st.expires || n == 0 {
 			continue
 		}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/arith"
@@ -75,22 +74,17 @@ type Store struct {
 	mask   uint64
 }
 
-// memoryShard is one lock's share of the states, padded to a whole number
-// of cache lines so neighbouring shards' mutexes do not contend.
+// memoryShard is one lock's share of the states, padded to a cache line
+// (64 bytes, TestMemoryShardSize) so neighbouring shards' mutexes do not
+// contend.
 type memoryShard struct {
 	shardData
-	_ [(64 - unsafe.Sizeof(shardData{})%64) % 64]byte
+	_ [40]byte
 }
 
 type shardData struct {
-	mu sync.Mutex
-	// states holds the states by stateHash (table.go), used of its
-	// slots taken; a state whose hash another state already holds (a
-	// 64-bit collision, in practice never) is kept in overflow, by its
-	// full key. Every stored state holds its key, and a lookup compares it.
-	states   []stateSlot
-	used     int
-	overflow map[stateKey]*memoryState
+	mu       sync.Mutex
+	states   map[stateKey]*memoryState // nil until the first state
 	capacity int
 }
 
@@ -116,19 +110,12 @@ func (k *stateKey) spec() algSpec {
 }
 
 // len returns the number of states the shard holds. The caller holds mu.
-func (sh *memoryShard) len() int { return sh.used + len(sh.overflow) }
+func (sh *memoryShard) len() int { return len(sh.states) }
 
-// find returns the state of (key, digest, sp), whose hash is h. The caller
-// holds mu.
-func (sh *memoryShard) find(key string, digest bool, sp *algSpec, h uint64) (*memoryState, bool) {
-	if st := sh.lookup(h); st != nil && st.key.is(key, digest, sp) {
-		return st, true
-	}
-	if len(sh.overflow) > 0 {
-		st, ok := sh.overflow[makeStateKey(key, digest, sp)]
-		return st, ok
-	}
-	return nil, false
+// find returns the state of (key, digest, sp). The caller holds mu.
+func (sh *memoryShard) find(key string, digest bool, sp *algSpec) (*memoryState, bool) {
+	st, ok := sh.states[makeStateKey(key, digest, sp)]
+	return st, ok
 }
 
 // sameState reports whether a and b shape the same state of a key: the
@@ -138,36 +125,8 @@ func (a *algSpec) sameState(b *algSpec) bool {
 		a.burst == b.burst && a.penalty == b.penalty
 }
 
-// is reports whether k is the state key of (key, digest, sp).
-func (k *stateKey) is(key string, digest bool, sp *algSpec) bool {
-	return k.rate == sp.rate && k.period == sp.period && k.burst == sp.burst &&
-		k.penalty == sp.penalty && k.alg == sp.alg && k.digest == digest && k.key == key
-}
-
 // remove deletes a stored state. The caller holds mu.
-func (sh *memoryShard) remove(st *memoryState) {
-	if i := sh.slotOf(st.hash); i >= 0 && sh.states[i].memoryState == st {
-		sh.vacate(i)
-	} else {
-		delete(sh.overflow, st.key)
-	}
-}
-
-// stateHash is the hash a state is stored under: the seeded hash of its
-// key (which also picks the shard) combined with its limit's hash.
-func stateHash(keyHash uint64, sp *algSpec) uint64 { return keyHash ^ sp.hash }
-
-// specHash mixes the fields of a limit that shape its state (those of
-// stateKey) into 64 bits. It needs no seed: the key's hash is seeded, and
-// a collision only costs a lookup in the overflow map.
-func specHash(sp *algSpec) uint64 {
-	h := uint64(sp.alg) + 1
-	for _, v := range [...]int64{sp.rate, sp.period, sp.burst, sp.penalty} {
-		h = (h ^ uint64(v)) * 0x9e3779b97f4a7c15
-		h ^= h >> 29
-	}
-	return h
-}
+func (sh *memoryShard) remove(st *memoryState) { delete(sh.states, st.key) }
 
 // Option configures a Store in New.
 type Option interface {
@@ -341,12 +300,12 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) err
 		return err
 	}
 	key, digest := storedKey(key)
-	sh, h := s.shardOf(key)
+	sh := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	found := false
 	for i := range evs {
-		if st, ok := sh.find(key, digest, &evs[i].sp, stateHash(h, &evs[i].sp)); ok {
+		if st, ok := sh.find(key, digest, &evs[i].sp); ok {
 			sh.remove(st)
 			found = true
 		}
@@ -366,8 +325,7 @@ func (s *Store) Clear() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.states, sh.used = nil, 0
-		sh.overflow = nil
+		sh.states = nil
 		sh.mu.Unlock()
 	}
 }
@@ -395,7 +353,6 @@ func toAlgSpec(sp *store.Spec) algSpec {
 		alg: algCodeOf(sp.Algorithm()), rate: sp.Rate(), period: sp.Period(),
 		burst: sp.Burst(), penalty: sp.Penalty(), interval: sp.Interval(),
 	}
-	a.hash = specHash(&a)
 	return a
 }
 
@@ -414,10 +371,9 @@ func specsOf(limits []store.Spec, evs []limitEval) error {
 	return nil
 }
 
-// shardOf returns the shard of a stored key and the key's hash.
-func (s *Store) shardOf(key string) (*memoryShard, uint64) {
-	h := maphash.String(s.seed, key)
-	return &s.shards[h&s.mask], h
+// shardOf returns the shard of a stored key.
+func (s *Store) shardOf(key string) *memoryShard {
+	return &s.shards[maphash.String(s.seed, key)&s.mask]
 }
 
 // limitEval is the scratch of one limit of a Take. It holds no key, so
@@ -449,7 +405,7 @@ func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Sp
 		return err
 	}
 	key, digest := storedKey(key)
-	sh, h := s.shardOf(key)
+	sh := s.shardOf(key)
 	sh.mu.Lock()
 	for i := 1; i < len(evs); i++ {
 		for j := 0; j < i; j++ {
@@ -459,7 +415,7 @@ func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Sp
 			}
 		}
 	}
-	now := s.decideLocked(sh, key, digest, h, evs, n, charge)
+	now := s.decideLocked(sh, key, digest, evs, n, charge)
 	sh.mu.Unlock()
 	if len(evs) == 1 {
 		evs[0].o.fill(res)
@@ -478,12 +434,12 @@ func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Sp
 // decideLocked evaluates every limit at now, then writes the decision: a
 // state for each limit that changed and had none. It returns now. The
 // caller holds sh.mu.
-func (s *Store) decideLocked(sh *memoryShard, key string, digest bool, keyHash uint64, evs []limitEval, n int64, charge bool) int64 {
+func (s *Store) decideLocked(sh *memoryShard, key string, digest bool, evs []limitEval, n int64, charge bool) int64 {
 	now := s.now().UnixMicro()
 	allowed := true
 	for i := range evs {
 		e := &evs[i]
-		e.st, _ = sh.find(key, digest, &e.sp, stateHash(keyHash, &e.sp))
+		e.st, _ = sh.find(key, digest, &e.sp)
 		evaluate(&e.o, &e.sp, e.state(), now, n)
 		allowed = allowed && e.o.allowed
 	}
@@ -494,7 +450,7 @@ func (s *Store) decideLocked(sh *memoryShard, key string, digest bool, keyHash u
 		if e := &evs[i]; e.st != nil {
 			e.write(e.st, allowed, n, charge, now)
 		} else {
-			sh.writeAbsent(e, key, digest, keyHash, allowed, n, charge, now)
+			sh.writeAbsent(e, key, digest, allowed, n, charge, now)
 		}
 	}
 	return now
@@ -503,11 +459,11 @@ func (s *Store) decideLocked(sh *memoryShard, key string, digest bool, keyHash u
 // writeAbsent is write for a limit whose state is absent: the state is
 // built in a zero one, and stored if the decision wrote it. The caller
 // holds sh.mu.
-func (sh *memoryShard) writeAbsent(e *limitEval, key string, digest bool, keyHash uint64, allowed bool, n int64, charge bool, now int64) {
+func (sh *memoryShard) writeAbsent(e *limitEval, key string, digest bool, allowed bool, n int64, charge bool, now int64) {
 	var fresh memoryState
 	if e.write(&fresh, allowed, n, charge, now) {
 		k := makeStateKey(key, digest, &e.sp)
-		sh.insert(&k, stateHash(keyHash, &e.sp), &fresh, now)
+		sh.insert(&k, &fresh, now)
 	}
 }
 
@@ -535,11 +491,10 @@ func (e *limitEval) write(st *memoryState, allowed bool, n int64, charge bool, n
 	return true
 }
 
-// insert adds a new entry holding a copy of st under k, whose hash is h.
-// It first reclaims expired entries among a sample of the shard and, if the
+// insert adds a new entry holding a copy of st under k. It first reclaims expired entries among a sample of the shard and, if the
 // shard is still full, evicts one. Stored states are updated in place
 // afterwards.
-func (sh *memoryShard) insert(k *stateKey, h uint64, st *memoryState, now int64) {
+func (sh *memoryShard) insert(k *stateKey, st *memoryState, now int64) {
 	sh.reclaim(now, k.key)
 	if sh.len() >= sh.capacity {
 		// Only this key's own states are left (a capacity below the number
@@ -555,19 +510,14 @@ func (sh *memoryShard) insert(k *stateKey, h uint64, st *memoryState, now int64)
 		rate: k.rate, period: k.period, burst: k.burst, penalty: k.penalty,
 		alg: k.alg, digest: k.digest,
 	}
-	p.hash = h
-	if sh.lookup(h) == nil {
-		sh.put(h, p)
-		return
+	if sh.states == nil {
+		sh.states = make(map[stateKey]*memoryState)
 	}
-	if sh.overflow == nil {
-		sh.overflow = make(map[stateKey]*memoryState)
-	}
-	sh.overflow[p.key] = p
+	sh.states[p.key] = p
 }
 
-// reclaim deletes the expired entries among a sample of the shard (from a
-// random slot of its table on) and, when the shard is full, evicts
+// reclaim deletes the expired entries among a sample of the shard (the
+// first ones of a range over its map, which starts at a random place) and, when the shard is full, evicts
 // the sampled live entry that is cheapest to forget (see evictionRank).
 // Entries of key are never touched: their states are being written by the
 // current call.
@@ -592,14 +542,10 @@ func (sh *memoryShard) reclaim(now int64, key string) {
 		}
 		return sampled >= evictionSample && (victim != nil || sh.len() < sh.capacity)
 	}
-	done := false
-	for _, v := range sh.overflow {
-		if done = visit(v); done {
+	for _, v := range sh.states {
+		if visit(v) {
 			break
 		}
-	}
-	if !done {
-		sh.sample(visit)
 	}
 	if victim != nil && sh.len() >= sh.capacity {
 		sh.remove(victim)

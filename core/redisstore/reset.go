@@ -80,7 +80,7 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) err
 // core.Limiters of a process on the Store register once, to clear their
 // shared fallback. The first call
 // starts the Store's subscription (one connection of the client, held
-// until Close) if the deny cache has not.
+// until Close, or until the client is closed) if the deny cache has not.
 func (s *Store) OnReset(f func(key string)) {
 	if f == nil {
 		return
@@ -161,7 +161,9 @@ func (s *Store) Close() error {
 // listener keeps local state exact across processes: it subscribes to the
 // reset channel and hands every key announced there to Store.announced,
 // and it keeps the deny cache off (empty, answering nothing) whenever it
-// is not subscribed, since a Reset may then go unheard.
+// is not subscribed, since a Reset may then go unheard. It ends when the
+// Store is closed or when its client is (redis.ErrClosed), leaving the
+// deny cache off.
 type listener struct {
 	cancel     context.CancelFunc
 	done       chan struct{}
@@ -262,6 +264,9 @@ func (l *listener) run(ctx context.Context, s *Store) {
 				s.deny.suspend()
 			}
 			s.lease.suspend()
+			if errors.Is(err, redis.ErrClosed) {
+				return // the client is closed: it will never subscribe again
+			}
 			sleep(ctx, listenBackoff)
 		}
 	}

@@ -331,7 +331,7 @@ func TestHostileTokens(t *testing.T) {
 	})
 
 	t.Run("deny without error text", func(t *testing.T) {
-		svc := newServiceKey(t, kv, jwtKey, hostileLimits(), core.OnKeyError(core.KeyErrorDeny))
+		svc := newServiceKey(t, kv, jwtKey, hostileLimits(), core.WithKeyErrorRule(core.KeyErrorDeny))
 		defer svc.Close()
 		hc := newHTTPClient(4)
 		defer hc.CloseIdleConnections()

@@ -1,7 +1,6 @@
-// Package exampleenv is what the example servers under examples/ share
-// besides their framework's wiring: the -addr and -redis flags, the store
-// -redis names, the limiters of the nethttp, gin and echo examples' routes,
-// and serving until SIGINT or SIGTERM with a graceful shutdown (Run does
-// all of it for the framework examples). Each example's main.go keeps what
-// differs between frameworks: how the limiters are attached to the routes.
+// Package exampleenv is what the controls and reload examples share
+// besides their own wiring: the -addr and -redis flags, the store -redis
+// names, and serving until SIGINT or SIGTERM with a graceful shutdown. The
+// framework examples (nethttp, gin, echo) use none of it: each builds its
+// store and limiters in its own main.go, for users to copy.
 package exampleenv

@@ -13,11 +13,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/core/store"
-	"github.com/sluicehq/sluice/keyfuncs"
 )
 
 // shutdownTimeout bounds a graceful shutdown: the requests in flight get
@@ -68,55 +66,16 @@ func openStore(url string) (store.Store, *redis.Client, error) {
 	return store, client, nil
 }
 
-// Limiters returns the limiters of the framework examples' routes, keeping
-// their state in store, each client keyed by its peer address:
-//
-//	api    10 per second and 1000 per hour
-//	login  5 per minute; a client that goes over is locked out for 15 minutes
-//
-// Behind a load balancer, name it with keyfuncs.WithTrustedProxies, or
-// every client shares its address. Each limiter has its own name, which
-// keeps their counters apart in a shared store.
-func Limiters(store store.Store) (api, login *core.Limiter, err error) {
-	clientIP, err := keyfuncs.IP()
-	if err != nil {
-		return nil, nil, err
-	}
-	api, err = core.New(store, clientIP,
-		[]core.Limit{core.PerSecond(10), core.PerHour(1000)},
-		core.WithName("api"))
-	if err != nil {
-		return nil, nil, err
-	}
-	login, err = core.New(store, clientIP,
-		[]core.Limit{{Rate: 5, Period: time.Minute, Penalty: 15 * time.Minute}},
-		core.WithName("login"))
-	return api, login, err
-}
-
-// Run is the main function of the framework examples: it parses the
-// command line (Parse), builds the limiters of their routes on its store
-// (Limiters), and serves the handler routes returns for them until SIGINT
-// or SIGTERM (Env.Serve). It exits the program when the limiters cannot be
-// built or the server fails.
-func Run(routes func(api, login *core.Limiter) http.Handler) {
-	e := Parse()
-	api, login, err := Limiters(e.Store)
-	if err != nil {
-		log.Fatal(err)
-	}
-	e.Serve(routes(api, login))
-}
-
 // Serve serves h on e.Addr until the process gets SIGINT or SIGTERM, then
-// shuts down gracefully and closes the Redis client. It exits the program
-// when the server fails.
+// shuts down gracefully and closes the Redis store and client. It exits
+// the program when the server fails.
 func (e *Env) Serve(h http.Handler) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log.Printf("listening on http://%s", e.Addr)
 	err := Serve(ctx, e.Addr, h)
 	if e.client != nil {
+		_ = e.Store.(*redisstore.Store).Close() // its subscription, before its client
 		_ = e.client.Close()
 	}
 	if err != nil {

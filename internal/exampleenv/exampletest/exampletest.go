@@ -2,32 +2,57 @@ package exampletest
 
 import (
 	"bytes"
+	"go/parser"
+	"go/token"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
-
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/core/memorystore"
-	"github.com/sluicehq/sluice/internal/exampleenv"
 )
 
-// CheckRoutes checks the routes of the framework examples on the handler
-// routes returns for exampleenv.Limiters on a memory store: GET
-// /api/items/{id} limited to a burst of 10 per second per client IP, POST
-// /login to 5 a minute with a 15-minute lock-out, GET /health never
-// limited.
-func CheckRoutes(t *testing.T, routes func(api, login *core.Limiter) http.Handler) {
+// CheckRoutes checks the routes of the framework examples on h, their
+// handler built on a memory store: GET /api/items/{id} limited to a burst
+// of 10 per second per client IP, POST /login to 5 a minute with a
+// 15-minute lock-out, GET /health never limited.
+func CheckRoutes(t *testing.T, h http.Handler) {
 	t.Helper()
-	api, login, err := exampleenv.Limiters(memorystore.New())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &client{t: t, h: routes(api, login)}
+	c := &client{t: t, h: h}
 	c.checkAPI()
 	c.checkLogin()
 	c.checkHealth()
+}
+
+// CheckImports fails t when a Go file of the package in the current
+// directory, tests aside, imports a package internal to sluice: a user
+// copies an example's main.go, and could not build it.
+func CheckImports(t *testing.T) {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			if path, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(path, "github.com/sluicehq/sluice/internal") {
+				t.Errorf("%s imports %s, which a copy outside sluice cannot", name, path)
+			}
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no Go file to check in the current directory")
+	}
 }
 
 // client sends requests to an example's handler.
