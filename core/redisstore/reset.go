@@ -91,7 +91,6 @@ func (s *Store) OnReset(f func(key string)) {
 	if s.listener == nil {
 		s.startListener()
 	}
-	s.listener.startCounting()
 }
 
 // announced runs what a reset of key (or of everything, for "") means for
@@ -169,8 +168,6 @@ type listener struct {
 	done       chan struct{}
 	counted    chan struct{} // closed when count returns
 	subscribed chan struct{} // closed when first subscribed
-	counting   chan struct{} // closed by the first OnReset: count runs
-	countOnce  sync.Once
 
 	mu sync.Mutex
 	ps *redis.PubSub
@@ -183,8 +180,7 @@ const listenBackoff = 250 * time.Millisecond
 // startListener starts the subscription. The caller holds s.mu (or is New).
 func (s *Store) startListener() {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &listener{cancel: cancel, done: make(chan struct{}), counted: make(chan struct{}),
-		subscribed: make(chan struct{}), counting: make(chan struct{})}
+	l := &listener{cancel: cancel, done: make(chan struct{}), counted: make(chan struct{}), subscribed: make(chan struct{})}
 	l.ps = s.client.Subscribe(ctx, s.prefix+resetChannel)
 	s.listener = l
 	go func() {
@@ -197,10 +193,6 @@ func (s *Store) startListener() {
 	}()
 }
 
-// startCounting lets count run: a Store whose subscription serves only
-// its deny cache never asks Redis for the fleet's size.
-func (l *listener) startCounting() { l.countOnce.Do(func() { close(l.counting) }) }
-
 // fleetRefresh is how often a subscribed Store counts the subscribers of
 // its reset channel (Instances), after a first count as soon as it has
 // subscribed and a few more at shorter intervals (processes of a fleet
@@ -209,16 +201,13 @@ const fleetRefresh = time.Second
 
 // count keeps s.instances at the number of subscribers of the reset
 // channel (PUBSUB NUMSUB): one per Store with a subscription, in every
-// process on this Redis and prefix. It starts with the first OnReset (the
-// first core.Limiter's local fallback). While Redis does not answer, the
-// last count stays.
+// process on this Redis and prefix. While Redis does not answer, the last
+// count stays.
 func (s *Store) count(ctx context.Context, l *listener) {
-	for _, ready := range []chan struct{}{l.counting, l.subscribed} {
-		select {
-		case <-ready:
-		case <-ctx.Done():
-			return
-		}
+	select {
+	case <-l.subscribed:
+	case <-ctx.Done():
+		return
 	}
 	for wait := fleetRefresh / 16; ctx.Err() == nil; wait = min(2*wait, fleetRefresh) {
 		cctx, cancel := context.WithTimeout(ctx, fleetRefresh/2)
@@ -233,9 +222,9 @@ func (s *Store) count(ctx context.Context, l *listener) {
 
 // Instances returns the number of Stores, in all processes, subscribed to
 // this Store's reset channel on this Redis and prefix (store.Fleet), as
-// last counted: every second from the first OnReset (the first
-// core.Limiter's local fallback) on, kept while Redis does not answer; 0
-// before the first count. On
+// last counted: every second while the Store is subscribed (from the
+// first OnReset, that is the first core.Limiter on it, or with the deny
+// cache), kept while Redis does not answer; 0 before the first count. On
 // a Redis Cluster, only the subscribers of the node asked are counted.
 func (s *Store) Instances() int { return int(s.instances.Load()) }
 
