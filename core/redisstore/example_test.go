@@ -62,6 +62,8 @@ func ExampleWithDenyCache() {
 	defer mr.Close()
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 	defer client.Close()
+	calls := &scriptCalls{}
+	client.AddHook(calls) // counts the script calls the store sends
 
 	// 4096 is the default; WithDenyCache(0) turns the cache off.
 	store, err := redisstore.New(client, redisstore.WithDenyCache(4096))
@@ -78,16 +80,44 @@ func ExampleWithDenyCache() {
 	fmt.Println("denied for about", res.RetryAfter.Round(time.Minute))
 
 	// Identical Takes are now answered in process until the denial ends.
-	before := mr.CommandCount()
+	before := calls.n.Load()
 	for i := 0; i < 1000; i++ {
 		if res, _ := store.Take(ctx, "client:7", 1, specs(limit)...); res.Allowed {
 			fmt.Println("allowed?")
 		}
 	}
-	fmt.Println("Redis commands for 1000 more denials:", mr.CommandCount()-before)
+	fmt.Println("script calls for 1000 more denials:", calls.n.Load()-before)
 	// Output:
 	// denied for about 1h0m0s
-	// Redis commands for 1000 more denials: 0
+	// script calls for 1000 more denials: 0
+}
+
+// scriptCalls is a go-redis hook that counts EVALSHA and EVAL commands
+// (the store's decisions), leaving out the store's background commands.
+type scriptCalls struct{ n atomic.Int64 }
+
+func (h *scriptCalls) count(cmd redis.Cmder) {
+	if name := cmd.Name(); name == "evalsha" || name == "eval" {
+		h.n.Add(1)
+	}
+}
+
+func (h *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
 }
 
 func ExampleWithPipelining() {
