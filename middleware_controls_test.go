@@ -185,7 +185,10 @@ func TestMiddlewareReset(t *testing.T) {
 							if dead {
 								s.store = e.dead
 							}
-							l := s.limiter("api", c.key, []core.Limit{core.PerHour(1)})
+							// A name of its own: the dead store (and its shared
+							// fallback's answers and debts) serves the kind's
+							// parallel subtests, which use the same client keys.
+							l := s.limiter("reset-"+ad.name+"-"+c.name, c.key, []core.Limit{core.PerHour(1)})
 							h := ad.build([]route{{path: "/api", l: l}}, &probe{})
 							do := func() int {
 								req := httptest.NewRequest(http.MethodGet, "http://example.com/api", nil)
