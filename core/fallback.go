@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/maphash"
 	"reflect"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,9 +21,21 @@ import (
 // anywhere clears it once, whatever the number of Limiters.
 
 // fallbacks holds the localFallback of each store (a comparable
-// store.Store) that a FailLocal Limiter was made on. An entry lasts as long
-// as the process: a store is meant to live as long as the Limiters on it.
-var fallbacks sync.Map
+// store.Store) while a FailLocal Limiter on it lives: an entry, and its
+// reset hook, go away when the last of them is garbage-collected
+// (runtime.AddCleanup), so neither the store nor the fallback's memory is
+// held after the Limiters are gone.
+var fallbacks = struct {
+	sync.Mutex
+	m map[store.Store]*fallbackUse
+}{m: make(map[store.Store]*fallbackUse)}
+
+// fallbackUse is a store's entry in fallbacks.
+type fallbackUse struct {
+	f      *localFallback
+	n      int    // live Limiters using f
+	unhook func() // removes f's reset hook; nil: none
+}
 
 // fallbacksMade counts the memory stores made as shared fallbacks (tests).
 var fallbacksMade atomic.Int64
@@ -76,22 +89,47 @@ type record struct {
 	take      []store.Spec
 }
 
-// sharedFallback returns the localFallback of s, making it (and
-// registering its reset hook) the first time. A store of a type that is not
-// comparable gets a localFallback of its own, which hears no resets.
-func sharedFallback(s store.Store) *localFallback {
+// useFallback gives l the localFallback of its store, making it (and
+// registering its reset hook) the first time, and releases it when l is
+// collected. A store of a type that is not comparable gets a
+// localFallback of its own, which hears no resets.
+func (l *Limiter) useFallback() {
+	s := l.store
 	if !reflect.TypeOf(s).Comparable() {
-		return newLocalFallback(s)
+		l.shared = newLocalFallback(s)
+		return
 	}
-	if v, ok := fallbacks.Load(s); ok {
-		return v.(*localFallback)
+	fallbacks.Lock()
+	defer fallbacks.Unlock()
+	u := fallbacks.m[s]
+	if u == nil {
+		u = &fallbackUse{f: newLocalFallback(s)}
+		if n, ok := s.(store.ResetNotifier); ok {
+			u.unhook = n.OnReset(u.f.announced)
+		}
+		fallbacks.m[s] = u
 	}
-	v, loaded := fallbacks.LoadOrStore(s, newLocalFallback(s))
-	f := v.(*localFallback)
-	if n, ok := s.(store.ResetNotifier); ok && !loaded {
-		n.OnReset(f.announced)
+	u.n++
+	l.shared = u.f
+	runtime.AddCleanup(l, releaseFallback, s)
+}
+
+// releaseFallback ends a collected Limiter's use of the localFallback of
+// s, and drops it with its reset hook after the last.
+func releaseFallback(s store.Store) {
+	fallbacks.Lock()
+	defer fallbacks.Unlock()
+	u := fallbacks.m[s]
+	if u == nil {
+		return
 	}
-	return f
+	if u.n--; u.n > 0 {
+		return
+	}
+	delete(fallbacks.m, s)
+	if u.unhook != nil {
+		u.unhook()
+	}
 }
 
 func newLocalFallback(s store.Store) *localFallback {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
@@ -21,7 +23,7 @@ type flakyStore struct {
 	*memorystore.Store
 	down  atomic.Bool
 	mu    sync.Mutex
-	hooks []func(string)
+	hooks []*func(string)
 }
 
 var errDown = errors.New("store down")
@@ -55,10 +57,15 @@ func (s *flakyStore) Reset(ctx context.Context, key string, limits ...store.Spec
 	return nil
 }
 
-func (s *flakyStore) OnReset(f func(string)) {
+func (s *flakyStore) OnReset(f func(string)) func() {
 	s.mu.Lock()
-	s.hooks = append(s.hooks, f)
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	s.hooks = append(s.hooks, &f)
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.hooks = slices.DeleteFunc(slices.Clone(s.hooks), func(h *func(string)) bool { return h == &f })
+	}
 }
 
 func (s *flakyStore) announce(key string) {
@@ -66,7 +73,7 @@ func (s *flakyStore) announce(key string) {
 	hooks := s.hooks
 	s.mu.Unlock()
 	for _, f := range hooks {
-		f(key)
+		(*f)(key)
 	}
 }
 
@@ -197,20 +204,23 @@ func TestFallbackHearsAnnouncedResets(t *testing.T) {
 	}
 }
 
-// Limiters made and dropped leave nothing behind: one hook per store, no
-// fallback store until the first failure (then one for all), no
-// goroutine.
+// Limiters made and dropped leave nothing behind: one hook per store
+// while they live, no fallback store until the first failure (then one for
+// all), no goroutine; once they are collected, neither the hook nor the
+// fallback, and nothing holds the store.
 func TestFallbackLifecycle(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	s := newFlakyStore(clock)
 	runtime.GC()
 	goroutines, made := runtime.NumGoroutine(), fallbacksMade.Load()
+	live := make([]*Limiter, 0, 2000)
 	for i := 0; i < 1000; i++ {
 		l, err := New(s, headerKey, []Limit{PerMinute(5)}, WithName(fmt.Sprint("up", i)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		l.Decide(clientRequest("a", ""))
+		live = append(live, l)
 	}
 	if got := fallbacksMade.Load() - made; got != 0 {
 		t.Errorf("%d fallback stores made before any failure, want 0", got)
@@ -221,6 +231,7 @@ func TestFallbackLifecycle(t *testing.T) {
 		if d := l.Decide(clientRequest("a", "")); d.Outcome != OutcomeFallback {
 			t.Fatalf("outcome %v while the store is down", d.Outcome)
 		}
+		live = append(live, l)
 	}
 	runtime.GC()
 	if got := fallbacksMade.Load() - made; got != 1 {
@@ -236,6 +247,30 @@ func TestFallbackLifecycle(t *testing.T) {
 	}
 	if n > goroutines {
 		t.Errorf("%d goroutines after 2000 Limiters, %d before", n, goroutines)
+	}
+	runtime.KeepAlive(live)
+
+	gone := func() bool { runtime.GC(); return s.hookCount() == 0 }
+	for deadline := time.Now().Add(5 * time.Second); !gone() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := s.hookCount(); n != 0 {
+		t.Errorf("%d reset hooks on the store after its Limiters were collected, want 0", n)
+	}
+	fallbacks.Lock()
+	_, held := fallbacks.m[s]
+	fallbacks.Unlock()
+	if held {
+		t.Error("the store's fallback is still held after its Limiters were collected")
+	}
+	ws := weak.Make(s)
+
+	for deadline := time.Now().Add(5 * time.Second); ws.Value() != nil && time.Now().Before(deadline); {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ws.Value() != nil {
+		t.Error("the store is still reachable after its Limiters were collected")
 	}
 }
 

@@ -112,7 +112,7 @@ func TestInFlightSharedFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := l.cfg.Load()
-	f := sharedFallback(takeOnly{memorystore.New()})
+	f := newLocalFallback(takeOnly{memorystore.New()})
 	now := time.Now()
 	for binding, known := range []bool{false, true} {
 		res := Result{Allowed: true, Limit: 2, Remaining: 1, ResetAfter: time.Minute, Binding: binding}

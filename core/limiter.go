@@ -147,16 +147,8 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 		}
 	}
 	_, l.local = s.(*memorystore.Store)
-	if l.policy == FailLocal {
-		switch {
-		case !l.local:
-			l.shared = sharedFallback(s)
-			if l.fallback != nil {
-				l.shared.adopt(l.fallback)
-			}
-		case l.fallback == nil:
-			l.fallback = s // only fails for a gone client; a second one would too
-		}
+	if l.policy == FailLocal && l.local && l.fallback == nil {
+		l.fallback = s // only fails for a gone client; a second one would too
 	}
 	if err := l.checkReleasers(specs); err != nil {
 		return nil, err
@@ -175,6 +167,12 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 	}
 	if err := l.register(l.sharedState); err != nil {
 		return nil, err
+	}
+	if l.policy == FailLocal && !l.local {
+		l.useFallback()
+		if l.fallback != nil {
+			l.shared.adopt(l.fallback)
+		}
 	}
 	return l, nil
 }

@@ -85,7 +85,10 @@ type notifying struct {
 	hooks []func(string)
 }
 
-func (s *notifying) OnReset(f func(string)) { s.hooks = append(s.hooks, f) }
+func (s *notifying) OnReset(f func(string)) func() {
+	s.hooks = append(s.hooks, f)
+	return func() {}
+}
 
 // A Limiter that is garbage-collected frees its name on its store.
 func TestCollectedLimiterFreesItsName(t *testing.T) {

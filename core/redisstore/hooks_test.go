@@ -42,6 +42,14 @@ func TestLimitersShareOneResetHook(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > goroutines {
 		t.Errorf("%d goroutines after 1000 Limiters, %d before", n, goroutines)
 	}
+	// The hook goes with the last of them (none is kept here).
+	for deadline := time.Now().Add(5 * time.Second); hooks() > before && time.Now().Before(deadline); {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := hooks() - before; n != 0 {
+		t.Errorf("%d reset hooks left after the Limiters were collected, want 0", n)
+	}
 }
 
 // Instances counts the Stores subscribed to the reset channel, in every

@@ -81,16 +81,33 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) err
 // shared fallback. The first call
 // starts the Store's subscription (one connection of the client, held
 // until Close, or until the client is closed) if the deny cache has not.
-func (s *Store) OnReset(f func(key string)) {
+// It returns a function that removes f.
+func (s *Store) OnReset(f func(key string)) (remove func()) {
 	if f == nil {
-		return
+		return func() {}
 	}
+	h := &f
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.hooks = append(s.hooks, f)
+	s.hooks = append(s.hooks[:len(s.hooks):len(s.hooks)], h)
 	if s.listener == nil {
 		s.startListener()
 	}
+	return func() { s.removeHook(h) }
+}
+
+// removeHook removes h from the OnReset hooks. The slice is copied, not
+// changed in place: tell may be ranging over the old one.
+func (s *Store) removeHook(h *func(string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hooks := make([]*func(string), 0, len(s.hooks))
+	for _, o := range s.hooks {
+		if o != h {
+			hooks = append(hooks, o)
+		}
+	}
+	s.hooks = hooks
 }
 
 // announced runs what a reset of key (or of everything, for "") means for
@@ -119,7 +136,7 @@ func (s *Store) tell(key string) {
 	hooks := s.hooks
 	s.mu.Unlock()
 	for _, f := range hooks {
-		f(key)
+		(*f)(key)
 	}
 }
 

@@ -78,8 +78,8 @@ type Store struct {
 	instances atomic.Int64
 
 	mu       sync.Mutex
-	hooks    []func(key string) // OnReset
-	listener *listener          // nil until the deny cache or OnReset needs it
+	hooks    []*func(key string) // OnReset; replaced, never changed in place
+	listener *listener           // nil until the deny cache or OnReset needs it
 }
 
 // Option configures a Store.

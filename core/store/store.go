@@ -206,9 +206,9 @@ type ResetNotifier interface {
 	// OnReset registers f, called with the store key of every Reset,
 	// made through this process or another, shortly after it; and with ""
 	// when resets may have been missed (so that everything kept locally is
-	// to be dropped). f must not block. Registrations last as long as the
-	// store.
-	OnReset(f func(key string))
+	// to be dropped). f must not block. It returns a function that removes
+	// the registration; it may be called more than once.
+	OnReset(f func(key string)) (remove func())
 }
 
 // Fleet is a Store shared between processes that knows how many of them
