@@ -135,20 +135,11 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 		deny:        defaultDenyResponse,
 		unavailable: defaultUnavailableResponse,
 		keyDenied:   defaultKeyDeniedResponse,
+		style:       HeadersLegacy,
 	}
-	style := HeadersLegacy
-	var plans map[string][]Limit
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt.applyLimiter(&options{l: l, style: &style, plans: &plans}); err != nil {
-			return nil, err
-		}
-	}
-	_, l.local = s.(*memorystore.Store)
-	if l.policy == FailLocal && l.local && l.fallback == nil {
-		l.fallback = s // only fails for a gone client; a second one would too
+	plans, err := l.apply(opts)
+	if err != nil {
+		return nil, err
 	}
 	if err := l.checkReleasers(specs); err != nil {
 		return nil, err
@@ -156,9 +147,6 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 	if err := l.checkRefunders(); err != nil {
 		return nil, err
 	}
-	l.keyPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + ":"
-	l.keylessPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + "!"
-	l.style = style
 	l.cfg.Store(l.newConfig("", limits, specs, nil))
 	if l.planOf != nil {
 		if err := l.SetPlans(plans); err != nil {
@@ -175,6 +163,27 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 		}
 	}
 	return l, nil
+}
+
+// apply applies opts to l, a Limiter New is making, and sets what follows
+// from them; it returns the plans given with WithPlans.
+func (l *Limiter) apply(opts []Option) (map[string][]Limit, error) {
+	var plans map[string][]Limit
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt.applyLimiter(&options{l: l, style: &l.style, plans: &plans}); err != nil {
+			return nil, err
+		}
+	}
+	_, l.local = l.store.(*memorystore.Store)
+	if l.policy == FailLocal && l.local && l.fallback == nil {
+		l.fallback = l.store // only fails for a gone client; a second one would too
+	}
+	l.keyPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + ":"
+	l.keylessPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + "!"
+	return plans, nil
 }
 
 // checkRefunders reports, for a Limiter with WithCountIf, a store or a
