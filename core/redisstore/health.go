@@ -44,8 +44,11 @@ const probeTimeout = time.Second
 //
 // So these do not count: a timeout while the server answers other calls
 // (slow, not gone); a call whose deadline ran out in the Store's own queue
-// (WithPipelining), never sent; a call whose caller went away. The last
-// proviso keeps a client that did not run for a while (CPU starvation) from
+// (WithPipelining), never sent, or that was sent with less than half of
+// its time left, or whose timeout was noticed more than 5 ms (or a fifth
+// of its time) late, both signs of a process short of CPU; a call whose
+// caller went away. Requiring a timeout of a call made after the first
+// was reported also keeps a client that did not run for a while from
 // blaming the server for the calls it had in flight: those it makes next
 // are answered. A lost connection is not enough either: the next call
 // dials, which is refused if the server is gone. A frozen server opens the
@@ -210,7 +213,7 @@ func (n *node) report(ctx context.Context, err error, start, sent int64) {
 		if n.failures.Add(1) >= n.h.threshold {
 			n.trip()
 		}
-	case n.unanswered(start):
+	case n.unanswered(start) && fairTry(ctx, start, sent):
 		// Counted, but it opens the breaker only when a call made after
 		// the first of the streak failed too (this process ran meanwhile).
 		n.streak.CompareAndSwap(noStreak, monoMicros())
@@ -236,6 +239,30 @@ func (n *node) answer() {
 func (n *node) unanswered(start int64) bool {
 	return n.answered.Load() < start
 }
+
+// fairTry reports whether a call made at start, sent at sent, that ran
+// out of time gave the server a fair try: it was sent with at least half
+// of its time left, and its end is noticed soon after its deadline. A
+// call that waited for this process (CPU starvation, a long GC pause)
+// before it was sent, or whose timeout fired late, tells of this process,
+// not of the server. A call without a deadline counts.
+func fairTry(ctx context.Context, start, sent int64) bool {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return true
+	}
+	now := monoMicros()
+	untilDeadline := time.Until(dl).Microseconds() // negative: past it
+	total := now - start + untilDeadline           // the call's time
+	left := now - sent + untilDeadline             // of it, left when sent
+	late := -untilDeadline
+	return 2*left >= total && late <= max(lateGrace, total/5)
+}
+
+// lateGrace is how late after its deadline a timed-out call may be noticed
+// and still count against the server (µs); a fifth of the call's time when
+// that is more. A process that runs keeps it well under a millisecond.
+const lateGrace = 5000
 
 // isServerFailure reports whether err, a call's error, says anything
 // against the server: MOVED, ASK and TRYAGAIN do not (a Cluster moving a
