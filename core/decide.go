@@ -100,20 +100,10 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 			cfg = l.dropExpiredGuards(cfg, now)
 		}
 	}
-	res, end, err := l.take(ctx, cfg, storeKey, cost, ev)
-	if l.clock == nil {
-		now = end
-	}
-	if now.IsZero() {
-		now = l.now()
-	}
+	res, now, err := l.take(ctx, cfg, storeKey, cost, now, ev)
 	d := Decision{l: cfg, now: now}
 	switch {
 	case err == nil:
-		res = cfg.fold(res)
-		if l.shared != nil {
-			l.shared.remember(storeKey, &res, cfg, now)
-		}
 		l.fromResult(&d, res)
 		l.needsDone(&d, l.store, storeKey, cost)
 		l.holdSlot(&d, l.store, storeKey)
@@ -129,31 +119,41 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 	return d
 }
 
-// take calls the store within the per-decision timeout, and returns when
-// the call ended.
-func (l *Limiter) take(ctx context.Context, cfg *limiterConfig, storeKey string, cost int64, ev *Event) (Result, time.Time, error) {
+// take calls the store within the per-decision timeout, and returns its
+// answer, folded, and the time of the decision: when the call ended, or
+// the Limiter's clock (now when it was read already).
+func (l *Limiter) take(ctx context.Context, cfg *limiterConfig, storeKey string, cost int64, now time.Time, ev *Event) (Result, time.Time, error) {
 	tctx := ctx
 	if l.timeout > 0 && !l.local {
 		var cancel context.CancelFunc
 		tctx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
-	var owed int64 // what the local fallback admitted for the key while the store was away
+	var t ticket // the local fallback's note of the Take (its debt for the key, carried along)
 	if l.shared != nil {
-		owed = l.shared.claim(storeKey)
+		t = l.shared.begin(storeKey, cost)
 	}
 	start := time.Now()
-	res, err := l.charge(tctx, l.store, storeKey, cost+owed, cfg.take)
+	res, err := l.charge(tctx, l.store, storeKey, cost+t.owed, cfg.take)
 	end := time.Now()
-	if owed > 0 && (err != nil || !res.Allowed) {
-		l.shared.unclaim(storeKey, owed, cfg.take, err != nil)
-	}
 	ev.Latency = end.Sub(start)
+	switch {
+	case l.clock == nil:
+		now = end
+	case now.IsZero():
+		now = l.now()
+	}
+	if err == nil {
+		res = cfg.fold(res)
+	}
+	if l.shared != nil {
+		l.shared.after(storeKey, t, &res, err, cfg, now)
+	}
 	if err != nil && tctx != ctx && tctx.Err() == context.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
 		// The store's client may say "i/o timeout": it is the deadline.
 		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
-	return res, end, err
+	return res, now, err
 }
 
 // onFailure decides by the failure policy, the store having failed.

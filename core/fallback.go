@@ -83,7 +83,8 @@ type record struct {
 	limit     int64
 	binding   int
 	linear    bool      // the allowance comes back steadily (GCRA, token and leaky bucket)
-	used      int64     // admitted by the fallback since at
+	used      int64     // admitted by the fallback since at, or not charged to the store then
+	pending   int64     // the cost of this process's Takes of the key sent to the store, not yet answered
 	owed      int64     // admitted by the fallback, not yet charged to the store
 	owedUntil time.Time // owed is forgotten then (wall clock): the limits have refilled
 	take      []store.Spec
@@ -195,7 +196,10 @@ func (f *localFallback) shard(key string) *recordShard {
 
 // remember notes res, the store's answer for key at now under cfg's
 // limits, as the starting point of the fallback's decisions for key.
-func (f *localFallback) remember(key string, res *Result, cfg *limiterConfig, now time.Time) {
+// pending is what the Take that got res had added to the key's pending
+// (begin). The fallback's admissions the store has not been charged for
+// yet count as used from the start.
+func (f *localFallback) remember(key string, res *Result, cfg *limiterConfig, now time.Time, pending int64) {
 	sh := f.shard(key)
 	sh.mu.Lock()
 	r := sh.record(key)
@@ -204,7 +208,8 @@ func (f *localFallback) remember(key string, res *Result, cfg *limiterConfig, no
 		r.until = now.Add(res.RetryAfter)
 	}
 	r.full = now.Add(res.ResetAfter)
-	r.remaining, r.limit, r.binding, r.used = res.Remaining, res.Limit, res.Binding, 0
+	r.remaining, r.limit, r.binding, r.used = res.Remaining, res.Limit, res.Binding, r.owed
+	r.pending = max(r.pending-pending, 0)
 	r.linear = false
 	if b := res.Binding; b >= 0 && b < len(cfg.limits) {
 		switch cfg.take[b].Algorithm() {
@@ -222,22 +227,53 @@ func (f *localFallback) remember(key string, res *Result, cfg *limiterConfig, no
 	}
 }
 
-// claim returns what the fallback owes the store for key, and no longer
-// owes it: the caller adds it to the key's next Take, so that the store
-// admits nothing of what the fallback already admitted. It costs an atomic
-// load unless something is owed.
-func (f *localFallback) claim(key string) int64 {
-	if !f.owed.Load() && !f.flushing.Load() {
-		return 0
-	}
+// ticket is what begin noted of a Take for after to settle.
+type ticket struct {
+	owed    int64 // the key's debt, carried by the Take
+	pending int64 // added to the key's pending
+}
+
+// begin notes a Take of cost for key about to be sent to the store: it
+// claims what the fallback owes the store for key, for the Take to carry
+// (so that the store admits nothing of what the fallback already
+// admitted), and counts the Take as pending until after: a decision the
+// fallback makes meanwhile leaves room for it. A key without a
+// remembered answer is not tracked.
+func (f *localFallback) begin(key string, cost int64) ticket {
 	sh := f.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	r := sh.m[key]
 	if r == nil {
-		return 0
+		return ticket{}
 	}
-	return r.due()
+	var t ticket
+	if f.owed.Load() || f.flushing.Load() {
+		t.owed = r.due()
+	}
+	t.pending = cost + t.owed
+	r.pending += t.pending
+	return t
+}
+
+// after settles t, the ticket of a Take of key that ended with res or err
+// at now: an answer is remembered, a failure ends the Take's pending, and
+// a debt the store did not take is owed again (failed) or charged apart
+// (refused).
+func (f *localFallback) after(key string, t ticket, res *Result, err error, cfg *limiterConfig, now time.Time) {
+	if err == nil {
+		f.remember(key, res, cfg, now, t.pending)
+	} else if t.pending > 0 {
+		sh := f.shard(key)
+		sh.mu.Lock()
+		if r := sh.m[key]; r != nil {
+			r.pending = max(r.pending-t.pending, 0)
+		}
+		sh.mu.Unlock()
+	}
+	if t.owed > 0 && (err != nil || !res.Allowed) {
+		f.unclaim(key, t.owed, cfg.take, err != nil)
+	}
 }
 
 // unclaim settles n, claimed for key, that the store was not charged: it
@@ -505,15 +541,16 @@ func (f *localFallback) take(ctx context.Context, fb store.Store, key string, co
 		defer sh.mu.Unlock()
 		return r.denial(now, r.until), nil
 	}
-	budget, when := r.budget(now, (r.used+cost)*n)
+	spent := r.used + r.pending // the Takes in flight may be admitted yet
+	budget, when := r.budget(now, (spent+cost)*n)
 	share := shareOf(budget, n)
-	if r.used+cost > share {
+	if spent+cost > share {
 		defer sh.mu.Unlock()
 		return r.denial(now, when), nil
 	}
 	r.used += cost
 	r.owe(cost)
-	left := share - r.used
+	left := share - spent - cost
 	sh.mu.Unlock()
 	res, err := takeFolded(ctx, fb, key, cost, cfg)
 	if err != nil || !res.Allowed {

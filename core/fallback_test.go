@@ -24,6 +24,9 @@ type flakyStore struct {
 	down  atomic.Bool
 	mu    sync.Mutex
 	hooks []*func(string)
+	// hold, when set, holds each Take until it is closed, failed or not:
+	// a call in flight.
+	hold atomic.Pointer[chan struct{}]
 }
 
 var errDown = errors.New("store down")
@@ -33,6 +36,9 @@ func newFlakyStore(clock *fakeClock) *flakyStore {
 }
 
 func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (Result, error) {
+	if h := s.hold.Load(); h != nil {
+		<-*h
+	}
 	if s.down.Load() {
 		return Result{}, errDown
 	}
@@ -75,6 +81,16 @@ func (s *flakyStore) announce(key string) {
 	for _, f := range hooks {
 		(*f)(key)
 	}
+}
+
+// pending returns the pending cost of key's record (0 without one).
+func (sh *recordShard) pending(key string) int64 {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if r := sh.m[key]; r != nil {
+		return r.pending
+	}
+	return 0
 }
 
 func (s *flakyStore) hookCount() int {
@@ -134,6 +150,36 @@ func TestFallbackStartsFromTheStoresAnswer(t *testing.T) {
 	clock.Advance(reset)
 	if n, d := decideN(l, "spent", 6); n != 5 || d.Action != Refuse {
 		t.Errorf("after the store's reset time: %d of 6 served (%v), want a full 5", n, d.Action)
+	}
+}
+
+// A decision the fallback makes while another Take of the key is on its
+// way to the store leaves room for that Take: the store may admit it yet.
+func TestFallbackLeavesRoomForTakesInFlight(t *testing.T) {
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	l, s := fallbackLimiter(t, clock, Limit{Algorithm: FixedWindow, Rate: 5, Period: time.Minute})
+	if n, _ := decideN(l, "a", 3); n != 3 {
+		t.Fatalf("store admitted %d of 3", n)
+	}
+	// One Take in flight; the store answers it, for 1 of the 2 left, once
+	// the fallback has decided the others.
+	hold := make(chan struct{})
+	s.hold.Store(&hold)
+	inFlight := make(chan Decision)
+	go func() { inFlight <- l.Decide(clientRequest("a", "")) }()
+	for l.shared.shard("3:api:a").pending("3:api:a") == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	s.hold.Store(nil)
+	s.down.Store(true)
+	n, _ := decideN(l, "a", 3)
+	s.down.Store(false)
+	close(hold)
+	if d := <-inFlight; d.Outcome != OutcomeAllowed {
+		t.Fatalf("the Take in flight: %v, want allowed by the store", d.Outcome)
+	}
+	if n != 1 {
+		t.Errorf("the fallback admitted %d with 2 left and one Take in flight, want 1", n)
 	}
 }
 

@@ -634,7 +634,9 @@ func TestDecideConcurrent(t *testing.T) {
 		if n.Add(1)%3 == 0 {
 			return Result{}, errStoreDown
 		}
-		return Result{Allowed: true, Limit: 10, Remaining: 5, ResetAfter: time.Second}, nil
+		// Room for every request: the fallback, which leaves room for the
+		// Takes in flight, serves too.
+		return Result{Allowed: true, Limit: 10_000, Remaining: 5_000, ResetAfter: time.Second}, nil
 	}}
 	l := mustNew(t, st, perSecond10, WithFallbackStore(&scriptStore{}), WithHeaders(HeadersBoth))
 	var wg sync.WaitGroup
