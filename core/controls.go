@@ -127,8 +127,8 @@ var ErrNothingReset = store.ErrNotFound
 // store and in the local fallback (FailLocal: the fallback store and the
 // store's last answer for the key), the latter even when the store fails;
 // a Redis store also tells the other processes sharing it, which drop what
-// they keep of the key locally (their deny caches and fallbacks) within a
-// round trip of Redis (see the redisstore package).
+// they keep of the key locally (deny caches, leases, fallbacks) within a
+// round trip of Redis (see redisstore.Store.Reset).
 //
 // Reset is for administrators (unblocking a customer, a support tool); it
 // is not counted as a decision. It uses ctx as given, without the

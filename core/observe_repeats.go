@@ -51,7 +51,7 @@ type repeatKey struct {
 	limiter string
 	kind    repeatKind
 	// key is the client key of a repeatDenied state, cut to
-	// DefaultLogFieldMax bytes; others marks the state of the keys past
+	// MaxLogField bytes; others marks the state of the keys past
 	// maxRepeatKeys.
 	key    string
 	others bool

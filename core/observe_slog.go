@@ -99,9 +99,24 @@ func LogKey(redact func(key string) string) LogOption {
 }
 
 // LogRepeatInterval sets how often, at most, LogDenials writes a record of
-// each repeated kind (store failures, key errors, denials of one client
-// key) for one Limiter; see LogDenials. d ≤ 0 writes every record. The default is
-// DefaultLogRepeatInterval.
+// each kind that comes in floods, per Limiter: store failures (failed_open,
+// failed_closed, fallback), key errors (Event.KeyErr set), and denials
+// (denied, shadow_denied) of one client key. d ≤ 0 writes every record; the
+// default is DefaultLogRepeatInterval, measured by the clock given with
+// WithClock (time.Now by default).
+//
+// The first record of a kind is written at once, the others within the
+// interval are counted, and the next one written has the attribute
+// suppressed, the number left out. When an interval passes with none
+// written, the next decision observed (of any Limiter, logged or not)
+// writes "sluice: similar records suppressed", with limiter, kind
+// ("store_error", "key_error" or "denied"), key (denials, under LogKey) and
+// suppressed, at the highest level left out. Denials are told apart for up
+// to 1024 client keys at a time; further keys are counted together per
+// Limiter (other_keys=true) until keys have been quiet for an interval. So
+// a flood from one client writes one record per interval, and many clients
+// one each: lower the level with LogLevel, or use a sampling slog.Handler
+// or metrics (promlimit), where that is too many.
 func LogRepeatInterval(d time.Duration) LogOption {
 	return logOptionFunc(func(c *logConfig) { c.repeats.every = d })
 }
@@ -111,60 +126,25 @@ func LogRepeatInterval(d time.Duration) LogOption {
 // record, when logger is nil). By outcome, at these levels unless LogLevel
 // says otherwise:
 //
-//	denied, shadow_denied              Info
-//	delayed                            Debug
-//	failed_open, fallback, key_error   Warn
-//	failed_closed                      Error
-//	canceled                           Debug
-//	allowed, skipped                   not logged
+//	denied, shadow_denied                               Info
+//	delayed, canceled                                   Debug
+//	failed_open, fallback, key_error, give_back_failed  Warn
+//	failed_closed                                       Error
+//	allowed, skipped                                    not logged
 //
-// A decision made without calling the store because the circuit breaker is
-// open (Event.Err wraps ErrBreakerOpen) is logged one level lower (Error
-// becomes Warn, Warn becomes Info, Info becomes Debug): the failures that
-// opened the breaker were logged at the full level. A decision with a key
-// error under KeyErrorPerAddress is logged at least at key_error's level, and
-// one with a negative cost from the cost function at least at Warn,
-// whatever its outcome.
+// A decision made while the circuit breaker is open (Event.Err wraps
+// ErrBreakerOpen) is logged one level lower, as the failures that opened it
+// were logged in full; one with a key error under KeyErrorPerAddress at
+// least at key_error's level, and one with a negative cost at least at Warn.
 //
-// Each record has the attributes limiter, outcome, action (serve, hold,
-// refuse), method, path (the URL path, without the query), cost; and when a
-// store decided: limit and remaining (the X-RateLimit figures), retry_after
-// (denials; "never" for a request whose cost exceeds what the limit ever
-// admits, RetryAfter InfDuration) or delay (delayed); err (Event.Err) and
-// key_error (Event.KeyErr) when set. The client key is not logged unless
-// LogKey is given. The method, path, key and error texts are cut to
-// MaxLogField (256) bytes, marked "…(truncated)": a client that sends a
-// 1 MB path gets a record of under 2 KB.
-//
-// Store failures (failed_open, failed_closed, fallback), key errors
-// (Event.KeyErr set, as for a request without a valid token on a JWT
-// route) and denials come in floods: during a store outage every request
-// fails, a misbehaving client can send any number of requests without a
-// key, and one over its limit any number of refused ones. LogDenials
-// writes the first record of each of these kinds for a Limiter (for
-// denials: for a Limiter and client key) at once, then at most one record
-// of that kind, Limiter and key per DefaultLogRepeatInterval (10s; see
-// LogRepeatInterval), counting the others: the next record of the kind
-// has the attribute suppressed, the number left out since the previous
-// one. When the interval has passed and no record of the kind came, the
-// first decision observed afterwards (of any Limiter, logged or not)
-// writes a record with the message "sluice: similar records suppressed"
-// and the attributes limiter, kind ("store_error", "key_error" or
-// "denied"), key (denials, under LogKey) and suppressed, at the highest
-// level of those left out. Denials are told apart for up to 1024 client
-// keys at a time; past that, the denials of further keys are counted
-// together per Limiter (their summary has other_keys=true) until keys
-// have been quiet for an interval. The interval is measured with the clock
-// given with WithClock (time.Now by default).
-//
-// So a flood of denials from one client writes one record per interval;
-// denials of many clients still write one record per client per
-// interval. Lower the denials' level with LogLevel, or use a sampling or
-// rate-limited slog.Handler, where that is too many; for rates, use
-// metrics (promlimit). The observer is safe for concurrent use; it does
-// no work when the logger is not enabled for the record's level, beyond
-// one atomic load (and, while left-out records wait to be counted, a
-// clock reading).
+// Each record has the attributes limiter, outcome, action, method, path
+// (without the query) and cost; when a store decided, limit, remaining, and
+// retry_after ("never" for a cost the limit never admits) or delay; err and
+// key_error when set; key only under LogKey. Texts the client controls are
+// cut to MaxLogField bytes. Floods are folded (see LogRepeatInterval). The
+// observer is safe for concurrent use; when the logger is not enabled for
+// a record's level it costs one atomic load (and a clock reading while
+// left-out records wait to be counted).
 func LogDenials(logger *slog.Logger, opts ...LogOption) func(Event) {
 	cfg := &logConfig{levels: defaultLogLevels, repeats: repeats{every: DefaultLogRepeatInterval}}
 	for _, opt := range opts {

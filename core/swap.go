@@ -56,44 +56,27 @@ func (l *Limiter) newConfig(plan string, limits []Limit, specs []store.Spec, gua
 
 // SetLimits replaces the limits the Limiter enforces, while it serves.
 // limits are validated as in New; on error (wrapping ErrInvalidOption and
-// store.ErrNoLimits, or ErrInvalidLimit) nothing changes. The swap is atomic:
-// each decision is made entirely with the old limits or entirely with the
-// new ones (limits, store calls and headers alike); decisions in flight
-// finish with the limits they started with. SetLimits is safe for
-// concurrent use with Decide and with itself (calls are serialized; the
-// last one wins). The headers follow the new limits at once, including
-// the IETF policies (one per limit, numbered in the new order).
+// store.ErrNoLimits, or ErrInvalidLimit) nothing changes. The swap is
+// atomic: each decision is made entirely with the old limits or entirely
+// with the new ones, headers included (the IETF policies are numbered in
+// the new order); decisions in flight finish with the limits they started
+// with. SetLimits is safe for concurrent use with Decide and with itself
+// (calls are serialized; the last one wins).
 //
-// What happens to the state clients built up:
-//
-//   - A limit that is unchanged keeps its state exactly. Stores key state by
-//     the limit's arithmetic (store.Spec.ID: algorithm, rate, period, burst and
-//     penalty after defaults), not by its position, so reordering limits,
-//     adding or removing others, or rewriting one in an equivalent form
-//     ("100/m" and "100/m gcra burst 100") loses nothing.
-//   - A changed limit is a new limit to the store, with fresh state: two
-//     different limits never share state (a counter kept for 100/m means
-//     something else to 10/m, and to another algorithm nothing at all).
-//   - So that tightening a limit does not hand every client the new
-//     limit's full allowance, a limit replaced by a tighter one stays in
-//     force as a guard until the state built up before the swap no longer
-//     matters: the time it takes to refill completely after exhaustion
-//     (Burst·Period/Rate for GCRA, TokenBucket and LeakyBucket, Period for
-//     FixedWindow and SlidingLog, 2·Period for SlidingWindow) plus its
-//     Penalty, from the swap. Meanwhile a request must pass both; a client
-//     that had used up the old limit stays refused until the old limit
-//     would have let it through, and then gets no more than the new limit.
-//     The guard never admits more than the new limit alone would; its
-//     figures are folded into the new limit's (Remaining is the smaller,
-//     Retry-After the longer), so headers name only the new limits.
-//     A limit replaces another when both have the same algorithm and
-//     period and no other limit added or removed in the same call has
-//     them; it is tighter when its rate or burst is smaller or its penalty
-//     longer. A loosened limit (or one changed to another period or
-//     algorithm, or simply removed) takes effect at once, with fresh state:
-//     a raised quota is not held back by usage counted against the old one.
-//
-// The guard's horizon is measured by the Limiter's clock (WithClock).
+// Stores key state by a limit's arithmetic (store.Spec.ID), not its
+// position: an unchanged limit keeps its state exactly, however the list
+// is reordered or the limit rewritten ("100/m" is "100/m gcra burst 100"),
+// and a changed limit starts with fresh state. A limit that replaces
+// another (same algorithm and period, and no other limit added or removed
+// in the call has them) and is tighter (smaller rate or burst, or longer
+// penalty) does not hand every client a fresh allowance: the old limit
+// stays in force beside it as a guard until the state built before the
+// swap no longer matters (store.Spec.Horizon plus its Penalty, by the
+// Limiter's clock). A request must pass both; the guard never admits more
+// than the new limit alone would, and its figures are folded into the new
+// limit's (the smaller Remaining, the longer Retry-After), so headers name
+// only the new limits. A loosened, removed or otherwise changed limit
+// takes effect at once, with fresh state.
 func (l *Limiter) SetLimits(limits []Limit) error {
 	specs, err := specsOf(limits)
 	if err != nil {

@@ -64,35 +64,22 @@ type ipConfig struct {
 }
 
 // WithTrustedProxies declares the proxies in front of the server, as CIDR
-// prefixes ("10.0.0.0/8", "2001:db8::/32") or single addresses
-// ("192.0.2.10", "::1"). Only when the peer of a request (its RemoteAddr) lies
-// inside one of them does IP read a forwarding header, and only trusted hops
-// are skipped when walking it. IPv4-mapped IPv6 prefixes
-// ("::ffff:10.0.0.0/104") are converted to IPv4 ones; an IPv6 prefix never
-// covers IPv4 or IPv4-mapped addresses. The option may be given several
-// times; the lists add up.
+// prefixes ("10.0.0.0/8", "2001:db8::/32") or single addresses ("::1").
+// IP reads a forwarding header only when the request's peer (RemoteAddr)
+// lies inside one of them, and skips only them when walking it. The option
+// may be given several times; the lists add up. IPv4-mapped prefixes
+// ("::ffff:10.0.0.0/104") become IPv4 ones; an IPv6 prefix never covers
+// IPv4 or IPv4-mapped addresses.
 //
-// Every client inside a trusted prefix can choose its key by writing a
-// forwarding header, so IP refuses, with an error naming the prefix:
-//   - invalid text;
-//   - a prefix covering every address of its family ("0.0.0.0/0", "::/0",
-//     "::ffff:0.0.0.0/96");
-//   - a prefix covering more public addresses than a /12 for IPv4 (2^20)
-//     or a /28 for IPv6 (2^100), such as "2000::/3", "::/1", "0.0.0.0/1"
-//     or "::ffff:0.0.0.0/97" (which is 0.0.0.0/1);
-//   - prefixes that together cover more public addresses than a /8 for
-//     IPv4 (2^24) or a /24 for IPv6 (2^104), such as 4,096 /20s; the union
-//     is counted, so overlapping prefixes count once.
-//
-// Public means outside the ranges no internet client connects from, which
-// may be trusted at any width: for IPv4 the private 10.0.0.0/8,
-// 172.16.0.0/12 and 192.168.0.0/16, the shared (carrier-grade NAT)
-// 100.64.0.0/10, loopback 127.0.0.0/8 and link-local 169.254.0.0/16; for
-// IPv6 loopback ::1, link-local fe80::/10 and unique local fc00::/7. The
-// bounds admit the CDN lists people trust (Cloudflare's widest IPv4 prefix
-// is a /13 and its list about 2^20.5 addresses; CloudFront's IPv6 prefix is
-// a /28) and refuse what is no proxy fleet: a /8 and wider, a family's
-// halves, 2000::/3.
+// Every client inside a trusted prefix can choose its key, so IP refuses,
+// with an error naming the prefix: invalid text; a prefix covering every
+// address of its family ("0.0.0.0/0", "::/0", "::ffff:0.0.0.0/96"); one
+// covering more public addresses than a /12 (IPv4) or a /28 (IPv6), such
+// as "2000::/3", "::/1" or "0.0.0.0/1"; and prefixes whose union (overlaps
+// counted once) covers more public addresses than a /8 (IPv4) or a /24
+// (IPv6). Public means outside the private, shared (CGNAT), loopback,
+// link-local and unique local ranges, which may be trusted at any width.
+// Cloudflare's and CloudFront's lists fit (docs/threat-model.md, threat 13).
 func WithTrustedProxies(cidrs ...string) IPOption {
 	cidrs = append([]string(nil), cidrs...)
 	return ipOptionFunc(func(c *ipConfig) { c.cidrs = append(c.cidrs, cidrs...) })
@@ -160,68 +147,30 @@ type ipKeyer struct {
 	ipv4Bits   int
 }
 
-// IP returns a KeyFunc that keys requests by client IP address.
+// IP returns a KeyFunc, safe for concurrent use, that keys requests by
+// client IP address. It fails on invalid options: a bad or too wide trusted
+// prefix (see WithTrustedProxies), a prefix length out of range, several
+// forwarding-header options, or one without a trusted proxy.
 //
-// By default the client is the peer of the connection, r.RemoteAddr, and
-// every forwarding header is ignored: a client cannot choose its own key.
-// Behind proxies, declare them with WithTrustedProxies. When the peer is a
-// trusted proxy, IP reads the header that proxy writes (X-Forwarded-For by
-// default, or see WithForwarded and WithClientIPHeader) from the RIGHT: each
-// proxy appends the address it received the request from, so the right-most
-// entries are the ones the trusted proxies vouch for, and everything to the
-// left of the first untrusted address was written by the client. IP skips
-// trusted addresses and takes the first untrusted one as the client; when
-// every hop is trusted (a request from inside the trusted network), the
-// left-most one; when the header is absent, the peer. Several header lines
-// are merged in order, as one list. Read only one header kind: a proxy that
-// writes X-Forwarded-For passes a client's forged Forwarded header through
-// untouched, and the other way round, so accepting both would let clients
-// pick their key.
+// The client is the connection's peer (r.RemoteAddr), and forwarding
+// headers are ignored, unless the peer is a trusted proxy. Then IP reads
+// one header kind (X-Forwarded-For, or see WithForwarded and
+// WithClientIPHeader), its lines merged in order, from the right: the
+// first untrusted address is the client; when all of the last 32 entries
+// are trusted, the left-most of them; when the header is absent, the peer.
+// Entries left of the client's are never parsed: they cost nothing.
 //
-// The work is bounded whatever the client prepends: IP reads the header
-// from its end (Forwarded lines too are parsed element by element from the
-// right), stops at the client's entry, and reads at most 32 entries (list
-// elements, empty ones included, and blank lines); when those are all
-// trusted, the left-most of them is the client. Entries left of the
-// client's are never parsed, so a malformed one (an open quote in
-// Forwarded) changes nothing. Measured: a key behind a trusted proxy costs
-// about 0.5 µs and 2 allocations with 8 KB or 1 MB of forged entries (the
-// earlier left-to-right Forwarded parser: 140 µs and 28 ms).
+// The key is the client address, normalised (IPv4-mapped IPv6 becomes
+// IPv4; zones, ports and brackets are dropped) and masked to its group
+// (WithIPv6Prefix, WithIPv4Prefix): "2001:db8:1::/56" by default for IPv6,
+// the bare address at full length ("203.0.113.7"). 6to4 (2002::/16) and
+// Teredo (2001::/32) addresses are keyed as the IPv4 address they embed.
+// docs/threat-model.md (threats 1 and 3) gives the reasons.
 //
-// Every address is normalised before it is compared or keyed: IPv4-mapped
-// IPv6 addresses (::ffff:192.0.2.1) become IPv4, zones (fe80::1%eth0) are
-// dropped, ports and brackets ("[2001:db8::1]:443", "192.0.2.1:80") are
-// accepted and dropped.
-//
-// The key is the canonical text of the client address, masked to its group
-// (see WithIPv6Prefix and WithIPv4Prefix): "203.0.113.7" for IPv4,
-// "2001:db8:1::/56" for IPv6 under the default /56 grouping; with a full
-// length prefix (/32, /128) the bare address, otherwise the prefix.
-//
-// IPv6 addresses that embed an IPv4 address are keyed as that IPv4 address
-// (then grouped by WithIPv4Prefix), since their host holds the IPv4 address
-// and every IPv6 address built from it: a 6to4 address (2002::/16, RFC 3056:
-// 2002:V4ADDR::/48, 2^80 addresses per IPv4 host) by the IPv4 address in
-// bits 16 to 47; a Teredo address (2001::/32, RFC 4380) by its client's
-// public IPv4 address, stored inverted in the last 32 bits (the server
-// address, flags and port, which the client can vary, are ignored). The
-// embedded address is where replies to the connection are routed, so a
-// client that completes a TCP handshake from such an address holds it; a
-// coarse prefix instead would put every client of the mechanism in one
-// bucket. So 6to4 and Teredo addresses of one host, and the host's own IPv4
-// address, share one key.
-//
-// Errors: an empty RemoteAddr, or a trusted proxy reporting a hidden client
-// ("unknown", an RFC 7239 obfuscated identifier, a Forwarded element without
-// for=) is an error wrapping core.ErrNoKey. A malformed address where an
-// address is needed is another error; client-written entries left of the
-// client address are never parsed.
-//
-// IP returns an error for invalid options: an unparsable CIDR, trusted
-// prefixes wider than WithTrustedProxies allows, a prefix length out of
-// range, several forwarding-header options, or a forwarding
-// header option without any trusted proxy. The returned KeyFunc is safe for
-// concurrent use.
+// An empty RemoteAddr, or a trusted proxy reporting a hidden client
+// ("unknown", an RFC 7239 obfuscated identifier, a Forwarded element
+// without for=), is an error wrapping core.ErrNoKey; a malformed address
+// where one is needed is another error.
 func IP(opts ...IPOption) (core.KeyFunc, error) {
 	cfg := ipConfig{ipv6Bits: DefaultIPv6PrefixBits, ipv4Bits: DefaultIPv4PrefixBits}
 	for _, opt := range opts {

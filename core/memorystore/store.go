@@ -36,37 +36,23 @@ const (
 var errNilStore = errors.New("sluice: memorystore.Store is nil or its zero value; create it with memorystore.New")
 
 // Store is a store.Store that keeps rate-limit state in the memory of the
-// process. It implements every Algorithm with exactly the integer
-// arithmetic of the Redis store (ALGORITHMS.md), at the clock given by
-// WithClock (by default time.Now, read once per Take, in
-// microseconds). It suits a single process, tests, and the fallback of a
-// Limiter whose shared store is unreachable; processes do not share it.
+// process, deciding every Algorithm with exactly the integer arithmetic of
+// the Redis store (ALGORITHMS.md) at the clock given by WithClock
+// (time.Now by default, read once per Take). It suits a single process,
+// tests, and the fallback of a Limiter whose shared store is unreachable;
+// processes do not share it.
 //
-// Each (key, limit) pair is one state. Their number never exceeds the bound
-// set by WithMaxKeys (DefaultMaxKeys). A SlidingLog state also holds one
-// entry (16 bytes) per admitted request in its trailing Period, whatever
-// the request's cost: at most the limit's Rate. Keys longer than 256 bytes are stored as their SHA-256 digest, so a
-// flood of huge keys costs no more memory than one of short keys.
+// Each (key, limit) pair is one state, and their number never exceeds the
+// bound of WithMaxKeys, which says how expired states are reclaimed and
+// which state goes when the store is full. A SlidingLog state also holds
+// 16 bytes per request admitted in its trailing Period (at most Rate); keys
+// longer than 256 bytes are stored as their SHA-256 digest.
 //
-// State whose lifetime has passed behaves exactly like no state and is
-// reclaimed incrementally: every insertion of a new state looks at a few
-// entries of its shard and deletes the expired ones; nothing ever sweeps
-// all keys. When the shard is still full, the insertion evicts the sampled
-// state holding the smallest share of its allowance (of those, the one that
-// expires soonest). A flood of fresh keys therefore evicts fresh,
-// nearly-full-allowance state, which costs little to forget, and not a
-// client's exhausted or penalty-locked state: a client cannot regain its
-// allowance by making the store forget it, short of spending a full
-// allowance on each key of the flood.
-//
-// A Store is safe for concurrent use by multiple goroutines. Its
-// states are split into shards by a hash of the key, each behind its own
-// mutex; every limit of one key lives in the same shard, so a Take over
-// several limits is atomic, and decisions on one shard are made in the
-// order of their clock readings.
-//
-// The zero value is not usable: create a Store with New.
-// Take on a nil or zero Store returns an error rather than panic.
+// A Store is safe for concurrent use. Every limit of one key lives in one
+// shard, behind one mutex, so a Take over several limits is atomic, and
+// decisions on one shard are made in the order of their clock readings.
+// The zero value is not usable (its methods return an error rather than
+// panic): create a Store with New.
 type Store struct {
 	now    func() time.Time
 	seed   maphash.Seed
@@ -158,6 +144,16 @@ func WithClock(now func() time.Time) Option {
 // whole holds n states. Keep n far above the number of limits one Take
 // uses: when a shard is too small to hold them all, the states that do not
 // fit are not kept.
+//
+// Nothing ever sweeps all keys: every insertion of a new state looks at a
+// few entries of its shard and deletes the expired ones (expired state
+// behaves exactly like none). When the shard is still full, the insertion
+// evicts the sampled state that has used the smallest share of its
+// allowance (of those, the one that expires soonest). A flood of fresh keys
+// therefore evicts fresh state, which costs little to forget, and not a
+// client's exhausted or penalty-locked state: a client cannot regain its
+// allowance by making the store forget it, short of spending a full
+// allowance on each key of the flood.
 func WithMaxKeys(n int) Option {
 	return optionFunc(func(c *config) { c.maxKeys = n })
 }

@@ -20,25 +20,18 @@ const (
 // Sentinel, IsClusterMode for a Cluster behind one address) on the result
 // before making the client. It sets:
 //
-//   - MaxRetries: -1. go-redis would re-send a script call whose reply
-//     timed out or whose connection broke (3 times by default). The first
-//     sending may have run on the server, so the Store has Redis refuse
-//     every later one (see New): a retry cannot charge a request twice,
-//     but it costs the caller's time and ends in an error all the same.
-//     The Store sends again only calls that did not run (NOSCRIPT, and on
-//     a Cluster MOVED, ASK and TRYAGAIN); the Limiter's failure policy
-//     decides what a failed call means.
-//   - ContextTimeoutEnabled: true. The context's deadline (the Limiter's
-//     per-decision timeout) bounds the wait for Redis. Without it go-redis
-//     waits for its ReadTimeout (3 s by default) whatever the context says.
-//   - DialTimeout: 500 ms (5 s by default). The context bounds a dial made
-//     for a decision anyway; this bounds the dials made without one
-//     (background reconnections, a TLS handshake, a Ping without deadline).
+//   - MaxRetries: -1. A call go-redis sent again is refused unrun (see the
+//     package doc, "Retries and Cluster redirects"), so a retry would cost
+//     the caller's time and end in an error all the same.
+//   - ContextTimeoutEnabled: true, so that the context's deadline (the
+//     Limiter's per-decision timeout) bounds the wait for Redis, not the
+//     ReadTimeout (3 s by default).
+//   - DialTimeout: 500 ms (5 s by default), for the dials made without a
+//     deadline: background reconnections, a TLS handshake, a Ping.
 //   - DialerRetries: 1 and DialerRetryTimeout: 1 ms. go-redis would dial 5
-//     times, 100 ms apart, and pause 100 ms after the last failure too, so
-//     with Redis down (connection refused) every decision would wait out
-//     the Limiter's whole timeout instead of failing at once and following
-//     its failure policy.
+//     times, 100 ms apart, and pause after the last failure too, so with
+//     Redis down every decision would wait out the Limiter's whole timeout
+//     instead of failing at once and following its failure policy.
 //
 // For example:
 //

@@ -29,47 +29,28 @@ const probeTimeout = time.Second
 // WithBreaker configures the Store's circuit breakers: one per Redis
 // server (each master of a Cluster; the whole client for other kinds),
 // shared by every Limiter on the Store. While a server's breaker is open,
-// Takes and Peeks of keys on that server fail at once with an error
-// wrapping store.ErrBreakerOpen, so the Limiters' failure policy decides
-// without waiting; keys on other Cluster masters are not affected.
+// Takes and Peeks of its keys fail at once with an error wrapping
+// store.ErrBreakerOpen, and the Limiters' failure policy decides.
 //
 // A breaker opens on evidence that the server fails, not on one slow call:
-//   - at once when a connection to it is refused (a dead server; go-redis'
-//     default dial retries report a refusal as a timeout, UniversalOptions
-//     turns them off);
+//   - at once when a connection to it is refused (go-redis' default dial
+//     retries report a refusal as a timeout; UniversalOptions turns them off);
 //   - after failures consecutive failed calls (error replies, connections
 //     lost under a call), an answered call resetting the count;
 //   - after failures consecutive timeouts of calls made while the server
-//     answered nothing, one of them made after the first was reported.
+//     answered nothing, each sent with at least half of its time left and
+//     noticed within 5 ms (or a fifth of its time) of its deadline, one of
+//     them made after the first was reported (so that a process short of
+//     CPU does not blame the server for its own delays).
 //
-// So these do not count: a timeout while the server answers other calls
-// (slow, not gone); a call whose deadline ran out in the Store's own queue
-// (WithPipelining), never sent, or that was sent with less than half of
-// its time left, or whose timeout was noticed more than 5 ms (or a fifth
-// of its time) late, both signs of a process short of CPU; a call whose
-// caller went away. Requiring a timeout of a call made after the first
-// was reported also keeps a client that did not run for a while from
-// blaming the server for the calls it had in flight: those it makes next
-// are answered. A lost connection is not enough either: the next call
-// dials, which is refused if the server is gone. A frozen server opens the
-// breaker about two timeouts after it froze under steady traffic, each
-// request waiting at most its own timeout. A failure ratio over a time
-// window (Hystrix, Envoy) would keep it closed longer: the calls answered
-// before the freeze stay in the window.
-//
-// An open breaker is probed in the background every cooldown, with or
-// without traffic: a PING, then a script call (EVALSHA, or EVAL when Redis
-// lost the script), which Redis holds whenever it holds Takes (CLIENT
-// PAUSE WRITE answers PING but holds scripts). A probe waits up to the
-// larger of cooldown and one second, and calls fail at once meanwhile.
-// Once Redis runs the script the probe loads the Store's scripts (a
-// failure, such as an ACL without SCRIPT LOAD, is ignored: Takes fall back
-// to EVAL) and closes the breaker, so decisions come from Redis again
-// within one cooldown of Redis answering, and no request waits on a probe.
-//
-// failures 0 turns the breakers off: every call goes to Redis. The
-// defaults are DefaultBreakerFailures and DefaultBreakerCooldown; failures
-// must be 0 to 2^30 and cooldown, when failures > 0, 1ms to 1h.
+// Not counted: a timeout while the server answers other calls, a call that
+// timed out in the Store's queue unsent, a call whose caller went away.
+// An open breaker is probed every cooldown by a PING and a script call
+// (CLIENT PAUSE WRITE answers PING but holds scripts), within max(cooldown,
+// 1s); once the script runs, the probe loads the scripts and closes the
+// breaker. failures 0 turns the breakers off. The defaults are
+// DefaultBreakerFailures and DefaultBreakerCooldown; failures must be 0 to
+// 2^30 and cooldown, when failures > 0, 1ms to 1h.
 func WithBreaker(failures int, cooldown time.Duration) Option {
 	return optionFunc(func(s *settings) { s.failures, s.cooldown = failures, cooldown })
 }
@@ -196,7 +177,12 @@ func (n *node) admit(context.Context) error {
 // report records how a call that admit let through ended: start is when
 // it was made and sent when it was handed to the client (monoMicros), or
 // notSent when its deadline ran out in the Store's queue. See WithBreaker
-// for the rule.
+// for the rule. Under steady traffic a frozen server opens the breaker
+// about two timeouts after it froze, each request waiting at most its own
+// timeout; a failure ratio over a time window (Hystrix, Envoy) would keep
+// it closed longer, as the calls answered before the freeze stay in the
+// window. A lost connection alone opens nothing: the next call dials,
+// which is refused if the server is gone.
 func (n *node) report(ctx context.Context, err error, start, sent int64) {
 	switch {
 	case n.h.threshold == 0:

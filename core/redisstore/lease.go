@@ -58,67 +58,30 @@ type LeaseConfig struct {
 	MaxKeys int
 }
 
-// WithLeases turns lease mode on (it is off by default, and off it changes
-// nothing): a key that this process Takes often enough (HotTakes within a
-// TTL) is no longer decided by one script call per Take. Instead the
-// process takes a lease, a share of the key's allowance charged in Redis
-// in one call, and spends it locally, without a round trip; it returns
-// the units it did not spend when the lease ends. One very hot key (a big
-// tenant) then costs Redis about one call per lease instead of one per
-// request. Other keys, and every Take that lease mode does not handle (see
-// below), take the exact path, unchanged.
+// WithLeases turns lease mode on (off by default, and off it changes
+// nothing): a key this process Takes HotTakes times within a TTL is
+// decided locally from a lease, a share of its allowance charged in Redis
+// in one call, and the units left unspent are given back when the lease
+// ends or at Close. A key just that hot costs Redis about 2/HotTakes calls
+// per Take, a very hot one about 1/S (1/20 and 1/64 by default). A refill
+// starts in the background when a quarter of the lease is left; Takes that
+// find it empty wait for that one refill. At most MaxKeys keys are in
+// lease mode, none before the Store has subscribed to reset announcements.
 //
-// Leased: Takes of one limit, of cost 1 up to the lease's size, on GCRA,
-// TokenBucket, FixedWindow or SlidingWindow without a Penalty. Not leased
-// (always exact): Takes of several limits, peeks, penalties, LeakyBucket
-// (its Delay schedules every request at the rate across processes, which a
-// lease spent locally cannot keep) and SlidingLog (exact by definition:
-// a leased unit spent later than it was stamped would break it).
+// Leased: Takes of one limit without a Penalty, of cost 1 to the lease cap
+// S = min(MaxUnits, capacity/Share), on GCRA, TokenBucket, FixedWindow or
+// SlidingWindow. Everything else (several limits, peeks, penalties,
+// LeakyBucket, SlidingLog, Charge) takes the exact path, unchanged.
 //
-// Cost and latency: a key costs one script call per refill, and one more
-// when a lease ends with units unspent (the give-back), so that a key just
-// at HotTakes per TTL costs about 2/HotTakes calls per Take (1/20 by
-// default) and a very hot one about 1/S (1/64 by default). A refill
-// starts in the background when a quarter of the lease is left; Takes
-// that find the lease empty wait for the one refill under way (one round
-// trip) instead of calling Redis each. At most MaxKeys keys are in lease
-// mode; no lease is taken before the Store has subscribed to reset
-// announcements. Lease mode is safe for concurrent use, like the Store.
-//
-// The bound, with P processes in lease mode on a key and S the lease cap
-// (min(MaxUnits, capacity/Share)): every unit admitted was charged in
-// Redis, by the exact path or as part of a lease, and unspent units given
-// back only restore what the algorithm allows (a TAT never before now,
-// tokens never above capacity, a window's count only within that window).
-// So over any interval, the units admitted exceed what the exact path
-// could admit at most by the units held in leases at its start: P·S. For
-// FixedWindow and SlidingWindow a lease never outlives the window it was
-// granted in (it ends at most one round trip early, never late), so the
-// window figures are exact: at most Rate per fixed window, and the sliding
-// window's own bound (ALGORITHMS.md).
-//
-// Unfairness: while other processes hold unspent units (at most (P-1)·S),
-// a Take here may be denied that the exact path would admit, for at most a
-// TTL (their leases end and are given back). A process whose lease was
-// refused answers Takes of that cost or more from its denial until
-// min(RetryAfter, TTL), without asking Redis. Units of a process that dies
-// or loses Redis are not given back: the key gets less, never more.
-//
-// Results in lease mode: Allowed as decided; Limit exact; Remaining is
-// approximate: what Redis reported at the lease's last refill plus the
-// units this process still holds, so it ignores other processes' Takes
-// and the refill since; RetryAfter is 0 when allowed and Redis' figure
-// counted down when denied (exact for the cost that was refused, a lower
-// bound for larger costs); ResetAfter is Redis' figure at the refill,
-// counted down; Delay is 0. Peek (Status) reads Redis, where unspent
-// leases count as spent.
-//
-// A Reset (Store.Reset, from any process) drops the key's leases in this
-// process at once and in every other within a round trip (the reset
-// announcement, as for WithDenyCache); dropped units are not given back.
-// While a process's subscription is broken it may miss a Reset and keep
-// spending the units it held, at most S per key, for at most a TTL; when it
-// subscribes again it drops every lease. Close gives back every lease.
+// The price is a bound instead of exactness: P processes leasing a key
+// admit over any interval at most P·S more than the exact path could, and
+// the windows keep their own bounds. A Take may be denied for up to a TTL
+// while other processes hold units; Remaining is approximate and
+// RetryAfter 0 when allowed; Peek reads Redis, where leased units count as
+// spent. A Reset drops the key's leases in every process within a round
+// trip, unspent units lost; a process whose subscription is broken may
+// spend the S units it holds for at most a TTL, and drops every lease once
+// back. ALGORITHMS.md, "Leases", states the bound, its proof and figures.
 func WithLeases(cfg LeaseConfig) Option {
 	return optionFunc(func(s *settings) { c := cfg; s.lease = &c })
 }

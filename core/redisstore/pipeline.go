@@ -36,7 +36,7 @@ const maxBatch = 512
 // network round trip and one read and write on each side for all of them.
 // Each Take is still its own script call, atomic and decided on its own.
 // On a Cluster each master has its own queue and pipelines, sent to it
-// directly (see New about MOVED and ASK). Takes that meet NOSCRIPT are
+// directly (see the package doc about MOVED and ASK). Takes that meet NOSCRIPT are
 // sent again as EVAL, which loads their script, and then every script is
 // loaded again.
 //

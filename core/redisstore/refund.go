@@ -13,9 +13,8 @@ var refundScript = newScript(lua.Refund)
 
 // Charge is Take through the take script, which also returns Redis' clock
 // at the decision as the Result's Stamp, for Refund (store.Refunder). It
-// uses neither the lean scripts, nor the deny cache (a give-back can free
-// a key before its RetryAfter), nor leases (WithLeases): a key charged
-// for a core.WithCountIf Limiter always takes the exact path.
+// uses neither the lean scripts, nor the deny cache, nor leases: a key
+// charged for a core.WithCountIf Limiter always takes the exact path.
 func (s *Store) Charge(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	if err := s.check(key, n, limits); err != nil {
 		return store.Result{}, err

@@ -31,12 +31,10 @@ func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...store.S
 
 // Reset deletes the state of key under each of limits, penalty locks
 // included, in one DEL (store.Resetter). Then, before it returns, it drops
-// the key from this Store's deny cache and announces the key on the Pub/Sub
-// channel <prefix>reset, so that every other Store with a deny cache on the
-// same Redis and prefix drops it too, within a round trip of Redis. A Store
-// whose subscription is broken answers nothing from its deny cache until
-// it has subscribed again, and then starts with an empty cache: a Reset it
-// missed cannot leave a stale denial behind.
+// what this Store keeps of the key (deny cache, leases) and announces the
+// key on the Pub/Sub channel <prefix>reset, so that every other Store on
+// the same Redis and prefix drops it too, within a round trip of Redis
+// (see WithDenyCache and WithLeases for a broken subscription).
 //
 // Reset fails with an error wrapping store.ErrNotFound when Redis held
 // nothing of the key (having still told the other processes), like Take

@@ -28,6 +28,14 @@ import (
 //
 // Calls that are known not to have run (NOSCRIPT, MOVED, ASK, TRYAGAIN) are
 // sent again by the Store itself, with a new once (fresh).
+//
+// This was chosen over making a replayed call return a recorded result:
+// recording each call's result under its own key with a short TTL, so that
+// a replay finds it, took the lean GCRA script from 9.7 to 18.1 µs of Redis
+// time per call (INFO commandstats, 8 connections, pipelines of 16, on a
+// shared machine at load 15: the ratio is what counts), and the records'
+// memory grows with the decision rate times the TTL; the mark costs one
+// comparison in the script (no change measurable) and no Redis memory.
 type once struct {
 	arg  []byte
 	sent atomic.Bool

@@ -46,12 +46,12 @@ var ErrInvalidPrefix = errors.New("redisstore: invalid key prefix")
 // any number of processes are decided atomically and agree on time.
 //
 // Besides a small cache of prepared limits, a Store holds a queue of Takes
-// waiting for a shared round trip (WithPipelining, on by default) and,
-// when asked, a bounded cache of recent denials (WithDenyCache); neither
-// changes any Result. It implements store.Peeker, store.Resetter,
-// store.ResetNotifier and store.Refunder. It is safe for concurrent use. Create it with New;
-// the zero value is not usable. Close stops its background subscription,
-// if it has one.
+// waiting for a shared round trip (WithPipelining, on by default), which
+// changes no Result, and, when asked, a bounded cache of recent denials
+// (WithDenyCache) and leases of hot keys (WithLeases). It implements
+// store.Peeker, store.Resetter, store.ResetNotifier, store.Refunder and
+// store.Releaser. It is safe for concurrent use. Create it with New; the
+// zero value is not usable. Close stops its background work.
 type Store struct {
 	client redis.UniversalClient
 	prefix string
@@ -110,74 +110,48 @@ func WithPrefix(prefix string) Option {
 	return optionFunc(func(s *settings) { s.prefix = prefix })
 }
 
-// WithDenyCache sets how many recent denials the Store remembers in
-// process; 0, the default, leaves the deny cache off. 4096 suits most
-// services.
+// WithDenyCache makes the Store remember up to size recent denials in
+// process: 0, the default, is off; 4096 suits most services; at most
+// 16,777,216. While a denial by Redis is certain to repeat, an identical
+// Take (key, cost and its one limit) gets it from memory, RetryAfter and
+// ResetAfter counted down on the local monotonic clock, so a flood on an
+// exhausted key costs Redis one script call per RetryAfter. The count
+// starts when the first Take was sent, so an entry ends at most one round
+// trip early, never late.
 //
-// When Redis denies a Take of one limit whose outcome is certain to repeat
-// until its RetryAfter (see below), identical Takes (same key, limit and
-// cost) are answered from memory until then, with the Result Redis would
-// give: Allowed false, Remaining 0, the same Limit, and RetryAfter and
-// ResetAfter decreased by the time elapsed on the local monotonic clock.
-// Under a flood on an exhausted key Redis then sees one Take per
-// RetryAfter instead of every one. Time is counted from when the first
-// Take was sent, before Redis decided, so the cache ends, and its
-// RetryAfter figures are, at most one round trip early; never late.
+// Remembered: denials of cost 1; any cost on a full fixed window; any cost
+// under a Penalty's lock, until the lock ends. Never remembered nor
+// answered: Takes of several limits, peeks, InFlight limits, costs that
+// can never pass (without a penalty), other costs, Takes that lease mode
+// decides (WithLeases), and Charge (core.WithCountIf: a give-back can free
+// a key early).
 //
-// It is exact because nothing a Take does can free a key before its
-// RetryAfter. What else frees a key is handled as follows. A Reset (by
-// any Store on the same Redis and prefix) is announced over Pub/Sub, and
-// every Store with a deny cache drops the key within a round trip; the
-// cache subscribes in New and answers nothing until it has subscribed, nor
-// while its subscription is broken (it starts empty again when it is back,
-// as announcements may have been missed). Not handled, which is why the
-// cache is off by default: keys deleted by hand (DEL, FLUSHALL), a
-// failover that loses recent writes, and a Redis clock that jumps (a test
-// moving miniredis' clock): the cache keeps denying until its own clock
-// says the denial ends.
-//
-// Remembered are: denials of cost 1; any cost on a fixed window that is
-// full (Remaining 0); any cost on a limit with a Penalty, until its lock
-// ends. Not remembered: Takes of several limits at once, peeks (n == 0),
-// a cost that can never pass without a penalty (RetryAfter InfDuration),
-// and other costs, whose Remaining may change before RetryAfter.
-//
-// The cache is a fixed table of size entries (rounded up to a power of two,
-// at least 256; about 120 bytes each plus the keys), split into
-// independently locked shards of 8-way sets; a new denial takes a free or
-// ended slot of its set, else replaces one of its live entries. A lookup
-// allocates nothing. size must be 0 to 16,777,216.
+// A Reset in any process on this Redis and prefix reaches every deny cache
+// over Pub/Sub within a round trip; the cache answers nothing until it has
+// subscribed, nor while the subscription is broken, and starts empty when
+// it is back. It cannot hear of keys deleted by hand (DEL, FLUSHALL),
+// writes lost in a failover, or a Redis clock that jumps (miniredis'
+// SetTime): it then refuses until its own clock says the denial ends,
+// which is why it is off by default. It is a fixed table (size rounded up
+// to a power of two, at least 256) of about 120 bytes per entry plus the
+// keys; a lookup allocates nothing.
 func WithDenyCache(size int) Option {
 	return optionFunc(func(s *settings) { s.deny = size })
 }
 
-// New returns a Store that keeps its state in client, which may be a
-// *redis.Client, a *redis.ClusterClient, a *redis.Ring or a failover
-// client. Redis 7.0 or later is required. New does not wait for Redis
-// (with the deny cache or lease mode on, it starts subscribing in the
-// background): the scripts are loaded on first use, and again whenever
-// Redis has lost them (restart, failover, SCRIPT FLUSH, a new Cluster
-// node). Call Ping to check, at start-up, that Redis accepts the client's
-// settings. A nil client (typed or not) is an error.
+// New returns a Store that keeps its state in client: a *redis.Client,
+// *redis.ClusterClient, *redis.Ring or failover client of Redis 7.0 or
+// later. Make it with UniversalOptions or ParseURL, whose settings decide
+// how long a failing call takes (see UniversalOptions). A nil client
+// (typed or not) or an invalid option is an error.
 //
-// No decision is charged twice, whatever the client's options: go-redis
-// re-sends a command after a broken connection or a timeout (MaxRetries;
-// a ClusterClient up to MaxRedirects times whatever MaxRetries says; a
-// pipeline whole), when the first sending may have run. The cost of every
-// charging call is written as the cost only the first time go-redis writes
-// the command, and as a mark the scripts refuse every later time, so such
-// a re-sent call fails, unrun, as it would have without the retry. The
-// Store itself sends again only calls that did not run: an EVAL after
-// NOSCRIPT, and on a Cluster a call that met MOVED or ASK (sent to the
-// master named, the Store routing each call to the master of its slot
-// itself) or TRYAGAIN (after a pause of 1 ms, doubling to 8 ms, within
-// the context's deadline); none of these counts against the breaker.
-//
-// The client's options still decide how long a failing call takes: make
-// it with UniversalOptions or ParseURL, which turn go-redis' retries off,
-// let the context's deadline (the Limiter's per-decision timeout) bound
-// every wait, and make a refused connection fail at once; see
-// UniversalOptions for each setting. For example:
+// New does not wait for Redis: the scripts are loaded on first use, and
+// again whenever Redis has lost them (restart, failover, SCRIPT FLUSH, a
+// new Cluster node); with the deny cache or lease mode on, the reset
+// subscription starts in the background. Call Ping at start-up to check
+// that Redis accepts the client's settings. No decision is charged twice,
+// whatever the client's options (see the package doc, "Retries and
+// Cluster redirects"). For example:
 //
 //	client := redis.NewUniversalClient(redisstore.UniversalOptions("localhost:6379"))
 //	store, err := redisstore.New(client)
@@ -380,7 +354,7 @@ func (s *Store) prepare(spec store.Spec) (*prepared, error) {
 // store.ErrNoLimits or store.ErrInvalidLimit for bad input, and the Redis
 // client's error, wrapped, when Redis fails; the call then charged nothing,
 // or, when it failed after it was sent (a broken connection, a timeout),
-// at most once (see New about client retries).
+// at most once (see the package doc, "Retries and Cluster redirects").
 func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	if err := s.check(key, n, limits); err != nil {
 		return store.Result{}, err
