@@ -79,6 +79,10 @@ func (f *fixture) waitPolicy(want string) http.Header {
 	}
 }
 
+// A user copies main.go and reload.go: they import nothing internal to
+// sluice.
+func TestImportsNothingInternal(t *testing.T) { exampletest.CheckImports(t) }
+
 func TestReloadWhenTheFileChanges(t *testing.T) {
 	f := newFixture(t, "2/m\n")
 	if code, h := f.get(); code != 200 || h.Get("X-RateLimit-Limit") != "2" || h.Get("RateLimit-Policy") != `"api";q=2;w=60` {
@@ -186,5 +190,16 @@ func TestReadLimits(t *testing.T) {
 	}
 	if _, err := readLimits(filepath.Join(dir, "missing")); !os.IsNotExist(err) {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestServe(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := serve(ctx, "127.0.0.1:0", http.NotFoundHandler()); err != nil {
+		t.Errorf("serve after its context ended: %v, want nil (a graceful shutdown)", err)
+	}
+	if err := serve(context.Background(), "127.0.0.1:-1", http.NotFoundHandler()); err == nil {
+		t.Error("serve on a bad address returned nil, want the server's error")
 	}
 }
