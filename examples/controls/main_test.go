@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
-	"github.com/sluicehq/sluice/internal/exampleenv/exampletest"
+	"github.com/sluicehq/sluice/internal/exampletest"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/exampleenv/exampletest"
+	"github.com/sluicehq/sluice/internal/exampletest"
 )
 
 type fixture struct {
