@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -14,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/eventmetrics"
 )
 
 // ScopeName is the instrumentation scope (the Meter's name) of the
@@ -24,19 +23,13 @@ const ScopeName = "github.com/sluicehq/sluice/otellimit"
 // gives another.
 const DefaultNamespace = "sluice"
 
-// defaultLatencyBuckets backs DefaultLatencyBuckets: promlimit's.
-var defaultLatencyBuckets = [...]float64{
-	0.00005, 0.0001, 0.00025, 0.0005,
-	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1,
-}
-
 // DefaultLatencyBuckets returns the store latency histogram's default
 // explicit bucket boundaries, in seconds, the same as promlimit's: 50µs,
 // 100µs, 250µs, 500µs, 1ms, 2.5ms, 5ms, 10ms, 25ms, 50ms, 100ms, 250ms and
 // 1s; from the memory store or a Redis on the same host to well past
 // core.DefaultTimeout (100ms). Each call returns a new slice: changing it
 // changes nothing else.
-func DefaultLatencyBuckets() []float64 { return append([]float64(nil), defaultLatencyBuckets[:]...) }
+func DefaultLatencyBuckets() []float64 { return eventmetrics.DefaultLatencyBuckets() }
 
 // ErrInvalidOption is wrapped by every error New returns for a bad option.
 var ErrInvalidOption = errors.New("otellimit: invalid option")
@@ -48,59 +41,30 @@ const (
 	// Event's Limit is the zero core.Limit): skipped requests, key errors
 	// under KeyErrorDeny or KeyErrorAllow, FailOpen, FailClosed and
 	// canceled requests.
-	LimitNone = "none"
+	LimitNone = eventmetrics.LimitNone
 	// PlanNone is the plan attribute of requests of no plan: the Limiter
 	// has no plans (core.WithPlans), or the request's plan is "" or
 	// unknown and the Limiter's own limits decided. The attribute is
 	// present, with this empty value; it cannot clash with a plan's name,
 	// which is never empty.
-	PlanNone = ""
+	PlanNone = eventmetrics.PlanNone
 	// OutcomeFallbackAllowed and OutcomeFallbackDenied are the outcome
 	// attributes of core.OutcomeFallback decisions (the store failed and
 	// the local fallback store decided) that the local store allowed
 	// (served, or held under a LeakyBucket) and denied (refused, or served
 	// anyway in shadow mode).
-	OutcomeFallbackAllowed = "fallback_allowed"
-	OutcomeFallbackDenied  = "fallback_denied"
+	OutcomeFallbackAllowed = eventmetrics.OutcomeFallbackAllowed
+	OutcomeFallbackDenied  = eventmetrics.OutcomeFallbackDenied
 )
 
 // Values of the kind attribute of the store errors counter.
 const (
-	KindTimeout     = "timeout"      // the per-decision deadline passed
-	KindCanceled    = "canceled"     // the request's context ended first
-	KindBreakerOpen = "breaker_open" // the store was not called: its error wraps core.ErrBreakerOpen
-	KindError       = "error"        // any other error from the store
-	KindOOM         = "oom"          // the store had no memory left to write: its error wraps core.ErrOutOfMemory
+	KindTimeout     = eventmetrics.KindTimeout     // the per-decision deadline passed
+	KindCanceled    = eventmetrics.KindCanceled    // the request's context ended first
+	KindBreakerOpen = eventmetrics.KindBreakerOpen // the store was not called: its error wraps core.ErrBreakerOpen
+	KindError       = eventmetrics.KindError       // any other error from the store
+	KindOOM         = eventmetrics.KindOOM         // the store had no memory left to write: its error wraps core.ErrOutOfMemory
 )
-
-var kinds = [...]string{KindTimeout, KindCanceled, KindBreakerOpen, KindError, KindOOM}
-
-const (
-	kindTimeout = iota
-	kindCanceled
-	kindBreakerOpen
-	kindError
-	kindOOM
-)
-
-// numOutcomes is the number of outcomes core defines; outcome labels have
-// one more, fallback_denied (outcomeFallbackDenied).
-const (
-	numOutcomes           = int(core.OutcomeCanceled) + 1
-	outcomeFallbackDenied = numOutcomes
-	numOutcomeLabels      = numOutcomes + 1
-)
-
-// outcomeLabels are the outcome attribute values by outcomeIndex.
-var outcomeLabels = func() [numOutcomeLabels]string {
-	var ls [numOutcomeLabels]string
-	for o := 0; o < numOutcomes; o++ {
-		ls[o] = core.Outcome(o).String()
-	}
-	ls[core.OutcomeFallback] = OutcomeFallbackAllowed
-	ls[outcomeFallbackDenied] = OutcomeFallbackDenied
-	return ls
-}()
 
 // Recorder records Limiter decisions on OpenTelemetry instruments (see the
 // package documentation for them). Create it with New and pass its Observe
@@ -116,24 +80,23 @@ type Recorder struct {
 	warnings    metric.Int64Counter  // StoreWarning
 	attrs       []attribute.KeyValue // WithAttributes'
 
-	// limiters caches each limiter's latency and store error options,
-	// series the options of each decisions series, and labels each
-	// limit's attribute value. All are copied on write (under mu), so the
-	// read path takes no lock.
+	// limiters caches each limiter's latency and store error options, and
+	// series the options of each decisions series. Both are copied on
+	// write (under mu), so the read path takes no lock.
 	limiters atomic.Pointer[map[string]*limiterState]
 	series   atomic.Pointer[map[seriesKey][]metric.AddOption]
-	labels   atomic.Pointer[map[core.Limit]string]
 	mu       sync.Mutex
+	labels   eventmetrics.LimitLabels
 }
 
 // limiterState holds one limiter's latency and store error options.
 type limiterState struct {
 	latency []metric.RecordOption
-	errs    [len(kinds)][]metric.AddOption
+	errs    [len(eventmetrics.Kinds)][]metric.AddOption
 }
 
-// seriesKey names one series of the decisions counter; outcome is an
-// index in outcomeLabels.
+// seriesKey names one series of the decisions counter; outcome is
+// eventmetrics.Outcome's index.
 type seriesKey struct {
 	limiter, plan string
 	limit         core.Limit // the zero Limit when no store decided
@@ -191,17 +154,8 @@ func validNamespace(ns string) bool {
 // must be finite and strictly increasing.
 func WithLatencyBuckets(buckets ...float64) Option {
 	return optionFunc(func(c *config) error {
-		if len(buckets) == 0 {
-			return fmt.Errorf("%w: no latency buckets", ErrInvalidOption)
-		}
-		for i, b := range buckets {
-			if math.IsNaN(b) || math.IsInf(b, 0) {
-				return fmt.Errorf("%w: latency bucket %d is %g", ErrInvalidOption, i, b)
-			}
-			if i > 0 && b <= buckets[i-1] {
-				return fmt.Errorf("%w: latency buckets must be strictly increasing: %g follows %g",
-					ErrInvalidOption, b, buckets[i-1])
-			}
+		if err := eventmetrics.CheckBuckets(buckets, true); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidOption, err)
 		}
 		c.buckets = append([]float64(nil), buckets...)
 		return nil
@@ -220,7 +174,7 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 			switch {
 			case !kv.Valid():
 				return fmt.Errorf("%w: attribute %q is not valid", ErrInvalidOption, kv.Key)
-			case reservedKey(string(kv.Key)):
+			case eventmetrics.Reserved(string(kv.Key)):
 				return fmt.Errorf("%w: attribute %q is reserved", ErrInvalidOption, kv.Key)
 			case kv.Value.Type() == attribute.STRING && !utf8.ValidString(kv.Value.AsString()):
 				return fmt.Errorf("%w: attribute %s: value %q is not valid UTF-8", ErrInvalidOption, kv.Key, kv.Value.AsString())
@@ -229,16 +183,6 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 		c.attrs = append(c.attrs, attrs...)
 		return nil
 	})
-}
-
-// reservedKey reports whether key is one of the Recorder's own attribute
-// keys, which WithAttributes may not use.
-func reservedKey(key string) bool {
-	switch key {
-	case "limiter", "plan", "limit", "outcome", "kind":
-		return true
-	}
-	return false
 }
 
 // New returns a Recorder whose instruments come from mp's Meter named
@@ -263,7 +207,6 @@ func New(mp metric.MeterProvider, opts ...Option) (*Recorder, error) {
 	}
 	r.limiters.Store(&map[string]*limiterState{})
 	r.series.Store(&map[seriesKey][]metric.AddOption{})
-	r.labels.Store(&map[core.Limit]string{})
 	return r, nil
 }
 
@@ -277,16 +220,16 @@ func (r *Recorder) instruments(m metric.Meter, cfg config) error {
 	}
 	var err1, err2, err3, err4 error
 	r.decisions, err1 = m.Int64Counter(name("decisions"),
-		metric.WithDescription("Rate-limit decisions, by limiter, plan, binding limit and outcome."),
+		metric.WithDescription(eventmetrics.HelpDecisions),
 		metric.WithUnit("{decision}"))
 	r.latency, err2 = m.Float64Histogram(name("store.latency"),
-		metric.WithDescription("Time spent in the rate-limit store per decision that called one (including the local fallback store)."),
+		metric.WithDescription(eventmetrics.HelpStoreLatency),
 		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(cfg.buckets...))
 	r.storeErrors, err3 = m.Int64Counter(name("store.errors"),
-		metric.WithDescription("Decisions whose store failed or was not called because the circuit breaker was open, by kind (timeout, canceled, breaker_open, error, oom)."),
+		metric.WithDescription(eventmetrics.HelpStoreErrors),
 		metric.WithUnit("{error}"))
 	r.warnings, err4 = m.Int64Counter(name("store.warnings"),
-		metric.WithDescription("Warnings of a store that it may lose rate-limit state, by kind (eviction, restart, unchecked)."),
+		metric.WithDescription(eventmetrics.HelpStoreWarnings),
 		metric.WithUnit("{warning}"))
 	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return fmt.Errorf("otellimit: creating the instruments: %w", err)
@@ -309,47 +252,16 @@ func (r *Recorder) Observe(ev core.Event) {
 		r.latency.Record(ctx, ev.Latency.Seconds(), ls.latency...)
 	}
 	if ev.Err != nil {
-		if k, ok := errorKind(ev.Err); ok {
+		if k, ok := eventmetrics.ErrorKind(ev.Err); ok {
 			r.storeErrors.Add(ctx, 1, ls.errs[k]...)
 		}
 	}
 	r.decisions.Add(ctx, 1, r.decision(ev)...)
 }
 
-// errorKind classifies Event.Err; ok is false for an error that is not the
-// store's (a negative cost from the cost function).
-func errorKind(err error) (kind int, ok bool) {
-	switch {
-	case errors.Is(err, core.ErrBreakerOpen):
-		return kindBreakerOpen, true
-	case errors.Is(err, core.ErrOutOfMemory):
-		return kindOOM, true
-	case errors.Is(err, context.DeadlineExceeded):
-		return kindTimeout, true
-	case errors.Is(err, context.Canceled):
-		return kindCanceled, true
-	case errors.Is(err, core.ErrNegativeCost):
-		return 0, false
-	}
-	return kindError, true
-}
-
-// outcomeIndex returns the index of ev's outcome attribute in
-// outcomeLabels; numOutcomeLabels or more for an outcome core does not
-// define yet.
-func outcomeIndex(ev core.Event) int {
-	if ev.Outcome == core.OutcomeFallback && !ev.Result.Allowed {
-		return outcomeFallbackDenied
-	}
-	if int(ev.Outcome) >= numOutcomes {
-		return numOutcomeLabels + int(ev.Outcome)
-	}
-	return int(ev.Outcome)
-}
-
 // limiter returns the cached options of the limiter named name, creating
-// them on first use; then its four store error series start at 0, as
-// promlimit's do.
+// them on first use; then its store error series, one per kind, start at
+// 0, as promlimit's do.
 func (r *Recorder) limiter(ctx context.Context, name string) *limiterState {
 	if ls := (*r.limiters.Load())[name]; ls != nil {
 		return ls
@@ -359,13 +271,13 @@ func (r *Recorder) limiter(ctx context.Context, name string) *limiterState {
 	if ls := (*r.limiters.Load())[name]; ls != nil {
 		return ls
 	}
-	limiter := attribute.String("limiter", labelValue(name))
+	limiter := attribute.String("limiter", eventmetrics.Value(name))
 	ls := &limiterState{latency: []metric.RecordOption{r.with(limiter)}}
-	for i, k := range kinds {
+	for i, k := range eventmetrics.Kinds {
 		ls.errs[i] = []metric.AddOption{r.with(limiter, attribute.String("kind", k))}
 		r.storeErrors.Add(ctx, 0, ls.errs[i]...)
 	}
-	storeWith(&r.limiters, name, ls)
+	eventmetrics.StoreWith(&r.limiters, name, ls)
 	return ls
 }
 
@@ -389,76 +301,27 @@ func (r *Recorder) with(kvs ...attribute.KeyValue) metric.MeasurementOption {
 // kind should come from such a small fixed set: each value is a series.
 // It is safe for concurrent use.
 func (r *Recorder) StoreWarning(kind string) {
-	r.warnings.Add(context.Background(), 1, r.with(attribute.String("kind", labelValue(kind))))
+	r.warnings.Add(context.Background(), 1, r.with(attribute.String("kind", eventmetrics.Value(kind))))
 }
-
-// labelValue returns s as an attribute value: OTLP's protobuf encoding
-// refuses invalid UTF-8, which an Event not made by a Limiter may hold.
-func labelValue(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 // decision returns the options of ev's decisions series, cached but for an
 // outcome core does not define yet.
 func (r *Recorder) decision(ev core.Event) []metric.AddOption {
-	key := seriesKey{limiter: ev.Limiter, plan: ev.Plan, limit: ev.Limit, outcome: outcomeIndex(ev)}
+	o, outcome := eventmetrics.Outcome(ev)
+	key := seriesKey{limiter: ev.Limiter, plan: ev.Plan, limit: ev.Limit, outcome: o}
 	if opts, ok := (*r.series.Load())[key]; ok {
 		return opts
 	}
-	outcome := ev.Outcome.String()
-	if key.outcome < numOutcomeLabels {
-		outcome = outcomeLabels[key.outcome]
-	}
 	opts := []metric.AddOption{r.with(
-		attribute.String("limiter", labelValue(ev.Limiter)),
-		attribute.String("plan", labelValue(ev.Plan)),
-		attribute.String("limit", r.limitLabel(ev.Limit)),
+		attribute.String("limiter", eventmetrics.Value(ev.Limiter)),
+		attribute.String("plan", eventmetrics.Value(ev.Plan)),
+		attribute.String("limit", r.labels.Label(ev.Limit)),
 		attribute.String("outcome", outcome),
 	)}
-	if key.outcome < numOutcomeLabels {
+	if o >= 0 {
 		r.mu.Lock()
-		storeWith(&r.series, key, opts)
+		eventmetrics.StoreWith(&r.series, key, opts)
 		r.mu.Unlock()
 	}
 	return opts
-}
-
-// limitLabel returns the limit attribute value of l, cached per Limit.
-func (r *Recorder) limitLabel(l core.Limit) string {
-	if s, ok := (*r.labels.Load())[l]; ok {
-		return s
-	}
-	s := labelValue(limitString(l))
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	storeWith(&r.labels, l, s)
-	return s
-}
-
-// storeWith replaces p's map with a copy that also maps k to v: readers
-// load the map without a lock, and a map once stored never changes. The
-// caller holds the mutex that serialises p's writers.
-func storeWith[K comparable, V any](p *atomic.Pointer[map[K]V], k K, v V) {
-	old := *p.Load()
-	m := make(map[K]V, len(old)+1)
-	for key, val := range old {
-		m[key] = val
-	}
-	m[k] = v
-	p.Store(&m)
-}
-
-// limitString is l in ParseLimit's syntax with the algorithm and burst
-// defaults applied, as promlimit's limit label ("10/s gcra burst 10");
-// LimitNone for the zero Limit, and l.String() for an invalid one (from an
-// Event no Limiter made).
-func limitString(l core.Limit) string {
-	if l == (core.Limit{}) {
-		return LimitNone
-	}
-	s, err := l.Spec()
-	if err != nil {
-		return l.String()
-	}
-	return core.Limit{
-		Algorithm: s.Algorithm(), Rate: l.Rate, Period: l.Period, Burst: s.Burst(), Penalty: l.Penalty,
-	}.String()
 }

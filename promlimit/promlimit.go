@@ -1,10 +1,8 @@
 package promlimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,17 +11,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/eventmetrics"
 )
 
 // DefaultNamespace prefixes every metric name unless WithNamespace gives
 // another.
 const DefaultNamespace = "sluice"
-
-// defaultLatencyBuckets backs DefaultLatencyBuckets.
-var defaultLatencyBuckets = [...]float64{
-	0.00005, 0.0001, 0.00025, 0.0005,
-	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1,
-}
 
 // DefaultLatencyBuckets returns the store latency histogram's default upper
 // bounds, in seconds: 50µs, 100µs, 250µs, 500µs, 1ms, 2.5ms, 5ms, 10ms,
@@ -31,7 +24,7 @@ var defaultLatencyBuckets = [...]float64{
 // same host to well past core.DefaultTimeout (100ms), which is among them so
 // that timeouts land in the last buckets. Each call returns a new slice:
 // changing it changes nothing else.
-func DefaultLatencyBuckets() []float64 { return append([]float64(nil), defaultLatencyBuckets[:]...) }
+func DefaultLatencyBuckets() []float64 { return eventmetrics.DefaultLatencyBuckets() }
 
 // ErrInvalidOption is wrapped by every error New returns for a bad option.
 var ErrInvalidOption = errors.New("promlimit: invalid option")
@@ -42,60 +35,30 @@ const (
 	// Limit is the zero core.Limit): skipped requests, key errors under
 	// KeyErrorDeny or KeyErrorAllow, FailOpen, FailClosed and canceled
 	// requests.
-	LimitNone = "none"
+	LimitNone = eventmetrics.LimitNone
 	// PlanNone is the plan label of requests of no plan: the Limiter has no
 	// plans (core.WithPlans), or the request's plan is "" or unknown and
 	// the Limiter's own limits decided. It is empty, which Prometheus also
 	// reads as the label being absent; it cannot clash with a plan's name,
 	// which is never empty.
-	PlanNone = ""
+	PlanNone = eventmetrics.PlanNone
 	// OutcomeFallbackAllowed and OutcomeFallbackDenied are the outcome
 	// labels of core.OutcomeFallback decisions (the store failed and the
 	// local fallback store decided) that the local store allowed (served,
 	// or held under a LeakyBucket) and denied (refused, or served anyway in
 	// shadow mode).
-	OutcomeFallbackAllowed = "fallback_allowed"
-	OutcomeFallbackDenied  = "fallback_denied"
+	OutcomeFallbackAllowed = eventmetrics.OutcomeFallbackAllowed
+	OutcomeFallbackDenied  = eventmetrics.OutcomeFallbackDenied
 )
 
 // Values of the kind label of store_errors_total.
 const (
-	KindTimeout     = "timeout"      // the per-decision deadline passed
-	KindCanceled    = "canceled"     // the request's context ended first
-	KindBreakerOpen = "breaker_open" // the store was not called: its error wraps core.ErrBreakerOpen
-	KindError       = "error"        // any other error from the store
-	KindOOM         = "oom"          // the store had no memory left to write: its error wraps core.ErrOutOfMemory
+	KindTimeout     = eventmetrics.KindTimeout     // the per-decision deadline passed
+	KindCanceled    = eventmetrics.KindCanceled    // the request's context ended first
+	KindBreakerOpen = eventmetrics.KindBreakerOpen // the store was not called: its error wraps core.ErrBreakerOpen
+	KindError       = eventmetrics.KindError       // any other error from the store
+	KindOOM         = eventmetrics.KindOOM         // the store had no memory left to write: its error wraps core.ErrOutOfMemory
 )
-
-var kinds = [...]string{KindTimeout, KindCanceled, KindBreakerOpen, KindError, KindOOM}
-
-const (
-	kindTimeout = iota
-	kindCanceled
-	kindBreakerOpen
-	kindError
-	kindOOM
-)
-
-// numOutcomes is the number of outcomes core defines. Observe caches a
-// counter for each, and one more for fallback_denied (outcomeFallbackDenied);
-// a later outcome still counts, through the slower path.
-const (
-	numOutcomes           = int(core.OutcomeCanceled) + 1
-	outcomeFallbackDenied = numOutcomes
-	numOutcomeLabels      = numOutcomes + 1
-)
-
-// outcomeLabels are the outcome label values by outcomeIndex.
-var outcomeLabels = func() [numOutcomeLabels]string {
-	var ls [numOutcomeLabels]string
-	for o := 0; o < numOutcomes; o++ {
-		ls[o] = core.Outcome(o).String()
-	}
-	ls[core.OutcomeFallback] = OutcomeFallbackAllowed
-	ls[outcomeFallbackDenied] = OutcomeFallbackDenied
-	return ls
-}()
 
 // Collector is a prometheus.Collector of Limiter decisions (see the package
 // documentation for the metrics). Create it with New, which registers it,
@@ -110,19 +73,18 @@ type Collector struct {
 	storeErrors *prometheus.CounterVec
 	warnings    *prometheus.CounterVec // StoreWarning
 
-	// limiters maps a limiter name to its cached metric children, and
-	// labels a limit to its label. Both are copied on write (under mu), so
-	// the read path takes no lock.
+	// limiters maps a limiter name to its cached metric children, copied
+	// on write (under mu), so the read path takes no lock.
 	limiters atomic.Pointer[map[string]*limiterState]
-	labels   atomic.Pointer[map[core.Limit]string]
 	mu       sync.Mutex
+	labels   eventmetrics.LimitLabels
 }
 
 // limiterState caches one limiter's metric children.
 type limiterState struct {
 	name    string
 	latency prometheus.Observer
-	errs    [len(kinds)]prometheus.Counter
+	errs    [len(eventmetrics.Kinds)]prometheus.Counter
 
 	sets atomic.Pointer[map[setKey]*outcomeSet] // copied on write, under mu
 	mu   sync.Mutex
@@ -136,10 +98,12 @@ type setKey struct {
 }
 
 // outcomeSet holds the decisions_total children of one limiter, plan and
-// limit, one per outcome label, created on first use.
+// limit, one per outcome label (eventmetrics.Outcome's index), created on
+// first use; an outcome core does not define yet still counts, through the
+// slower path.
 type outcomeSet struct {
 	plan, limit string // label values
-	counters    [numOutcomeLabels]atomic.Pointer[counterBox]
+	counters    [eventmetrics.NumOutcomes]atomic.Pointer[counterBox]
 }
 
 type counterBox struct{ prometheus.Counter }
@@ -195,17 +159,8 @@ func validName(s string, colon bool) bool {
 // strictly increasing; the +Inf bucket is implicit.
 func WithLatencyBuckets(buckets ...float64) Option {
 	return optionFunc(func(c *config) error {
-		if len(buckets) == 0 {
-			return fmt.Errorf("%w: no latency buckets", ErrInvalidOption)
-		}
-		for i, b := range buckets {
-			if math.IsNaN(b) {
-				return fmt.Errorf("%w: latency bucket %d is NaN", ErrInvalidOption, i)
-			}
-			if i > 0 && b <= buckets[i-1] {
-				return fmt.Errorf("%w: latency buckets must be strictly increasing: %g follows %g",
-					ErrInvalidOption, b, buckets[i-1])
-			}
+		if err := eventmetrics.CheckBuckets(buckets, false); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidOption, err)
 		}
 		c.buckets = append([]float64(nil), buckets...)
 		return nil
@@ -223,7 +178,7 @@ func WithConstLabels(labels prometheus.Labels) Option {
 			switch {
 			case !validName(name, false) || strings.HasPrefix(name, "__"):
 				return fmt.Errorf("%w: constant label name %q is not a valid label name", ErrInvalidOption, name)
-			case reservedLabel(name):
+			case eventmetrics.Reserved(name) || name == "le":
 				return fmt.Errorf("%w: constant label %q is reserved", ErrInvalidOption, name)
 			case !utf8.ValidString(v):
 				return fmt.Errorf("%w: constant label %s: value %q is not valid UTF-8", ErrInvalidOption, name, v)
@@ -258,31 +213,30 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace:   cfg.namespace,
 			Name:        "decisions_total",
-			Help:        "Rate-limit decisions, by limiter, plan, binding limit and outcome.",
+			Help:        eventmetrics.HelpDecisions,
 			ConstLabels: cfg.constLabels,
 		}, []string{"limiter", "plan", "limit", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace:   cfg.namespace,
 			Name:        "store_latency_seconds",
-			Help:        "Time spent in the rate-limit store per decision that called one (including the local fallback store).",
+			Help:        eventmetrics.HelpStoreLatency,
 			ConstLabels: cfg.constLabels,
 			Buckets:     cfg.buckets,
 		}, []string{"limiter"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace:   cfg.namespace,
 			Name:        "store_errors_total",
-			Help:        "Decisions whose store failed or was not called because the circuit breaker was open, by kind (timeout, canceled, breaker_open, error, oom).",
+			Help:        eventmetrics.HelpStoreErrors,
 			ConstLabels: cfg.constLabels,
 		}, []string{"limiter", "kind"}),
 		warnings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace:   cfg.namespace,
 			Name:        "store_warnings_total",
-			Help:        "Warnings of a store that it may lose rate-limit state, by kind (eviction, restart, unchecked).",
+			Help:        eventmetrics.HelpStoreWarnings,
 			ConstLabels: cfg.constLabels,
 		}, []string{"kind"}),
 	}
 	c.limiters.Store(&map[string]*limiterState{})
-	c.labels.Store(&map[core.Limit]string{})
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
@@ -320,17 +274,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 // kind should come from such a small fixed set: each value is a series.
 // It is safe for concurrent use.
 func (c *Collector) StoreWarning(kind string) {
-	c.warnings.WithLabelValues(labelValue(kind)).Inc()
-}
-
-// reservedLabel reports whether name is one of the Collector's own label
-// names, which WithConstLabels may not use.
-func reservedLabel(name string) bool {
-	switch name {
-	case "limiter", "plan", "limit", "outcome", "kind", "le":
-		return true
-	}
-	return false
+	c.warnings.WithLabelValues(eventmetrics.Value(kind)).Inc()
 }
 
 // Observe records one decision. Pass it to core.WithObserver. It is safe
@@ -342,41 +286,11 @@ func (c *Collector) Observe(ev core.Event) {
 		ls.latency.Observe(ev.Latency.Seconds())
 	}
 	if ev.Err != nil {
-		if k, ok := errorKind(ev.Err); ok {
+		if k, ok := eventmetrics.ErrorKind(ev.Err); ok {
 			ls.errs[k].Inc()
 		}
 	}
 	c.decision(ls, ev).Inc()
-}
-
-// errorKind classifies Event.Err; ok is false for an error that is not the
-// store's (a negative cost from the cost function).
-func errorKind(err error) (kind int, ok bool) {
-	switch {
-	case errors.Is(err, core.ErrBreakerOpen):
-		return kindBreakerOpen, true
-	case errors.Is(err, core.ErrOutOfMemory):
-		return kindOOM, true
-	case errors.Is(err, context.DeadlineExceeded):
-		return kindTimeout, true
-	case errors.Is(err, context.Canceled):
-		return kindCanceled, true
-	case errors.Is(err, core.ErrNegativeCost):
-		return 0, false
-	}
-	return kindError, true
-}
-
-// outcomeIndex returns the index of ev's outcome label in outcomeLabels;
-// numOutcomeLabels or more for an outcome core does not define yet.
-func outcomeIndex(ev core.Event) int {
-	if ev.Outcome == core.OutcomeFallback && !ev.Result.Allowed {
-		return outcomeFallbackDenied
-	}
-	if int(ev.Outcome) >= numOutcomes {
-		return numOutcomeLabels + int(ev.Outcome)
-	}
-	return int(ev.Outcome)
 }
 
 // limiter returns the cached children of the limiter named name, creating
@@ -391,19 +305,15 @@ func (c *Collector) limiter(name string) *limiterState {
 	if ls := old[name]; ls != nil {
 		return ls
 	}
-	label := labelValue(name)
+	label := eventmetrics.Value(name)
 	ls := &limiterState{name: label, latency: c.latency.WithLabelValues(label)}
-	for i, k := range kinds {
+	for i, k := range eventmetrics.Kinds {
 		ls.errs[i] = c.storeErrors.WithLabelValues(label, k)
 	}
 	ls.sets.Store(&map[setKey]*outcomeSet{})
-	storeWith(&c.limiters, name, ls)
+	eventmetrics.StoreWith(&c.limiters, name, ls)
 	return ls
 }
-
-// labelValue returns s as a label value: client_golang panics on invalid
-// UTF-8, which an Event not made by a Limiter may hold.
-func labelValue(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 // decision returns the decisions_total child of ls for ev's plan, limit
 // and outcome label.
@@ -411,16 +321,16 @@ func (c *Collector) decision(ls *limiterState, ev core.Event) prometheus.Counter
 	key := setKey{plan: ev.Plan, limit: ev.Limit}
 	set := (*ls.sets.Load())[key]
 	if set == nil {
-		set = ls.addSet(key, c.limitLabel(ev.Limit))
+		set = ls.addSet(key, c.labels.Label(ev.Limit))
 	}
-	o := outcomeIndex(ev)
-	if o >= numOutcomeLabels {
-		return c.decisions.WithLabelValues(ls.name, set.plan, set.limit, ev.Outcome.String())
+	o, outcome := eventmetrics.Outcome(ev)
+	if o < 0 {
+		return c.decisions.WithLabelValues(ls.name, set.plan, set.limit, outcome)
 	}
 	if b := set.counters[o].Load(); b != nil {
 		return b.Counter
 	}
-	b := &counterBox{c.decisions.WithLabelValues(ls.name, set.plan, set.limit, outcomeLabels[o])}
+	b := &counterBox{c.decisions.WithLabelValues(ls.name, set.plan, set.limit, outcome)}
 	// Concurrent first uses may both store: they hold the same child.
 	set.counters[o].Store(b)
 	return b.Counter
@@ -434,49 +344,7 @@ func (ls *limiterState) addSet(key setKey, limit string) *outcomeSet {
 	if set := old[key]; set != nil {
 		return set
 	}
-	set := &outcomeSet{plan: labelValue(key.plan), limit: limit}
-	storeWith(&ls.sets, key, set)
+	set := &outcomeSet{plan: eventmetrics.Value(key.plan), limit: limit}
+	eventmetrics.StoreWith(&ls.sets, key, set)
 	return set
-}
-
-// limitLabel returns the limit label of l, cached per Limit value.
-func (c *Collector) limitLabel(l core.Limit) string {
-	if s, ok := (*c.labels.Load())[l]; ok {
-		return s
-	}
-	s := labelValue(limitString(l))
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	storeWith(&c.labels, l, s)
-	return s
-}
-
-// storeWith replaces p's map with a copy that also maps k to v: readers
-// load the map without a lock, and a map once stored never changes. The
-// caller holds the mutex that serialises p's writers.
-func storeWith[K comparable, V any](p *atomic.Pointer[map[K]V], k K, v V) {
-	old := *p.Load()
-	m := make(map[K]V, len(old)+1)
-	for key, val := range old {
-		m[key] = val
-	}
-	m[k] = v
-	p.Store(&m)
-}
-
-// limitString is l in ParseLimit's syntax with the algorithm and burst
-// defaults applied, so that equal limits get equal labels however they
-// were written ("10/s gcra burst 10"); LimitNone for the zero Limit, and
-// l.String() for an invalid one (from an Event no Limiter made).
-func limitString(l core.Limit) string {
-	if l == (core.Limit{}) {
-		return LimitNone
-	}
-	s, err := l.Spec()
-	if err != nil {
-		return l.String()
-	}
-	return core.Limit{
-		Algorithm: s.Algorithm(), Rate: l.Rate, Period: l.Period, Burst: s.Burst(), Penalty: l.Penalty,
-	}.String()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -8,15 +9,74 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/core/store"
-	"github.com/sluicehq/sluice/internal/exampleenv"
 	"github.com/sluicehq/sluice/keyfuncs"
 	"github.com/sluicehq/sluice/nethttp"
 )
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
+	redisURL := flag.String("redis", "", "Redis URL, such as redis://localhost:6379/0 (default: in-memory store)")
+	token := flag.String("admin-token", "secret", "the X-Admin-Token that /admin/reset requires")
+	flag.Parse()
+	if err := run(*addr, *redisURL, *token); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run serves until SIGINT or SIGTERM, then shuts down gracefully and
+// closes the store.
+func run(addr, redisURL, adminToken string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, closeStore, err := openStore(ctx, redisURL)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	h, err := newHandler(st, adminToken)
+	if err != nil {
+		return err
+	}
+	log.Printf("listening on http://%s", addr)
+	return serve(ctx, addr, h)
+}
+
+// openStore returns a memory store for url "" (one process), and otherwise
+// a store on the Redis at url, which every instance given the same url
+// shares (a reset through one reaches all), with the function that closes
+// it.
+func openStore(ctx context.Context, url string) (store.Store, func(), error) {
+	if url == "" {
+		return memorystore.New(), func() {}, nil
+	}
+	opt, err := redisstore.ParseURL(url) // no retries, deadlines honoured
+	if err != nil {
+		return nil, nil, fmt.Errorf("-redis: %w", err)
+	}
+	client := redis.NewClient(opt)
+	rs, err := redisstore.New(client)
+	if err == nil {
+		err = rs.Ping(ctx) // a wrong password or database shows now
+	}
+	if err != nil {
+		_ = client.Close()
+		return nil, nil, err
+	}
+	// The Store first (it stops its subscription), then the client.
+	return rs, func() { _ = rs.Close(); _ = client.Close() }, nil
+}
 
 // planOf names the plan of a request's API key. A real service looks the
 // key up in memory (refreshed from its database), never per request in
@@ -26,13 +86,13 @@ func planOf(r *http.Request) string {
 	return plan
 }
 
-// newHandler returns the routes, with their limiter keeping state in store.
-func newHandler(store store.Store, adminToken string) (http.Handler, error) {
+// newHandler returns the routes, with their limiter keeping state in st.
+func newHandler(st store.Store, adminToken string) (http.Handler, error) {
 	apiKey, err := keyfuncs.Header("X-API-Key")
 	if err != nil {
 		return nil, err
 	}
-	api, err := core.New(store, apiKey, []core.Limit{core.PerMinute(10)},
+	api, err := core.New(st, apiKey, []core.Limit{core.PerMinute(10)},
 		core.WithName("api"),
 		core.WithHeaders(core.HeadersBoth),
 		core.WithPlans(planOf, map[string][]core.Limit{
@@ -89,14 +149,21 @@ func newHandler(store store.Store, adminToken string) (http.Handler, error) {
 	return mux, nil
 }
 
-func main() {
-	token := flag.String("admin-token", "secret", "the X-Admin-Token that /admin/reset requires")
-	// -addr, and -redis: without it the store is memorystore.New(),
-	// with it a Redis store every instance given the same URL shares.
-	env := exampleenv.Parse()
-	h, err := newHandler(env.Store, *token)
-	if err != nil {
-		log.Fatal(err)
+// serve serves h on addr until ctx ends, then gives the requests in
+// flight up to 10 seconds to finish.
+func serve(ctx context.Context, addr string, h http.Handler) error {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		return err
 	}
-	env.Serve(h) // until SIGINT or SIGTERM, then a graceful shutdown
+	<-stopped // Shutdown has returned: the requests in flight are done
+	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -8,6 +9,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/internal/exampletest"
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 func TestControls(t *testing.T) {
@@ -75,5 +79,50 @@ func TestControls(t *testing.T) {
 	}
 	if got := served("free-a", 101); got != 100 {
 		t.Errorf("after reset: %d of 101 served, want 100", got)
+	}
+}
+
+// A user copies main.go: it imports nothing internal to sluice.
+func TestImportsNothingInternal(t *testing.T) { exampletest.CheckImports(t) }
+
+func TestOpenStore(t *testing.T) {
+	st, closeStore, err := openStore(context.Background(), "")
+	if _, ok := st.(*memorystore.Store); !ok || err != nil {
+		t.Fatalf(`openStore(""): %T, %v; want a memory store`, st, err)
+	}
+	closeStore()
+	if _, _, err := openStore(context.Background(), "http://localhost"); err == nil {
+		t.Error("openStore(http://localhost) succeeded, want an error")
+	}
+
+	// With -redis, the same handler keeps its state in Redis.
+	st, closeStore, err = openStore(context.Background(), "redis://"+redistest.Shared(t).Addr+"/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore()
+	if _, ok := st.(*redisstore.Store); !ok {
+		t.Fatalf("openStore(redis://...): %T, want a *redisstore.Store", st)
+	}
+	h, err := newHandler(st, "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "free-" + t.Name() // the shared server's other users have other keys
+	for _, req := range []struct {
+		method, target string
+		want           int
+	}{
+		{"GET", "/api/items/1", http.StatusOK},
+		{"POST", "/admin/reset?key=" + key, http.StatusNoContent}, // there is state to reset
+	} {
+		r := httptest.NewRequest(req.method, req.target, nil)
+		r.Header.Set("X-API-Key", key)
+		r.Header.Set("X-Admin-Token", "secret")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != req.want {
+			t.Fatalf("%s %s on Redis: %d %q, want %d", req.method, req.target, w.Code, w.Body, req.want)
+		}
 	}
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/exampleenv/exampletest"
+	"github.com/sluicehq/sluice/internal/exampletest"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/core/memorystore"
-	"github.com/sluicehq/sluice/internal/exampleenv/exampletest"
+	"github.com/sluicehq/sluice/internal/exampletest"
 )
 
 func TestRoutes(t *testing.T) {

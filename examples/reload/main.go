@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
-	"github.com/sluicehq/sluice/internal/exampleenv"
 	"github.com/sluicehq/sluice/keyfuncs"
 	"github.com/sluicehq/sluice/nethttp"
 )
@@ -63,7 +63,26 @@ func main() {
 	go r.run(ctx, *poll, hup)
 
 	logger.Info("listening", "url", "http://"+*addr, "pid", os.Getpid())
-	if err := exampleenv.Serve(ctx, *addr, handler); err != nil {
+	if err := serve(ctx, *addr, handler); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// serve serves h on addr until ctx ends, then gives the requests in
+// flight up to 10 seconds to finish.
+func serve(ctx context.Context, addr string, h http.Handler) error {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	<-stopped // Shutdown has returned: the requests in flight are done
+	return nil
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/exampleenv/exampletest"
+	"github.com/sluicehq/sluice/internal/exampletest"
 )
 
 type fixture struct {
@@ -78,6 +78,10 @@ func (f *fixture) waitPolicy(want string) http.Header {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A user copies main.go and reload.go: they import nothing internal to
+// sluice.
+func TestImportsNothingInternal(t *testing.T) { exampletest.CheckImports(t) }
 
 func TestReloadWhenTheFileChanges(t *testing.T) {
 	f := newFixture(t, "2/m\n")
@@ -186,5 +190,16 @@ func TestReadLimits(t *testing.T) {
 	}
 	if _, err := readLimits(filepath.Join(dir, "missing")); !os.IsNotExist(err) {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestServe(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := serve(ctx, "127.0.0.1:0", http.NotFoundHandler()); err != nil {
+		t.Errorf("serve after its context ended: %v, want nil (a graceful shutdown)", err)
+	}
+	if err := serve(context.Background(), "127.0.0.1:-1", http.NotFoundHandler()); err == nil {
+		t.Error("serve on a bad address returned nil, want the server's error")
 	}
 }

@@ -1,0 +1,145 @@
+package eventmetrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+func TestErrorKind(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		kind string // "" for no kind
+	}{
+		{context.DeadlineExceeded, KindTimeout},
+		{fmt.Errorf("take: %w", context.DeadlineExceeded), KindTimeout},
+		{context.Canceled, KindCanceled},
+		{fmt.Errorf("redis: %w", core.ErrBreakerOpen), KindBreakerOpen},
+		{fmt.Errorf("redis: %w", core.ErrOutOfMemory), KindOOM},
+		// The breaker's or OOM error wins over a deadline in the same chain.
+		{errors.Join(context.DeadlineExceeded, core.ErrBreakerOpen), KindBreakerOpen},
+		{errors.Join(context.Canceled, core.ErrOutOfMemory), KindOOM},
+		{errors.New("connection refused"), KindError},
+		{fmt.Errorf("cost: %w", core.ErrNegativeCost), ""},
+	} {
+		k, ok := ErrorKind(tc.err)
+		got := ""
+		if ok {
+			got = Kinds[k]
+		}
+		if got != tc.kind {
+			t.Errorf("ErrorKind(%v) = %q, want %q", tc.err, got, tc.kind)
+		}
+	}
+	if !reflect.DeepEqual(Kinds[:], []string{"timeout", "canceled", "breaker_open", "error", "oom"}) {
+		t.Errorf("Kinds = %v", Kinds)
+	}
+}
+
+func TestOutcome(t *testing.T) {
+	seen := map[int]string{}
+	for o := core.Outcome(0); o <= core.OutcomeCanceled; o++ {
+		for _, allowed := range []bool{true, false} {
+			i, label := Outcome(core.Event{Outcome: o, Result: core.Result{Allowed: allowed}})
+			want := o.String()
+			if o == core.OutcomeFallback {
+				want = map[bool]string{true: OutcomeFallbackAllowed, false: OutcomeFallbackDenied}[allowed]
+			}
+			if label != want || i < 0 || i >= NumOutcomes {
+				t.Errorf("Outcome(%v, allowed %v) = %d, %q; want %q with an index below %d", o, allowed, i, label, want, NumOutcomes)
+			}
+			if s, ok := seen[i]; ok && s != label {
+				t.Errorf("index %d names both %q and %q", i, s, label)
+			}
+			seen[i] = label
+		}
+	}
+	if len(seen) != NumOutcomes {
+		t.Errorf("%d labels, want NumOutcomes (%d): %v", len(seen), NumOutcomes, seen)
+	}
+	later := core.OutcomeCanceled + 1
+	if i, label := Outcome(core.Event{Outcome: later}); i != -1 || label != later.String() {
+		t.Errorf("Outcome of an outcome core does not define = %d, %q; want -1, %q", i, label, later.String())
+	}
+}
+
+func TestLimitLabel(t *testing.T) {
+	for _, tc := range []struct {
+		limit core.Limit
+		want  string
+	}{
+		{core.Limit{}, LimitNone},
+		{core.PerSecond(10), "10/s gcra burst 10"},
+		{core.Limit{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 10}, "10/s gcra burst 10"},
+		{core.Limit{Algorithm: core.FixedWindow, Rate: 1000, Period: 3 * time.Second, Penalty: time.Minute},
+			"1000/3s fixed_window penalty 1m"},
+		{core.Limit{Rate: -1, Period: time.Second}, core.Limit{Rate: -1, Period: time.Second}.String()},
+	} {
+		if got := LimitLabel(tc.limit); got != tc.want {
+			t.Errorf("LimitLabel(%+v) = %q, want %q", tc.limit, got, tc.want)
+		}
+	}
+	var c LimitLabels // the zero value is ready
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := int64(1); j <= 50; j++ {
+				if got, want := c.Label(core.PerMinute(j)), LimitLabel(core.PerMinute(j)); got != want {
+					t.Errorf("cached %q, want %q", got, want)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := len(*c.m.Load()); n != 50 {
+		t.Errorf("%d cached labels, want 50", n)
+	}
+}
+
+func TestValueAndReserved(t *testing.T) {
+	if got := Value("a\xffb"); got != "a\uFFFDb" {
+		t.Errorf("Value = %q", got)
+	}
+	for _, name := range []string{"limiter", "plan", "limit", "outcome", "kind"} {
+		if !Reserved(name) {
+			t.Errorf("Reserved(%q) = false", name)
+		}
+	}
+	if Reserved("service") {
+		t.Error(`Reserved("service") = true`)
+	}
+}
+
+func TestCheckBuckets(t *testing.T) {
+	if err := CheckBuckets(DefaultLatencyBuckets(), true); err != nil {
+		t.Errorf("default buckets: %v", err)
+	}
+	if err := CheckBuckets([]float64{0.1, math.Inf(1)}, false); err != nil {
+		t.Errorf("+Inf, not finite: %v", err)
+	}
+	for name, b := range map[string][]float64{
+		"none":       nil,
+		"NaN":        {0.1, math.NaN()},
+		"+Inf":       {0.1, math.Inf(1)},
+		"decreasing": {0.1, 0.01},
+		"equal":      {0.1, 0.1},
+	} {
+		if err := CheckBuckets(b, true); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	b := DefaultLatencyBuckets()
+	b[0] = 42
+	if DefaultLatencyBuckets()[0] == 42 {
+		t.Error("DefaultLatencyBuckets returns a shared slice")
+	}
+}
