@@ -107,6 +107,9 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 		l.fromResult(&d, res)
 		l.needsDone(&d, l.store, storeKey, cost)
 		l.holdSlot(&d, l.store, storeKey)
+	case err == errHeld:
+		l.onFailure(ctx, &d, storeKey, cost, ev)
+		return d
 	case ctx.Err() != nil:
 		// The client is gone: no policy serves it (see OutcomeCanceled).
 		d.Action, d.Outcome, d.resp = Refuse, OutcomeCanceled, &l.unavailable
@@ -131,7 +134,12 @@ func (l *Limiter) take(ctx context.Context, cfg *limiterConfig, storeKey string,
 	}
 	var t ticket // the local fallback's note of the Take (its debt for the key, carried along)
 	if l.shared != nil {
-		t = l.shared.begin(storeKey, cost)
+		if t = l.shared.begin(storeKey, cost); t.hold {
+			if now.IsZero() {
+				now = l.now()
+			}
+			return Result{}, now, errHeld
+		}
 	}
 	start := time.Now()
 	res, err := l.charge(tctx, l.store, storeKey, cost+t.owed, cfg.take)

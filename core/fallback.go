@@ -63,8 +63,13 @@ type localFallback struct {
 	// owed is set when the fallback admitted requests that the shared
 	// store has not been charged for yet; flushing while they are charged.
 	owed, flushing atomic.Bool
-	seed           maphash.Seed
-	recs           [rememberShards]recordShard
+	// holdUntil (Unix ns): until then, keys the fallback admitted while
+	// the store was away are still decided by it (see settleHold); 0
+	// after a failure, until the store answers again.
+	holdUntil atomic.Int64
+	hold      time.Duration // settleHold; longer in tests
+	seed      maphash.Seed
+	recs      [rememberShards]recordShard
 }
 
 type recordShard struct {
@@ -85,6 +90,8 @@ type record struct {
 	linear    bool      // the allowance comes back steadily (GCRA, token and leaky bucket)
 	used      int64     // admitted by the fallback since at, or not charged to the store then
 	pending   int64     // the cost of this process's Takes of the key sent to the store, not yet answered
+	fellBack  bool      // the fallback admitted the key; cleared once a hold is over (settleHold)
+	scouting  bool      // a Take of the fellBack key is on its way to the store
 	owed      int64     // admitted by the fallback, not yet charged to the store
 	owedUntil time.Time // owed is forgotten then (wall clock): the limits have refilled
 	take      []store.Spec
@@ -134,7 +141,7 @@ func releaseFallback(s store.Store) {
 }
 
 func newLocalFallback(s store.Store) *localFallback {
-	f := &localFallback{seed: maphash.MakeSeed(), shared: s}
+	f := &localFallback{seed: maphash.MakeSeed(), shared: s, hold: settleHold}
 	f.fleet, _ = s.(store.Fleet)
 	for i := range f.recs {
 		f.recs[i].m = make(map[string]*record)
@@ -203,13 +210,21 @@ func (f *localFallback) remember(key string, res *Result, cfg *limiterConfig, no
 	sh := f.shard(key)
 	sh.mu.Lock()
 	r := sh.record(key)
+	r.pending = max(r.pending-pending, 0)
+	r.scouting = false
+	if r.fellBack {
+		// Held (settleHold): the answer does not count the other
+		// instances' debts yet, so the fallback goes on from what it had.
+		sh.mu.Unlock()
+		f.answered()
+		return
+	}
 	r.known, r.at, r.until = true, now, time.Time{}
 	if !res.Allowed && res.RetryAfter < store.InfDuration {
 		r.until = now.Add(res.RetryAfter)
 	}
 	r.full = now.Add(res.ResetAfter)
 	r.remaining, r.limit, r.binding, r.used = res.Remaining, res.Limit, res.Binding, r.owed
-	r.pending = max(r.pending-pending, 0)
 	r.linear = false
 	if b := res.Binding; b >= 0 && b < len(cfg.limits) {
 		switch cfg.take[b].Algorithm() {
@@ -222,15 +237,36 @@ func (f *localFallback) remember(key string, res *Result, cfg *limiterConfig, no
 		}
 	}
 	sh.mu.Unlock()
+	f.answered()
+}
+
+// answered notes that the store answered a Take: a hold starts if none
+// has since the last failure, and what the fallback owes is charged.
+func (f *localFallback) answered() {
+	if f.holdUntil.Load() == 0 {
+		f.holdUntil.CompareAndSwap(0, time.Now().Add(f.hold).UnixNano())
+	}
 	if f.owed.Load() && f.flushing.CompareAndSwap(false, true) {
 		go f.settle()
 	}
 }
 
+// settleHold is how long after the store answers again, having failed,
+// the keys the fallback admitted are still decided by it (within its
+// share) while its debts are charged: time for the other instances, whose
+// probes find the store back at about the same moment, to charge theirs,
+// so that no instance admits through the store what another instance's
+// fallback already admitted. The hold lasts while this instance's debts
+// are charged (settle), and settleHold after. Until the store answers,
+// one Take per such key at a time is sent to it (the key's debt rides
+// along), the others are decided by the fallback.
+const settleHold = 200 * time.Millisecond
+
 // ticket is what begin noted of a Take for after to settle.
 type ticket struct {
 	owed    int64 // the key's debt, carried by the Take
 	pending int64 // added to the key's pending
+	hold    bool  // not to be sent: the fallback decides the key (settleHold)
 }
 
 // begin notes a Take of cost for key about to be sent to the store: it
@@ -248,6 +284,16 @@ func (f *localFallback) begin(key string, cost int64) ticket {
 		return ticket{}
 	}
 	var t ticket
+	if r.fellBack {
+		switch hu := f.holdUntil.Load(); {
+		case hu == 0 && !r.scouting:
+			r.scouting = true // the key's one Take until the store answers
+		case hu == 0 || time.Now().UnixNano() < hu || f.flushing.Load():
+			return ticket{hold: true}
+		default:
+			r.fellBack = false // the hold is over
+		}
+	}
 	if f.owed.Load() || f.flushing.Load() {
 		t.owed = r.due()
 	}
@@ -263,11 +309,13 @@ func (f *localFallback) begin(key string, cost int64) ticket {
 func (f *localFallback) after(key string, t ticket, res *Result, err error, cfg *limiterConfig, now time.Time) {
 	if err == nil {
 		f.remember(key, res, cfg, now, t.pending)
-	} else if t.pending > 0 {
+	} else {
+		f.holdUntil.Store(0) // a hold starts when the store answers again
 		sh := f.shard(key)
 		sh.mu.Lock()
-		if r := sh.m[key]; r != nil {
+		if r := sh.m[key]; r != nil && t.pending > 0 {
 			r.pending = max(r.pending-t.pending, 0)
+			r.scouting = false
 		}
 		sh.mu.Unlock()
 	}
@@ -307,6 +355,7 @@ type debt struct {
 // charged; what the store fails to take stays owed, for the next answer.
 func (f *localFallback) settle() {
 	defer f.flushing.Store(false)
+	defer f.extendHold()
 	f.owed.Store(false)
 	var keys []string
 	for i := range f.recs {
@@ -366,6 +415,19 @@ func (f *localFallback) settleKey(key string) bool {
 	r.owed = max(r.owed-d.n, 0)
 	sh.mu.Unlock()
 	return true
+}
+
+// extendHold makes a hold under way last settleHold past now: settle has
+// charged this instance's debts, and the other instances are given as
+// long again to charge theirs.
+func (f *localFallback) extendHold() {
+	until := time.Now().Add(f.hold).UnixNano()
+	for {
+		hu := f.holdUntil.Load()
+		if hu == 0 || hu >= until || f.holdUntil.CompareAndSwap(hu, until) {
+			return
+		}
+	}
 }
 
 // settleWorkers is how many keys settle charges at a time.
@@ -608,6 +670,7 @@ func overShare(res *Result, n int64) bool {
 // its limits from now: past it, the admissions no longer count against any
 // limit, and charging them would refuse what the limits allow.
 func (r *record) owe(n int64) {
+	r.fellBack = true
 	var h int64
 	for i := range r.take {
 		h = max(h, r.take[i].Horizon())

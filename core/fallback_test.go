@@ -21,6 +21,7 @@ import (
 // a Redis store does.
 type flakyStore struct {
 	*memorystore.Store
+	fleet int // what Instances says (store.Fleet); 0: 1
 	down  atomic.Bool
 	mu    sync.Mutex
 	hooks []*func(string)
@@ -34,6 +35,8 @@ var errDown = errors.New("store down")
 func newFlakyStore(clock *fakeClock) *flakyStore {
 	return &flakyStore{Store: memorystore.New(memorystore.WithClock(clock.Now))}
 }
+
+func (s *flakyStore) Instances() int { return max(s.fleet, 1) }
 
 func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (Result, error) {
 	if h := s.hold.Load(); h != nil {
@@ -180,6 +183,48 @@ func TestFallbackLeavesRoomForTakesInFlight(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("the fallback admitted %d with 2 left and one Take in flight, want 1", n)
+	}
+}
+
+// Two instances on one store: each admits its share while the store is
+// away; once it is back, the first to reach it charges its debt with one
+// Take and decides the key by its fallback meanwhile (settleHold), so it
+// admits nothing through the store that the other's fallback admitted.
+func TestFallbackHoldsUntilTheFleetHasPaid(t *testing.T) {
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	shared := memorystore.New(memorystore.WithClock(clock.Now))
+	lim := Limit{Algorithm: FixedWindow, Rate: 10, Period: time.Minute}
+	var instances [2]*Limiter
+	var stores [2]*flakyStore
+	for i := range instances {
+		stores[i] = &flakyStore{Store: shared, fleet: 2}
+		l, err := New(stores[i], headerKey, []Limit{lim}, WithName("api"), WithClock(clock.Now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.shared.hold = time.Hour // outlasts the test however slow it runs
+		instances[i] = l
+		stores[i].down.Store(true)
+	}
+	served := 0
+	for _, l := range instances {
+		n, _ := decideN(l, "a", 8)
+		served += n
+	}
+	if served != 10 {
+		t.Fatalf("the fallbacks admitted %d while the store was away, want 10 (5 each)", served)
+	}
+	for _, s := range stores {
+		s.down.Store(false)
+	}
+	// The first instance back sends one Take (its debt rides along), then
+	// holds; the other's Take carries its debt, which no longer fits.
+	for _, l := range instances {
+		n, _ := decideN(l, "a", 5)
+		served += n
+	}
+	if served > 11 {
+		t.Errorf("%d admitted in the window of 10, want at most 11 (the first Take after the store came back)", served)
 	}
 }
 

@@ -106,6 +106,10 @@ var (
 	// or SetLimits) wraps ErrInvalidLimit and says which limit.
 	ErrInvalidOption = errors.New("sluice: invalid limiter option")
 
+	// errHeld: the local fallback decides a key it admitted while the
+	// store was away, for a moment after the store is back (settleHold).
+	errHeld = errors.New("sluice: held by the local fallback while its debts settle")
+
 	errEmptyKey     = fmt.Errorf("%w: the key function returned an empty key and no error", ErrNoKey)
 	errNegativeCost = fmt.Errorf("%w: the cost function returned a negative cost; the default cost was charged", ErrNegativeCost)
 )

@@ -39,7 +39,8 @@ var (
 // soakDecision is one decision of the starved instance. Lo and Hi (Unix
 // µs) bound when the store that decided read its clock: the Redis store
 // between the start and the end of its Take; the local fallback store
-// between the end of the Redis Take and the observer's call.
+// between the end of the Redis Take (or the request, when none ran) and
+// the observer's call.
 type soakDecision struct {
 	Route     string `json:"r"`
 	Key       string `json:"k"`
@@ -67,7 +68,7 @@ type soakReport struct {
 
 // takeTimes is where timedStore leaves the bounds of a request's Take; a
 // pointer to it rides in the request's context.
-type takeTimes struct{ lo, hi int64 }
+type takeTimes struct{ at, lo, hi int64 } // at: when the request reached the Limiter
 
 type takeTimesKey struct{}
 
@@ -104,7 +105,10 @@ func (rec *soakRecorder) observer(route string) func(core.Event) {
 		if tt, ok := ev.Request.Context().Value(takeTimesKey{}).(*takeTimes); ok {
 			d.Lo, d.Hi = tt.lo, tt.hi
 			if ev.Outcome == core.OutcomeFallback {
-				d.Lo, d.Hi = tt.hi, now
+				// After the Take that failed; with none (the fallback
+				// holds a key it admitted while Redis settles), after
+				// the request came.
+				d.Lo, d.Hi = max(tt.hi, tt.at), now
 			}
 		}
 		rec.mu.Lock()
@@ -177,7 +181,7 @@ func soakRoute(kv store.Store, route string, limit core.Limit, rec *soakRecorder
 		_, _ = w.Write([]byte("ok"))
 	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		limited.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), takeTimesKey{}, &takeTimes{})))
+		limited.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), takeTimesKey{}, &takeTimes{at: time.Now().UnixMicro()})))
 	}), nil
 }
 
