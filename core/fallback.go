@@ -68,6 +68,9 @@ type localFallback struct {
 	// after a failure, until the store answers again.
 	holdUntil atomic.Int64
 	hold      time.Duration // settleHold; longer in tests
+	// recovering: the debts made while the store was away are being
+	// charged, after its first answer; the hold lasts meanwhile.
+	recovering atomic.Bool
 	seed      maphash.Seed
 	recs      [rememberShards]recordShard
 }
@@ -203,18 +206,22 @@ func (f *localFallback) shard(key string) *recordShard {
 
 // remember notes res, the store's answer for key at now under cfg's
 // limits, as the starting point of the fallback's decisions for key.
-// pending is what the Take that got res had added to the key's pending
-// (begin). The fallback's admissions the store has not been charged for
-// yet count as used from the start.
-func (f *localFallback) remember(key string, res *Result, cfg *limiterConfig, now time.Time, pending int64) {
+// t is the ticket of the Take that got res (begin). The fallback's
+// admissions the store has not been charged for yet count as used from
+// the start.
+func (f *localFallback) remember(key string, res *Result, cfg *limiterConfig, now time.Time, t ticket) {
 	sh := f.shard(key)
 	sh.mu.Lock()
 	r := sh.record(key)
-	r.pending = max(r.pending-pending, 0)
+	r.pending = max(r.pending-t.pending, 0)
 	r.scouting = false
 	if r.fellBack {
 		// Held (settleHold): the answer does not count the other
-		// instances' debts yet, so the fallback goes on from what it had.
+		// instances' debts yet, so the fallback goes on from what it
+		// had, counting what the store admitted now.
+		if res.Allowed {
+			r.used += t.pending - t.owed
+		}
 		sh.mu.Unlock()
 		f.answered()
 		return
@@ -243,8 +250,8 @@ func (f *localFallback) remember(key string, res *Result, cfg *limiterConfig, no
 // answered notes that the store answered a Take: a hold starts if none
 // has since the last failure, and what the fallback owes is charged.
 func (f *localFallback) answered() {
-	if f.holdUntil.Load() == 0 {
-		f.holdUntil.CompareAndSwap(0, time.Now().Add(f.hold).UnixNano())
+	if f.holdUntil.Load() == 0 && f.holdUntil.CompareAndSwap(0, time.Now().Add(f.hold).UnixNano()) && f.owed.Load() {
+		f.recovering.Store(true)
 	}
 	if f.owed.Load() && f.flushing.CompareAndSwap(false, true) {
 		go f.settle()
@@ -256,8 +263,9 @@ func (f *localFallback) answered() {
 // share) while its debts are charged: time for the other instances, whose
 // probes find the store back at about the same moment, to charge theirs,
 // so that no instance admits through the store what another instance's
-// fallback already admitted. The hold lasts while this instance's debts
-// are charged (settle), and settleHold after. Until the store answers,
+// fallback already admitted. The hold lasts while the debts this instance
+// made while the store was away are charged (the first settle after its
+// answer), and settleHold after. A lone instance does not hold. Until the store answers,
 // one Take per such key at a time is sent to it (the key's debt rides
 // along), the others are decided by the fallback.
 const settleHold = 200 * time.Millisecond
@@ -286,9 +294,11 @@ func (f *localFallback) begin(key string, cost int64) ticket {
 	var t ticket
 	if r.fellBack {
 		switch hu := f.holdUntil.Load(); {
+		case f.instances() == 1:
+			r.fellBack = false // no other instance's debt to wait for
 		case hu == 0 && !r.scouting:
 			r.scouting = true // the key's one Take until the store answers
-		case hu == 0 || time.Now().UnixNano() < hu || f.flushing.Load():
+		case hu == 0 || time.Now().UnixNano() < hu || f.recovering.Load():
 			return ticket{hold: true}
 		default:
 			r.fellBack = false // the hold is over
@@ -308,7 +318,7 @@ func (f *localFallback) begin(key string, cost int64) ticket {
 // (refused).
 func (f *localFallback) after(key string, t ticket, res *Result, err error, cfg *limiterConfig, now time.Time) {
 	if err == nil {
-		f.remember(key, res, cfg, now, t.pending)
+		f.remember(key, res, cfg, now, t)
 	} else {
 		f.holdUntil.Store(0) // a hold starts when the store answers again
 		sh := f.shard(key)
@@ -355,7 +365,11 @@ type debt struct {
 // charged; what the store fails to take stays owed, for the next answer.
 func (f *localFallback) settle() {
 	defer f.flushing.Store(false)
-	defer f.extendHold()
+	defer func() {
+		if f.recovering.Swap(false) {
+			f.extendHold()
+		}
+	}()
 	f.owed.Store(false)
 	var keys []string
 	for i := range f.recs {

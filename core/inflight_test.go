@@ -116,7 +116,7 @@ func TestInFlightSharedFallback(t *testing.T) {
 	now := time.Now()
 	for binding, known := range []bool{false, true} {
 		res := Result{Allowed: true, Limit: 2, Remaining: 1, ResetAfter: time.Minute, Binding: binding}
-		f.remember("k", &res, cfg, now, 0)
+		f.remember("k", &res, cfg, now, ticket{})
 		if r := f.shard("k").m["k"]; r.known != known {
 			t.Errorf("an answer bound by limit %d: known %v, want %v", binding, r.known, known)
 		}

@@ -87,8 +87,13 @@ func newTally() *tally {
 	return &tally{byOutcome: map[core.Outcome]int{}, served: map[core.Outcome]int{}, errs: map[string]int{}}
 }
 
+// observe counts ev. A fallback decision without a store error is one the
+// local fallback made without calling the store, holding a key it had
+// admitted while its debts settle after a failure: it is counted as the
+// failure kind "held", and is not a decision of the store.
 func (ta *tally) observe(ev core.Event) {
 	now := time.Now().UnixNano()
+	held := ev.Outcome == core.OutcomeFallback && ev.Err == nil
 	ta.mu.Lock()
 	ta.byOutcome[ev.Outcome]++
 	if ev.Action != core.Refuse {
@@ -97,8 +102,13 @@ func (ta *tally) observe(ev core.Event) {
 	if ev.Err != nil {
 		ta.errs[errKind(ev.Err)]++
 		ta.lastErr = ev.Err
+	} else if held {
+		ta.errs["held"]++
 	}
 	ta.mu.Unlock()
+	if held {
+		return
+	}
 	if ev.Err != nil {
 		ta.lastFail.Store(now)
 		return
