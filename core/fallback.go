@@ -71,8 +71,8 @@ type localFallback struct {
 	// recovering: the debts made while the store was away are being
 	// charged, after its first answer; the hold lasts meanwhile.
 	recovering atomic.Bool
-	seed      maphash.Seed
-	recs      [rememberShards]recordShard
+	seed       maphash.Seed
+	recs       [rememberShards]recordShard
 }
 
 type recordShard struct {
