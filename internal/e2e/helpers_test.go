@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/keyfuncs"
 	"github.com/sluicehq/sluice/nethttp"
@@ -50,24 +51,16 @@ func uniq(prefix string) string {
 var uniqSeq atomic.Int64
 
 // newRedisClient returns a client configured as redisstore.New recommends
-// for a limiter: the context's deadline bounds every wait, and a Take is
-// never re-sent.
+// for a limiter (redisstore.UniversalOptions): the context's deadline
+// bounds every wait, a Take is never re-sent, and a refused connection is
+// reported at once, not retried until the deadline.
 func newRedisClient(addr string) *redis.Client {
-	return redis.NewClient(&redis.Options{
-		Addr:                  addr,
-		MaxRetries:            -1,
-		ContextTimeoutEnabled: true,
-		DialTimeout:           time.Second,
-	})
+	return redis.NewClient(redisstore.UniversalOptions(addr).Simple())
 }
 
+// newClusterClient is newRedisClient for a Cluster.
 func newClusterClient(addrs []string) *redis.ClusterClient {
-	return redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs:                 addrs,
-		MaxRetries:            -1,
-		ContextTimeoutEnabled: true,
-		DialTimeout:           time.Second,
-	})
+	return redis.NewClusterClient(redisstore.UniversalOptions(addrs...).Cluster())
 }
 
 // tally observes a Limiter's decisions.
