@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,8 +22,16 @@ import (
 // killRun is how long TestFaultResend kills connections under load, per
 // topology: the 15 s double-charged about 3,500 decisions on a
 // Cluster before the fix, about 230 per second, so 5 s (2 s with -short)
-// shows the same.
-func killRun() time.Duration {
+// shows the same within the suite's budget; SLUICE_KILL_RUN=15s runs the
+// issue's figure.
+func killRun(t *testing.T) time.Duration {
+	if v := os.Getenv("SLUICE_KILL_RUN"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("SLUICE_KILL_RUN=%q: want a positive duration such as 15s", v)
+		}
+		return d
+	}
 	if testing.Short() {
 		return 2 * time.Second
 	}
@@ -157,14 +166,14 @@ func resendRun(t *testing.T, rdb redis.UniversalClient, masters []string, kill f
 			}
 		}()
 	}
-	time.Sleep(killRun())
+	time.Sleep(killRun(t))
 	close(stop)
 	workers.Wait()
 	killers.Wait()
 
 	charges := windowCharges(t, ctx, admins, key, keys) - 1 // the first Take
 	t.Logf("FIGURE resend %s: %d charges in Redis; callers saw %d allowed, %d denied, %d failed (%d refused re-sends; first error %v); %d connections killed in %v",
-		t.Name(), charges, allowed.Load(), denied.Load(), failed.Load(), refused.Load(), firstErr.Load(), killed.Load(), killRun())
+		t.Name(), charges, allowed.Load(), denied.Load(), failed.Load(), refused.Load(), firstErr.Load(), killed.Load(), killRun(t))
 	if killed.Load() == 0 || failed.Load() == 0 {
 		t.Errorf("%d connections killed, %d calls failed: the test did not break connections under load", killed.Load(), failed.Load())
 	}
