@@ -33,9 +33,9 @@ func (f *localFallback) answered() {
 // so that no instance admits through the store what another instance's
 // fallback already admitted. The hold lasts while the debts this instance
 // made while the store was away are charged (the first settle after its
-// answer), and settleHold after. A lone instance does not hold. Until the store answers,
-// one Take per such key at a time is sent to it (the key's debt rides
-// along), the others are decided by the fallback.
+// answer), and settleHold after. A lone instance does not hold. Until
+// the store answers, one Take per such key at a time is sent to it (the
+// key's debt rides along), the others are decided by the fallback.
 const settleHold = 200 * time.Millisecond
 
 // ticket is what begin noted of a Take for after to settle.
@@ -91,7 +91,7 @@ func (f *localFallback) after(key string, t ticket, res *Result, err error, cfg 
 		f.holdUntil.Store(0) // a hold starts when the store answers again
 		sh := f.shard(key)
 		sh.mu.Lock()
-		if r := sh.m[key]; r != nil && t.pending > 0 {
+		if r := sh.m[key]; r != nil {
 			r.pending = max(r.pending-t.pending, 0)
 			r.scouting = false
 		}
