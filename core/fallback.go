@@ -93,6 +93,7 @@ type record struct {
 	linear    bool      // the allowance comes back steadily (GCRA, token and leaky bucket)
 	used      int64     // admitted by the fallback since at, or not charged to the store then
 	pending   int64     // the cost of this process's Takes of the key sent to the store, not yet answered
+	from      int64     // when the Take whose answer this is was made (Unix ns)
 	fellBack  bool      // the fallback admitted the key; cleared once a hold is over (settleHold)
 	scouting  bool      // a Take of the fellBack key is on its way to the store
 	owed      int64     // admitted by the fallback, not yet charged to the store
@@ -215,6 +216,15 @@ func (f *localFallback) remember(key string, res *Result, cfg *limiterConfig, no
 	r := sh.record(key)
 	r.pending = max(r.pending-t.pending, 0)
 	r.scouting = false
+	if t.start < r.from {
+		// An answer to a Take made before the one the record holds came
+		// after it (a process short of CPU reads its replies late): the
+		// store has admitted since, so it is stale.
+		sh.mu.Unlock()
+		f.answered()
+		return
+	}
+	r.from = t.start
 	if r.fellBack {
 		// Held (settleHold): the answer does not count the other
 		// instances' debts yet, so the fallback goes on from what it
@@ -350,8 +360,9 @@ func (f *localFallback) take(ctx context.Context, fb store.Store, key string, co
 		r.known, r.used = false, 0 // the store's answer no longer binds
 	}
 	if !r.known {
+		pending := r.pending
 		sh.mu.Unlock()
-		return f.takeShare(ctx, fb, r, sh, key, cost, cfg, n)
+		return f.takeShare(ctx, fb, r, sh, key, cost, cfg, n, pending)
 	}
 	if now.Before(r.until) {
 		defer sh.mu.Unlock()
@@ -383,18 +394,18 @@ func (f *localFallback) take(ctx context.Context, fb store.Store, key string, co
 // takeShare decides a key the store gave no answer for (that still
 // holds) by the fallback store, admitting at most this instance's share,
 // ⌊L/n⌋ (at least 1), of the binding limit's allowance L.
-func (f *localFallback) takeShare(ctx context.Context, fb store.Store, r *record, sh *recordShard, key string, cost int64, cfg *limiterConfig, n int64) (Result, error) {
-	if p, ok := fb.(store.Peeker); ok && n > 1 {
+func (f *localFallback) takeShare(ctx context.Context, fb store.Store, r *record, sh *recordShard, key string, cost int64, cfg *limiterConfig, n, pending int64) (Result, error) {
+	if p, ok := fb.(store.Peeker); ok && (n > 1 || pending > 0) {
 		// Over this instance's share, the request is refused uncharged.
 		res, err := p.Peek(ctx, key, cost, cfg.take...)
 		if err == nil {
-			if res = cfg.fold(res); res.Allowed && overShare(&res, n) {
+			if res = cfg.fold(res); res.Allowed && overShare(&res, n, pending) {
 				return res, nil
 			}
 		}
 	}
 	res, err := takeFolded(ctx, fb, key, cost, cfg)
-	if err != nil || !res.Allowed || overShare(&res, n) {
+	if err != nil || !res.Allowed || overShare(&res, n, pending) {
 		return res, err
 	}
 	sh.mu.Lock()
@@ -405,11 +416,13 @@ func (f *localFallback) takeShare(ctx context.Context, fb store.Store, r *record
 }
 
 // overShare tells whether res, an admission by the fallback store, takes
-// more than ⌊L/n⌋ (at least 1) of the binding limit's allowance L; if so it turns res
-// into a refusal until the fallback has regained the excess, and
-// otherwise caps res.Remaining at what is left of the share.
-func overShare(res *Result, n int64) bool {
-	share, spent := shareOf(res.Limit, n), res.Limit-res.Remaining
+// more than ⌊L/n⌋ (at least 1) of the binding limit's allowance L, with
+// pending (this process's Takes of the key on their way to the store)
+// counted as spent; if so it turns res into a refusal until the fallback
+// has regained the excess, and otherwise caps res.Remaining at what is
+// left of the share.
+func overShare(res *Result, n, pending int64) bool {
+	share, spent := shareOf(res.Limit, n), res.Limit-res.Remaining+pending
 	if spent <= share {
 		res.Remaining = min(res.Remaining, share-spent)
 		return false
