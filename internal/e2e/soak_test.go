@@ -57,9 +57,10 @@ const (
 // and checked against when it was decided), or a key's GCRA admitting
 // more within any span than the burst plus the span over the emission
 // interval; on any decision that met an open breaker; and on fewer 200s
-// counted by the instance than the clients got. The first two are judged
-// while the instance never stood still for its 100 ms deadline (a 1 ms
-// sleep oversleeping by 100 ms or more); past that they are logged. A
+// counted by the instance than the clients got; and when no key reached
+// its limit (the soak tested nothing). All but the 200s are judged while
+// the instance never stood still for its 100 ms deadline (a 1 ms sleep
+// oversleeping by 100 ms or more); past that they are logged. A
 // load generator that falls behind sends fewer requests: the achieved
 // rate is reported, not judged.
 func TestSoakStarvedInstance(t *testing.T) {
@@ -505,7 +506,7 @@ func checkFixedWindows(t *testing.T, adm []soakDecision, power bool, bound func(
 		t.Errorf("/fw: Redis alone admitted %d in one key window, limit %d", redisMost, limit)
 	}
 	if full == 0 && power {
-		t.Errorf("/fw: no key window reached its limit: the soak tested nothing")
+		bound("/fw: no key window reached its limit: the soak tested nothing")
 	}
 }
 
@@ -557,7 +558,7 @@ func checkGCRA(t *testing.T, adm []soakDecision, power bool, bound func(string, 
 		t.Errorf("/gcra: Redis alone admitted %d more than the bound for a key", redisClosest)
 	}
 	if closest < -2 && power {
-		t.Errorf("/gcra: no key came within 2 of its bound (closest %d): the soak tested nothing", closest)
+		bound("/gcra: no key came within 2 of its bound (closest %d): the soak tested nothing", closest)
 	}
 }
 
