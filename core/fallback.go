@@ -93,7 +93,6 @@ type record struct {
 	linear    bool      // the allowance comes back steadily (GCRA, token and leaky bucket)
 	used      int64     // admitted by the fallback since at, or not charged to the store then
 	pending   int64     // the cost of this process's Takes of the key sent to the store, not yet answered
-	from      int64     // when the Take whose answer this is was made (Unix ns)
 	fellBack  bool      // the fallback admitted the key; cleared once a hold is over (settleHold)
 	scouting  bool      // a Take of the fellBack key is on its way to the store
 	owed      int64     // admitted by the fallback, not yet charged to the store
@@ -216,15 +215,6 @@ func (f *localFallback) remember(key string, res *Result, cfg *limiterConfig, no
 	r := sh.record(key)
 	r.pending = max(r.pending-t.pending, 0)
 	r.scouting = false
-	if t.start < r.from {
-		// An answer to a Take made before the one the record holds came
-		// after it (a process short of CPU reads its replies late): the
-		// store has admitted since, so it is stale.
-		sh.mu.Unlock()
-		f.answered()
-		return
-	}
-	r.from = t.start
 	if r.fellBack {
 		// Held (settleHold): the answer does not count the other
 		// instances' debts yet, so the fallback goes on from what it

@@ -43,7 +43,6 @@ type ticket struct {
 	owed    int64 // the key's debt, carried by the Take
 	pending int64 // added to the key's pending
 	hold    bool  // not to be sent: the fallback decides the key (settleHold)
-	start   int64 // when the Take was made (Unix ns)
 }
 
 // begin notes a Take of cost for key about to be sent to the store: it
@@ -56,7 +55,7 @@ func (f *localFallback) begin(key string, cost int64) ticket {
 	sh := f.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	t := ticket{start: time.Now().UnixNano()}
+	var t ticket
 	r := sh.m[key]
 	if r == nil {
 		return t
