@@ -126,6 +126,7 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 // answer, folded, and the time of the decision: when the call ended, or
 // the Limiter's clock (now when it was read already).
 func (l *Limiter) take(ctx context.Context, cfg *limiterConfig, storeKey string, cost int64, now time.Time, ev *Event) (Result, time.Time, error) {
+	start := time.Now() // before the deadline's clock starts: a timeout's Latency is at least the timeout
 	tctx := ctx
 	if l.timeout > 0 && !l.local {
 		var cancel context.CancelFunc
@@ -141,7 +142,6 @@ func (l *Limiter) take(ctx context.Context, cfg *limiterConfig, storeKey string,
 			return Result{}, now, errHeld
 		}
 	}
-	start := time.Now()
 	res, err := l.charge(tctx, l.store, storeKey, cost+t.owed, cfg.take)
 	end := time.Now()
 	ev.Latency = end.Sub(start)
