@@ -58,6 +58,11 @@
 // and each limit's six arguments as in Take (see its header and
 // ALGORITHMS.md, "Giving back a charge").
 //
+// Lock (lock.lua) reads one penalty lock, and sets it when asked and none
+// holds, as Take does with KEYS[2i]: with it and Take on one key at a time
+// (each state key sent as its own lock, L = 0), the Redis store decides a
+// Take whose keys a Cluster slot migration has split between two nodes.
+//
 // A cost of Resent (not a number) is refused with an error, before the
 // script reads or writes anything: the caller sends it in place of the
 // cost when the client library sends a call again by itself.

@@ -23,6 +23,14 @@ var Refund = lib + refund
 //go:embed refund.lua
 var refund string
 
+// Lock is the source of the lock script: read, and when asked set, one
+// penalty lock alone (see its header in lock.lua), for a Take decided one
+// key at a time while a Cluster slot migrates.
+var Lock = lib + lock
+
+//go:embed lock.lua
+var lock string
+
 // The lean scripts: one limit without a penalty, of one algorithm family
 // each. Each one's header (in its .lua file) gives its KEYS, ARGV and
 // reply; each source is lean.lua's shared start followed by the family's

@@ -156,3 +156,32 @@ func redisMatches(t *testing.T, steps, maxLimits int) {
 			return decode(reply, len(limits))
 		})
 }
+
+// A Take that a Cluster slot migration splits (TRYAGAIN) is decided one key
+// at a time (split); played alone, that must decide exactly as the take
+// script does: the same random sequences, every Take of several keys
+// decided by split, against the memory store.
+func TestMiniSplitMatchesMemoryStore(t *testing.T) {
+	x := newMini(t)
+	x.advance(123456789 * time.Microsecond)
+	mem := memorystore.New(memorystore.WithClock(func() time.Time { return x.now }))
+	splits := 0
+	diffRun(t, 3000, 3, mem, func() time.Time { return x.now }, x.advance,
+		func(key string, n int64, limits []core.Limit) (core.Result, error) {
+			ctx := context.Background()
+			c, err := x.store.call(key, n, specs(limits...))
+			if err != nil || c.split == nil || len(c.split.limits) == 1 && c.split.limits[0].penalty == 0 {
+				return x.store.Take(ctx, key, n, specs(limits...)...)
+			}
+			splits++
+			v, err := c.split.take(ctx, x.store, n)
+			if err != nil {
+				return core.Result{}, err
+			}
+			x.ttlsAll()
+			return c.decodeInts(v)
+		})
+	if splits < 1000 {
+		t.Fatalf("only %d of 3000 Takes were split", splits)
+	}
+}

@@ -33,16 +33,28 @@
 // The Store itself sends again only calls that did not run, and none of
 // them counts against the breaker: an EVAL after NOSCRIPT and, on a
 // Cluster, where it sends each call to the master that owns its slot, a
-// call that met MOVED or ASK (to the master named) or TRYAGAIN. A decision
-// of several keys (a limit with a penalty: its state and lock; several
-// limits) meets TRYAGAIN while its slot migrates and one of its keys
-// exists on one side only; the Store sends it again after 1 ms, doubling
-// to 8 ms, until the context's deadline, so a slot that moves within the
-// deadline costs no decision an error (TestFaultClusterReshard: 1000 other
-// keys per slot, redis-cli --cluster reshard under load), and one that
-// takes longer fails such decisions, which then follow the failure
-// policy. A limit without a penalty sends its state key in the lock's
-// place, so that no missing lock key causes TRYAGAIN.
+// call that met MOVED or ASK (to the master named). A decision of several
+// keys (a limit with a penalty: its state and its lock, which exists only
+// while it holds; several limits) meets TRYAGAIN while its slot migrates
+// and one of its keys is on one side only, which for a slot of many keys
+// can outlast any deadline. The Store then decides it again one key at a
+// time, with calls that each run where their key is: it reads the locks,
+// charges each limit, and when one denies gives back what the others took
+// and sets the locks of those that denied. Each charge is atomic in its
+// key, so no limit admits more than it allows; but the decision as a whole
+// is not: units taken and given back may deny another decision meanwhile,
+// and a lock set between a decision's reading of the locks and its
+// charges does not stop it. TestFaultClusterReshard (1000 other keys per
+// slot, redis-cli --cluster reshard under load) sees no error reach a
+// caller. A Refund of several limits gives back one limit at a time too.
+// Two kinds of decision keep their one call, as their reply holds one
+// figure for all limits: a Charge (core.WithCountIf) of several keys (one
+// stamp) and a decision with an InFlight limit (one slot id). The Store
+// sends those again after 1 ms, doubling to 8 ms, until the context's
+// deadline, and a slot slower to move fails them (the failure policy
+// decides). A limit without a
+// penalty sends its state key in the lock's place, so that no missing lock
+// key causes TRYAGAIN.
 //
 // # Keys
 //

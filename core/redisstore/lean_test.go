@@ -119,7 +119,9 @@ func TestRedisScriptsMatchMemoryStore(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	sources := map[*script]func(int64) string{}
 	for _, sc := range allScripts {
-		if sc != leaseScript && sc != refundScript { // lease mode's own (lease_test.go); give-backs (refund_test.go)
+		// lease mode's own (lease_test.go); give-backs (refund_test.go);
+		// locks, for split Takes (diff_test.go, fault_reshard_test.go)
+		if sc != leaseScript && sc != refundScript && sc != lockScript {
 			sources[sc] = clocked(t, sc)
 		}
 	}

@@ -246,7 +246,7 @@ func (l *leases) call(ctx context.Context, e *lease, n, want, ret, rwin int64) (
 	// return its units twice.
 	cmd := append(leaseScript.command(1, 13), e.rkey, a[0], a[1], a[2], a[3], a[4],
 		&once{arg: strconv.AppendInt(nil, n, 10)}, strconv.FormatInt(want, 10), strconv.FormatInt(ret, 10), strconv.FormatInt(rwin, 10))
-	reply, server, sent, err := l.st.send(ctx, server, e.rkey, leaseScript, cmd)
+	reply, server, sent, err := l.st.send(ctx, server, e.rkey, leaseScript, cmd, false)
 	server.report(ctx, err, start, sent)
 	var v []int64
 	if err == nil {

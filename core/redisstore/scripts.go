@@ -27,7 +27,7 @@ var (
 )
 
 // allScripts is every script, loaded together.
-var allScripts = [...]*script{takeScript, tatScript, tokenScript, fixedScript, slidingScript, logScript, leaseScript, refundScript}
+var allScripts = [...]*script{takeScript, tatScript, tokenScript, fixedScript, slidingScript, logScript, leaseScript, refundScript, lockScript}
 
 // script is a Lua script and the heads of the commands that run it, boxed
 // once: a Take builds its whole command in one slice (see command).
@@ -324,11 +324,12 @@ func (r *runner) reload(ctx context.Context, client redis.UniversalClient, s *sc
 	}
 	if c, ok := client.(*redis.Client); ok && client == r.client {
 		var eval *redis.Cmd
-		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			loadOthers(ctx, p, s)
 			eval = p.Do(ctx, s.eval(cmd)...)
 			return nil
 		})
+		unanswered([]*redis.Cmd{eval}, err)
 		return eval.Result()
 	}
 	v, err := client.Do(ctx, s.eval(cmd)...).Result()

@@ -129,10 +129,11 @@ const tryAgainPause = 8 * time.Millisecond
 // first and returns its reply and the server that gave it. On a Cluster it
 // follows MOVED and ASK to the master they name and sends a call that met
 // TRYAGAIN again after a pause (1 ms, doubling up to 8 ms), within ctx: the
-// call did not run, so it is sent again with a new once. It never sends
-// again a call that may have run. sent is when the last sending was handed
+// call did not run, so it is sent again with a new once; or, when
+// splittable (the caller can decide it one key at a time: split), returns
+// TRYAGAIN at once. It never sends again a call that may have run. sent is when the last sending was handed
 // to the client (monoMicros), or notSent (see node.report).
-func (s *Store) send(ctx context.Context, first *node, key string, sc *script, cmd []any) (reply any, n *node, sent int64, err error) {
+func (s *Store) send(ctx context.Context, first *node, key string, sc *script, cmd []any, splittable bool) (reply any, n *node, sent int64, err error) {
 	n = first
 	ask := false
 	var tryAgain error // the last TRYAGAIN met
@@ -144,7 +145,7 @@ func (s *Store) send(ctx context.Context, first *node, key string, sc *script, c
 			reply, sent, err = n.exec(ctx, s.scripts, sc, cmd)
 		}
 		r, addr := redirectOf(err)
-		if r == notRedirected || s.health.cluster == nil || i == maxRedirects {
+		if r == notRedirected || s.health.cluster == nil || i == maxRedirects || r == redirectTryAgain && splittable {
 			if tryAgain != nil && r == notRedirected && err != nil && timedOut(ctx, err) {
 				// Time run out on a migrating slot says nothing
 				// against the server (isServerFailure).
@@ -207,7 +208,8 @@ func asking(ctx context.Context, c redis.UniversalClient, sc *script, cmd []any)
 		p := c.Pipeline()
 		p.Do(ctx, "asking")
 		r := p.Do(ctx, cmd...)
-		_, _ = p.Exec(ctx)
+		_, err := p.Exec(ctx)
+		unanswered([]*redis.Cmd{r}, err)
 		return r.Result()
 	}
 	v, err := run(cmd)

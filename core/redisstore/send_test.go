@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -214,5 +215,34 @@ func TestResentLeaseChargedOnce(t *testing.T) {
 	}
 	if r := takeOK(t, exact, "k", 0, l); r.Remaining != 92 {
 		t.Errorf("after a lease of 8 sent twice: remaining %d, want 92 (one lease charged)", r.Remaining)
+	}
+}
+
+// A call sent after ASK whose replies cannot be read (here a server that
+// never answers within the read timeout) fails with the pipeline's
+// error: go-redis leaves such a command with neither reply nor error.
+func TestAskingFailsWhenUnanswered(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, conn) }() // reads, never answers
+		}
+	}()
+	c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1, Protocol: 2, DisableIdentity: true,
+		ReadTimeout: 50 * time.Millisecond})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	v, err := asking(ctx, c, lockScript, append(lockScript.command(1, 5), "k", 0))
+	if err == nil {
+		t.Fatalf("asking a server that never answers: reply %v and no error", v)
 	}
 }

@@ -421,8 +421,12 @@ func (s *Store) runCall(ctx context.Context, c scriptCall, n int64) (store.Resul
 		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, c.m, err)
 	}
 	start := monoMicros()
-	reply, server, sent, err := s.send(ctx, server, c.key, c.script, c.cmd)
+	reply, server, sent, err := s.send(ctx, server, c.key, c.script, c.cmd, c.split != nil)
 	server.report(ctx, err, start, sent)
+	var split []int64
+	if r, _ := redirectOf(err); r == redirectTryAgain && c.split != nil {
+		split, err = c.split.take(ctx, s, n)
+	}
 	if err != nil {
 		if s.cluster != nil {
 			s.cluster.kick(s.clock())
@@ -431,6 +435,10 @@ func (s *Store) runCall(ctx context.Context, c scriptCall, n int64) (store.Resul
 			err = fmt.Errorf("%w: %w", store.ErrOutOfMemory, err)
 		}
 		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, c.m, err)
+	}
+	if split != nil {
+		r, err := c.decodeInts(split)
+		return r, c.first, err
 	}
 	r, err := c.decode(reply, n)
 	return r, c.first, err
@@ -449,6 +457,10 @@ type scriptCall struct {
 	slotted bool
 	// stamped: the take script's reply ends with Redis' clock (Charge)
 	stamped bool
+	// split decides the Take one key at a time when the call meets
+	// TRYAGAIN; nil for a call of one key, or one split cannot serve (an
+	// InFlight limit's slot, a stamp: one for every limit)
+	split *split
 }
 
 // call builds the script call for a Take of n (negative: a dry run of -n):
@@ -463,7 +475,7 @@ func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, erro
 		if f := p.lean; f != nil {
 			k := s.redisKey(key, p.state)
 			cmd := append(f.script.command(1, 5+len(p.leanArgs)), k, chargeArg(n))
-			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1, false, false}, nil
+			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1, false, false, nil}, nil
 		}
 	}
 	keys, args, first, err := s.request(key, n, limits)
@@ -474,7 +486,15 @@ func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, erro
 	for _, k := range keys {
 		cmd = append(cmd, k)
 	}
-	return scriptCall{takeScript, append(cmd, args...), keys[0], first, len(limits), hasInFlight(limits), false}, nil
+	c := scriptCall{takeScript, append(cmd, args...), keys[0], first, len(limits), hasInFlight(limits), false, nil}
+	if !c.slotted {
+		c.split = &split{base: s.redisKey(key, "")}
+		for _, l := range limits {
+			p, _ := s.prepare(l) // cached by request
+			c.split.limits = append(c.split.limits, p)
+		}
+	}
+	return c, nil
 }
 
 func hasInFlight(limits []store.Spec) bool {
@@ -495,6 +515,11 @@ func (c *scriptCall) decode(reply any, n int64) (store.Result, error) {
 	if err != nil {
 		return store.Result{}, err
 	}
+	return c.decodeInts(v)
+}
+
+// decodeInts turns v, the take script's reply to c, into its Result.
+func (c *scriptCall) decodeInts(v []int64) (store.Result, error) {
 	// take.lua appends the slot (slotted), then its clock (stamped)
 	var stamp, slot int64
 	if c.stamped {

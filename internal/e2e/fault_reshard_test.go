@@ -15,7 +15,6 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
-	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -42,83 +41,14 @@ func TestFaultClusterReshard(t *testing.T) {
 	}
 	c := redistest.StartCluster(t, 3, 0)
 	ctx := context.Background()
-	rdb := newClusterClient(c.Addrs)
-	defer rdb.Close()
-	rs, err := redisstore.New(rdb) // the default breaker
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-
 	src, dst := c.Nodes[0], c.Nodes[1]
 	admin := redis.NewClient(&redis.Options{Addr: src.Addr})
 	defer admin.Close()
 	keys := keysInLowSlots(t, ctx, admin, 4)
 	fill(t, ctx, admin, keys)
-	const rate = 20
-	penalty := []core.Limit{{Algorithm: core.FixedWindow, Rate: rate, Period: time.Second, Penalty: 300 * time.Millisecond}}
-	several := []core.Limit{{Algorithm: core.FixedWindow, Rate: rate, Period: time.Second},
-		{Algorithm: core.FixedWindow, Rate: 1 << 20, Period: longPeriod()}}
-	limitsOf := func(k int) []store.Spec {
-		if k < 2 {
-			return specs(penalty...)
-		}
-		return specs(several...)
-	}
 	before := redirects(t, ctx, c)
 
-	stop := make(chan struct{})
-	var mu sync.Mutex
-	perWindow := map[string]map[int64]int{}  // key → window end (unix s) → allowed
-	failWindow := map[string]map[int64]int{} // key → window end → failed calls
-	var calls, failed atomic.Int64
-	var firstErr atomic.Value
-	kinds := map[string]int{} // failed calls by kind, under mu
-	var workers sync.WaitGroup
-	start := time.Now()
-	for w := range 16 {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for i := w; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				k := i % len(keys)
-				cctx, cancel := context.WithTimeout(ctx, core.DefaultTimeout)
-				r, err := rs.Take(cctx, keys[k], 1, limitsOf(k)...)
-				cancel()
-				calls.Add(1)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					mu.Lock()
-					kinds[reshardErrKind(err)]++
-					if failWindow[keys[k]] == nil {
-						failWindow[keys[k]] = map[int64]int{}
-					}
-					failWindow[keys[k]][time.Now().Unix()+1]++
-					mu.Unlock()
-					continue
-				}
-				if r.Allowed {
-					// Windows are whole seconds of the epoch; under this
-					// load a window's allowance goes in its first
-					// milliseconds, well before the next boundary.
-					end := time.Now().Unix() + 1
-					mu.Lock()
-					if perWindow[keys[k]] == nil {
-						perWindow[keys[k]] = map[int64]int{}
-					}
-					perWindow[keys[k]][end]++
-					mu.Unlock()
-				}
-				time.Sleep(time.Millisecond) // keeps the 2-core machine able to run the reshard
-			}
-		}()
-	}
+	l := startHotLoad(t, c, keys)
 	time.Sleep(time.Second)
 	rounds := 3
 	if testing.Short() {
@@ -129,35 +59,210 @@ func TestFaultClusterReshard(t *testing.T) {
 		reshard(t, cli, dst, src, c)
 	}
 	time.Sleep(time.Second)
-	close(stop)
-	workers.Wait()
-	end := time.Now()
-	after := redirects(t, ctx, c)
+	l.check(t, redirects(t, ctx, c), before)
+}
 
+// TestFaultClusterSlotHeldMidMigration holds the slots of the hot keys
+// half migrated for 2 s, far longer than the 100 ms deadline (as the
+// migration of a slot of millions of keys would): each slot MIGRATING on
+// one master and IMPORTING on the other, with one of the two state keys of
+// each several-limit key moved and the other not, and no penalty lock on
+// either side. Every decision of those keys meets TRYAGAIN, and is decided
+// one key at a time: none fails, no breaker opens, and the windows are
+// exact as in TestFaultClusterReshard. Then the migration completes under
+// the same load.
+func TestFaultClusterSlotHeldMidMigration(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	ctx := context.Background()
+	src, dst := c.Nodes[0], c.Nodes[1]
+	from := redis.NewClient(&redis.Options{Addr: src.Addr})
+	defer from.Close()
+	to := redis.NewClient(&redis.Options{Addr: dst.Addr})
+	defer to.Close()
+	keys := keysInLowSlots(t, ctx, from, 4)
+	before := redirects(t, ctx, c)
+
+	l := startHotLoad(t, c, keys)
+	time.Sleep(500 * time.Millisecond) // every state key exists
+	fromID, toID := from.ClusterMyID(ctx).Val(), to.ClusterMyID(ctx).Val()
+	slots := map[int64]bool{}
+	for _, k := range keys {
+		slots[from.ClusterKeySlot(ctx, "{="+k+"}").Val()] = true
+	}
+	for slot := range slots {
+		must(t, to.Do(ctx, "cluster", "setslot", slot, "importing", fromID).Err())
+		must(t, from.Do(ctx, "cluster", "setslot", slot, "migrating", toID).Err())
+	}
+	host, port, _ := strings.Cut(dst.Addr, ":")
+	moved := 0
+	for _, k := range keys[2:] { // the several-limit keys: one state key of two
+		ks := from.Keys(ctx, "sluice:{="+k+"}:*").Val()
+		if len(ks) != 2 {
+			t.Fatalf("key %s has %d state keys %v, want 2", k, len(ks), ks)
+		}
+		must(t, from.Migrate(ctx, host, port, ks[0], 0, 5*time.Second).Err())
+		moved++
+	}
+	time.Sleep(2 * time.Second)
+	for slot := range slots { // complete the migration
+		for {
+			ks := from.ClusterGetKeysInSlot(ctx, int(slot), 100).Val()
+			if len(ks) == 0 {
+				break
+			}
+			args := []any{"migrate", host, port, "", 0, 5000, "keys"}
+			for _, k := range ks {
+				args = append(args, k)
+			}
+			if err := from.Do(ctx, args...).Err(); err != nil && !strings.Contains(err.Error(), "NOKEY") {
+				t.Fatal(err)
+			}
+		}
+		for _, n := range c.Nodes {
+			a := redis.NewClient(&redis.Options{Addr: n.Addr})
+			must(t, a.Do(ctx, "cluster", "setslot", slot, "node", toID).Err())
+			_ = a.Close()
+		}
+	}
+	c.WaitHealthy(t)
+	time.Sleep(time.Second)
+	after := redirects(t, ctx, c)
+	if tryAgain := after[2] - before[2]; tryAgain < 100 {
+		t.Errorf("%d TRYAGAIN replies while the slots were held half moved, want many", tryAgain)
+	}
+	l.check(t, after, before)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hotLoad is the load of the reshard tests: 16 workers Take hot keys with
+// the Limiter's default deadline (100 ms) through a Redis store with the
+// default breaker on a Cluster client: the first two keys under a limit
+// with a penalty (the take script's state and lock keys), the others under
+// two limits; 20 per second each, taken far beyond it.
+type hotLoad struct {
+	keys  []string
+	start time.Time
+	stop  chan struct{}
+	done  sync.WaitGroup
+
+	calls, failed atomic.Int64
+	firstErr      atomic.Value
+	mu            sync.Mutex
+	perWindow     map[string]map[int64]int // key → window end (unix s) → allowed
+	failWindow    map[string]map[int64]int // key → window end → failed calls
+	kinds         map[string]int           // failed calls by kind
+}
+
+const hotRate = 20
+
+func startHotLoad(t *testing.T, c *redistest.Cluster, keys []string) *hotLoad {
+	rdb := newClusterClient(c.Addrs)
+	t.Cleanup(func() { _ = rdb.Close() })
+	rs, err := redisstore.New(rdb) // the default breaker
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rs.Close() })
+	penalty := specs(core.Limit{Algorithm: core.FixedWindow, Rate: hotRate, Period: time.Second, Penalty: 300 * time.Millisecond})
+	several := specs(core.Limit{Algorithm: core.FixedWindow, Rate: hotRate, Period: time.Second},
+		core.Limit{Algorithm: core.FixedWindow, Rate: 1 << 20, Period: longPeriod()})
+	l := &hotLoad{keys: keys, start: time.Now(), stop: make(chan struct{}),
+		perWindow: map[string]map[int64]int{}, failWindow: map[string]map[int64]int{}, kinds: map[string]int{}}
+	for w := range 16 {
+		l.done.Add(1)
+		go func() {
+			defer l.done.Done()
+			for i := w; ; i++ {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				k, limits := i%len(keys), penalty
+				if k >= 2 {
+					limits = several
+				}
+				cctx, cancel := context.WithTimeout(context.Background(), core.DefaultTimeout)
+				r, err := rs.Take(cctx, keys[k], 1, limits...)
+				cancel()
+				l.record(keys[k], r.Allowed, err)
+				time.Sleep(time.Millisecond) // keeps the 2-core machine able to move slots
+			}
+		}()
+	}
+	t.Cleanup(l.halt)
+	return l
+}
+
+// record counts one Take of key. Windows are whole seconds of the epoch;
+// under this load a window's allowance goes in its first milliseconds,
+// well before the next boundary.
+func (l *hotLoad) record(key string, allowed bool, err error) {
+	l.calls.Add(1)
+	if err == nil && !allowed {
+		return
+	}
+	end := time.Now().Unix() + 1
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	counts := l.perWindow
+	if err != nil {
+		l.failed.Add(1)
+		l.firstErr.CompareAndSwap(nil, err.Error())
+		l.kinds[reshardErrKind(err)]++
+		counts = l.failWindow
+	}
+	if counts[key] == nil {
+		counts[key] = map[int64]int{}
+	}
+	counts[key][end]++
+}
+
+func (l *hotLoad) halt() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	l.done.Wait()
+}
+
+// check stops the load and judges it; after and before are the Cluster's
+// redirect counts (redirects).
+func (l *hotLoad) check(t *testing.T, after, before [3]int64) {
+	t.Helper()
+	l.halt()
+	end := time.Now()
 	moved, ask, tryAgain := after[0]-before[0], after[1]-before[1], after[2]-before[2]
 	t.Logf("FIGURE reshard: %d calls in %v, %d failed %v (first: %v); replies met: %d MOVED, %d ASK, %d TRYAGAIN",
-		calls.Load(), end.Sub(start).Round(time.Millisecond), failed.Load(), kinds, firstErr.Load(), moved, ask, tryAgain)
+		l.calls.Load(), end.Sub(l.start).Round(time.Millisecond), l.failed.Load(), l.kinds, l.firstErr.Load(), moved, ask, tryAgain)
 	// A call that simply ran out of time (no MOVED, ASK or TRYAGAIN met)
 	// says this 2-core machine stalled past the 100 ms deadline, which
 	// happens under -race and other load with or without a reshard; a few
-	// are tolerated. Every other failure is the reshard's.
-	plain := int64(kinds["timeout"])
-	if hard := failed.Load() - plain; hard != 0 || plain > calls.Load()/200 {
+	// are tolerated. Every other failure is the migration's.
+	plain := int64(l.kinds["timeout"])
+	if hard := l.failed.Load() - plain; hard != 0 || plain > l.calls.Load()/200 {
 		t.Errorf("%d calls failed %v (first: %v): none may fail because slots move (and at most 0.5%% by a plain timeout)",
-			failed.Load(), kinds, firstErr.Load())
+			l.failed.Load(), l.kinds, l.firstErr.Load())
 	}
 	if moved+ask == 0 {
-		t.Errorf("no MOVED or ASK reply: the reshard did not meet the load")
+		t.Errorf("no MOVED or ASK reply: the migration did not meet the load")
 	}
-	for _, k := range keys {
-		windows := perWindow[k]
+	for _, k := range l.keys {
+		windows := l.perWindow[k]
 		for w, n := range windows {
 			// the load covered [w-1, w) whole; a failed call may have been
 			// charged without its caller knowing
-			full := w > start.Unix()+1 && w < end.Unix()
-			if f := failWindow[k][w]; n > rate || full && n+f < rate {
+			full := w > l.start.Unix()+1 && w < end.Unix()
+			if f := l.failWindow[k][w]; n > hotRate || full && n+f < hotRate {
 				t.Errorf("key %s: %d allowed (%d failed) in the window ending at %s, want %s%d", k, n, f,
-					time.Unix(w, 0).Format("15:04:05"), map[bool]string{true: "", false: "at most "}[full], rate)
+					time.Unix(w, 0).Format("15:04:05"), map[bool]string{true: "", false: "at most "}[full], hotRate)
 			}
 		}
 		t.Logf("key %s: %d windows", k, len(windows))

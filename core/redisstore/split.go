@@ -1,0 +1,196 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluicehq/sluice/lua"
+)
+
+// lockScript reads, and when asked sets, one penalty lock (lua/lock.lua).
+var lockScript = newScript(lua.Lock)
+
+// split is a Take of several Redis keys (limits with penalties, several
+// limits) as calls of one key each, for when a Cluster answers TRYAGAIN.
+//
+// A Cluster node refuses a script of several keys with TRYAGAIN while a
+// slot migration has moved some of them and not the others, and a penalty
+// lock, which exists only while it holds, counts as not moved: a Take with
+// a penalty meets TRYAGAIN for as long as its slot migrates, which for a
+// slot of many keys outlasts any deadline. One key per call never meets
+// it: the node that holds the key runs the call, or names the one that
+// does (ASK). So on TRYAGAIN the Store decides the Take again with one
+// call per key, replying as the take script would: it reads the penalty
+// locks; then, when none holds, it charges each limit, and when one
+// denies, gives back what the others took and reports what they then
+// allow; when a lock holds, it charges nothing (dry runs); and it sets the
+// lock of each limit with a penalty that denied.
+//
+// This is not atomic as the take script is, but never admits more than a
+// limit allows: each charge is atomic in its key. Units taken and given
+// back may deny another Take in between, and a lock set between a Take's
+// reading of the locks and its charges does not stop it.
+type split struct {
+	base   string // the Take's tagged Redis key, to which suffixes are added
+	limits []*prepared
+}
+
+// take decides a Take of n (0: a peek; negative: a dry run of -n) and
+// returns the take script's reply for it.
+func (sp *split) take(ctx context.Context, s *Store, n int64) ([]int64, error) {
+	const k = lua.RepliesPerLimit
+	locked := false
+	left := make([]int64, len(sp.limits)) // µs each lock still holds
+	for i, p := range sp.limits {
+		if p.penalty > 0 {
+			u, now, err := sp.lock(ctx, s, p, 0)
+			if err != nil {
+				return nil, err
+			}
+			left[i] = max(u-now, 0)
+			locked = locked || left[i] > 0
+		}
+	}
+	cost := n
+	if locked && n > 0 {
+		cost = -n // a lock holds: nothing is charged
+	}
+	out := make([]int64, k*len(sp.limits))
+	stamps := make([]int64, len(sp.limits))
+	all := !locked
+	for i, p := range sp.limits {
+		if j := sp.same(i); j < i { // one state: evaluated once, as the script does
+			copy(out[k*i:k*i+k], out[k*j:])
+			continue
+		}
+		c := cost
+		if left[i] > 0 {
+			c = 0 // a locked limit reports what a peek sees
+		}
+		v, err := sp.one(ctx, s, p, c)
+		if err != nil {
+			return nil, err
+		}
+		copy(out[k*i:], v[:k])
+		stamps[i] = v[k]
+		all = all && v[0] == 1
+	}
+	if all {
+		return out, nil
+	}
+	for i, p := range sp.limits {
+		if j := sp.same(i); j < i {
+			copy(out[k*i:k*i+k], out[k*j:])
+			continue
+		}
+		if err := sp.settle(ctx, s, p, n, cost, left[i], out[k*i:k*i+k], stamps[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// same returns the first limit with the state of limit i (i itself when
+// no earlier one has it).
+func (sp *split) same(i int) int {
+	for j := range i {
+		if sp.limits[j].state == sp.limits[i].state {
+			return j
+		}
+	}
+	return i
+}
+
+// settle turns v, the reply of limit p in a Take of n that was not
+// allowed (charged with cost, stamped), into what the take script reports:
+// a charge given back and what a peek then sees; a lock's figures; a
+// denial's penalty, locked when the Take writes.
+func (sp *split) settle(ctx context.Context, s *Store, p *prepared, n, cost, left int64, v []int64, stamp int64) error {
+	switch {
+	case left > 0:
+		v[0], v[2], v[3], v[4], v[5] = 0, 0, left, max(v[4], left), 0
+	case v[0] == 1:
+		if cost == 0 {
+			return nil // a peek already
+		}
+		if cost > 0 {
+			if err := sp.refund(ctx, s, p, cost, stamp); err != nil {
+				return err
+			}
+		}
+		w, err := sp.one(ctx, s, p, 0)
+		if err != nil {
+			return err
+		}
+		copy(v, w[:lua.RepliesPerLimit])
+	case p.penalty > 0:
+		if v[3] != lua.RetryNever {
+			v[3] = max(v[3], p.penalty)
+		}
+		v[4] = max(v[4], p.penalty)
+		if n > 0 {
+			if _, _, err := sp.lock(ctx, s, p, p.penalty); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// one runs the take script on limit p's state alone for a cost of c,
+// without its penalty (the state key sent as its own lock), stamped.
+func (sp *split) one(ctx context.Context, s *Store, p *prepared, c int64) ([]int64, error) {
+	key := sp.base + p.state
+	cmd := append(takeScript.command(2, 4+2+lua.ArgsPerLimit+1), key, key, chargeArg(c))
+	cmd = append(cmd, p.args[:lua.ArgsPerLimit-1]...)
+	cmd = append(cmd, 0, "s")
+	reply, err := s.single(ctx, key, takeScript, cmd)
+	if err != nil {
+		return nil, err
+	}
+	v, err := int64s(reply)
+	if err == nil && len(v) != lua.RepliesPerLimit+1 {
+		err = fmt.Errorf("redisstore: take: script replied %d integers for one stamped limit", len(v))
+	}
+	return v, err
+}
+
+// refund gives back c units that limit p's charge at stamp took.
+func (sp *split) refund(ctx context.Context, s *Store, p *prepared, c, stamp int64) error {
+	key := sp.base + p.state
+	cmd := append(refundScript.command(1, 5+1+lua.ArgsPerLimit), key, chargeArg(c), stamp)
+	_, err := s.single(ctx, key, refundScript, append(cmd, p.args[:]...))
+	return err
+}
+
+// lock reads limit p's penalty lock, setting it for penalty µs when
+// penalty > 0 and none holds, and returns until when it holds (0: it does
+// not) and Redis' clock.
+func (sp *split) lock(ctx context.Context, s *Store, p *prepared, penalty int64) (until, now int64, err error) {
+	key := sp.base + p.lock
+	reply, err := s.single(ctx, key, lockScript, append(lockScript.command(1, 5), key, penalty))
+	if err != nil {
+		return 0, 0, err
+	}
+	v, err := int64s(reply)
+	if err == nil && len(v) != 2 {
+		err = fmt.Errorf("redisstore: lock: script replied %d integers, want 2", len(v))
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	return v[0], v[1], nil
+}
+
+// single runs cmd, an EVALSHA of sc on the one Redis key key, through the
+// breaker of key's server.
+func (s *Store) single(ctx context.Context, key string, sc *script, cmd []any) (any, error) {
+	server := s.health.nodeFor(ctx, key)
+	if err := server.admit(ctx); err != nil {
+		return nil, err
+	}
+	start := monoMicros()
+	reply, server, sent, err := s.send(ctx, server, key, sc, cmd, false)
+	server.report(ctx, err, start, sent)
+	return reply, err
+}
