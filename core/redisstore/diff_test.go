@@ -174,7 +174,7 @@ func TestMiniSplitMatchesMemoryStore(t *testing.T) {
 				return x.store.Take(ctx, key, n, specs(limits...)...)
 			}
 			splits++
-			v, err := c.split.take(ctx, x.store, n)
+			v, _, err := c.split.take(ctx, x.store, n)
 			if err != nil {
 				return core.Result{}, err
 			}

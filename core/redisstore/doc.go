@@ -46,13 +46,12 @@
 // and a lock set between a decision's reading of the locks and its
 // charges does not stop it. TestFaultClusterReshard (1000 other keys per
 // slot, redis-cli --cluster reshard under load) sees no error reach a
-// caller. A Refund of several limits gives back one limit at a time too.
-// Two kinds of decision keep their one call, as their reply holds one
-// figure for all limits: a Charge (core.WithCountIf) of several keys (one
-// stamp) and a decision with an InFlight limit (one slot id). The Store
-// sends those again after 1 ms, doubling to 8 ms, until the context's
-// deadline, and a slot slower to move fails them (the failure policy
-// decides). A limit without a
+// caller. A Charge (core.WithCountIf) goes the same way, its stamp the
+// earliest of its calls', and a Refund of several limits gives back one
+// limit at a time. A decision with an InFlight limit keeps its one call,
+// as one slot id serves all its limits: the Store sends it again after
+// 1 ms, doubling to 8 ms, until the context's deadline, and a slot slower
+// to move fails it (the failure policy decides). A limit without a
 // penalty sends its state key in the lock's place, so that no missing lock
 // key causes TRYAGAIN.
 //

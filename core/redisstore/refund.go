@@ -28,7 +28,7 @@ func (s *Store) Charge(ctx context.Context, key string, n int64, limits ...store
 		cmd = append(cmd, k)
 	}
 	cmd = append(append(cmd, args...), "s")
-	c := scriptCall{takeScript, cmd, keys[0], first, len(limits), hasInFlight(limits), true, nil}
+	c := scriptCall{takeScript, cmd, keys[0], first, len(limits), hasInFlight(limits), true, s.splitOf(key, limits)}
 	r, _, err := s.runCall(ctx, c, n)
 	return r, err
 }
@@ -69,12 +69,7 @@ func (s *Store) Refund(ctx context.Context, key string, n int64, stamp int64, li
 	server.report(ctx, err, start, sent)
 	if r, _ := redirectOf(err); r == redirectTryAgain && len(ps) > 1 {
 		// keys split by a slot migration: one limit at a time (see split)
-		sp := split{base: base}
-		for _, p := range ps {
-			if err = sp.refund(ctx, s, p, n, stamp); err != nil {
-				break
-			}
-		}
+		err = (&split{base, ps}).refundAll(ctx, s, n, stamp)
 	}
 	if err != nil {
 		return fmt.Errorf("redisstore: refund %d on %d limit(s): %w", n, len(limits), err)

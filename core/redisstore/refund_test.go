@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -120,8 +121,30 @@ func TestMiniRefundMatchesMemory(t *testing.T) {
 // some long after) and clock moves, on every algorithm at once (each with
 // a penalty, one limit given twice) and on each alone: the memory store
 // and miniredis give every Charge and Peek the same Result, and every key
-// keeps a TTL.
+// keeps a TTL. The same with every Charge and Refund of several keys split
+// (as after TRYAGAIN): one call per key.
 func TestMiniRefundRandomMatchesMemory(t *testing.T) {
+	for _, split := range []bool{false, true} {
+		t.Run(fmt.Sprint("split ", split), func(t *testing.T) { refundRandom(t, split) })
+	}
+}
+
+// splitCharge is Store.Charge as it goes when its call meets TRYAGAIN.
+func splitCharge(ctx context.Context, s *Store, key string, n int64, limits []store.Spec) (store.Result, error) {
+	c := scriptCall{script: takeScript, m: len(limits), stamped: true, split: s.splitOf(key, limits)}
+	v, stamp, err := c.split.take(ctx, s, n)
+	if err != nil {
+		return store.Result{}, err
+	}
+	return c.decodeInts(append(v, stamp))
+}
+
+// splitRefund is Store.Refund as it goes when its call meets TRYAGAIN.
+func splitRefund(ctx context.Context, s *Store, key string, n, stamp int64, limits []store.Spec) error {
+	return s.splitOf(key, limits).refundAll(ctx, s, n, stamp)
+}
+
+func refundRandom(t *testing.T, split bool) {
 	const P = 10 * time.Second
 	all := []core.Limit{
 		{Algorithm: core.GCRA, Rate: 4, Period: P, Penalty: 3 * time.Second},
@@ -159,13 +182,21 @@ func TestMiniRefundRandomMatchesMemory(t *testing.T) {
 			case op == 0 && len(charges) > 0:
 				c := charges[next(uint64(len(charges)))]
 				em = mem.Refund(ctx, "k", c.n, c.stamps[0], sp...)
-				er = x.store.Refund(ctx, "k", c.n, c.stamps[1], sp...)
+				if split {
+					er = splitRefund(ctx, x.store, "k", c.n, c.stamps[1], sp)
+				} else {
+					er = x.store.Refund(ctx, "k", c.n, c.stamps[1], sp...)
+				}
 				rm, _ = mem.Peek(ctx, "k", 0, sp...)
 				rr, _ = x.store.Peek(ctx, "k", 0, sp...)
 			default:
 				n := int64(1 + next(2))
 				rm, em = mem.Charge(ctx, "k", n, sp...)
-				rr, er = x.store.Charge(ctx, "k", n, sp...)
+				if split {
+					rr, er = splitCharge(ctx, x.store, "k", n, sp)
+				} else {
+					rr, er = x.store.Charge(ctx, "k", n, sp...)
+				}
 				if rm.Allowed && rr.Allowed {
 					charges = append(charges, charge{n, [2]int64{rm.Stamp, rr.Stamp}})
 				}

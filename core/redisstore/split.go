@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/lua"
 )
 
@@ -35,9 +36,27 @@ type split struct {
 	limits []*prepared
 }
 
+// splitOf returns the split of a Take of key over limits, which request
+// has prepared; nil when one has an InFlight limit, whose slot id the take
+// script picks for all limits at once.
+func (s *Store) splitOf(key string, limits []store.Spec) *split {
+	if hasInFlight(limits) {
+		return nil
+	}
+	sp := &split{base: s.redisKey(key, "")}
+	for _, l := range limits {
+		p, _ := s.prepare(l) // cached by request
+		sp.limits = append(sp.limits, p)
+	}
+	return sp
+}
+
 // take decides a Take of n (0: a peek; negative: a dry run of -n) and
-// returns the take script's reply for it.
-func (sp *split) take(ctx context.Context, s *Store, n int64) ([]int64, error) {
+// returns the take script's reply for it, and the earliest stamp of its
+// calls: given back at it (Refund), a limit charged later gets back
+// nothing of a window that began in between, and a log's oldest units at
+// or after it, so never more than it took.
+func (sp *split) take(ctx context.Context, s *Store, n int64) (reply []int64, stamp int64, err error) {
 	const k = lua.RepliesPerLimit
 	locked := false
 	left := make([]int64, len(sp.limits)) // µs each lock still holds
@@ -45,7 +64,7 @@ func (sp *split) take(ctx context.Context, s *Store, n int64) ([]int64, error) {
 		if p.penalty > 0 {
 			u, now, err := sp.lock(ctx, s, p, 0)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			left[i] = max(u-now, 0)
 			locked = locked || left[i] > 0
@@ -69,14 +88,17 @@ func (sp *split) take(ctx context.Context, s *Store, n int64) ([]int64, error) {
 		}
 		v, err := sp.one(ctx, s, p, c)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		copy(out[k*i:], v[:k])
 		stamps[i] = v[k]
+		if stamp == 0 || v[k] < stamp {
+			stamp = v[k]
+		}
 		all = all && v[0] == 1
 	}
 	if all {
-		return out, nil
+		return out, stamp, nil
 	}
 	for i, p := range sp.limits {
 		if j := sp.same(i); j < i {
@@ -84,10 +106,10 @@ func (sp *split) take(ctx context.Context, s *Store, n int64) ([]int64, error) {
 			continue
 		}
 		if err := sp.settle(ctx, s, p, n, cost, left[i], out[k*i:k*i+k], stamps[i]); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	return out, nil
+	return out, stamp, nil
 }
 
 // same returns the first limit with the state of limit i (i itself when
@@ -161,6 +183,19 @@ func (sp *split) refund(ctx context.Context, s *Store, p *prepared, c, stamp int
 	cmd := append(refundScript.command(1, 5+1+lua.ArgsPerLimit), key, chargeArg(c), stamp)
 	_, err := s.single(ctx, key, refundScript, append(cmd, p.args[:]...))
 	return err
+}
+
+// refundAll gives back n units that a charge of every limit at stamp took
+// (Store.Refund), one limit at a time, each state once.
+func (sp *split) refundAll(ctx context.Context, s *Store, n, stamp int64) error {
+	for i, p := range sp.limits {
+		if sp.same(i) == i {
+			if err := sp.refund(ctx, s, p, n, stamp); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // lock reads limit p's penalty lock, setting it for penalty µs when

@@ -425,7 +425,11 @@ func (s *Store) runCall(ctx context.Context, c scriptCall, n int64) (store.Resul
 	server.report(ctx, err, start, sent)
 	var split []int64
 	if r, _ := redirectOf(err); r == redirectTryAgain && c.split != nil {
-		split, err = c.split.take(ctx, s, n)
+		var stamp int64
+		split, stamp, err = c.split.take(ctx, s, n)
+		if c.stamped {
+			split = append(split, stamp)
+		}
 	}
 	if err != nil {
 		if s.cluster != nil {
@@ -458,8 +462,8 @@ type scriptCall struct {
 	// stamped: the take script's reply ends with Redis' clock (Charge)
 	stamped bool
 	// split decides the Take one key at a time when the call meets
-	// TRYAGAIN; nil for a call of one key, or one split cannot serve (an
-	// InFlight limit's slot, a stamp: one for every limit)
+	// TRYAGAIN; nil when the call has an InFlight limit (one slot id for
+	// all limits)
 	split *split
 }
 
@@ -487,13 +491,7 @@ func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, erro
 		cmd = append(cmd, k)
 	}
 	c := scriptCall{takeScript, append(cmd, args...), keys[0], first, len(limits), hasInFlight(limits), false, nil}
-	if !c.slotted {
-		c.split = &split{base: s.redisKey(key, "")}
-		for _, l := range limits {
-			p, _ := s.prepare(l) // cached by request
-			c.split.limits = append(c.split.limits, p)
-		}
-	}
+	c.split = s.splitOf(key, limits)
 	return c, nil
 }
 
