@@ -29,8 +29,9 @@ var lockScript = newScript(lua.Lock)
 //
 // This is not atomic as the take script is, but never admits more than a
 // limit allows: each charge is atomic in its key. Units taken and given
-// back may deny another Take in between, and a lock set between a Take's
-// reading of the locks and its charges does not stop it.
+// back may deny another Take in between, a lock set between a Take's
+// reading of the locks and its charges does not stop it, and a Take that
+// fails part way (its deadline) leaves what it charged charged.
 type split struct {
 	base   string // the Take's tagged Redis key, to which suffixes are added
 	limits []*prepared
@@ -58,17 +59,9 @@ func (s *Store) splitOf(key string, limits []store.Spec) *split {
 // or after it, so never more than it took.
 func (sp *split) take(ctx context.Context, s *Store, n int64) (reply []int64, stamp int64, err error) {
 	const k = lua.RepliesPerLimit
-	locked := false
-	left := make([]int64, len(sp.limits)) // µs each lock still holds
-	for i, p := range sp.limits {
-		if p.penalty > 0 {
-			u, now, err := sp.lock(ctx, s, p, 0)
-			if err != nil {
-				return nil, 0, err
-			}
-			left[i] = max(u-now, 0)
-			locked = locked || left[i] > 0
-		}
+	left, locked, err := sp.locks(ctx, s)
+	if err != nil {
+		return nil, 0, err
 	}
 	cost := n
 	if locked && n > 0 {
@@ -110,6 +103,23 @@ func (sp *split) take(ctx context.Context, s *Store, n int64) (reply []int64, st
 		}
 	}
 	return out, stamp, nil
+}
+
+// locks returns how long each limit's penalty lock still holds (µs, 0 for
+// none), and whether one does.
+func (sp *split) locks(ctx context.Context, s *Store) (left []int64, locked bool, err error) {
+	left = make([]int64, len(sp.limits))
+	for i, p := range sp.limits {
+		if p.penalty > 0 {
+			u, now, err := sp.lock(ctx, s, p, 0)
+			if err != nil {
+				return nil, false, err
+			}
+			left[i] = max(u-now, 0)
+			locked = locked || left[i] > 0
+		}
+	}
+	return left, locked, nil
 }
 
 // same returns the first limit with the state of limit i (i itself when
