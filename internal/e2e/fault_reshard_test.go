@@ -26,10 +26,11 @@ const reshardSlots = 64
 // with redis-cli --cluster reshard, there and back three times (once with
 // -short), while 16 workers Take them with the Limiter's default deadline
 // (100 ms): two keys with a penalty (the take script's state and lock
-// keys) and two with two limits, 20 per second each, taken far beyond it;
-// each hot slot holds 300 other keys. Every call that met MOVED, ASK or
-// TRYAGAIN (counted in the masters' INFO errorstats) was followed or sent
-// again by the Store: no call failed because slots moved (a few plain
+// keys) and two with two limits, 20 per second each, taken far beyond it
+// (hotLoad); each hot slot holds 300 other keys. Every call that met
+// MOVED or ASK (counted in the masters' INFO errorstats) was followed, and
+// every one that met TRYAGAIN decided again one key at a time, by the
+// Store: no call failed because slots moved (a few plain
 // timeouts of a stalled machine aside), no breaker opened, and every key
 // was allowed at most 20 in every one-second window, and 20 (less the
 // failed calls, which may have been charged) in every window the load
