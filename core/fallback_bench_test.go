@@ -22,31 +22,37 @@ func (s sharedStand) Take(ctx context.Context, key string, n int64, limits ...st
 
 // BenchmarkDecideShared measures Decide on a shared store that answers
 // (the healthy path of a Redis store, less the round trip), over 1000
-// keys: what the Limiter adds per request around the store's Take.
+// keys: what the Limiter adds per request around the store's Take. Under
+// FailLocal (the default) each Take also notes itself in the local
+// fallback (begin, after: a lock of the key's shard and the answer
+// remembered); FailOpen, which keeps no fallback, shows what that costs.
 //
 //	go test -run '^$' -bench DecideShared -benchmem ./core
 func BenchmarkDecideShared(b *testing.B) {
-	l, err := New(sharedStand{memorystore.New()}, keyFromHeader, []Limit{PerHour(1_000_000_000)}, WithName("bench"))
-	if err != nil {
-		b.Fatal(err)
-	}
 	reqs := make([]*http.Request, 1000)
 	for i := range reqs {
 		reqs[i] = httptest.NewRequest(http.MethodGet, "/", nil)
 		reqs[i].Header.Set("X-Client", "client-"+strconv.Itoa(i))
 	}
-	b.Run("serial", func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			l.Decide(reqs[i%len(reqs)])
+	for _, p := range []FailurePolicy{FailLocal, FailOpen} {
+		l, err := New(sharedStand{memorystore.New()}, keyFromHeader, []Limit{PerHour(1_000_000_000)},
+			WithName("bench"), WithFailurePolicy(p))
+		if err != nil {
+			b.Fatal(err)
 		}
-	})
-	b.Run("parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for i := 0; pb.Next(); i++ {
+		b.Run("serial/"+p.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
 				l.Decide(reqs[i%len(reqs)])
 			}
 		})
-	})
+		b.Run("parallel/"+p.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for i := 0; pb.Next(); i++ {
+					l.Decide(reqs[i%len(reqs)])
+				}
+			})
+		})
+	}
 }
