@@ -114,6 +114,10 @@ func newHandler(st store.Store, adminToken string) (http.Handler, error) {
 			http.Error(w, "no quota to show", http.StatusServiceUnavailable)
 			return
 		}
+		retry := int64(0) // seconds until a request would pass: none to wait when one would now
+		if !res.Allowed {
+			retry = core.RetryAfterSeconds(res.RetryAfter)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"plan":        planOf(r),
@@ -121,7 +125,7 @@ func newHandler(st store.Store, adminToken string) (http.Handler, error) {
 			"remaining":   res.Remaining, // what the client can still do now
 			"allowed":     res.Allowed,   // would a request pass now
 			"reset":       res.ResetAt(time.Now()).Unix(),
-			"retry_after": core.RetryAfterSeconds(res.RetryAfter),
+			"retry_after": retry,
 		})
 	})
 	mux.HandleFunc("POST /admin/reset", func(w http.ResponseWriter, r *http.Request) {

@@ -71,8 +71,8 @@ func TestControls(t *testing.T) {
 	if w := do("POST", "/admin/reset?key=free-a", "X-Admin-Token", "secret"); w.Code != http.StatusNoContent {
 		t.Fatalf("reset: %d %q", w.Code, w.Body)
 	}
-	if s := status("free-a"); s["allowed"] != true || s["remaining"] != float64(100) {
-		t.Errorf("after reset: status %v, want allowed with 100 left", s)
+	if s := status("free-a"); s["allowed"] != true || s["remaining"] != float64(100) || s["retry_after"] != float64(0) {
+		t.Errorf("after reset: status %v, want allowed with 100 left and no wait", s)
 	}
 	if w := do("POST", "/admin/reset?key=never-seen", "X-Admin-Token", "secret"); w.Code != http.StatusNotFound {
 		t.Errorf("reset of a key with no state: %d %q, want 404", w.Code, w.Body)
