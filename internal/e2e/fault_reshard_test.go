@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -70,8 +71,9 @@ func TestFaultClusterReshard(t *testing.T) {
 // each several-limit key moved and the other not, and no penalty lock on
 // either side. Every decision of those keys meets TRYAGAIN, and is decided
 // one key at a time: none fails, no breaker opens, and the windows are
-// exact as in TestFaultClusterReshard. Then the migration completes under
-// the same load.
+// exact as in TestFaultClusterReshard; a Charge and its Refund (a
+// core.WithCountIf Limiter's) of a fifth key, split the same way, take one
+// unit and give it back. Then the migration completes under the same load.
 func TestFaultClusterSlotHeldMidMigration(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0)
 	ctx := context.Background()
@@ -80,14 +82,18 @@ func TestFaultClusterSlotHeldMidMigration(t *testing.T) {
 	defer from.Close()
 	to := redis.NewClient(&redis.Options{Addr: dst.Addr})
 	defer to.Close()
-	keys := keysInLowSlots(t, ctx, from, 4)
+	all := keysInLowSlots(t, ctx, from, 5)
+	keys, spare := all[:4], all[4] // spare: a count-if key, charged and given back while held
 	before := redirects(t, ctx, c)
 
 	l := startHotLoad(t, c, keys)
 	time.Sleep(500 * time.Millisecond) // every state key exists
+	if _, err := l.rs.Take(ctx, spare, 1, l.several...); err != nil { // its too, before its slot migrates
+		t.Fatal(err)
+	}
 	fromID, toID := from.ClusterMyID(ctx).Val(), to.ClusterMyID(ctx).Val()
 	slots := map[int64]bool{}
-	for _, k := range keys {
+	for _, k := range all {
 		slots[from.ClusterKeySlot(ctx, "{="+k+"}").Val()] = true
 	}
 	for slot := range slots {
@@ -96,7 +102,7 @@ func TestFaultClusterSlotHeldMidMigration(t *testing.T) {
 	}
 	host, port, _ := strings.Cut(dst.Addr, ":")
 	moved := 0
-	for _, k := range keys[2:] { // the several-limit keys: one state key of two
+	for _, k := range all[2:] { // the several-limit keys: one state key of two
 		ks := from.Keys(ctx, "sluice:{="+k+"}:*").Val()
 		if len(ks) != 2 {
 			t.Fatalf("key %s has %d state keys %v, want 2", k, len(ks), ks)
@@ -104,6 +110,7 @@ func TestFaultClusterSlotHeldMidMigration(t *testing.T) {
 		must(t, from.Migrate(ctx, host, port, ks[0], 0, 5*time.Second).Err())
 		moved++
 	}
+	chargeAndGiveBack(t, l, spare)
 	time.Sleep(2 * time.Second)
 	for slot := range slots { // complete the migration
 		for {
@@ -134,6 +141,34 @@ func TestFaultClusterSlotHeldMidMigration(t *testing.T) {
 	l.check(t, after, before)
 }
 
+// chargeAndGiveBack charges key 1 under l's two limits and gives it back,
+// as a core.WithCountIf Limiter does, checking what a peek sees around it.
+func chargeAndGiveBack(t *testing.T, l *hotLoad, key string) {
+	t.Helper()
+	ctx := context.Background()
+	remaining := func() int64 {
+		r, err := l.rs.Peek(ctx, key, 0, l.several...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.PerLimit[0].Remaining
+	}
+	before := remaining()
+	r, err := l.rs.Charge(ctx, key, 1, l.several...)
+	if err != nil || !r.Allowed {
+		t.Fatalf("Charge: %+v, %v", r, err)
+	}
+	if got := remaining(); got != before-1 {
+		t.Errorf("after the charge: %d remaining, want %d", got, before-1)
+	}
+	if err := l.rs.Refund(ctx, key, 1, r.Stamp, l.several...); err != nil {
+		t.Fatal(err)
+	}
+	if got := remaining(); got != before {
+		t.Errorf("after the give-back: %d remaining, want %d", got, before)
+	}
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -147,10 +182,12 @@ func must(t *testing.T, err error) {
 // with a penalty (the take script's state and lock keys), the others under
 // two limits; 20 per second each, taken far beyond it.
 type hotLoad struct {
-	keys  []string
-	start time.Time
-	stop  chan struct{}
-	done  sync.WaitGroup
+	rs               *redisstore.Store
+	penalty, several []store.Spec
+	keys             []string
+	start            time.Time
+	stop             chan struct{}
+	done             sync.WaitGroup
 
 	calls, failed atomic.Int64
 	firstErr      atomic.Value
@@ -173,7 +210,7 @@ func startHotLoad(t *testing.T, c *redistest.Cluster, keys []string) *hotLoad {
 	penalty := specs(core.Limit{Algorithm: core.FixedWindow, Rate: hotRate, Period: time.Second, Penalty: 300 * time.Millisecond})
 	several := specs(core.Limit{Algorithm: core.FixedWindow, Rate: hotRate, Period: time.Second},
 		core.Limit{Algorithm: core.FixedWindow, Rate: 1 << 20, Period: longPeriod()})
-	l := &hotLoad{keys: keys, start: time.Now(), stop: make(chan struct{}),
+	l := &hotLoad{rs: rs, penalty: penalty, several: several, keys: keys, start: time.Now(), stop: make(chan struct{}),
 		perWindow: map[string]map[int64]int{}, failWindow: map[string]map[int64]int{}, kinds: map[string]int{}}
 	for w := range 16 {
 		l.done.Add(1)
