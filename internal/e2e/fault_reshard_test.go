@@ -87,7 +87,7 @@ func TestFaultClusterSlotHeldMidMigration(t *testing.T) {
 	before := redirects(t, ctx, c)
 
 	l := startHotLoad(t, c, keys)
-	time.Sleep(500 * time.Millisecond) // every state key exists
+	time.Sleep(500 * time.Millisecond)                                // every state key exists
 	if _, err := l.rs.Take(ctx, spare, 1, l.several...); err != nil { // its too, before its slot migrates
 		t.Fatal(err)
 	}
