@@ -87,8 +87,9 @@ func TestFaultClusterSlotHeldMidMigration(t *testing.T) {
 	before := redirects(t, ctx, c)
 
 	l := startHotLoad(t, c, keys)
-	time.Sleep(500 * time.Millisecond)                                // every state key exists
-	if _, err := l.rs.Take(ctx, spare, 1, l.several...); err != nil { // its too, before its slot migrates
+	time.Sleep(500 * time.Millisecond) // every state key exists
+	// and the spare's too, made before its slot migrates
+	if _, err := l.rs.Take(ctx, spare, 1, l.several...); err != nil {
 		t.Fatal(err)
 	}
 	fromID, toID := from.ClusterMyID(ctx).Val(), to.ClusterMyID(ctx).Val()
