@@ -185,3 +185,65 @@ func TestMiniSplitMatchesMemoryStore(t *testing.T) {
 		t.Fatalf("only %d of 3000 Takes were split", splits)
 	}
 }
+
+// A split Take with an InFlight limit among others takes its slot from
+// the InFlight limit's own call, and gives it back when another limit
+// denies. Random Takes, Releases and clock moves on two keys, one decided
+// by the take script and one by split: every Result the same, slots
+// included (miniredis' clock stands still within a step, and a slot is the
+// clock), and every key keeps a TTL.
+func TestMiniSplitInFlight(t *testing.T) {
+	x := newMini(t)
+	ctx := context.Background()
+	pool := [][]core.Limit{
+		{core.MaxInFlight(2, 10*time.Second), {Algorithm: core.FixedWindow, Rate: 3, Period: time.Second}},
+		{{Algorithm: core.GCRA, Rate: 4, Period: time.Second, Penalty: 2 * time.Second}, core.MaxInFlight(3, time.Second)},
+		{core.MaxInFlight(1, 5*time.Second), core.MaxInFlight(1, 5*time.Second), {Algorithm: core.SlidingLog, Rate: 2, Period: time.Second}},
+	}
+	rng := rand.New(rand.NewSource(1))
+	var held [][2]int64 // slots of allowed Takes: script's, split's
+	var heldSet []int
+	for step := range 600 {
+		x.advance(diffSteps[rng.Intn(len(diffSteps))] / 4)
+		set := rng.Intn(len(pool))
+		sp := specs(pool[set]...)
+		if len(held) > 0 && rng.Intn(3) == 0 {
+			i := rng.Intn(len(held))
+			if heldSet[i] == set {
+				for j, key := range []string{"script", "split"} {
+					if err := x.store.Release(ctx, key, held[i][j], sp...); err != nil {
+						t.Fatal(err)
+					}
+				}
+				held, heldSet = append(held[:i], held[i+1:]...), append(heldSet[:i], heldSet[i+1:]...)
+			}
+		}
+		n := int64(rng.Intn(3))
+		want, err := x.store.Take(ctx, "script", n, sp...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := x.store.call("split", n, sp)
+		if err != nil || c.split == nil {
+			t.Fatalf("step %d: no split (%v)", step, err)
+		}
+		v, _, err := c.split.take(ctx, x.store, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.decodeInts(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d, set %d, n %d:\nsplit  %+v\nscript %+v", step, set, n, got, want)
+		}
+		if got.Slot != 0 {
+			held, heldSet = append(held, [2]int64{want.Slot, got.Slot}), append(heldSet, set)
+		}
+		x.ttlsAll()
+	}
+	if len(held) == 0 {
+		t.Fatal("no slot held at the end: the run tested little")
+	}
+}

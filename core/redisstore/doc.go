@@ -49,10 +49,11 @@
 // (TestFaultClusterReshard) nor while slots stay half moved for 2 s
 // (TestFaultClusterSlotHeldMidMigration). A Charge (core.WithCountIf) goes the same way, its stamp the
 // earliest of its calls', and a Refund of several limits gives back one
-// limit at a time. A decision with an InFlight limit keeps its one call,
-// as one slot id serves all its limits: the Store sends it again after
-// 1 ms, doubling to 8 ms, until the context's deadline, and a slot slower
-// to move fails it (the failure policy decides). A limit without a
+// limit at a time. An InFlight limit's call takes the decision's slot, and
+// frees it when another limit denies. Only a decision with two InFlight
+// limits keeps its one call, as one slot id serves both: the Store sends
+// it again after 1 ms, doubling to 8 ms, until the context's deadline, and
+// a slot slower to move fails it (the failure policy decides). A limit without a
 // penalty sends its state key in the lock's place, so that no missing lock
 // key causes TRYAGAIN.
 //

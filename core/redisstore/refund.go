@@ -69,7 +69,7 @@ func (s *Store) Refund(ctx context.Context, key string, n int64, stamp int64, li
 	server.report(ctx, err, start, sent)
 	if r, _ := redirectOf(err); r == redirectTryAgain && len(ps) > 1 {
 		// keys split by a slot migration: one limit at a time (see split)
-		err = (&split{base, ps}).refundAll(ctx, s, n, stamp)
+		err = (&split{base: base, limits: ps}).refundAll(ctx, s, n, stamp)
 	}
 	if err != nil {
 		return fmt.Errorf("redisstore: refund %d on %d limit(s): %w", n, len(limits), err)

@@ -303,7 +303,6 @@ func (s *Store) Release(ctx context.Context, key string, slot int64, limits ...s
 	if err := s.check(key, 0, limits); err != nil {
 		return err
 	}
-	member := strconv.FormatInt(slot, 10)
 	for i := range limits {
 		if limits[i].Algorithm() != store.InFlight {
 			continue
@@ -312,13 +311,20 @@ func (s *Store) Release(ctx context.Context, key string, slot int64, limits ...s
 		if err != nil {
 			return fmt.Errorf("redisstore: release: limit %d: %w", i, err)
 		}
-		k := s.redisKey(key, p.state)
-		if err := s.health.nodeFor(ctx, k).admit(ctx); err != nil {
-			return fmt.Errorf("redisstore: release: %w", err)
+		if err := s.release(ctx, s.redisKey(key, p.state), slot); err != nil {
+			return err
 		}
-		if err := s.client.ZRem(ctx, k, member).Err(); err != nil {
-			return fmt.Errorf("redisstore: release: %w", err)
-		}
+	}
+	return nil
+}
+
+// release frees slot in the InFlight state at the Redis key k.
+func (s *Store) release(ctx context.Context, k string, slot int64) error {
+	if err := s.health.nodeFor(ctx, k).admit(ctx); err != nil {
+		return fmt.Errorf("redisstore: release: %w", err)
+	}
+	if err := s.client.ZRem(ctx, k, strconv.FormatInt(slot, 10)).Err(); err != nil {
+		return fmt.Errorf("redisstore: release: %w", err)
 	}
 	return nil
 }

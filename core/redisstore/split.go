@@ -23,8 +23,8 @@ var lockScript = newScript(lua.Lock)
 // does (ASK). So on TRYAGAIN the Store decides the Take again with one
 // call per key, replying as the take script would: it reads the penalty
 // locks; then, when none holds, it charges each limit, and when one
-// denies, gives back what the others took and reports what they then
-// allow; when a lock holds, it charges nothing (dry runs); and it sets the
+// denies, gives back what the others took (an InFlight limit's slot
+// freed) and reports what they then allow; when a lock holds, it charges nothing (dry runs); and it sets the
 // lock of each limit with a penalty that denied.
 //
 // This is not atomic as the take script is, but never admits more than a
@@ -33,30 +33,37 @@ var lockScript = newScript(lua.Lock)
 // reading of the locks and its charges does not stop it, and a Take that
 // fails part way (its deadline) leaves what it charged charged.
 type split struct {
-	base   string // the Take's tagged Redis key, to which suffixes are added
-	limits []*prepared
+	base    string // the Take's tagged Redis key, to which suffixes are added
+	limits  []*prepared
+	slotted bool // one limit is InFlight: the reply ends with its slot
 }
 
 // splitOf returns the split of a Take of key over limits, which request
-// has prepared; nil when one has an InFlight limit, whose slot id the take
-// script picks for all limits at once.
+// has prepared; nil when they hold two InFlight limits (two states), as the
+// take script gives both one slot id, which calls of one key each cannot.
 func (s *Store) splitOf(key string, limits []store.Spec) *split {
-	if hasInFlight(limits) {
-		return nil
-	}
 	sp := &split{base: s.redisKey(key, "")}
+	inFlight := ""
 	for _, l := range limits {
 		p, _ := s.prepare(l) // cached by request
+		if p.alg == store.InFlight {
+			if inFlight != "" && inFlight != p.state {
+				return nil
+			}
+			inFlight = p.state
+		}
 		sp.limits = append(sp.limits, p)
 	}
+	sp.slotted = inFlight != ""
 	return sp
 }
 
 // take decides a Take of n (0: a peek; negative: a dry run of -n) and
-// returns the take script's reply for it, and the earliest stamp of its
-// calls: given back at it (Refund), a limit charged later gets back
-// nothing of a window that began in between, and a log's oldest units at
-// or after it, so never more than it took.
+// returns the take script's reply for it (with the slot taken when
+// slotted), and the earliest stamp of its calls: given back at it
+// (Refund), a limit charged later gets back nothing of a window that
+// began in between, and a log's oldest units at or after it, so never
+// more than it took.
 func (sp *split) take(ctx context.Context, s *Store, n int64) (reply []int64, stamp int64, err error) {
 	const k = lua.RepliesPerLimit
 	left, locked, err := sp.locks(ctx, s)
@@ -68,8 +75,8 @@ func (sp *split) take(ctx context.Context, s *Store, n int64) (reply []int64, st
 		cost = -n // a lock holds: nothing is charged
 	}
 	out := make([]int64, k*len(sp.limits))
-	stamps := make([]int64, len(sp.limits))
-	all := !locked
+	marks := make([]int64, len(sp.limits)) // each charge's stamp, or an InFlight limit's slot
+	all, slot := !locked, int64(0)
 	for i, p := range sp.limits {
 		if j := sp.same(i); j < i { // one state: evaluated once, as the script does
 			copy(out[k*i:k*i+k], out[k*j:])
@@ -79,30 +86,41 @@ func (sp *split) take(ctx context.Context, s *Store, n int64) (reply []int64, st
 		if left[i] > 0 {
 			c = 0 // a locked limit reports what a peek sees
 		}
-		v, err := sp.one(ctx, s, p, c)
+		v, taken, at, err := sp.one(ctx, s, p, c)
 		if err != nil {
 			return nil, 0, err
 		}
-		copy(out[k*i:], v[:k])
-		stamps[i] = v[k]
-		if stamp == 0 || v[k] < stamp {
-			stamp = v[k]
+		copy(out[k*i:], v)
+		marks[i] = at
+		if p.alg == store.InFlight {
+			marks[i], slot = taken, taken
+		}
+		if stamp == 0 || at < stamp {
+			stamp = at
 		}
 		all = all && v[0] == 1
 	}
 	if all {
-		return out, stamp, nil
+		return sp.withSlot(out, slot), stamp, nil
 	}
 	for i, p := range sp.limits {
 		if j := sp.same(i); j < i {
 			copy(out[k*i:k*i+k], out[k*j:])
 			continue
 		}
-		if err := sp.settle(ctx, s, p, n, cost, left[i], out[k*i:k*i+k], stamps[i]); err != nil {
+		if err := sp.settle(ctx, s, p, n, cost, left[i], out[k*i:k*i+k], marks[i]); err != nil {
 			return nil, 0, err
 		}
 	}
-	return out, stamp, nil
+	return sp.withSlot(out, 0), stamp, nil
+}
+
+// withSlot appends slot to out when the reply carries one.
+func (sp *split) withSlot(out []int64, slot int64) []int64 {
+	if sp.slotted {
+		return append(out, slot)
+	}
+	return out
 }
 
 // locks returns how long each limit's penalty lock still holds (µs, 0 for
@@ -134,10 +152,10 @@ func (sp *split) same(i int) int {
 }
 
 // settle turns v, the reply of limit p in a Take of n that was not
-// allowed (charged with cost, stamped), into what the take script reports:
-// a charge given back and what a peek then sees; a lock's figures; a
-// denial's penalty, locked when the Take writes.
-func (sp *split) settle(ctx context.Context, s *Store, p *prepared, n, cost, left int64, v []int64, stamp int64) error {
+// allowed (charged with cost, at the stamp or with the slot mark), into
+// what the take script reports: a charge given back and what a peek then
+// sees; a lock's figures; a denial's penalty, locked when the Take writes.
+func (sp *split) settle(ctx context.Context, s *Store, p *prepared, n, cost, left int64, v []int64, mark int64) error {
 	switch {
 	case left > 0:
 		v[0], v[2], v[3], v[4], v[5] = 0, 0, left, max(v[4], left), 0
@@ -146,15 +164,15 @@ func (sp *split) settle(ctx context.Context, s *Store, p *prepared, n, cost, lef
 			return nil // a peek already
 		}
 		if cost > 0 {
-			if err := sp.refund(ctx, s, p, cost, stamp); err != nil {
+			if err := sp.giveBack(ctx, s, p, cost, mark); err != nil {
 				return err
 			}
 		}
-		w, err := sp.one(ctx, s, p, 0)
+		w, _, _, err := sp.one(ctx, s, p, 0)
 		if err != nil {
 			return err
 		}
-		copy(v, w[:lua.RepliesPerLimit])
+		copy(v, w)
 	case p.penalty > 0:
 		if v[3] != lua.RetryNever {
 			v[3] = max(v[3], p.penalty)
@@ -170,21 +188,41 @@ func (sp *split) settle(ctx context.Context, s *Store, p *prepared, n, cost, lef
 }
 
 // one runs the take script on limit p's state alone for a cost of c,
-// without its penalty (the state key sent as its own lock), stamped.
-func (sp *split) one(ctx context.Context, s *Store, p *prepared, c int64) ([]int64, error) {
+// without its penalty (the state key sent as its own lock), stamped, and
+// returns the limit's six figures, the slot it took (an InFlight limit)
+// and Redis' clock.
+func (sp *split) one(ctx context.Context, s *Store, p *prepared, c int64) (v []int64, slot, stamp int64, err error) {
 	key := sp.base + p.state
 	cmd := append(takeScript.command(2, 4+2+lua.ArgsPerLimit+1), key, key, chargeArg(c))
 	cmd = append(cmd, p.args[:lua.ArgsPerLimit-1]...)
 	cmd = append(cmd, 0, "s")
 	reply, err := s.single(ctx, key, takeScript, cmd)
 	if err != nil {
-		return nil, err
+		return nil, 0, 0, err
 	}
-	v, err := int64s(reply)
-	if err == nil && len(v) != lua.RepliesPerLimit+1 {
-		err = fmt.Errorf("redisstore: take: script replied %d integers for one stamped limit", len(v))
+	if v, err = int64s(reply); err != nil {
+		return nil, 0, 0, err
 	}
-	return v, err
+	want := lua.RepliesPerLimit + 1 // the figures, [the slot,] the stamp
+	if p.alg == store.InFlight {
+		want++
+	}
+	if len(v) != want {
+		return nil, 0, 0, fmt.Errorf("redisstore: take: script replied %d integers for one limit, want %d", len(v), want)
+	}
+	if p.alg == store.InFlight {
+		slot = v[want-2]
+	}
+	return v[:lua.RepliesPerLimit], slot, v[want-1], nil
+}
+
+// giveBack returns what limit p's charge of c took: its slot (mark) for
+// an InFlight limit, else c units charged at the stamp mark.
+func (sp *split) giveBack(ctx context.Context, s *Store, p *prepared, c, mark int64) error {
+	if p.alg != store.InFlight {
+		return sp.refund(ctx, s, p, c, mark)
+	}
+	return s.release(ctx, sp.base+p.state, mark)
 }
 
 // refund gives back c units that limit p's charge at stamp took.

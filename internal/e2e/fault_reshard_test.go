@@ -73,7 +73,9 @@ func TestFaultClusterReshard(t *testing.T) {
 // one key at a time: none fails, no breaker opens, and the windows are
 // exact as in TestFaultClusterReshard; a Charge and its Refund (a
 // core.WithCountIf Limiter's) of a fifth key, split the same way, take one
-// unit and give it back. Then the migration completes under the same load.
+// unit and give it back, and its in-flight slots with a rate limit are
+// taken, refused past the limit and released. Then the migration
+// completes under the same load.
 func TestFaultClusterSlotHeldMidMigration(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0)
 	ctx := context.Background()
@@ -112,6 +114,7 @@ func TestFaultClusterSlotHeldMidMigration(t *testing.T) {
 		moved++
 	}
 	chargeAndGiveBack(t, l, spare)
+	holdAndRelease(t, l, spare)
 	time.Sleep(2 * time.Second)
 	for slot := range slots { // complete the migration
 		for {
@@ -167,6 +170,35 @@ func chargeAndGiveBack(t *testing.T, l *hotLoad, key string) {
 	}
 	if got := remaining(); got != before {
 		t.Errorf("after the give-back: %d remaining, want %d", got, before)
+	}
+}
+
+// holdAndRelease takes two in-flight slots of key with a rate limit in one
+// decision, is refused a third, and releases them.
+func holdAndRelease(t *testing.T, l *hotLoad, key string) {
+	t.Helper()
+	ctx := context.Background()
+	limits := append(specs(core.MaxInFlight(2, 10*time.Second)), l.several[0])
+	var slots []int64
+	for i := range 3 {
+		r, err := l.rs.Take(ctx, key, 1, limits...)
+		if err != nil {
+			t.Fatalf("in-flight Take %d: %v", i+1, err)
+		}
+		if r.Allowed != (i < 2) || r.Allowed != (r.Slot != 0) {
+			t.Fatalf("in-flight Take %d: allowed %v, slot %d", i+1, r.Allowed, r.Slot)
+		}
+		if r.Allowed {
+			slots = append(slots, r.Slot)
+		}
+	}
+	for _, slot := range slots {
+		if err := l.rs.Release(ctx, key, slot, limits...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := l.rs.Take(ctx, key, 1, limits...); err != nil || !r.Allowed {
+		t.Fatalf("in-flight Take after the releases: %+v, %v", r, err)
 	}
 }
 
