@@ -129,15 +129,19 @@ local function log(key, P)
     if d > k then d = k end
     ms[i].w, k = ms[i].w - d, k - d
   end
+  -- Each new name is added before the old one goes: the set never empties
+  -- on the way, so it keeps its TTL, and a Cluster slot that is migrating
+  -- never sees the script recreate the key ("non local key"). A new name
+  -- starts below every member not renamed yet, so it meets none of them.
   local nextUnit = ms[1].first
   for i = 1, #ms do
     local e = ms[i]
     local name = member(nextUnit, e.w)
-    if e.w == 0 or name ~= e.m then call('ZREM', key, e.m) end
     if e.w > 0 then
       if name ~= e.m then call('ZADD', key, str(e.score), name) end
       nextUnit = nextUnit + e.w
     end
+    if e.w == 0 or name ~= e.m then call('ZREM', key, e.m) end
   end
   return 1
 end

@@ -262,3 +262,44 @@ func TestMiniRefundLogWeighted(t *testing.T) {
 		t.Errorf("Remaining after the give-backs: %d, want 8", r.Remaining)
 	}
 }
+
+// A give-back that renames the only members of a sliding log keeps the
+// set, and so its TTL: a partial give-back of a charge of several units,
+// and a split decision's give-back of its charge after another Take of the
+// log (whose member is renamed once ours is gone).
+func TestMiniRefundLogKeepsTTL(t *testing.T) {
+	ctx := context.Background()
+	lim := core.Limit{Algorithm: core.SlidingLog, Rate: 5, Period: 10 * time.Second}
+
+	x := newMini(t)
+	r, err := x.store.Charge(ctx, "k", 3, specs(lim)...)
+	if err != nil || !r.Allowed {
+		t.Fatal(r, err)
+	}
+	if err := x.store.Refund(ctx, "k", 1, r.Stamp, specs(lim)...); err != nil {
+		t.Fatal(err)
+	}
+	x.ttlsAll()
+	if got := x.take("k", 0, lim).Remaining; got != 3 {
+		t.Errorf("after 3 charged and 1 given back: %d remaining, want 3", got)
+	}
+
+	x = newMini(t)
+	fw := core.Limit{Algorithm: core.FixedWindow, Rate: 5, Period: 10 * time.Second}
+	sp := x.store.splitOf("k", specs(lim, fw))
+	v, _, at, err := sp.one(ctx, x.store, sp.limits[0], 2) // the split charges the log
+	if err != nil || v[0] != 1 {
+		t.Fatal(v, err)
+	}
+	x.advance(time.Millisecond)
+	if r := x.take("k", 1, lim); !r.Allowed { // another Take, in between
+		t.Fatal(r)
+	}
+	if err := sp.giveBack(ctx, x.store, sp.limits[0], 2, at); err != nil { // another limit denied
+		t.Fatal(err)
+	}
+	x.ttlsAll()
+	if got := x.take("k", 0, lim).Remaining; got != 4 {
+		t.Errorf("after the give-back: %d remaining, want 4 (the other Take's unit)", got)
+	}
+}
