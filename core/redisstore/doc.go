@@ -39,23 +39,23 @@
 // and one of its keys is on one side only, which for a slot of many keys
 // can outlast any deadline. The Store then decides it again one key at a
 // time, with calls that each run where their key is: it reads the locks,
-// charges each limit, and when one denies gives back what the others took
-// and sets the locks of those that denied. Each charge is atomic in its
+// charges each limit until one denies, gives back what the earlier ones
+// took and sets the locks of those that denied. Each charge is atomic in its
 // key, so no limit admits more than it allows; but the decision as a whole
 // is not: units taken and given back may deny another decision meanwhile,
 // and a lock set between a decision's reading of the locks and its
 // charges does not stop it. Under load, no error reaches a caller while
 // redis-cli --cluster reshard moves slots of 300 keys
 // (TestFaultClusterReshard) nor while slots stay half moved for 2 s
-// (TestFaultClusterSlotHeldMidMigration). A Charge (core.WithCountIf) goes the same way, its stamp the
-// earliest of its calls', and a Refund of several limits gives back one
-// limit at a time. An InFlight limit's call takes the decision's slot, and
-// frees it when another limit denies. Only a decision with two InFlight
-// limits keeps its one call, as one slot id serves both: the Store sends
-// it again after 1 ms, doubling to 8 ms, until the context's deadline, and
-// a slot slower to move fails it (the failure policy decides). A limit without a
-// penalty sends its state key in the lock's place, so that no missing lock
-// key causes TRYAGAIN.
+// (TestFaultClusterSlotHeldMidMigration). A Charge (core.WithCountIf)
+// goes the same way, its stamp the earliest of its calls', and a Refund of
+// several limits gives back one limit at a time. An InFlight limit's call
+// takes the decision's slot, and frees it when another limit denies. Only
+// a decision with two InFlight limits keeps its one call, as one slot id
+// serves both: the Store sends it again after 1 ms, doubling to 8 ms,
+// until the context's deadline, and a slot slower to move fails it (the
+// failure policy decides). A limit without a penalty sends its state key
+// in the lock's place, so that no missing lock key causes TRYAGAIN.
 //
 // # Keys
 //

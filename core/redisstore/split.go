@@ -22,10 +22,11 @@ var lockScript = newScript(lua.Lock)
 // it: the node that holds the key runs the call, or names the one that
 // does (ASK). So on TRYAGAIN the Store decides the Take again with one
 // call per key, replying as the take script would: it reads the penalty
-// locks; then, when none holds, it charges each limit, and when one
-// denies, gives back what the others took (an InFlight limit's slot
-// freed) and reports what they then allow; when a lock holds, it charges nothing (dry runs); and it sets the
-// lock of each limit with a penalty that denied.
+// locks; then, when none holds, it charges each limit until one denies
+// (dry runs after it), gives back what the earlier ones took (an InFlight
+// limit's slot freed) and reports what they then allow; when a lock
+// holds, it charges nothing (dry runs); and it sets the lock of each limit
+// with a penalty that denied.
 //
 // This is not atomic as the take script is, but never admits more than a
 // limit allows: each charge is atomic in its key. Units taken and given
@@ -70,11 +71,8 @@ func (sp *split) take(ctx context.Context, s *Store, n int64) (reply []int64, st
 	if err != nil {
 		return nil, 0, err
 	}
-	cost := n
-	if locked && n > 0 {
-		cost = -n // a lock holds: nothing is charged
-	}
 	out := make([]int64, k*len(sp.limits))
+	costs := make([]int64, len(sp.limits)) // what each call was sent
 	marks := make([]int64, len(sp.limits)) // each charge's stamp, or an InFlight limit's slot
 	all, slot := !locked, int64(0)
 	for i, p := range sp.limits {
@@ -82,10 +80,14 @@ func (sp *split) take(ctx context.Context, s *Store, n int64) (reply []int64, st
 			copy(out[k*i:k*i+k], out[k*j:])
 			continue
 		}
-		c := cost
-		if left[i] > 0 {
+		c := n
+		switch {
+		case left[i] > 0:
 			c = 0 // a locked limit reports what a peek sees
+		case !all && n > 0:
+			c = -n // a lock holds, or a limit denied: nothing more is charged
 		}
+		costs[i] = c
 		v, taken, at, err := sp.one(ctx, s, p, c)
 		if err != nil {
 			return nil, 0, err
@@ -108,7 +110,7 @@ func (sp *split) take(ctx context.Context, s *Store, n int64) (reply []int64, st
 			copy(out[k*i:k*i+k], out[k*j:])
 			continue
 		}
-		if err := sp.settle(ctx, s, p, n, cost, left[i], out[k*i:k*i+k], marks[i]); err != nil {
+		if err := sp.settle(ctx, s, p, n, costs[i], left[i], out[k*i:k*i+k], marks[i]); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -152,7 +154,8 @@ func (sp *split) same(i int) int {
 }
 
 // settle turns v, the reply of limit p in a Take of n that was not
-// allowed (charged with cost, at the stamp or with the slot mark), into
+// allowed (its call sent cost: charged when positive, at the stamp or with
+// the slot mark), into
 // what the take script reports: a charge given back and what a peek then
 // sees; a lock's figures; a denial's penalty, locked when the Take writes.
 func (sp *split) settle(ctx context.Context, s *Store, p *prepared, n, cost, left int64, v []int64, mark int64) error {

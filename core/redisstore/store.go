@@ -462,8 +462,8 @@ type scriptCall struct {
 	// stamped: the take script's reply ends with Redis' clock (Charge)
 	stamped bool
 	// split decides the Take one key at a time when the call meets
-	// TRYAGAIN; nil when the call has an InFlight limit (one slot id for
-	// all limits)
+	// TRYAGAIN; nil when the call has two InFlight limits (one slot id
+	// for both)
 	split *split
 }
 
