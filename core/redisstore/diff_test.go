@@ -186,30 +186,36 @@ func TestMiniSplitMatchesMemoryStore(t *testing.T) {
 	}
 }
 
-// A split Take with an InFlight limit among others takes its slot from
-// the InFlight limit's own call, and gives it back when another limit
-// denies. Random Takes, Releases and clock moves on two keys, one decided
-// by the take script and one by split: every Result the same, slots
-// included (miniredis' clock stands still within a step, and a slot is the
-// clock), and every key keeps a TTL.
-func TestMiniSplitInFlight(t *testing.T) {
+// A split Take decides as the take script does, dry runs (negative n),
+// peeks, penalty locks, duplicate limits and InFlight slots included (the
+// InFlight limit's own call takes the slot, freed when another limit
+// denies). Random Takes, Releases and clock moves on two keys, one decided
+// by the script and one by split: every Result the same, slots included
+// (miniredis' clock stands still within a step, and a slot is the clock),
+// and every key keeps a TTL.
+func TestMiniSplitMatchesScript(t *testing.T) {
 	x := newMini(t)
+	x.advance(123456789 * time.Microsecond)
 	ctx := context.Background()
 	pool := [][]core.Limit{
 		{core.MaxInFlight(2, 10*time.Second), {Algorithm: core.FixedWindow, Rate: 3, Period: time.Second}},
 		{{Algorithm: core.GCRA, Rate: 4, Period: time.Second, Penalty: 2 * time.Second}, core.MaxInFlight(3, time.Second)},
 		{core.MaxInFlight(1, 5*time.Second), core.MaxInFlight(1, 5*time.Second), {Algorithm: core.SlidingLog, Rate: 2, Period: time.Second}},
+		{{Algorithm: core.GCRA, Rate: 3, Period: time.Second, Penalty: 2 * time.Second}, {Algorithm: core.FixedWindow, Rate: 4, Period: time.Second, Penalty: time.Second}},
+		{{Algorithm: core.SlidingLog, Rate: 3, Period: time.Second, Penalty: 700 * time.Millisecond}, core.MaxInFlight(2, 3*time.Second)},
+		{{Algorithm: core.TokenBucket, Rate: 2, Period: time.Second, Burst: 3, Penalty: time.Second}, {Algorithm: core.SlidingWindow, Rate: 3, Period: time.Second},
+			{Algorithm: core.TokenBucket, Rate: 2, Period: time.Second, Burst: 3, Penalty: time.Second}},
+		{{Algorithm: core.LeakyBucket, Rate: 3, Period: time.Second, Burst: 1, Penalty: 500 * time.Millisecond}},
 	}
-	rng := rand.New(rand.NewSource(1))
+	rng := rand.New(rand.NewSource(7))
 	var held [][2]int64 // slots of allowed Takes: script's, split's
 	var heldSet []int
-	for step := range 600 {
-		x.advance(diffSteps[rng.Intn(len(diffSteps))] / 4)
+	for step := range 4000 {
+		x.advance(diffSteps[rng.Intn(len(diffSteps))] / 3)
 		set := rng.Intn(len(pool))
 		sp := specs(pool[set]...)
-		if len(held) > 0 && rng.Intn(3) == 0 {
-			i := rng.Intn(len(held))
-			if heldSet[i] == set {
+		if len(held) > 0 && rng.Intn(4) == 0 {
+			if i := rng.Intn(len(held)); heldSet[i] == set {
 				for j, key := range []string{"script", "split"} {
 					if err := x.store.Release(ctx, key, held[i][j], sp...); err != nil {
 						t.Fatal(err)
@@ -218,13 +224,16 @@ func TestMiniSplitInFlight(t *testing.T) {
 				held, heldSet = append(held[:i], held[i+1:]...), append(heldSet[:i], heldSet[i+1:]...)
 			}
 		}
-		n := int64(rng.Intn(3))
-		want, err := x.store.Take(ctx, "script", n, sp...)
+		n := int64(rng.Intn(7) - 3)
+		c, err := x.store.call("script", n, sp)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := x.store.call("split", n, sp)
-		if err != nil || c.split == nil {
+		want, _, err := x.store.runCall(ctx, c, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, err = x.store.call("split", n, sp); err != nil || c.split == nil {
 			t.Fatalf("step %d: no split (%v)", step, err)
 		}
 		v, _, err := c.split.take(ctx, x.store, n)
