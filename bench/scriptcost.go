@@ -26,11 +26,25 @@ var leanScripts = []struct {
 	name, src string
 	args      []any
 }{
-	{"tat", lua.TAT, []any{1_000_000, 100_000}},
-	{"token", lua.Token, []any{10, 1_000_000, 1_000_000}},
-	{"fixed", lua.Fixed, []any{500_000, 3_600_000_000}},
-	{"sliding", lua.Sliding, []any{500_000, 3_600_000_000}},
-	{"log", lua.Log, []any{100_000, 3_600_000_000, 3_600_000}},
+	{"tat", luaSource("lean.lua", "tat.lua"), []any{1_000_000, 100_000}},
+	{"token", luaSource("lean.lua", "token.lua"), []any{10, 1_000_000, 1_000_000}},
+	{"fixed", luaSource("lean.lua", "fixed.lua"), []any{500_000, 3_600_000_000}},
+	{"sliding", luaSource("lean.lua", "sliding.lua"), []any{500_000, 3_600_000_000}},
+	{"log", luaSource("lean.lua", "log.lua"), []any{100_000, 3_600_000_000, 3_600_000}},
+}
+
+// luaSource returns the script made of files of package lua, in order, as
+// the Redis store assembles them.
+func luaSource(files ...string) string {
+	var b strings.Builder
+	for _, f := range files {
+		src, err := lua.FS.ReadFile(f)
+		if err != nil {
+			panic(err)
+		}
+		b.Write(src)
+	}
+	return b.String()
 }
 
 // functionLibrary is the lean scripts as one Redis Functions library: each
@@ -60,14 +74,14 @@ func scriptCases(ctx context.Context, c *redis.Client) ([]scriptCase, error) {
 	if err != nil {
 		return nil, err
 	}
-	take, err := load(lua.Take)
+	take, err := load(luaSource("lib.lua", "take.lua"))
 	if err != nil {
 		return nil, err
 	}
 	cases := []scriptCase{
 		{"return 1", "evalsha", func(k string) []any { return []any{"evalsha", one, 1, k} }},
 		{"take (gcra)", "evalsha", func(k string) []any {
-			return []any{"evalsha", take, 2, k, k + ":x", 1, lua.CodeGCRA, 10, 1_000_000, 1_000_000, 100_000, 0}
+			return []any{"evalsha", take, 2, k, k + ":x", 1, "g", 10, 1_000_000, 1_000_000, 100_000, 0}
 		}},
 	}
 	if err := c.FunctionLoadReplace(ctx, functionLibrary()).Err(); err != nil {

@@ -1,20 +1,17 @@
-// Package lua holds the Redis scripts of sluice's Redis store, embedded
-// from the .lua files next to this one.
+// Package lua holds the Redis scripts of sluice's Redis store, one .lua
+// file each, embedded in FS. core/redisstore assembles and runs them; this
+// package has no other API, and the scripts' arguments and replies change
+// with the store.
 //
-// It is not a stable API: it serves core/redisstore and sluice's own
-// benchmarks, and its names, arguments and replies change with the store.
-// Applications use core/redisstore.
-//
-// Take, the general script, decides any exact Store.Take (Lease, in
-// lease.lua, serves only the Redis store's opt-in lease mode; Refund, in
-// refund.lua, gives a charge back): it reads the clock
-// with TIME inside Redis (never the client's clock), evaluates every limit
+// take.lua, the general script, decides any exact Store.Take (lease.lua
+// serves only the Redis store's opt-in lease mode; refund.lua gives a
+// charge back): it reads the clock with TIME inside Redis (never the client's clock), evaluates every limit
 // against the state before the call with the exact integer arithmetic of
 // ALGORITHMS.md, and writes all states (each with its TTL) only when every
 // limit allows; otherwise it writes nothing but the penalty locks of the
 // limits that denied.
 //
-// The lean scripts (TAT, Token, Fixed, Sliding, Log) decide a Take of one
+// The lean scripts (tat.lua, token.lua, fixed.lua, sliding.lua, log.lua) decide a Take of one
 // limit without a penalty, the common call, by the same arithmetic and on
 // the same state, key and format as Take, so that a limit may be charged
 // by either: KEYS[1] is the state key, ARGV the cost and the few sizes the
@@ -31,7 +28,7 @@
 // before take.lua and lease.lua, and
 // lean.lua (Redis' clock, the cost, the key) before each lean script.
 //
-// Take's layout, for m limits (i = 1..m, 1-based as in Lua):
+// take.lua's layout, for m limits (i = 1..m, 1-based as in Lua):
 //
 //	KEYS[2i-1]  state key of limit i
 //	KEYS[2i]    its penalty lock key: the state key + ":x" (read only when
@@ -39,7 +36,7 @@
 //	            0, as a key missing during a Cluster slot migration would
 //	            be answered TRYAGAIN)
 //	ARGV[1]     n, the cost (0 peeks), at most 2^53
-//	ARGV[6i-4]  algorithm code (CodeGCRA, ...)
+//	ARGV[6i-4]  algorithm code ("g" GCRA, "k" leaky bucket, "t" token bucket, "f" fixed window, "w" sliding window, "l" sliding log, "i" in flight)
 //	ARGV[6i-3]  R, the rate
 //	ARGV[6i-2]  P, the period in microseconds
 //	ARGV[6i-1]  B, the burst after defaults (0 for the window algorithms)
@@ -47,8 +44,8 @@
 //	ARGV[6i+1]  L, the penalty in microseconds (0: none)
 //
 // The reply is a flat array of 6m integers; limit i's are at 6i-5 .. 6i:
-// allowed (0 or 1), limit, remaining, retry in microseconds (RetryNever,
-// -1, when the cost can never pass), reset in microseconds and delay in
+// allowed (0 or 1), limit, remaining, retry in microseconds
+// (-1 when the cost can never pass), reset in microseconds and delay in
 // microseconds. One more argument after the last limit's, "s", makes the
 // reply end with one more integer: Redis' clock at the call in
 // microseconds, which Refund takes back (the Redis store's Charge).
@@ -63,7 +60,7 @@
 // (each state key sent as its own lock, L = 0), the Redis store decides a
 // Take whose keys a Cluster slot migration has split between two nodes.
 //
-// A cost of Resent (not a number) is refused with an error, before the
+// A cost of "resent" (not a number) is refused with an error, before the
 // script reads or writes anything: the caller sends it in place of the
 // cost when the client library sends a call again by itself.
 //

@@ -18,7 +18,6 @@ import (
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/lua"
 )
 
 // The Redis store and the memory store implement one contract,
@@ -131,11 +130,11 @@ func redisMatches(t *testing.T, steps, maxLimits int) {
 	const clockLine = "local t = call('TIME')"
 	const ttlLine = "local function px(ttl)"
 	for _, line := range []string{clockLine, ttlLine} {
-		if strings.Count(lua.Take, line) != 1 {
+		if strings.Count(takeSource, line) != 1 {
 			t.Fatalf("script has no single %q line to replace", line)
 		}
 	}
-	base := strings.Replace(lua.Take, ttlLine, "local function px(ttl) ttl = ttl + 3600e6", 1)
+	base := strings.Replace(takeSource, ttlLine, "local function px(ttl) ttl = ttl + 3600e6", 1)
 	calls := 0
 	diffRun(t, steps, maxLimits, mem, func() time.Time { return now }, func(d time.Duration) { now = now.Add(d) },
 		func(key string, n int64, limits []core.Limit) (core.Result, error) {

@@ -67,3 +67,6 @@ type Limit = core.Limit
 
 // PipeStats is pipeStats, for the external tests.
 func PipeStats(s *Store) (pipelined, resent int64) { return pipeStats(s) }
+
+// TakeSource is the take script's source, for tests outside the package.
+var TakeSource = takeSource

@@ -14,7 +14,6 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/lua"
 )
 
 var perMinute10 = core.PerMinute(10)
@@ -171,7 +170,7 @@ func TestBreakerProbesInBackground(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	admin := srv.Client(t)
-	sha := redis.NewScript(lua.Take).Hash()
+	sha := redis.NewScript(redisstore.TakeSource).Hash()
 	if ok, err := admin.ScriptExists(context.Background(), sha).Result(); err != nil || !ok[0] {
 		t.Fatalf("script loaded when the breaker closed: %v %v, want true", ok, err)
 	}

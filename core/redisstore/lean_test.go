@@ -13,7 +13,6 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/lua"
 )
 
 // A Take of one limit without a penalty runs its family's lean script with
@@ -92,8 +91,8 @@ func TestReloadEveryScript(t *testing.T) {
 // script's real-Redis differential test does (see redisMatches).
 func clocked(t *testing.T, sc *script) func(us int64) string {
 	t.Helper()
-	src := map[*script]string{takeScript: lua.Take, tatScript: lua.TAT, tokenScript: lua.Token,
-		fixedScript: lua.Fixed, slidingScript: lua.Sliding, logScript: lua.Log}[sc]
+	src := map[*script]string{takeScript: takeSource, tatScript: tatSource, tokenScript: tokenSource,
+		fixedScript: fixedSource, slidingScript: slidingSource, logScript: logSource}[sc]
 	clock, ttl, longer := "local t = redis.call('TIME')", "local ms = ", "local ms = 3600e6 + "
 	if sc == takeScript {
 		clock, ttl, longer = "local t = call('TIME')", "local function px(ttl)", "local function px(ttl) ttl = ttl + 3600e6"

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/store"
-	"github.com/sluicehq/sluice/lua"
 )
 
 // Lease mode defaults (see LeaseConfig).
@@ -26,7 +25,7 @@ const (
 // keys in lease mode.
 const leaseShards = 16
 
-var leaseScript = newScript(lua.Lease)
+var leaseScript = newScript(leaseSource)
 
 // LeaseConfig configures lease mode (WithLeases). A zero field takes its
 // default.

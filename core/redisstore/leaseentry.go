@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/arith"
-	"github.com/sluicehq/sluice/lua"
 )
 
 // lease is one key's lease under one limit in this process: the units
@@ -60,8 +59,8 @@ func (l *leases) newLease(lk leaseKey) *lease {
 	if most < 2 {
 		return nil
 	}
-	codes := map[store.Algorithm]string{store.GCRA: lua.CodeGCRA, store.TokenBucket: lua.CodeTokenBucket,
-		store.FixedWindow: lua.CodeFixedWindow, store.SlidingWindow: lua.CodeSlidingWindow}
+	codes := map[store.Algorithm]string{store.GCRA: codeGCRA, store.TokenBucket: codeTokenBucket,
+		store.FixedWindow: codeFixedWindow, store.SlidingWindow: codeSlidingWindow}
 	least := min(l.cfg.MinUnits, most)
 	now := l.st.clock()
 	return &lease{
@@ -258,8 +257,8 @@ func (l *leases) call(ctx context.Context, e *lease, n, want, ret, rwin int64) (
 		}
 		return leaseReply{}, err
 	}
-	if len(v) != lua.LeaseReplies {
-		return leaseReply{}, fmt.Errorf("lease script replied %d integers, want %d", len(v), lua.LeaseReplies)
+	if len(v) != leaseReplies {
+		return leaseReply{}, fmt.Errorf("lease script replied %d integers, want %d", len(v), leaseReplies)
 	}
 	return leaseReply{v[0], v[1], v[2], v[3], v[4], v[5], v[6]}, nil
 }

@@ -5,11 +5,10 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/core/store"
-	"github.com/sluicehq/sluice/lua"
 )
 
 // refundScript gives back what a charge took (lua/refund.lua).
-var refundScript = newScript(lua.Refund)
+var refundScript = newScript(refundSource)
 
 // Charge is Take through the take script, which also returns Redis' clock
 // at the decision as the Result's Stamp, for Refund (store.Refunder). It
@@ -45,7 +44,7 @@ func (s *Store) Refund(ctx context.Context, key string, n int64, stamp int64, li
 		return err
 	}
 	base := s.redisKey(key, "")
-	cmd := refundScript.command(len(limits), 5+len(limits)+lua.ArgsPerLimit*len(limits))
+	cmd := refundScript.command(len(limits), 5+len(limits)+argsPerLimit*len(limits))
 	ps := make([]*prepared, len(limits))
 	for i, l := range limits {
 		p, err := s.prepare(l)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/arith"
-	"github.com/sluicehq/sluice/lua"
 )
 
 // The Store's scripts (package lua). The take script serves every Take;
@@ -18,12 +17,12 @@ import (
 // its algorithm needs. Both read and write the same state in the same key,
 // so a limit may be charged by either.
 var (
-	takeScript    = newScript(lua.Take)
-	tatScript     = newScript(lua.TAT)
-	tokenScript   = newScript(lua.Token)
-	fixedScript   = newScript(lua.Fixed)
-	slidingScript = newScript(lua.Sliding)
-	logScript     = newScript(lua.Log)
+	takeScript    = newScript(takeSource)
+	tatScript     = newScript(tatSource)
+	tokenScript   = newScript(tokenSource)
+	fixedScript   = newScript(fixedSource)
+	slidingScript = newScript(slidingSource)
+	logScript     = newScript(logSource)
 )
 
 // allScripts is every script, loaded together.
@@ -74,14 +73,14 @@ type family struct {
 
 // families maps every algorithm to its scripts: the one place that does.
 var families = map[store.Algorithm]*family{
-	store.GCRA:          {lua.CodeGCRA, tatScript, tatArgs, decodeGCRA, 1, nil},
-	store.LeakyBucket:   {lua.CodeLeakyBucket, tatScript, tatArgs, decodeLeaky, 1, nil},
-	store.TokenBucket:   {lua.CodeTokenBucket, tokenScript, tokenArgs, decodeToken, 1, nil},
-	store.FixedWindow:   {lua.CodeFixedWindow, fixedScript, windowArgs, decodeFixed, 2, unpackFixed},
-	store.SlidingWindow: {lua.CodeSlidingWindow, slidingScript, windowArgs, decodeSliding, 3, nil},
-	store.SlidingLog:    {lua.CodeSlidingLog, logScript, logArgs, decodeLog, 3, logShort},
+	store.GCRA:          {codeGCRA, tatScript, tatArgs, decodeGCRA, 1, nil},
+	store.LeakyBucket:   {codeLeakyBucket, tatScript, tatArgs, decodeLeaky, 1, nil},
+	store.TokenBucket:   {codeTokenBucket, tokenScript, tokenArgs, decodeToken, 1, nil},
+	store.FixedWindow:   {codeFixedWindow, fixedScript, windowArgs, decodeFixed, 2, unpackFixed},
+	store.SlidingWindow: {codeSlidingWindow, slidingScript, windowArgs, decodeSliding, 3, nil},
+	store.SlidingLog:    {codeSlidingLog, logScript, logArgs, decodeLog, 3, logShort},
 	// InFlight has no lean script: the take script serves it.
-	store.InFlight: {code: lua.CodeInFlight},
+	store.InFlight: {code: codeInFlight},
 }
 
 func tatArgs(s *store.Spec) []int64    { return []int64{s.Capacity(), s.Interval()} }

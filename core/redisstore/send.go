@@ -11,13 +11,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluicehq/sluice/lua"
 )
 
 // once is the cost argument of a charging script call: go-redis writes it
-// as the cost the first time it sends the command and as lua.Resent every
-// later time, and the scripts refuse lua.Resent without reading or writing
+// as the cost the first time it sends the command and as resentArg every
+// later time, and the scripts refuse resentArg without reading or writing
 // anything. A call the client library sends again by itself (go-redis
 // retries a broken connection or a timeout MaxRetries times, a
 // ClusterClient up to MaxRedirects times whatever MaxRetries says, and a
@@ -42,14 +40,14 @@ type once struct {
 }
 
 var (
-	resentArg = []byte(lua.Resent)
-	costOne   = []byte("1")
+	resentBytes = []byte(resentArg)
+	costOne     = []byte("1")
 )
 
-// MarshalBinary returns the cost the first time, lua.Resent after.
+// MarshalBinary returns the cost the first time, resentArg after.
 func (o *once) MarshalBinary() ([]byte, error) {
 	if o.sent.Swap(true) {
-		return resentArg, nil
+		return resentBytes, nil
 	}
 	return o.arg, nil
 }

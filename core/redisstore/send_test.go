@@ -16,7 +16,6 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/store"
-	"github.com/sluicehq/sluice/lua"
 )
 
 // twice is a go-redis hook that sends every command and pipeline a second
@@ -61,8 +60,8 @@ func TestResentChargedOnce(t *testing.T) {
 				takeOK(t, s, "k", 1, c.limits...) // scripts loaded
 				client.AddHook(twice{})
 				_, err := s.Take(context.Background(), "k", 1, specs(c.limits...)...)
-				if err == nil || !strings.Contains(err.Error(), lua.ResentError) {
-					t.Fatalf("Take sent twice: error %v, want %q", err, lua.ResentError)
+				if err == nil || !strings.Contains(err.Error(), resentError) {
+					t.Fatalf("Take sent twice: error %v, want %q", err, resentError)
 				}
 				r := takeOK(t, s, "k", 0, c.limits...) // a peek: sent twice, harmless
 				if r.Remaining != 8 {
@@ -92,7 +91,7 @@ func TestResentAfterNoScript(t *testing.T) {
 
 func TestOnceWrittenOnce(t *testing.T) {
 	o := chargeArg(3).(*once)
-	for i, want := range []string{"3", lua.Resent, lua.Resent} {
+	for i, want := range []string{"3", resentArg, resentArg} {
 		b, err := o.MarshalBinary()
 		if err != nil || string(b) != want {
 			t.Errorf("write %d: %q, %v; want %q", i+1, b, err, want)
@@ -210,8 +209,8 @@ func TestResentLeaseChargedOnce(t *testing.T) {
 	on.Store(true)
 	_, err := s.Take(context.Background(), "k", 1, lim...)
 	on.Store(false)
-	if err == nil || !strings.Contains(err.Error(), lua.ResentError) {
-		t.Fatalf("lease sent twice: error %v, want %q", err, lua.ResentError)
+	if err == nil || !strings.Contains(err.Error(), resentError) {
+		t.Fatalf("lease sent twice: error %v, want %q", err, resentError)
 	}
 	if r := takeOK(t, exact, "k", 0, l); r.Remaining != 92 {
 		t.Errorf("after a lease of 8 sent twice: remaining %d, want 92 (one lease charged)", r.Remaining)

@@ -5,11 +5,10 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/core/store"
-	"github.com/sluicehq/sluice/lua"
 )
 
 // lockScript reads, and when asked sets, one penalty lock (lua/lock.lua).
-var lockScript = newScript(lua.Lock)
+var lockScript = newScript(lockSource)
 
 // split is a Take of several Redis keys (limits with penalties, several
 // limits) as calls of one key each, for when a Cluster answers TRYAGAIN.
@@ -66,7 +65,7 @@ func (s *Store) splitOf(key string, limits []store.Spec) *split {
 // began in between, and a log's oldest units at or after it, so never
 // more than it took.
 func (sp *split) take(ctx context.Context, s *Store, n int64) (reply []int64, stamp int64, err error) {
-	const k = lua.RepliesPerLimit
+	const k = repliesPerLimit
 	left, locked, err := sp.locks(ctx, s)
 	if err != nil {
 		return nil, 0, err
@@ -177,7 +176,7 @@ func (sp *split) settle(ctx context.Context, s *Store, p *prepared, n, cost, lef
 		}
 		copy(v, w)
 	case p.penalty > 0:
-		if v[3] != lua.RetryNever {
+		if v[3] != retryNever {
 			v[3] = max(v[3], p.penalty)
 		}
 		v[4] = max(v[4], p.penalty)
@@ -196,8 +195,8 @@ func (sp *split) settle(ctx context.Context, s *Store, p *prepared, n, cost, lef
 // and Redis' clock.
 func (sp *split) one(ctx context.Context, s *Store, p *prepared, c int64) (v []int64, slot, stamp int64, err error) {
 	key := sp.base + p.state
-	cmd := append(takeScript.command(2, 4+2+lua.ArgsPerLimit+1), key, key, chargeArg(c))
-	cmd = append(cmd, p.args[:lua.ArgsPerLimit-1]...)
+	cmd := append(takeScript.command(2, 4+2+argsPerLimit+1), key, key, chargeArg(c))
+	cmd = append(cmd, p.args[:argsPerLimit-1]...)
 	cmd = append(cmd, 0, "s")
 	reply, err := s.single(ctx, key, takeScript, cmd)
 	if err != nil {
@@ -206,7 +205,7 @@ func (sp *split) one(ctx context.Context, s *Store, p *prepared, c int64) (v []i
 	if v, err = int64s(reply); err != nil {
 		return nil, 0, 0, err
 	}
-	want := lua.RepliesPerLimit + 1 // the figures, [the slot,] the stamp
+	want := repliesPerLimit + 1 // the figures, [the slot,] the stamp
 	if p.alg == store.InFlight {
 		want++
 	}
@@ -216,7 +215,7 @@ func (sp *split) one(ctx context.Context, s *Store, p *prepared, c int64) (v []i
 	if p.alg == store.InFlight {
 		slot = v[want-2]
 	}
-	return v[:lua.RepliesPerLimit], slot, v[want-1], nil
+	return v[:repliesPerLimit], slot, v[want-1], nil
 }
 
 // giveBack returns what limit p's charge of c took: its slot (mark) for
@@ -231,7 +230,7 @@ func (sp *split) giveBack(ctx context.Context, s *Store, p *prepared, c, mark in
 // refund gives back c units that limit p's charge at stamp took.
 func (sp *split) refund(ctx context.Context, s *Store, p *prepared, c, stamp int64) error {
 	key := sp.base + p.state
-	cmd := append(refundScript.command(1, 5+1+lua.ArgsPerLimit), key, chargeArg(c), stamp)
+	cmd := append(refundScript.command(1, 5+1+argsPerLimit), key, chargeArg(c), stamp)
 	_, err := s.single(ctx, key, refundScript, append(cmd, p.args[:]...))
 	return err
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/arith"
-	"github.com/sluicehq/sluice/lua"
 )
 
 // DefaultPrefix starts every key the Store writes unless WithPrefix says
@@ -287,9 +286,9 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // prepared is a validated limit in the forms the scripts take.
 type prepared struct {
-	state string                // stateSuffix, appended to the tagged key
-	lock  string                // state + ":x"
-	args  [lua.ArgsPerLimit]any // the take script's ARGV
+	state string            // stateSuffix, appended to the tagged key
+	lock  string            // state + ":x"
+	args  [argsPerLimit]any // the take script's ARGV
 
 	// lean is the limit's family, whose lean script serves a Take of this
 	// limit alone, with leanArgs after the cost; nil with a penalty, which
@@ -319,7 +318,7 @@ func (s *Store) prepare(spec store.Spec) (*prepared, error) {
 		capacity: spec.Capacity(),
 		alg:      spec.Algorithm(),
 		penalty:  spec.Penalty(),
-		args: [lua.ArgsPerLimit]any{
+		args: [argsPerLimit]any{
 			f.code,
 			strconv.FormatInt(spec.Rate(), 10),
 			strconv.FormatInt(spec.Period(), 10),
@@ -564,8 +563,8 @@ func (s *Store) redisKey(key, suffix string) string {
 // first limit, prepared.
 func (s *Store) request(key string, n int64, limits []store.Spec) (keys []string, args []any, first *prepared, err error) {
 	base := s.redisKey(key, "")
-	keys = make([]string, 0, lua.KeysPerLimit*len(limits))
-	args = make([]any, 1, 1+lua.ArgsPerLimit*len(limits))
+	keys = make([]string, 0, keysPerLimit*len(limits))
+	args = make([]any, 1, 1+argsPerLimit*len(limits))
 	args[0] = chargeArg(n)
 	for i, l := range limits {
 		p, err := s.prepare(l)
@@ -591,13 +590,13 @@ func (s *Store) request(key string, n int64, limits []store.Spec) (keys []string
 // decode turns the take script's reply into the Result of a Take over m
 // limits.
 func decode(reply []int64, m int) (store.Result, error) {
-	if len(reply) != lua.RepliesPerLimit*m {
+	if len(reply) != repliesPerLimit*m {
 		return store.Result{}, fmt.Errorf("redisstore: take: script replied %d integers for %d limit(s), want %d",
-			len(reply), m, lua.RepliesPerLimit*m)
+			len(reply), m, repliesPerLimit*m)
 	}
 	per := make([]store.Result, m)
 	for i := range per {
-		v := reply[lua.RepliesPerLimit*i:]
+		v := reply[repliesPerLimit*i:]
 		per[i] = store.Result{
 			Allowed:    v[0] == 1,
 			Limit:      v[1],
@@ -611,15 +610,15 @@ func decode(reply []int64, m int) (store.Result, error) {
 }
 
 // costArg is n for the scripts (negative: a dry run of -n). Every limit's
-// capacity is below lua.MaxCost, so a larger cost is sent as lua.MaxCost:
+// capacity is below maxCost, so a larger cost is sent as maxCost:
 // it is denied with RetryAfter store.InfDuration all the same, and no
 // arithmetic overflows.
 func costArg(n int64) int64 {
-	return max(-lua.MaxCost, min(n, lua.MaxCost))
+	return max(-maxCost, min(n, maxCost))
 }
 
 func retryDuration(us int64) time.Duration {
-	if us == lua.RetryNever {
+	if us == retryNever {
 		return store.InfDuration
 	}
 	return arith.Micros(us)

@@ -1,4 +1,4 @@
-package lua_test
+package redisstore
 
 import (
 	"context"
@@ -8,13 +8,11 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluicehq/sluice/lua"
 )
 
 // The lease script follows the take script's rules.
 func TestLeaseSourceRules(t *testing.T) {
-	code := regexp.MustCompile(`(?m)--.*$`).ReplaceAllString(lua.Lease, "")
+	code := regexp.MustCompile(`(?m)--.*$`).ReplaceAllString(leaseSource, "")
 	for _, bad := range []string{"//", "math.floor", "'EXPIRE'", "'INCR", "tostring("} {
 		if strings.Contains(code, bad) {
 			t.Errorf("lease script uses %s", bad)
@@ -35,7 +33,7 @@ func TestLeaseRejectsBadCalls(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	defer client.Close()
 	ctx := context.Background()
-	ok := []any{lua.CodeGCRA, "1", "1000000", "1", "1000000", "1", "1", "0", "0"}
+	ok := []any{codeGCRA, "1", "1000000", "1", "1000000", "1", "1", "0", "0"}
 	for _, c := range []struct {
 		keys []string
 		args []any
@@ -43,10 +41,10 @@ func TestLeaseRejectsBadCalls(t *testing.T) {
 	}{
 		{[]string{"a", "b"}, ok, "want 1 key and 9 arguments"},
 		{[]string{"a"}, ok[:8], "want 1 key and 9 arguments"},
-		{[]string{"a"}, append([]any{lua.CodeLeakyBucket}, ok[1:]...), "is not leased"},
-		{[]string{"a"}, append([]any{lua.CodeSlidingLog}, ok[1:]...), "is not leased"},
+		{[]string{"a"}, append([]any{codeLeakyBucket}, ok[1:]...), "is not leased"},
+		{[]string{"a"}, append([]any{codeSlidingLog}, ok[1:]...), "is not leased"},
 	} {
-		err := client.Eval(ctx, lua.Lease, c.keys, c.args...).Err()
+		err := client.Eval(ctx, leaseSource, c.keys, c.args...).Err()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("keys %v args %v: error %v, want %q", c.keys, c.args, err, c.want)
 		}

@@ -1,4 +1,4 @@
-package lua_test
+package redisstore
 
 import (
 	"context"
@@ -8,13 +8,11 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluicehq/sluice/lua"
 )
 
 // Guards on the source for rules no single run can show.
 func TestTakeSourceRules(t *testing.T) {
-	code := regexp.MustCompile(`(?m)--.*$`).ReplaceAllString(lua.Take, "") // drop comments
+	code := regexp.MustCompile(`(?m)--.*$`).ReplaceAllString(takeSource, "") // drop comments
 	for _, bad := range []struct{ token, why string }{
 		{"//", "Lua 5.3 integer division: Redis runs Lua 5.1"},
 		{"math.floor", "inexact on large operands; use fdiv/cdiv"},
@@ -56,7 +54,7 @@ func TestTakeRejectsBadLayout(t *testing.T) {
 		{[]string{"a", "a:x"}, []any{"1", "g", "1", "1", "1", "1"}},           // five limit arguments
 		{[]string{"a", "a:x"}, []any{"1", "g", "1", "1", "1", "1", "0", "x"}}, // one too many
 	} {
-		err := client.Eval(ctx, lua.Take, c.keys, c.args...).Err()
+		err := client.Eval(ctx, takeSource, c.keys, c.args...).Err()
 		if err == nil || !strings.Contains(err.Error(), "want 2 keys and 6 arguments per limit") {
 			t.Errorf("keys %v args %v: error %v", c.keys, c.args, err)
 		}
@@ -66,8 +64,8 @@ func TestTakeRejectsBadLayout(t *testing.T) {
 	}
 }
 
-// Every charging script refuses a call whose cost is lua.Resent, with
-// lua.ResentError, and writes nothing.
+// Every charging script refuses a call whose cost is resentArg, with
+// resentError, and writes nothing.
 func TestResentRefused(t *testing.T) {
 	m := miniredis.RunT(t)
 	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
@@ -78,17 +76,17 @@ func TestResentRefused(t *testing.T) {
 		keys      []string
 		args      []any
 	}{
-		{"take", lua.Take, []string{"a", "a:x"}, []any{lua.Resent, "g", "1", "1000000", "1", "1000000", "0"}},
-		{"tat", lua.TAT, []string{"a"}, []any{lua.Resent, "1", "1000000"}},
-		{"token", lua.Token, []string{"a"}, []any{lua.Resent, "1", "1000000", "1"}},
-		{"fixed", lua.Fixed, []string{"a"}, []any{lua.Resent, "1", "1000000"}},
-		{"sliding", lua.Sliding, []string{"a"}, []any{lua.Resent, "1", "1000000"}},
-		{"log", lua.Log, []string{"a"}, []any{lua.Resent, "1", "1000000", "1000"}},
-		{"lease", lua.Lease, []string{"a"}, []any{"g", "1", "1000000", "1", "1000000", lua.Resent, "1", "0", "0"}},
+		{"take", takeSource, []string{"a", "a:x"}, []any{resentArg, "g", "1", "1000000", "1", "1000000", "0"}},
+		{"tat", tatSource, []string{"a"}, []any{resentArg, "1", "1000000"}},
+		{"token", tokenSource, []string{"a"}, []any{resentArg, "1", "1000000", "1"}},
+		{"fixed", fixedSource, []string{"a"}, []any{resentArg, "1", "1000000"}},
+		{"sliding", slidingSource, []string{"a"}, []any{resentArg, "1", "1000000"}},
+		{"log", logSource, []string{"a"}, []any{resentArg, "1", "1000000", "1000"}},
+		{"lease", leaseSource, []string{"a"}, []any{"g", "1", "1000000", "1", "1000000", resentArg, "1", "0", "0"}},
 	} {
 		err := client.Eval(ctx, c.src, c.keys, c.args...).Err()
-		if err == nil || !strings.HasPrefix(err.Error(), lua.ResentError) {
-			t.Errorf("%s: error %v, want %q", c.name, err, lua.ResentError)
+		if err == nil || !strings.HasPrefix(err.Error(), resentError) {
+			t.Errorf("%s: error %v, want %q", c.name, err, resentError)
 		}
 		if keys := m.Keys(); len(keys) != 0 {
 			t.Errorf("%s: a refused call wrote %v", c.name, keys)
@@ -96,7 +94,7 @@ func TestResentRefused(t *testing.T) {
 		// The same call with a cost runs and writes.
 		args := append([]any(nil), c.args...)
 		for i, a := range args {
-			if a == lua.Resent {
+			if a == resentArg {
 				args[i] = "1"
 			}
 		}

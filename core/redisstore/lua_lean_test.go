@@ -1,16 +1,14 @@
-package lua_test
+package redisstore
 
 import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/sluicehq/sluice/lua"
 )
 
 // Guards on the lean scripts' source, as TestTakeSourceRules on take's.
 func TestLeanSourceRules(t *testing.T) {
-	for name, src := range map[string]string{"tat": lua.TAT, "token": lua.Token, "fixed": lua.Fixed, "sliding": lua.Sliding, "log": lua.Log} {
+	for name, src := range map[string]string{"tat": tatSource, "token": tokenSource, "fixed": fixedSource, "sliding": slidingSource, "log": logSource} {
 		for _, part := range []string{"-- KEYS[1]", "-- ARGV", "-- Reply"} {
 			if !strings.Contains(src, part) {
 				t.Errorf("%s: header without %q", name, part)
