@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/keyfuncs"
 	"github.com/sluicehq/sluice/nethttp"
 )
@@ -54,11 +55,11 @@ func statusRoute(t *testing.T, l *core.Limiter, now func() time.Time) http.Handl
 // refills during a test on the real clock. LeakyBucket holds its second and
 // third requests; the client leaves as soon as they are held (see
 // runStatus), so that their charge stands without waiting.
-func statusLimits() []core.Limit {
-	var out []core.Limit
-	for _, a := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindow, core.SlidingLog, core.LeakyBucket} {
-		l := core.Limit{Algorithm: a, Rate: 3, Period: time.Hour}
-		if a == core.LeakyBucket {
+func statusLimits() []store.Limit {
+	var out []store.Limit
+	for _, a := range []store.Algorithm{store.GCRA, store.TokenBucket, store.FixedWindow, store.SlidingWindow, store.SlidingLog, store.LeakyBucket} {
+		l := store.Limit{Algorithm: a, Rate: 3, Period: time.Hour}
+		if a == store.LeakyBucket {
 			l.Burst = 2 // capacity 3
 		}
 		out = append(out, l)
@@ -87,9 +88,9 @@ func TestMiddlewareStatus(t *testing.T) {
 // headers, Reset its X-RateLimit-Reset (exactly on a fake clock, within a
 // second on the real one, where the two are read at different instants),
 // and Allowed says whether the next request passes.
-func runStatus(t *testing.T, e *env, ad adapter, lim core.Limit) {
+func runStatus(t *testing.T, e *env, ad adapter, lim store.Limit) {
 	s := &setup{t: t, e: e, store: e.live}
-	l := s.limiter("api", mustIP(t), []core.Limit{lim})
+	l := s.limiter("api", mustIP(t), []store.Limit{lim})
 	now := time.Now
 	if e.fake() {
 		now = e.clock.Now
@@ -188,7 +189,7 @@ func TestMiddlewareReset(t *testing.T) {
 							// A name of its own: the dead store (and its shared
 							// fallback's answers and debts) serves the kind's
 							// parallel subtests, which use the same client keys.
-							l := s.limiter("reset-"+ad.name+"-"+c.name, c.key, []core.Limit{core.PerHour(1)})
+							l := s.limiter("reset-"+ad.name+"-"+c.name, c.key, []store.Limit{store.PerHour(1)})
 							h := ad.build([]route{{path: "/api", l: l}}, &probe{})
 							do := func() int {
 								req := httptest.NewRequest(http.MethodGet, "http://example.com/api", nil)
@@ -204,7 +205,7 @@ func TestMiddlewareReset(t *testing.T) {
 								t.Fatalf("two requests: %d %d, want 200 429", a, b)
 							}
 							ctx := context.Background()
-							if err := l.Reset(ctx, c.bare); !dead && !errors.Is(err, core.ErrNothingReset) {
+							if err := l.Reset(ctx, c.bare); !dead && !errors.Is(err, store.ErrNotFound) {
 								t.Errorf("Reset(%q): %v, want ErrNothingReset", c.bare, err)
 							}
 							admin, err := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
@@ -213,7 +214,7 @@ func TestMiddlewareReset(t *testing.T) {
 							}
 							c.admin(admin)
 							err = l.ResetRequest(admin)
-							if dead && (err == nil || errors.Is(err, core.ErrNothingReset)) {
+							if dead && (err == nil || errors.Is(err, store.ErrNotFound)) {
 								t.Errorf("ResetRequest with Redis down: %v, want Redis' error", err)
 							}
 							if !dead && err != nil {
@@ -293,7 +294,7 @@ func TestMiddlewareKeyErrorLogged(t *testing.T) {
 	}
 	{ // The net/http middleware around the whole mux.
 		s := &setup{t: t, e: &env{}, store: memorystore.New()}
-		l := s.limiter("whole-mux", keyfuncs.Route(), []core.Limit{core.PerHour(10)})
+		l := s.limiter("whole-mux", keyfuncs.Route(), []store.Limit{store.PerHour(10)})
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /api", func(http.ResponseWriter, *http.Request) {})
 		check("whole-mux", nethttp.Middleware(l)(mux), "route key empty: is the middleware inside the mux?")
@@ -301,7 +302,7 @@ func TestMiddlewareKeyErrorLogged(t *testing.T) {
 	for _, ad := range adapters {
 		s := &setup{t: t, e: &env{}, store: memorystore.New()}
 		name := "no-api-key-" + ad.name
-		l := s.limiter(name, apiKey, []core.Limit{core.PerHour(10)})
+		l := s.limiter(name, apiKey, []store.Limit{store.PerHour(10)})
 		check(name, ad.build([]route{{path: "/api", l: l}}, &probe{}), "no X-Api-Key header: sluice: request has no key|per_address")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/echolimit"
 	"github.com/sluicehq/sluice/ginlimit"
 	"github.com/sluicehq/sluice/nethttp"
@@ -70,7 +71,7 @@ var loginApps = []struct {
 // fourth attempt, good password or not, is refused; and 20 concurrent
 // failures on a fresh account reach the handler exactly 3 times.
 func TestMiddlewareCountIf(t *testing.T) {
-	algorithms := []core.Algorithm{core.FixedWindow, core.GCRA, core.TokenBucket, core.SlidingLog, core.SlidingWindow}
+	algorithms := []store.Algorithm{store.FixedWindow, store.GCRA, store.TokenBucket, store.SlidingLog, store.SlidingWindow}
 	for _, kind := range storeKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			newEnv := kind.prepare(t)
@@ -80,7 +81,7 @@ func TestMiddlewareCountIf(t *testing.T) {
 						t.Parallel()
 						e := newEnv(t)
 						s := &setup{t: t, e: e, store: e.live}
-						l := s.limiter("login", mustIP(t), []core.Limit{{Algorithm: alg, Rate: 3, Period: time.Hour}},
+						l := s.limiter("login", mustIP(t), []store.Limit{{Algorithm: alg, Rate: 3, Period: time.Hour}},
 							core.WithCountIf(func(status int) bool { return status >= 400 }))
 						var calls atomic.Int64
 						loginCountIf(t, app.build(l, &calls), &calls)

@@ -90,11 +90,11 @@ var inFlightKinds = []struct {
 
 // inFlightLimiter is one instance's Limiter named name: every request is
 // the client "c1". The instances of a test may share one store (the memory
-// store), so they ask for WithSharedState.
-func inFlightLimiter(t *testing.T, name string, s store.Store, limits ...core.Limit) *core.Limiter {
+// store), and then share its state.
+func inFlightLimiter(t *testing.T, name string, s store.Store, limits ...store.Limit) *core.Limiter {
 	t.Helper()
 	key := func(*http.Request) (string, error) { return "c1", nil }
-	l, err := core.New(s, key, limits, core.WithName(name), core.WithSharedState(), core.WithTimeout(liveTimeout))
+	l, err := core.New(s, name, key, limits, core.WithTimeout(liveTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestMiddlewareInFlight(t *testing.T) {
 					}
 					w.WriteHeader(http.StatusOK)
 				}
-				limit := core.MaxInFlight(3, 10*time.Second)
+				limit := store.MaxInFlight(3, 10*time.Second)
 				var inst [2]http.Handler
 				for i := range inst {
 					inst[i] = app.build(inFlightLimiter(t, "export", e.stores[i], limit), handler)
@@ -248,14 +248,14 @@ func inFlightVanished(t *testing.T, e inFlightEnv, build func(*core.Limiter, htt
 	if e.advance == nil {
 		hold = 600 * time.Millisecond
 	}
-	gone := inFlightLimiter(t, "gone", e.stores[0], core.MaxInFlight(3, hold))
+	gone := inFlightLimiter(t, "gone", e.stores[0], store.MaxInFlight(3, hold))
 	start := time.Now()
 	for i := range 3 {
 		if d := gone.Decide(httptest.NewRequest(http.MethodGet, "/export", nil)); d.Action != core.Serve || !d.NeedsDone() {
 			t.Fatalf("vanishing request %d: %v, NeedsDone %v; want served, holding a slot", i, d.Outcome, d.NeedsDone())
 		}
 	}
-	h := build(inFlightLimiter(t, "gone", e.stores[1], core.MaxInFlight(3, hold)), handler)
+	h := build(inFlightLimiter(t, "gone", e.stores[1], store.MaxInFlight(3, hold)), handler)
 	if e.advance != nil {
 		e.advance(hold - time.Millisecond)
 	}
@@ -280,8 +280,8 @@ func TestLimiterInFlightAtomic(t *testing.T) {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
 			e := kind.env(t)
-			inflight := core.MaxInFlight(1, 10*time.Second)
-			rate := core.Limit{Algorithm: core.TokenBucket, Rate: 2, Period: 24 * time.Hour}
+			inflight := store.MaxInFlight(1, 10*time.Second)
+			rate := store.Limit{Algorithm: store.TokenBucket, Rate: 2, Period: 24 * time.Hour}
 			l := inFlightLimiter(t, "export", e.stores[0], inflight, rate)
 			req := func() core.Decision { return l.Decide(httptest.NewRequest(http.MethodGet, "/export", nil)) }
 			first := req()
@@ -321,8 +321,8 @@ func TestMiddlewareInFlightHoldCutShort(t *testing.T) {
 	for _, app := range inFlightApps {
 		t.Run(app.name, func(t *testing.T) {
 			m := memorystore.New()
-			inflight := core.MaxInFlight(1, time.Hour)
-			leaky := core.Limit{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Hour, Burst: 5}
+			inflight := store.MaxInFlight(1, time.Hour)
+			leaky := store.Limit{Algorithm: store.LeakyBucket, Rate: 1, Period: time.Hour, Burst: 5}
 			served := 0
 			h := app.build(inFlightLimiter(t, "held", m, leaky, inflight), func(w http.ResponseWriter, r *http.Request) { served++ })
 			if w := get(h); w.Code != http.StatusOK || served != 1 {

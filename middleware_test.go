@@ -420,7 +420,7 @@ type member struct {
 
 // interval is T = ceil(Period/Rate) in whole µs, the emission interval of
 // GCRA and LeakyBucket (ALGORITHMS.md).
-func interval(l core.Limit) time.Duration {
+func interval(l store.Limit) time.Duration {
 	p := l.Period.Microseconds()
 	return time.Duration((p+l.Rate-1)/l.Rate) * time.Microsecond
 }
@@ -428,15 +428,15 @@ func interval(l core.Limit) time.Duration {
 // policy is one RateLimit-Policy member for l: q its capacity (the burst;
 // one more for LeakyBucket's job in service; the rate for windows), w the
 // seconds in which its rate admits q, rounded up, at least 1.
-func policy(name string, l core.Limit) string {
+func policy(name string, l store.Limit) string {
 	q := l.Burst
 	if q == 0 {
 		q = l.Rate
 	}
 	switch l.Algorithm {
-	case core.LeakyBucket:
+	case store.LeakyBucket:
 		q++
-	case core.FixedWindow, core.SlidingWindow, core.SlidingLog:
+	case store.FixedWindow, store.SlidingWindow, store.SlidingLog:
 		q = l.Rate
 	}
 	num := q * l.Period.Microseconds()
@@ -467,12 +467,12 @@ const liveTimeout = 10 * time.Second
 // clock the Limiter and the FailLocal fallback store read that clock too.
 // An observer fails the test when a live store errs (so a row never passes
 // on the failure policy's figures), and when a dead one does not.
-func (s *setup) limiter(name string, key core.KeyFunc, limits []core.Limit, opts ...core.Option) *core.Limiter {
+func (s *setup) limiter(name string, key core.KeyFunc, limits []store.Limit, opts ...core.Option) *core.Limiter {
 	s.t.Helper()
 	t, dead := s.t, s.dead
-	all := []core.Option{core.WithName(name), core.WithObserver(func(ev core.Event) {
+	all := []core.Option{core.WithObserver(func(ev core.Event) {
 		storeErr := ev.Err
-		if errors.Is(storeErr, core.ErrNegativeCost) {
+		if errors.Is(storeErr, store.ErrNegativeCost) {
 			storeErr = nil
 		}
 		if leave, ok := ev.Request.Context().Value(leaveKey{}).(context.CancelFunc); ok && ev.Outcome == core.OutcomeDelayed {
@@ -488,10 +488,6 @@ func (s *setup) limiter(name string, key core.KeyFunc, limits []core.Limit, opts
 	})}
 	if !dead {
 		all = append(all, core.WithTimeout(liveTimeout))
-	} else {
-		// One dead store serves a kind's parallel subtests, whose
-		// Limiters have the same names: it holds no state to share.
-		all = append(all, core.WithSharedState())
 	}
 	if s.e.fake() {
 		all = append(all, core.WithClock(s.e.clock.Now),
@@ -501,7 +497,7 @@ func (s *setup) limiter(name string, key core.KeyFunc, limits []core.Limit, opts
 		// each scenario (and adapter) starts from a fresh one.
 		all = append(all, core.WithFallbackStore(memorystore.New()))
 	}
-	l, err := core.New(s.store, key, limits, append(all, opts...)...)
+	l, err := core.New(s.store, name, key, limits, append(all, opts...)...)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -509,7 +505,7 @@ func (s *setup) limiter(name string, key core.KeyFunc, limits []core.Limit, opts
 }
 
 // api is the usual single route "/api", limited per client IP.
-func (s *setup) api(limits []core.Limit, opts ...core.Option) []route {
+func (s *setup) api(limits []store.Limit, opts ...core.Option) []route {
 	return []route{{path: "/api", l: s.limiter("api", mustIP(s.t), limits, opts...)}}
 }
 
@@ -560,7 +556,7 @@ func mintTokens(t *testing.T) jwtTokens {
 
 func bearer(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
 
-func jwtRoutes(s *setup, limits []core.Limit, opts ...core.Option) []route {
+func jwtRoutes(s *setup, limits []store.Limit, opts ...core.Option) []route {
 	k, err := keyfuncs.JWT("sub", keyfuncs.HMACSecret(jwtSecret))
 	if err != nil {
 		s.t.Fatal(err)
@@ -574,11 +570,11 @@ func scenarios(tok jwtTokens) []scenario {
 	{ // Allow then 429, per client IP. GCRA 3/h burst 3: T = 20 min; the
 		// k-th request leaves the key full again at k·T; the 4th needs
 		// tat+T-burst·T = start+T.
-		lim := core.PerHour(3)
+		lim := store.PerHour(3)
 		T := interval(lim)
 		rows = append(rows, scenario{
 			name:   "allow then 429",
-			routes: func(s *setup) []route { return s.api([]core.Limit{lim}) },
+			routes: func(s *setup) []route { return s.api([]store.Limit{lim}) },
 			steps: []step{
 				{status: 200, rl: &rl{limit: 3, remaining: 2, reset: T}},
 				{status: 200, rl: &rl{limit: 3, remaining: 1, reset: 2 * T}},
@@ -595,12 +591,12 @@ func scenarios(tok jwtTokens) []scenario {
 		// allowance after three requests is 1.000002 s away (Reset rounds up
 		// to start+2) and the 4th may pass after T (Retry-After 1). After T
 		// one more passes, and the next waits until 2T.
-		lim := core.Limit{Algorithm: core.GCRA, Rate: 3, Period: time.Second, Burst: 3}
+		lim := store.Limit{Algorithm: store.GCRA, Rate: 3, Period: time.Second, Burst: 3}
 		T := interval(lim)
 		rows = append(rows, scenario{
 			name:      "exact headers GCRA 3 per s",
 			fakeClock: true,
-			routes:    func(s *setup) []route { return s.api([]core.Limit{lim}) },
+			routes:    func(s *setup) []route { return s.api([]store.Limit{lim}) },
 			steps: []step{
 				{status: 200, rl: &rl{limit: 3, remaining: 2, reset: T}},
 				{status: 200, rl: &rl{limit: 3, remaining: 1, reset: 2 * T}},
@@ -616,7 +612,7 @@ func scenarios(tok jwtTokens) []scenario {
 		// keys get 2/h, pro keys 4/h, anything else the Limiter's own 1/h.
 		// Each plan's IETF policy is named after it; a pro key exhausted
 		// does not touch a free one.
-		free, pro, own := core.PerHour(2), core.PerHour(4), core.PerHour(1)
+		free, pro, own := store.PerHour(2), store.PerHour(4), store.PerHour(1)
 		Tf, Tp, To := interval(free), interval(pro), interval(own)
 		plan := func(r *http.Request) string {
 			k := r.Header.Get("X-Api-Key")
@@ -635,10 +631,10 @@ func scenarios(tok jwtTokens) []scenario {
 				if err != nil {
 					s.t.Fatal(err)
 				}
-				return []route{{path: "/api", l: s.limiter("api", k, []core.Limit{own},
+				return []route{{path: "/api", l: s.limiter("api", k, []store.Limit{own},
 					core.WithHeaders(core.HeadersBoth), // policies named by plan, never "api.free"
 					core.WithPlanPolicyNames(map[string]string{"free": "free", "pro": "pro"}),
-					core.WithPlans(plan, map[string][]core.Limit{"free": {free}, "pro": {pro}}))}}
+					core.WithPlans(plan, map[string][]store.Limit{"free": {free}, "pro": {pro}}))}}
 			},
 			steps: []step{
 				{header: key("free-1"), status: 200, rl: &rl{limit: 2, remaining: 1, reset: Tf, policy: pf, ietf: ietf("free", 1, Tf)}},
@@ -664,23 +660,23 @@ func scenarios(tok jwtTokens) []scenario {
 	// window; SlidingLog until the first entry is a minute old; and
 	// SlidingWindow (P-e) + P - ⌊(R-1)·P/c⌋ = 40 + 60 - 30 s.
 	for _, c := range []struct {
-		lim   core.Limit
+		lim   store.Limit
 		held  time.Duration // the second request's delay
 		retry time.Duration
 	}{
-		{core.Limit{Algorithm: core.GCRA, Rate: 2, Period: time.Minute}, 0, 30 * time.Second},
-		{core.Limit{Algorithm: core.TokenBucket, Rate: 2, Period: time.Minute}, 0, 30 * time.Second},
-		{core.Limit{Algorithm: core.FixedWindow, Rate: 2, Period: time.Minute}, 0, 40 * time.Second},
-		{core.Limit{Algorithm: core.SlidingWindow, Rate: 2, Period: time.Minute}, 0, 70 * time.Second},
-		{core.Limit{Algorithm: core.SlidingLog, Rate: 2, Period: time.Minute}, 0, time.Minute},
-		{core.Limit{Algorithm: core.LeakyBucket, Rate: 20, Period: time.Second, Burst: 1}, 50 * time.Millisecond, 50 * time.Millisecond},
+		{store.Limit{Algorithm: store.GCRA, Rate: 2, Period: time.Minute}, 0, 30 * time.Second},
+		{store.Limit{Algorithm: store.TokenBucket, Rate: 2, Period: time.Minute}, 0, 30 * time.Second},
+		{store.Limit{Algorithm: store.FixedWindow, Rate: 2, Period: time.Minute}, 0, 40 * time.Second},
+		{store.Limit{Algorithm: store.SlidingWindow, Rate: 2, Period: time.Minute}, 0, 70 * time.Second},
+		{store.Limit{Algorithm: store.SlidingLog, Rate: 2, Period: time.Minute}, 0, time.Minute},
+		{store.Limit{Algorithm: store.LeakyBucket, Rate: 20, Period: time.Second, Burst: 1}, 50 * time.Millisecond, 50 * time.Millisecond},
 	} {
 		lim := c.lim
 		rows = append(rows, scenario{
 			name:      "moving time serves again " + string(lim.Algorithm),
 			fakeClock: true,
 			routes: func(s *setup) []route {
-				return s.api([]core.Limit{lim}, core.WithHeaders(core.HeadersNone))
+				return s.api([]store.Limit{lim}, core.WithHeaders(core.HeadersNone))
 			},
 			steps: []step{
 				{status: 200},
@@ -692,14 +688,14 @@ func scenarios(tok jwtTokens) []scenario {
 	}
 
 	{ // IETF fields only: one member, named by WithPolicyName.
-		lim := core.PerHour(3)
+		lim := store.PerHour(3)
 		T := interval(lim)
 		pol := policy("api", lim)
 		ietf := func(r int64, reset time.Duration) []member { return []member{{"api", r, reset}} }
 		rows = append(rows, scenario{
 			name: "IETF headers",
 			routes: func(s *setup) []route {
-				return s.api([]core.Limit{lim}, core.WithHeaders(core.HeadersIETF), core.WithPolicyName("api"))
+				return s.api([]store.Limit{lim}, core.WithHeaders(core.HeadersIETF), core.WithPolicyName("api"))
 			},
 			steps: []step{
 				{status: 200, rl: &rl{policy: pol, ietf: ietf(2, T)}},
@@ -714,8 +710,8 @@ func scenarios(tok jwtTokens) []scenario {
 		// header kinds. The legacy headers follow the binding limit: the one
 		// with the least remaining, or the denying one. The denied 11th
 		// request charges nothing: the hourly member shows its peek.
-		perSec := core.Limit{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 10}
-		perHour := core.PerHour(12)
+		perSec := store.Limit{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 10}
+		perHour := store.PerHour(12)
 		T1, T2 := interval(perSec), interval(perHour)
 		pol := policy("default-0", perSec) + ", " + policy("default-1", perHour)
 		steps := []step{}
@@ -752,7 +748,7 @@ func scenarios(tok jwtTokens) []scenario {
 			name:      "several limits 10 per s and 12 per h, binding one",
 			fakeClock: true,
 			routes: func(s *setup) []route {
-				return []route{{path: "/api", l: s.limiter("multi", mustIP(s.t), []core.Limit{perSec, perHour}, core.WithHeaders(core.HeadersBoth))}}
+				return []route{{path: "/api", l: s.limiter("multi", mustIP(s.t), []store.Limit{perSec, perHour}, core.WithHeaders(core.HeadersBoth))}}
 			},
 			steps: steps,
 		})
@@ -761,8 +757,8 @@ func scenarios(tok jwtTokens) []scenario {
 	{ // Several limits on any clock: 100/h (T1 = 36 s) and 3/min (T2 =
 		// 20 s); the second one binds (the binding limit is not just the
 		// first one) and denies the 4th request.
-		perHour := core.PerHour(100)
-		perMin := core.PerMinute(3)
+		perHour := store.PerHour(100)
+		perMin := store.PerMinute(3)
 		T1, T2 := interval(perHour), interval(perMin)
 		pol := policy("default-0", perHour) + ", " + policy("default-1", perMin)
 		steps := []step{}
@@ -780,20 +776,20 @@ func scenarios(tok jwtTokens) []scenario {
 		rows = append(rows, scenario{
 			name: "several limits 100 per h and 3 per min",
 			routes: func(s *setup) []route {
-				return []route{{path: "/api", l: s.limiter("multi", mustIP(s.t), []core.Limit{perHour, perMin}, core.WithHeaders(core.HeadersBoth))}}
+				return []route{{path: "/api", l: s.limiter("multi", mustIP(s.t), []store.Limit{perHour, perMin}, core.WithHeaders(core.HeadersBoth))}}
 			},
 			steps: steps,
 		})
 	}
 
 	{ // Skip: exempted requests get no headers and charge nothing.
-		lim := core.PerHour(1)
+		lim := store.PerHour(1)
 		T := interval(lim)
 		internal := map[string]string{"X-Internal": "yes"}
 		rows = append(rows, scenario{
 			name: "skip",
 			routes: func(s *setup) []route {
-				return s.api([]core.Limit{lim}, core.WithSkip(func(r *http.Request) bool {
+				return s.api([]store.Limit{lim}, core.WithSkip(func(r *http.Request) bool {
 					return r.Header.Get("X-Internal") == "yes"
 				}))
 			},
@@ -809,11 +805,11 @@ func scenarios(tok jwtTokens) []scenario {
 
 	{ // Fixed cost 2 on GCRA 5/h (T = 12 min): 5 → 3 → 1; the third needs
 		// 2 with 1 left: it may pass at 6T - 5T.
-		lim := core.PerHour(5)
+		lim := store.PerHour(5)
 		T := interval(lim)
 		rows = append(rows, scenario{
 			name:   "cost",
-			routes: func(s *setup) []route { return s.api([]core.Limit{lim}, core.WithCost(2)) },
+			routes: func(s *setup) []route { return s.api([]store.Limit{lim}, core.WithCost(2)) },
 			steps: []step{
 				{status: 200, rl: &rl{limit: 5, remaining: 3, reset: 2 * T}},
 				{status: 200, rl: &rl{limit: 5, remaining: 1, reset: 4 * T}},
@@ -825,13 +821,13 @@ func scenarios(tok jwtTokens) []scenario {
 	{ // Cost per request from X-Cost, on GCRA 5/h (T = 12 min). Cost 0 is a
 		// peek: served with the current figures. A cost over the burst can
 		// never pass: 429 without Retry-After.
-		lim := core.PerHour(5)
+		lim := store.PerHour(5)
 		T := interval(lim)
 		cost := func(n int) map[string]string { return map[string]string{"X-Cost": strconv.Itoa(n)} }
 		rows = append(rows, scenario{
 			name: "cost function",
 			routes: func(s *setup) []route {
-				return s.api([]core.Limit{lim}, core.WithCostFunc(func(r *http.Request) int64 {
+				return s.api([]store.Limit{lim}, core.WithCostFunc(func(r *http.Request) int64 {
 					n, err := strconv.ParseInt(r.Header.Get("X-Cost"), 10, 64)
 					if err != nil {
 						return 1
@@ -852,14 +848,14 @@ func scenarios(tok jwtTokens) []scenario {
 
 	{ // Per-route limits: two limiters, same key function and store,
 		// different names and limits; they never share state.
-		a, b := core.PerHour(1), core.PerHour(2)
+		a, b := store.PerHour(1), store.PerHour(2)
 		Ta, Tb := interval(a), interval(b)
 		rows = append(rows, scenario{
 			name: "per-route limits",
 			routes: func(s *setup) []route {
 				return []route{
-					{path: "/a", l: s.limiter("a", mustIP(s.t), []core.Limit{a})},
-					{path: "/b", l: s.limiter("b", mustIP(s.t), []core.Limit{b})},
+					{path: "/a", l: s.limiter("a", mustIP(s.t), []store.Limit{a})},
+					{path: "/b", l: s.limiter("b", mustIP(s.t), []store.Limit{b})},
 					{path: "/free", l: nil},
 				}
 			},
@@ -878,12 +874,12 @@ func scenarios(tok jwtTokens) []scenario {
 	{ // Route templates: keyfuncs.Route keys by the matched pattern (ServeMux
 		// r.Pattern, gin FullPath, echo Path), so /users/1 and /users/2
 		// share a limit and /posts/{id} has its own.
-		lim := core.PerHour(2)
+		lim := store.PerHour(2)
 		T := interval(lim)
 		rows = append(rows, scenario{
 			name: "route templates",
 			routes: func(s *setup) []route {
-				l := s.limiter("routes", keyfuncs.Route(), []core.Limit{lim})
+				l := s.limiter("routes", keyfuncs.Route(), []store.Limit{lim})
 				return []route{{path: "/users/{id}", l: l}, {path: "/posts/{id}", l: l}}
 			},
 			steps: []step{
@@ -899,12 +895,12 @@ func scenarios(tok jwtTokens) []scenario {
 
 	{ // Route templates carry the method in every adapter, as ServeMux's
 		// patterns do: GET and POST on one route have their own limits.
-		lim := core.PerHour(1)
+		lim := store.PerHour(1)
 		T := interval(lim)
 		rows = append(rows, scenario{
 			name: "route templates per method",
 			routes: func(s *setup) []route {
-				l := s.limiter("methods", keyfuncs.Route(), []core.Limit{lim})
+				l := s.limiter("methods", keyfuncs.Route(), []store.Limit{lim})
 				return []route{{path: "/users/{id}", methods: []string{http.MethodGet, http.MethodPost}, l: l}}
 			},
 			steps: []step{
@@ -918,11 +914,11 @@ func scenarios(tok jwtTokens) []scenario {
 
 	{ // Shadow mode: never refused, but the headers show the exhaustion
 		// (without Retry-After, since nothing is refused).
-		lim := core.PerHour(2)
+		lim := store.PerHour(2)
 		T := interval(lim)
 		rows = append(rows, scenario{
 			name:   "shadow mode",
-			routes: func(s *setup) []route { return s.api([]core.Limit{lim}, core.WithShadow()) },
+			routes: func(s *setup) []route { return s.api([]store.Limit{lim}, core.WithShadow()) },
 			steps: []step{
 				{status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
 				{status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * T}},
@@ -936,12 +932,12 @@ func scenarios(tok jwtTokens) []scenario {
 		// k-th request leaves at (k-1)·T, so it is held until then; the 4th
 		// would leave the queue over capacity: denied, may pass after T.
 		// After 3T the queue is empty again.
-		lim := core.Limit{Algorithm: core.LeakyBucket, Rate: 10, Period: time.Second, Burst: 2}
+		lim := store.Limit{Algorithm: store.LeakyBucket, Rate: 10, Period: time.Second, Burst: 2}
 		T := interval(lim)
 		rows = append(rows, scenario{
 			name:      "leaky bucket delay and 429",
 			fakeClock: true,
-			routes:    func(s *setup) []route { return s.api([]core.Limit{lim}) },
+			routes:    func(s *setup) []route { return s.api([]store.Limit{lim}) },
 			steps: []step{
 				{status: 200, rl: &rl{limit: 3, remaining: 2, reset: T}, heldUntil: 0},
 				{status: 200, rl: &rl{limit: 3, remaining: 1, reset: 2 * T}, heldUntil: T},
@@ -961,11 +957,11 @@ func scenarios(tok jwtTokens) []scenario {
 
 	{ // LeakyBucket 2/s, queue 1, on any clock: T = 500 ms, capacity 2T.
 		// The second request leaves at T after the first.
-		lim := core.Limit{Algorithm: core.LeakyBucket, Rate: 2, Period: time.Second, Burst: 1}
+		lim := store.Limit{Algorithm: store.LeakyBucket, Rate: 2, Period: time.Second, Burst: 1}
 		T := interval(lim)
 		rows = append(rows, scenario{
 			name:   "leaky bucket delay",
-			routes: func(s *setup) []route { return s.api([]core.Limit{lim}) },
+			routes: func(s *setup) []route { return s.api([]store.Limit{lim}) },
 			steps: []step{
 				{status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
 				{status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * T}, heldUntil: T},
@@ -975,13 +971,13 @@ func scenarios(tok jwtTokens) []scenario {
 
 	{ // Dead Redis. FailLocal: a local store with the same limits decides,
 		// with headers.
-		lim := core.PerHour(2)
+		lim := store.PerHour(2)
 		T := interval(lim)
 		rows = append(rows, scenario{
 			name: "dead redis FailLocal",
 			dead: true,
 			routes: func(s *setup) []route {
-				return s.api([]core.Limit{lim}, core.WithFailurePolicy(core.FailLocal))
+				return s.api([]store.Limit{lim}, core.WithFailurePolicy(core.FailLocal))
 			},
 			steps: []step{
 				{status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
@@ -994,7 +990,7 @@ func scenarios(tok jwtTokens) []scenario {
 			name: "dead redis FailOpen",
 			dead: true,
 			routes: func(s *setup) []route {
-				return s.api([]core.Limit{core.PerHour(1)}, core.WithFailurePolicy(core.FailOpen))
+				return s.api([]store.Limit{store.PerHour(1)}, core.WithFailurePolicy(core.FailOpen))
 			},
 			steps: []step{{status: 200}, {status: 200}, {status: 200}},
 		})
@@ -1003,7 +999,7 @@ func scenarios(tok jwtTokens) []scenario {
 			name: "dead redis FailClosed",
 			dead: true,
 			routes: func(s *setup) []route {
-				return s.api([]core.Limit{core.PerHour(1)}, core.WithFailurePolicy(core.FailClosed))
+				return s.api([]store.Limit{store.PerHour(1)}, core.WithFailurePolicy(core.FailClosed))
 			},
 			steps: []step{{status: 503}, {status: 503}, {status: 503}},
 		})
@@ -1012,7 +1008,7 @@ func scenarios(tok jwtTokens) []scenario {
 			name: "dead redis FailClosed in shadow mode",
 			dead: true,
 			routes: func(s *setup) []route {
-				return s.api([]core.Limit{core.PerHour(1)}, core.WithFailurePolicy(core.FailClosed), core.WithShadow())
+				return s.api([]store.Limit{store.PerHour(1)}, core.WithFailurePolicy(core.FailClosed), core.WithShadow())
 			},
 			steps: []step{{status: 200}, {status: 200}},
 		})
@@ -1021,12 +1017,12 @@ func scenarios(tok jwtTokens) []scenario {
 	{ // IP behind trusted proxies 10.0.0.0/8. A peer outside them forging
 		// forwarding headers is keyed by its own address: rotating values
 		// buy it nothing.
-		lim := core.PerHour(2)
+		lim := store.PerHour(2)
 		T := interval(lim)
 		const peer = "203.0.113.7:40000"
 		xff := func(v string) map[string]string { return map[string]string{"X-Forwarded-For": v} }
 		routes := func(s *setup) []route {
-			return []route{{path: "/api", l: s.limiter("api", mustIP(s.t, keyfuncs.WithTrustedProxies("10.0.0.0/8")), []core.Limit{lim})}}
+			return []route{{path: "/api", l: s.limiter("api", mustIP(s.t, keyfuncs.WithTrustedProxies("10.0.0.0/8")), []store.Limit{lim})}}
 		}
 		rows = append(rows, scenario{
 			name:   "spoofed X-Forwarded-For from an untrusted peer",
@@ -1044,13 +1040,13 @@ func scenarios(tok jwtTokens) []scenario {
 		})
 		// A trusted proxy forwarding distinct clients: each its own limit,
 		// read from the right (entries a client prepends are ignored).
-		lim1 := core.PerHour(1)
+		lim1 := store.PerHour(1)
 		T1 := interval(lim1)
 		const proxy = "10.1.2.3:8080"
 		rows = append(rows, scenario{
 			name: "trusted proxy forwarding distinct clients",
 			routes: func(s *setup) []route {
-				return []route{{path: "/api", l: s.limiter("api", mustIP(s.t, keyfuncs.WithTrustedProxies("10.0.0.0/8")), []core.Limit{lim1})}}
+				return []route{{path: "/api", l: s.limiter("api", mustIP(s.t, keyfuncs.WithTrustedProxies("10.0.0.0/8")), []store.Limit{lim1})}}
 			},
 			steps: []step{
 				{remote: proxy, header: xff("198.51.100.1"), status: 200, rl: &rl{limit: 1, remaining: 0, reset: T1}},
@@ -1069,11 +1065,11 @@ func scenarios(tok jwtTokens) []scenario {
 		// claiming alice) and a missing token follow the default key-error
 		// rule, KeyErrorPerAddress: one bucket for all of them from one
 		// address (the default peer here), never alice's.
-		lim := core.PerHour(2)
+		lim := store.PerHour(2)
 		T := interval(lim)
 		rows = append(rows, scenario{
 			name:   "JWT forged expired none, bucket of the address",
-			routes: func(s *setup) []route { return jwtRoutes(s, []core.Limit{lim}) },
+			routes: func(s *setup) []route { return jwtRoutes(s, []store.Limit{lim}) },
 			steps: []step{
 				{header: bearer(tok.forged), status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
 				{header: bearer(tok.expired), status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * T}},
@@ -1089,7 +1085,7 @@ func scenarios(tok jwtTokens) []scenario {
 		rows = append(rows, scenario{
 			name: "JWT forged expired none, KeyErrorDeny",
 			routes: func(s *setup) []route {
-				return jwtRoutes(s, []core.Limit{lim}, core.WithKeyErrorRule(core.KeyErrorDeny))
+				return jwtRoutes(s, []store.Limit{lim}, core.WithKeyErrorRule(core.KeyErrorDeny))
 			},
 			steps: []step{
 				{header: bearer(tok.forged), status: 403},
@@ -1108,7 +1104,7 @@ func scenarios(tok jwtTokens) []scenario {
 		rows = append(rows, scenario{
 			name: "JWT forged expired none, KeyErrorAllow",
 			routes: func(s *setup) []route {
-				return jwtRoutes(s, []core.Limit{lim}, core.WithKeyErrorRule(core.KeyErrorAllow))
+				return jwtRoutes(s, []store.Limit{lim}, core.WithKeyErrorRule(core.KeyErrorAllow))
 			},
 			steps: []step{
 				{header: bearer(tok.forged), status: 200},
@@ -1126,7 +1122,7 @@ func scenarios(tok jwtTokens) []scenario {
 		// another address, is served with a full allowance. Without
 		// proxies the address is the peer; behind a trusted proxy it is
 		// the one keyfuncs.IP resolves, given with WithKeyErrorKey.
-		lim := core.PerHour(2)
+		lim := store.PerHour(2)
 		T := interval(lim)
 		xff := func(v string) map[string]string { return map[string]string{"X-Forwarded-For": v} }
 		bad := []map[string]string{bearer(tok.forged), bearer(tok.expired), bearer(tok.algNone), nil,
@@ -1145,7 +1141,7 @@ func scenarios(tok jwtTokens) []scenario {
 		}
 		rows = append(rows, scenario{
 			name:   "60 bad keys from one address, another address served",
-			routes: func(s *setup) []route { return jwtRoutes(s, []core.Limit{lim}) },
+			routes: func(s *setup) []route { return jwtRoutes(s, []store.Limit{lim}) },
 			steps: append(flood("198.51.100.1:4000", nil),
 				step{remote: "198.51.100.2:4000", header: bearer(tok.expired), status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
 				step{remote: "[2001:db8:0:100::1]:4000", status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
@@ -1156,7 +1152,7 @@ func scenarios(tok jwtTokens) []scenario {
 		rows = append(rows, scenario{
 			name: "60 bad keys from one address behind a trusted proxy, another address served",
 			routes: func(s *setup) []route {
-				return jwtRoutes(s, []core.Limit{lim},
+				return jwtRoutes(s, []store.Limit{lim},
 					core.WithKeyErrorKey(mustIP(s.t, keyfuncs.WithTrustedProxies("10.0.0.0/8"))))
 			},
 			steps: append(flood(proxy, xff("198.51.100.1")),
@@ -1174,15 +1170,15 @@ func scenarios(tok jwtTokens) []scenario {
 		// limiter refuses has already been charged by the outer one; once
 		// the outer one is exhausted, it refuses with its own figures and
 		// the inner one is not asked.
-		site, page := core.PerHour(3), core.PerHour(1)
+		site, page := store.PerHour(3), store.PerHour(1)
 		Ts, Tp := interval(site), interval(page)
 		rows = append(rows, scenario{
 			name: "nested limiters",
 			routes: func(s *setup) []route {
 				return []route{{
 					path:  "/api",
-					outer: s.limiter("site", mustIP(s.t), []core.Limit{site}),
-					l:     s.limiter("page", mustIP(s.t), []core.Limit{page}),
+					outer: s.limiter("site", mustIP(s.t), []store.Limit{site}),
+					l:     s.limiter("page", mustIP(s.t), []store.Limit{page}),
 				}}
 			},
 			steps: []step{
@@ -1198,16 +1194,16 @@ func scenarios(tok jwtTokens) []scenario {
 		// gin's and echo's Use), a group's 50/h and the route's 100/h. The
 		// global one has the least remaining: its figures are sent, not the
 		// route's, which ran last. Once it refuses, the others are not asked.
-		global, group, page := core.PerHour(3), core.PerHour(50), core.PerHour(100)
+		global, group, page := store.PerHour(3), store.PerHour(50), store.PerHour(100)
 		Tg := interval(global)
 		rows = append(rows, scenario{
 			name: "stacked limiters, global binds",
 			routes: func(s *setup) []route {
 				return []route{{
 					path:   "/api",
-					global: s.limiter("global", mustIP(s.t), []core.Limit{global}),
-					outer:  s.limiter("group", mustIP(s.t), []core.Limit{group}),
-					l:      s.limiter("route", mustIP(s.t), []core.Limit{page}),
+					global: s.limiter("global", mustIP(s.t), []store.Limit{global}),
+					outer:  s.limiter("group", mustIP(s.t), []store.Limit{group}),
+					l:      s.limiter("route", mustIP(s.t), []store.Limit{page}),
 				}}
 			},
 			steps: []step{
@@ -1221,16 +1217,16 @@ func scenarios(tok jwtTokens) []scenario {
 
 	{ // Stacked limiters, route binds: global 100/h, group 50/h, route
 		// 3/h. The route's figures are sent, and its refusal.
-		global, group, page := core.PerHour(100), core.PerHour(50), core.PerHour(3)
+		global, group, page := store.PerHour(100), store.PerHour(50), store.PerHour(3)
 		Tp := interval(page)
 		rows = append(rows, scenario{
 			name: "stacked limiters, route binds",
 			routes: func(s *setup) []route {
 				return []route{{
 					path:   "/api",
-					global: s.limiter("global", mustIP(s.t), []core.Limit{global}),
-					outer:  s.limiter("group", mustIP(s.t), []core.Limit{group}),
-					l:      s.limiter("route", mustIP(s.t), []core.Limit{page}),
+					global: s.limiter("global", mustIP(s.t), []store.Limit{global}),
+					outer:  s.limiter("group", mustIP(s.t), []store.Limit{group}),
+					l:      s.limiter("route", mustIP(s.t), []store.Limit{page}),
 				}}
 			},
 			steps: []step{
@@ -1248,15 +1244,15 @@ func scenarios(tok jwtTokens) []scenario {
 		// (it needs 4 with 2 left, at 8T + 4T - 10T): the refusal's own
 		// figures are sent, though the global one has less remaining. The
 		// fourth is refused by the global one, with its own.
-		global, page := core.PerHour(3), core.PerHour(10)
+		global, page := store.PerHour(3), store.PerHour(10)
 		Tg, T := interval(global), interval(page)
 		rows = append(rows, scenario{
 			name: "stacked limiters, refused by one",
 			routes: func(s *setup) []route {
 				return []route{{
 					path:   "/api",
-					global: s.limiter("global", mustIP(s.t), []core.Limit{global}),
-					l:      s.limiter("route", mustIP(s.t), []core.Limit{page}, core.WithCost(4)),
+					global: s.limiter("global", mustIP(s.t), []store.Limit{global}),
+					l:      s.limiter("route", mustIP(s.t), []store.Limit{page}, core.WithCost(4)),
 				}}
 			},
 			steps: []step{
@@ -1274,15 +1270,15 @@ func scenarios(tok jwtTokens) []scenario {
 		// figures: the global one's, then the route's once it has the least
 		// remaining; the fourth request is refused by the route's, whose
 		// own figures are sent (the global one has 1 left too).
-		global, page := core.PerHour(5), core.PerHour(10)
+		global, page := store.PerHour(5), store.PerHour(10)
 		Tg, T := interval(global), interval(page)
 		rows = append(rows, scenario{
 			name: "stacked limiters, FromContext in the handler",
 			routes: func(s *setup) []route {
 				return []route{{
 					path:        "/api",
-					global:      s.limiter("global", mustIP(s.t), []core.Limit{global}),
-					l:           s.limiter("route", mustIP(s.t), []core.Limit{page}, core.WithCost(3)),
+					global:      s.limiter("global", mustIP(s.t), []store.Limit{global}),
+					l:           s.limiter("route", mustIP(s.t), []store.Limit{page}, core.WithCost(3)),
 					fromContext: true,
 				}}
 			},
@@ -1298,15 +1294,15 @@ func scenarios(tok jwtTokens) []scenario {
 	{ // Stacked limiters, a skipped one does not bind: global 2/h in front
 		// of a route Limiter that skips every request (no store result).
 		// The global one's figures are sent and given to the handler.
-		global := core.PerHour(2)
+		global := store.PerHour(2)
 		Tg := interval(global)
 		rows = append(rows, scenario{
 			name: "stacked limiters, a skipped one does not bind",
 			routes: func(s *setup) []route {
 				return []route{{
 					path:   "/api",
-					global: s.limiter("global", mustIP(s.t), []core.Limit{global}),
-					l: s.limiter("route", mustIP(s.t), []core.Limit{core.PerHour(100)},
+					global: s.limiter("global", mustIP(s.t), []store.Limit{global}),
+					l: s.limiter("route", mustIP(s.t), []store.Limit{store.PerHour(100)},
 						core.WithSkip(func(*http.Request) bool { return true })),
 					fromContext: true,
 				}}
@@ -1322,11 +1318,11 @@ func scenarios(tok jwtTokens) []scenario {
 	{ // IPv6 clients are grouped by /56, and an IPv4-mapped or 6to4 IPv6
 		// peer is its IPv4 address: rotating addresses or /64s inside a
 		// /56, or writing one IPv4 address three ways, buys nothing.
-		lim := core.PerHour(2)
+		lim := store.PerHour(2)
 		T := interval(lim)
 		rows = append(rows, scenario{
 			name:   "IPv6 /56, IPv4-mapped and 6to4 peers",
-			routes: func(s *setup) []route { return s.api([]core.Limit{lim}) },
+			routes: func(s *setup) []route { return s.api([]store.Limit{lim}) },
 			steps: []step{
 				{remote: "[2001:db8:1:2::1]:40000", status: 200, rl: &rl{limit: 2, remaining: 1, reset: T}},
 				{remote: "[2001:db8:1:2:ffff::9]:40001", status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * T}},
@@ -1342,12 +1338,12 @@ func scenarios(tok jwtTokens) []scenario {
 
 	{ // Custom deny response: its status, type and body, with the
 		// rate-limit headers and Retry-After as usual.
-		lim := core.PerHour(1)
+		lim := store.PerHour(1)
 		T := interval(lim)
 		rows = append(rows, scenario{
 			name: "custom deny response",
 			routes: func(s *setup) []route {
-				return s.api([]core.Limit{lim}, core.WithDenyResponse(core.Response{
+				return s.api([]store.Limit{lim}, core.WithDenyResponse(core.Response{
 					Status: http.StatusTeapot, ContentType: "text/plain; charset=utf-8", Body: []byte("slow down, please\n"),
 				}))
 			},

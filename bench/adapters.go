@@ -8,8 +8,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/labstack/echo/v4"
+
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/echolimit"
 	"github.com/sluicehq/sluice/ginlimit"
 	"github.com/sluicehq/sluice/nethttp"
@@ -39,7 +41,7 @@ func headerKey(r *http.Request) (string, error) {
 }
 
 func newBenchLimiter() (*core.Limiter, error) {
-	return core.New(memorystore.New(), headerKey, []core.Limit{sluiceLimit(core.GCRA, allowQuota)})
+	return core.New(memorystore.New(), "test", headerKey, []store.Limit{sluiceLimit(store.GCRA, allowQuota)})
 }
 
 func adapterCases() ([]adapterCase, error) {

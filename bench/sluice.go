@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/core"
+
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/core/store"
@@ -14,14 +14,14 @@ import (
 // sluiceLimit is q as a sluice Limit of algorithm alg (see quota).
 // SlidingLog keeps one entry per admitted event, so its window is capped at
 // store.MaxSlidingLogRate (still never reached in a case).
-func sluiceLimit(alg core.Algorithm, q quota) core.Limit {
+func sluiceLimit(alg store.Algorithm, q quota) store.Limit {
 	switch alg {
-	case core.GCRA, core.TokenBucket, core.LeakyBucket:
-		return core.Limit{Algorithm: alg, Rate: q.rate, Period: q.period, Burst: q.burst}
-	case core.SlidingLog:
-		return core.Limit{Algorithm: alg, Rate: min(q.window, store.MaxSlidingLogRate), Period: q.windowPeriod}
+	case store.GCRA, store.TokenBucket, store.LeakyBucket:
+		return store.Limit{Algorithm: alg, Rate: q.rate, Period: q.period, Burst: q.burst}
+	case store.SlidingLog:
+		return store.Limit{Algorithm: alg, Rate: min(q.window, store.MaxSlidingLogRate), Period: q.windowPeriod}
 	default:
-		return core.Limit{Algorithm: alg, Rate: q.window, Period: q.windowPeriod}
+		return store.Limit{Algorithm: alg, Rate: q.window, Period: q.windowPeriod}
 	}
 }
 
@@ -112,9 +112,9 @@ func sluiceImpls() []impl {
 
 // leased reports whether lease mode (redisstore.WithLeases) decides Takes
 // of alg: the others always take the exact path.
-func leased(alg core.Algorithm) bool {
+func leased(alg store.Algorithm) bool {
 	switch alg {
-	case core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindow:
+	case store.GCRA, store.TokenBucket, store.FixedWindow, store.SlidingWindow:
 		return true
 	}
 	return false
@@ -122,7 +122,7 @@ func leased(alg core.Algorithm) bool {
 
 // memDecide and redisDecide call Take on the concrete store type, as an
 // application holding a *memorystore.Store or a *redisstore.Store does.
-func memDecide(st *memorystore.Store, lim core.Limit) func() decideFunc {
+func memDecide(st *memorystore.Store, lim store.Limit) func() decideFunc {
 	sp, err := lim.Spec()
 	if err != nil {
 		panic(err) // the benchmark's limits are constants
@@ -133,7 +133,7 @@ func memDecide(st *memorystore.Store, lim core.Limit) func() decideFunc {
 	})
 }
 
-func redisDecide(st *redisstore.Store, lim core.Limit) func() decideFunc {
+func redisDecide(st *redisstore.Store, lim store.Limit) func() decideFunc {
 	sp, err := lim.Spec()
 	if err != nil {
 		panic(err) // the benchmark's limits are constants

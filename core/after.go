@@ -61,7 +61,7 @@ func (d Decision) Done(status int) {
 
 // charge calls the store for a decision: Charge for a Limiter with
 // WithCountIf (whose stores New has checked are Refunders), else Take.
-func (l *Limiter) charge(ctx context.Context, s store.Store, storeKey string, cost int64, specs []store.Spec) (Result, error) {
+func (l *Limiter) charge(ctx context.Context, s store.Store, storeKey string, cost int64, specs []store.Spec) (store.Result, error) {
 	if l.countIf == nil {
 		return s.Take(ctx, storeKey, cost, specs...)
 	}

@@ -31,16 +31,16 @@ var (
 // request has no key, with an error wrapping errors.ErrUnsupported when the
 // store is not a store.Peeker, and with the store's error when it fails (within
 // the Limiter's timeout); no failure policy applies.
-func (l *Limiter) Status(r *http.Request) (Result, error) {
+func (l *Limiter) Status(r *http.Request) (store.Result, error) {
 	if l.skip != nil && l.skip(r) {
-		return Result{}, nil
+		return store.Result{}, nil
 	}
 	key, err := l.key(r)
 	if err == nil && key == "" {
 		err = errEmptyKey
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("sluice: status: %w", err)
+		return store.Result{}, fmt.Errorf("sluice: status: %w", err)
 	}
 	cost := l.cost
 	if l.costFunc != nil {
@@ -56,17 +56,17 @@ func (l *Limiter) Status(r *http.Request) (Result, error) {
 // Allowed and RetryAfter for a request of the Limiter's fixed cost
 // (WithCost). key is what the key function returns for that client. It
 // charges and records nothing, and fails like Status.
-func (l *Limiter) StatusOf(ctx context.Context, key, plan string) (Result, error) {
+func (l *Limiter) StatusOf(ctx context.Context, key, plan string) (store.Result, error) {
 	if key == "" {
-		return Result{}, fmt.Errorf("sluice: status: %w", store.ErrEmptyKey)
+		return store.Result{}, fmt.Errorf("sluice: status: %w", store.ErrEmptyKey)
 	}
 	return l.peek(ctx, l.configNamed(plan), key, l.cost)
 }
 
-func (l *Limiter) peek(ctx context.Context, cfg *limiterConfig, key string, cost int64) (Result, error) {
+func (l *Limiter) peek(ctx context.Context, cfg *limiterConfig, key string, cost int64) (store.Result, error) {
 	p, ok := l.store.(store.Peeker)
 	if !ok {
-		return Result{}, errNoPeek
+		return store.Result{}, errNoPeek
 	}
 	if l.timeout > 0 && !l.local {
 		var cancel context.CancelFunc
@@ -77,7 +77,7 @@ func (l *Limiter) peek(ctx context.Context, cfg *limiterConfig, key string, cost
 	// whether it would pass (a peek of cost n reports Remaining after n).
 	res, err := p.Peek(ctx, l.keyPrefix+key, 0, cfg.take...)
 	if err != nil {
-		return Result{}, fmt.Errorf("sluice: status: %w", err)
+		return store.Result{}, fmt.Errorf("sluice: status: %w", err)
 	}
 	res = cfg.fold(res)
 	if cost == 0 {
@@ -85,7 +85,7 @@ func (l *Limiter) peek(ctx context.Context, cfg *limiterConfig, key string, cost
 	}
 	next, err := p.Peek(ctx, l.keyPrefix+key, cost, cfg.take...)
 	if err != nil {
-		return Result{}, fmt.Errorf("sluice: status: %w", err)
+		return store.Result{}, fmt.Errorf("sluice: status: %w", err)
 	}
 	return withVerdict(res, cfg.fold(next)), nil
 }
@@ -94,12 +94,12 @@ func (l *Limiter) peek(ctx context.Context, cfg *limiterConfig, key string, cost
 // of next, overall and per limit. When next is refused its binding limit
 // (the refusing one) describes the quota, as in a refused response's
 // headers.
-func withVerdict(now, next Result) Result {
+func withVerdict(now, next store.Result) store.Result {
 	if len(now.PerLimit) == 0 || len(now.PerLimit) != len(next.PerLimit) {
 		now.Allowed, now.RetryAfter, now.Delay = next.Allowed, next.RetryAfter, next.Delay
 		return now
 	}
-	per := make([]Result, len(now.PerLimit))
+	per := make([]store.Result, len(now.PerLimit))
 	for i := range per {
 		per[i] = withVerdict(now.PerLimit[i], next.PerLimit[i])
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 func apiKey(r *http.Request) (string, error) { return r.Header.Get("X-API-Key"), nil }
@@ -27,10 +28,10 @@ func ExampleWithPlans() {
 		plan, _, _ := strings.Cut(r.Header.Get("X-API-Key"), "-")
 		return plan
 	}
-	l, err := core.New(memorystore.New(), apiKey, []core.Limit{core.PerMinute(1)},
-		core.WithPlans(planOf, map[string][]core.Limit{
-			"free": {core.PerMinute(2)},
-			"pro":  {core.PerMinute(5)},
+	l, err := core.New(memorystore.New(), "test", apiKey, []store.Limit{store.PerMinute(1)},
+		core.WithPlans(planOf, map[string][]store.Limit{
+			"free": {store.PerMinute(2)},
+			"pro":  {store.PerMinute(5)},
 		}))
 	if err != nil {
 		panic(err)
@@ -53,7 +54,7 @@ func ExampleWithPlans() {
 // Status tells a client its quota as the last response's headers did, and
 // whether a request would pass now, charging nothing.
 func ExampleLimiter_Status() {
-	l, err := core.New(memorystore.New(), apiKey, []core.Limit{core.PerHour(3)})
+	l, err := core.New(memorystore.New(), "test", apiKey, []store.Limit{store.PerHour(3)})
 	if err != nil {
 		panic(err)
 	}
@@ -72,8 +73,8 @@ func ExampleLimiter_Status() {
 
 // Reset unblocks a client locked out by a penalty.
 func ExampleLimiter_Reset() {
-	l, err := core.New(memorystore.New(), apiKey,
-		[]core.Limit{{Rate: 1, Period: time.Minute, Penalty: 15 * time.Minute}})
+	l, err := core.New(memorystore.New(), "test", apiKey,
+		[]store.Limit{{Rate: 1, Period: time.Minute, Penalty: 15 * time.Minute}})
 	if err != nil {
 		panic(err)
 	}

@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluicehq/sluice/core/memorystore"
-	"github.com/sluicehq/sluice/core/store"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // headerKey keys requests by their X-Client header.
@@ -30,14 +31,14 @@ func clientRequest(client, plan string) *http.Request {
 }
 
 // Every algorithm, with and without a penalty, for Status and Reset.
-func controlLimits() []Limit {
-	var out []Limit
-	for _, a := range []Algorithm{GCRA, TokenBucket, FixedWindow, SlidingWindow, SlidingLog, LeakyBucket} {
-		penalized := Limit{Algorithm: a, Rate: 2, Period: time.Minute, Penalty: 15 * time.Minute}
-		if a == GCRA || a == TokenBucket || a == LeakyBucket {
+func controlLimits() []store.Limit {
+	var out []store.Limit
+	for _, a := range []store.Algorithm{store.GCRA, store.TokenBucket, store.FixedWindow, store.SlidingWindow, store.SlidingLog, store.LeakyBucket} {
+		penalized := store.Limit{Algorithm: a, Rate: 2, Period: time.Minute, Penalty: 15 * time.Minute}
+		if a == store.GCRA || a == store.TokenBucket || a == store.LeakyBucket {
 			penalized.Burst = 4
 		}
-		out = append(out, Limit{Algorithm: a, Rate: 3, Period: time.Minute}, penalized)
+		out = append(out, store.Limit{Algorithm: a, Rate: 3, Period: time.Minute}, penalized)
 	}
 	return out
 }
@@ -45,10 +46,11 @@ func controlLimits() []Limit {
 func TestPlans(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	var plans []string
-	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, []Limit{PerMinute(1)},
-		WithName("api-internal"), WithPolicyName("api"), WithPlanPolicyNames(map[string]string{"pro": "pro"}),
+	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)),
+		"api-internal", headerKey, []store.Limit{store.PerMinute(1)},
+		WithPolicyName("api"), WithPlanPolicyNames(map[string]string{"pro": "pro"}),
 		WithClock(clock.Now), WithHeaders(HeadersIETF),
-		WithPlans(planHeader, map[string][]Limit{"free": {PerMinute(2)}, "pro": {PerMinute(5), PerHour(100)}}),
+		WithPlans(planHeader, map[string][]store.Limit{"free": {store.PerMinute(2)}, "pro": {store.PerMinute(5), store.PerHour(100)}}),
 		WithObserver(func(ev Event) { plans = append(plans, ev.Plan) }))
 	if err != nil {
 		t.Fatal(err)
@@ -103,9 +105,9 @@ func TestPlans(t *testing.T) {
 // them.
 func TestPlansShareIdenticalLimits(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	daily := PerHour(3)
-	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, []Limit{PerMinute(100)}, WithClock(clock.Now),
-		WithPlans(planHeader, map[string][]Limit{"free": {PerMinute(10), daily}, "pro": {PerMinute(100), daily}}))
+	daily := store.PerHour(3)
+	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), "test", headerKey, []store.Limit{store.PerMinute(100)}, WithClock(clock.Now),
+		WithPlans(planHeader, map[string][]store.Limit{"free": {store.PerMinute(10), daily}, "pro": {store.PerMinute(100), daily}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,19 +125,19 @@ func TestPlansShareIdenticalLimits(t *testing.T) {
 }
 
 func TestPlansBadInput(t *testing.T) {
-	store := memorystore.New()
+	st := memorystore.New()
 	for _, c := range []struct {
 		name  string
 		opt   Option
 		wants []string
 	}{
-		{"nil plan func", WithPlans(nil, map[string][]Limit{"a": {PerMinute(1)}}), []string{"plan function is nil"}},
+		{"nil plan func", WithPlans(nil, map[string][]store.Limit{"a": {store.PerMinute(1)}}), []string{"plan function is nil"}},
 		{"no plans", WithPlans(planHeader, nil), []string{"no plans"}},
-		{"empty plan name", WithPlans(planHeader, map[string][]Limit{"": {PerMinute(1)}}), []string{"plan must be 1 to"}},
-		{"bad limit", WithPlans(planHeader, map[string][]Limit{"pro": {PerMinute(1), {Rate: 0, Period: time.Second}}}), []string{`plan "pro"`, "limit 1"}},
-		{"no limits", WithPlans(planHeader, map[string][]Limit{"pro": nil}), []string{`plan "pro"`, "no limits"}},
+		{"empty plan name", WithPlans(planHeader, map[string][]store.Limit{"": {store.PerMinute(1)}}), []string{"plan must be 1 to"}},
+		{"bad limit", WithPlans(planHeader, map[string][]store.Limit{"pro": {store.PerMinute(1), {Rate: 0, Period: time.Second}}}), []string{`plan "pro"`, "limit 1"}},
+		{"no limits", WithPlans(planHeader, map[string][]store.Limit{"pro": nil}), []string{`plan "pro"`, "no limits"}},
 	} {
-		_, err := New(store, headerKey, []Limit{PerMinute(1)}, c.opt)
+		_, err := New(st, "test", headerKey, []store.Limit{store.PerMinute(1)}, c.opt)
 		if err == nil {
 			t.Errorf("%s: New accepted it", c.name)
 			continue
@@ -146,8 +148,8 @@ func TestPlansBadInput(t *testing.T) {
 			}
 		}
 	}
-	l, _ := New(store, headerKey, []Limit{PerMinute(1)})
-	if err := l.SetPlans(map[string][]Limit{"a": {PerMinute(1)}}); !errors.Is(err, ErrInvalidOption) {
+	l, _ := New(st, "test", headerKey, []store.Limit{store.PerMinute(1)})
+	if err := l.SetPlans(map[string][]store.Limit{"a": {store.PerMinute(1)}}); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("SetPlans without WithPlans: %v", err)
 	}
 }
@@ -157,8 +159,8 @@ func TestPlansBadInput(t *testing.T) {
 // plans alone on error.
 func TestSetPlans(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, []Limit{PerMinute(1)}, WithClock(clock.Now),
-		WithPlans(planHeader, map[string][]Limit{"free": {PerMinute(3)}, "pro": {PerMinute(10)}}))
+	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), "test", headerKey, []store.Limit{store.PerMinute(1)}, WithClock(clock.Now),
+		WithPlans(planHeader, map[string][]store.Limit{"free": {store.PerMinute(3)}, "pro": {store.PerMinute(10)}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +175,7 @@ func TestSetPlans(t *testing.T) {
 	}
 	serve("a", "free", 2)
 	serve("b", "pro", 6)
-	if err := l.SetPlans(map[string][]Limit{"free": {PerMinute(3)}, "pro": {PerMinute(5)}, "team": {PerMinute(2)}}); err != nil {
+	if err := l.SetPlans(map[string][]store.Limit{"free": {store.PerMinute(3)}, "pro": {store.PerMinute(5)}, "team": {store.PerMinute(2)}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := serve("a", "free", 5); got != 1 {
@@ -186,10 +188,10 @@ func TestSetPlans(t *testing.T) {
 	if got := serve("c", "team", 5); got != 2 {
 		t.Errorf("new plan team: %d served, want 2", got)
 	}
-	if err := l.SetPlans(map[string][]Limit{"team": {{Rate: -1}}}); err == nil {
+	if err := l.SetPlans(map[string][]store.Limit{"team": {{Rate: -1}}}); err == nil {
 		t.Error("SetPlans accepted an invalid limit")
 	}
-	if err := l.SetPlans(map[string][]Limit{"team": {PerMinute(2)}}); err != nil {
+	if err := l.SetPlans(map[string][]store.Limit{"team": {store.PerMinute(2)}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := serve("d", "free", 5); got != 1 {
@@ -202,15 +204,15 @@ func TestSetPlans(t *testing.T) {
 // and RetryAfter are the next request's; and it changes nothing: no state,
 // no observer.
 func TestStatusIsTheLastHeaders(t *testing.T) {
-	var cases [][]Limit
+	var cases [][]store.Limit
 	for _, lim := range controlLimits() {
-		cases = append(cases, []Limit{lim}, []Limit{lim, PerHour(5)})
+		cases = append(cases, []store.Limit{lim}, []store.Limit{lim, store.PerHour(5)})
 	}
 	for _, limits := range cases {
 		t.Run(fmt.Sprint(limits), func(t *testing.T) {
 			clock := newFakeClock(time.Unix(1_700_000_000, 0))
 			events := 0
-			l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, limits,
+			l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), "test", headerKey, limits,
 				WithClock(clock.Now), WithObserver(func(Event) { events++ }))
 			if err != nil {
 				t.Fatal(err)
@@ -262,8 +264,8 @@ func TestStatusIsTheLastHeaders(t *testing.T) {
 
 func TestStatusOfAndErrors(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, []Limit{PerMinute(3)}, WithClock(clock.Now),
-		WithPlans(planHeader, map[string][]Limit{"pro": {PerMinute(10)}}),
+	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), "test", headerKey, []store.Limit{store.PerMinute(3)}, WithClock(clock.Now),
+		WithPlans(planHeader, map[string][]store.Limit{"pro": {store.PerMinute(10)}}),
 		WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" }))
 	if err != nil {
 		t.Fatal(err)
@@ -285,7 +287,7 @@ func TestStatusOfAndErrors(t *testing.T) {
 	if res, err := l.Status(httptest.NewRequest(http.MethodGet, "/health", nil)); err != nil || res.Limit != 0 {
 		t.Errorf("Status of a skipped request: %+v, %v; want the zero Result", res, err)
 	}
-	plain, _ := New(&scriptStore{}, headerKey, []Limit{PerMinute(3)})
+	plain, _ := New(&scriptStore{}, "test", headerKey, []store.Limit{store.PerMinute(3)})
 	if _, err := plain.Status(clientRequest("a", "")); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("Status on a store without Peek: %v", err)
 	}
@@ -299,8 +301,8 @@ func TestStatusOfAndErrors(t *testing.T) {
 func TestReset(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	limits := controlLimits()
-	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, limits[:2], WithClock(clock.Now),
-		WithPlans(planHeader, map[string][]Limit{"all": limits}))
+	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), "test", headerKey, limits[:2], WithClock(clock.Now),
+		WithPlans(planHeader, map[string][]store.Limit{"all": limits}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,10 +333,10 @@ func TestReset(t *testing.T) {
 // plan that decided.
 func TestEventNamesBindingLimitAndPlan(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	perSecond, perHour := PerSecond(10), PerHour(3)
+	perSecond, perHour := store.PerSecond(10), store.PerHour(3)
 	var got []Event
-	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), headerKey, []Limit{PerMinute(1)}, WithClock(clock.Now),
-		WithPlans(planHeader, map[string][]Limit{"pro": {perSecond, perHour}}),
+	l, err := New(memorystore.New(memorystore.WithClock(clock.Now)), "test", headerKey, []store.Limit{store.PerMinute(1)}, WithClock(clock.Now),
+		WithPlans(planHeader, map[string][]store.Limit{"pro": {perSecond, perHour}}),
 		WithObserver(func(ev Event) { got = append(got, ev) }))
 	if err != nil {
 		t.Fatal(err)
@@ -343,7 +345,7 @@ func TestEventNamesBindingLimitAndPlan(t *testing.T) {
 		l.Decide(clientRequest("a", "pro"))
 	}
 	l.Decide(clientRequest("b", ""))
-	want := []Limit{perHour, perHour, perHour, perHour, PerMinute(1)} // the least remaining, then the denying one
+	want := []store.Limit{perHour, perHour, perHour, perHour, store.PerMinute(1)} // the least remaining, then the denying one
 	for i, ev := range got {
 		if ev.Limit != want[i] || (i < 4) != (ev.Plan == "pro") {
 			t.Errorf("decision %d: Event.Limit %v, Plan %q; want %v", i, ev.Limit, ev.Plan, want[i])
@@ -354,19 +356,19 @@ func TestEventNamesBindingLimitAndPlan(t *testing.T) {
 // A Reset that matched no state says so, and one that cleared something
 // does not.
 func TestResetNothingIsAnError(t *testing.T) {
-	l, err := New(memorystore.New(), headerKey, controlLimits()[:2], WithName("api"))
+	l, err := New(memorystore.New(), "api", headerKey, controlLimits()[:2])
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := l.Reset(ctx, "nobody"); !errors.Is(err, ErrNothingReset) || !errors.Is(err, store.ErrNotFound) {
+	if err := l.Reset(ctx, "nobody"); !errors.Is(err, store.ErrNotFound) || !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Reset of a key with no state: %v, want ErrNothingReset", err)
 	}
 	l.Decide(clientRequest("a", ""))
 	if err := l.Reset(ctx, "a"); err != nil {
 		t.Errorf("Reset of a key with state: %v", err)
 	}
-	if err := l.Reset(ctx, "a"); !errors.Is(err, ErrNothingReset) {
+	if err := l.Reset(ctx, "a"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("second Reset: %v, want ErrNothingReset", err)
 	}
 	if err := l.ResetRequest(clientRequest("", "")); !errors.Is(err, ErrNoKey) {
@@ -381,8 +383,8 @@ func TestResetNothingIsAnError(t *testing.T) {
 // downStore is a store that is down: Take and Reset fail.
 type downStore struct{}
 
-func (downStore) Take(context.Context, string, int64, ...store.Spec) (Result, error) {
-	return Result{}, errStoreDown
+func (downStore) Take(context.Context, string, int64, ...store.Spec) (store.Result, error) {
+	return store.Result{}, errStoreDown
 }
 func (downStore) Reset(context.Context, string, ...store.Spec) error { return errStoreDown }
 
@@ -390,7 +392,7 @@ func (downStore) Reset(context.Context, string, ...store.Spec) error { return er
 // what refuses the client meanwhile, and returns the store's error.
 func TestResetStoreDownClearsFallback(t *testing.T) {
 	fallback := memorystore.New()
-	l, err := New(downStore{}, headerKey, []Limit{PerHour(1)}, WithFallbackStore(fallback))
+	l, err := New(downStore{}, "test", headerKey, []store.Limit{store.PerHour(1)}, WithFallbackStore(fallback))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,9 +21,9 @@ type refundingStore struct {
 	refunds              int
 }
 
-func (s *refundingStore) Charge(ctx context.Context, key string, n int64, limits ...store.Spec) (Result, error) {
+func (s *refundingStore) Charge(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	if s.chargeErr != nil {
-		return Result{}, s.chargeErr
+		return store.Result{}, s.chargeErr
 	}
 	return s.Store.Charge(ctx, key, n, limits...)
 }
@@ -38,18 +38,18 @@ func (s *refundingStore) Refund(ctx context.Context, key string, n int64, stamp 
 
 func TestCountIfNewChecksTheStores(t *testing.T) {
 	mem := memorystore.New()
-	if _, err := New(mem, keyFromHeader, perSecond10, WithCountIf(nil)); !errors.Is(err, ErrInvalidOption) {
+	if _, err := New(mem, "test", keyFromHeader, perSecond10, WithCountIf(nil)); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("WithCountIf(nil): %v, want ErrInvalidOption", err)
 	}
-	_, err := New(&scriptStore{}, keyFromHeader, perSecond10, WithCountIf(failures))
+	_, err := New(&scriptStore{}, "test", keyFromHeader, perSecond10, WithCountIf(failures))
 	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "Refunder") {
 		t.Errorf("a store without give-back: %v, want ErrInvalidOption naming store.Refunder", err)
 	}
-	_, err = New(mem, keyFromHeader, perSecond10, WithCountIf(failures), WithFallbackStore(&scriptStore{}))
+	_, err = New(mem, "test", keyFromHeader, perSecond10, WithCountIf(failures), WithFallbackStore(&scriptStore{}))
 	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "fallback") {
 		t.Errorf("a fallback store without give-back: %v, want ErrInvalidOption naming the fallback", err)
 	}
-	if _, err := New(mem, keyFromHeader, perSecond10, WithCountIf(failures),
+	if _, err := New(mem, "test", keyFromHeader, perSecond10, WithCountIf(failures),
 		WithFallbackStore(&scriptStore{}), WithFailurePolicy(FailOpen)); err != nil {
 		t.Errorf("FailOpen with a fallback store without give-back: %v", err)
 	}
@@ -60,7 +60,7 @@ func TestCountIfNewChecksTheStores(t *testing.T) {
 func TestCountIfDone(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	mem := memorystore.New(memorystore.WithClock(clock.Now))
-	limits := []Limit{{Algorithm: FixedWindow, Rate: 2, Period: time.Minute}}
+	limits := []store.Limit{{Algorithm: store.FixedWindow, Rate: 2, Period: time.Minute}}
 	l := mustNew(t, mem, limits, WithCountIf(failures), WithClock(clock.Now))
 	remaining := func() int64 {
 		t.Helper()
@@ -88,7 +88,7 @@ func TestCountIfDone(t *testing.T) {
 	if d = l.Decide(request("a")); d.Action != Refuse || d.NeedsDone() {
 		t.Errorf("after 2 failures: %v, NeedsDone %v; want a refusal that needs no Done", d.Action, d.NeedsDone())
 	}
-	plain := mustNew(t, mem, limits, WithName("plain"))
+	plain := mustNew(t, mem, limits, withName("plain"))
 	if d := plain.Decide(request("a")); d.NeedsDone() {
 		t.Error("a Limiter without WithCountIf needs Done")
 	}
@@ -102,13 +102,13 @@ func TestCountIfGiveBackFailureAndFallback(t *testing.T) {
 	down := errors.New("store down")
 	st := &refundingStore{Store: memorystore.New(), refundErr: down}
 	fb := &refundingStore{Store: memorystore.New()}
-	l := mustNew(t, st, []Limit{PerMinute(3)}, WithCountIf(failures), WithObserver(rec.observe), WithFallbackStore(fb),
-		WithName("login"))
+	l := mustNew(t, st, []store.Limit{store.PerMinute(3)}, WithCountIf(failures), WithObserver(rec.observe), WithFallbackStore(fb),
+		withName("login"))
 	d := l.Decide(request("a"))
 	d.Done(200)
 	ev := rec.last(t)
 	if ev.Outcome != OutcomeGiveBackFailed || !errors.Is(ev.Err, down) || ev.Key != "a" || ev.Action != Serve ||
-		ev.Limiter != "login" || ev.Limit != PerMinute(3) || !ev.Result.Allowed {
+		ev.Limiter != "login" || ev.Limit != store.PerMinute(3) || !ev.Result.Allowed {
 		t.Errorf("event after a failed give-back: %+v", ev)
 	}
 	if st.refunds != 1 || fb.refunds != 0 {

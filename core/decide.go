@@ -125,7 +125,7 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 // take calls the store within the per-decision timeout, and returns its
 // answer, folded, and the time of the decision: when the call ended, or
 // the Limiter's clock (now when it was read already).
-func (l *Limiter) take(ctx context.Context, cfg *limiterConfig, storeKey string, cost int64, now time.Time, ev *Event) (Result, time.Time, error) {
+func (l *Limiter) take(ctx context.Context, cfg *limiterConfig, storeKey string, cost int64, now time.Time, ev *Event) (store.Result, time.Time, error) {
 	start := time.Now() // before the deadline's clock starts: a timeout's Latency is at least the timeout
 	tctx := ctx
 	if l.timeout > 0 && !l.local {
@@ -139,7 +139,7 @@ func (l *Limiter) take(ctx context.Context, cfg *limiterConfig, storeKey string,
 			if now.IsZero() {
 				now = l.now()
 			}
-			return Result{}, now, errHeld
+			return store.Result{}, now, errHeld
 		}
 	}
 	res, err := l.charge(tctx, l.store, storeKey, cost+t.owed, cfg.take)
@@ -188,7 +188,7 @@ func (l *Limiter) onFailure(ctx context.Context, d *Decision, storeKey string, c
 
 // takeLocal decides with the local fallback: the shared one, which
 // starts from the store's last answer for the key, or the Limiter's own.
-func (l *Limiter) takeLocal(ctx context.Context, storeKey string, cost int64, cfg *limiterConfig, now time.Time) (Result, error) {
+func (l *Limiter) takeLocal(ctx context.Context, storeKey string, cost int64, cfg *limiterConfig, now time.Time) (store.Result, error) {
 	if l.shared == nil {
 		return takeFolded(ctx, l.fallback, storeKey, cost, cfg)
 	}
@@ -205,7 +205,7 @@ func (l *Limiter) localStore() store.Store {
 }
 
 // fromResult fills d from a store's result.
-func (l *Limiter) fromResult(d *Decision, res Result) {
+func (l *Limiter) fromResult(d *Decision, res store.Result) {
 	d.Result = res
 	switch {
 	case !res.Allowed:

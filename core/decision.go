@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // Action says what an adapter does with a request.
@@ -146,7 +148,7 @@ type Decision struct {
 	// the zero Result (Limit 0) when no store decided: skipped requests,
 	// key errors under KeyErrorDeny or KeyErrorAllow, FailOpen and
 	// FailClosed.
-	Result Result
+	Result store.Result
 
 	l     *limiterConfig // the limits it was made with (nil: zero Decision)
 	now   time.Time      // when the decision was made, by the Limiter's clock
@@ -210,15 +212,15 @@ type Event struct {
 	// Limit is the limit that bound the decision (Result.Binding, as given
 	// to New, SetLimits or SetPlans), when a store decided; the zero Limit
 	// otherwise.
-	Limit   Limit
+	Limit   store.Limit
 	Outcome Outcome       // why
 	Action  Action        // what the adapter does
 	Request *http.Request // the request decided on
 	// Key is what the key function returned ("" when it failed). It may
 	// identify a person (an address, a user id): log it with care.
 	Key    string
-	Cost   int64  // the cost charged (or that would have been)
-	Result Result // as in Decision.Result
+	Cost   int64        // the cost charged (or that would have been)
+	Result store.Result // as in Decision.Result
 	// Latency is the time spent in Store.Take (and in the local store,
 	// under FailLocal); 0 when no store was called.
 	Latency time.Duration

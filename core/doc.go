@@ -2,10 +2,10 @@
 // [Limiter] from a store, a [KeyFunc] that identifies the client, and the
 // limits ([Limit]) to enforce; an adapter then applies the Limiter to HTTP requests:
 //
-//	store := memorystore.New() // one process; redisstore.New(client) for several
+//	st := memorystore.New() // one process; redisstore.New(client) for several
 //	ip, err := keyfuncs.IP()
 //	if err != nil { ... }
-//	api, err := core.New(store, ip, []core.Limit{core.PerMinute(100)}, core.WithName("api"))
+//	api, err := core.New(st, "api", ip, []store.Limit{store.PerMinute(100)})
 //	if err != nil { ... }
 //	http.ListenAndServe(":8080", nethttp.Middleware(api)(mux)) // or ginlimit, echolimit
 //
@@ -14,7 +14,7 @@
 //
 // # For users
 //
-// New and its options (WithName, WithSharedState, WithCost, WithCostFunc,
+// New and its options (WithCost, WithCostFunc,
 // WithSkip, WithPlans, WithFailurePolicy, WithFallbackStore, WithTimeout,
 // WithHeaders, WithPolicyName, WithPlanPolicyNames, WithShadow,
 // WithObserver, WithKeyErrorRule, WithKeyErrorKey, the With...Response

@@ -34,26 +34,28 @@ func request(client string) *http.Request {
 // failingStore is a Store that is always down.
 type failingStore struct{}
 
-func (failingStore) Take(context.Context, string, int64, ...store.Spec) (core.Result, error) {
-	return core.Result{}, errors.New("connection refused")
+func (failingStore) Take(context.Context, string, int64, ...store.Spec) (store.Result, error) {
+	return store.Result{}, errors.New("connection refused")
 }
 
 func ExampleNew() {
-	limiter, err := core.New(memorystore.New(), byClient,
-		[]core.Limit{
-			{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 20},
-			{Algorithm: core.SlidingLog, Rate: 1000, Period: time.Hour},
+	limiter, err := core.New(memorystore.New(),
+
+		"search", byClient,
+		[]store.Limit{
+			{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 20},
+			{Algorithm: store.SlidingLog, Rate: 1000, Period: time.Hour},
 		},
-		core.WithName("search"))
+	)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(limiter.Name(), len(limiter.Limits()), "limits")
 
 	// Every limit is validated; at least one is required.
-	_, err = core.New(memorystore.New(), byClient, []core.Limit{{Rate: 10}})
-	fmt.Println(errors.Is(err, core.ErrInvalidLimit))
-	_, err = core.New(memorystore.New(), byClient, nil)
+	_, err = core.New(memorystore.New(), "test", byClient, []store.Limit{{Rate: 10}})
+	fmt.Println(errors.Is(err, store.ErrInvalidLimit))
+	_, err = core.New(memorystore.New(), "test", byClient, nil)
 	fmt.Println(errors.Is(err, store.ErrNoLimits))
 	// Output:
 	// search 2 limits
@@ -68,7 +70,7 @@ func ExampleAlgorithms() {
 	now := time.Unix(1_700_000_001, 0)
 	mem := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 	for _, alg := range store.Algorithms() {
-		limit := core.Limit{Algorithm: alg, Rate: 4, Period: time.Second}
+		limit := store.Limit{Algorithm: alg, Rate: 4, Period: time.Second}
 		fmt.Printf("%-15s", alg)
 		for i := 0; i < 6; i++ {
 			res, err := mem.Take(context.Background(), "k", 1, specs(limit)...)
@@ -96,14 +98,14 @@ func ExampleAlgorithms() {
 }
 
 func ExampleLimit_Validate() {
-	for _, l := range []core.Limit{
-		{Algorithm: core.TokenBucket, Rate: 100, Period: time.Minute, Burst: 10},
+	for _, l := range []store.Limit{
+		{Algorithm: store.TokenBucket, Rate: 100, Period: time.Minute, Burst: 10},
 		{Rate: 0, Period: time.Second},
-		{Algorithm: core.FixedWindow, Rate: 10, Period: time.Second, Burst: 5},
+		{Algorithm: store.FixedWindow, Rate: 10, Period: time.Second, Burst: 5},
 		{Algorithm: "fixed", Rate: 10, Period: time.Second},
 	} {
 		err := l.Validate()
-		fmt.Println(err == nil, errors.Is(err, core.ErrInvalidLimit))
+		fmt.Println(err == nil, errors.Is(err, store.ErrInvalidLimit))
 	}
 	// Output:
 	// true false
@@ -117,7 +119,7 @@ func ExampleLimit_Validate() {
 func ExampleLimit_penalty() {
 	now := time.Unix(1_700_000_000, 0)
 	mem := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
-	login := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: time.Minute, Penalty: 15 * time.Minute}
+	login := store.Limit{Algorithm: store.SlidingLog, Rate: 3, Period: time.Minute, Penalty: 15 * time.Minute}
 	for i := 1; i <= 4; i++ {
 		res, _ := mem.Take(context.Background(), "alice", 1, specs(login)...)
 		fmt.Printf("attempt %d: allowed=%v retry=%v\n", i, res.Allowed, res.RetryAfter)
@@ -134,7 +136,7 @@ func ExampleLimit_penalty() {
 }
 
 func ExampleLimit_Spec() {
-	spec, err := core.Limit{Algorithm: core.GCRA, Rate: 30, Period: time.Minute, Burst: 16}.Spec()
+	spec, err := store.Limit{Algorithm: store.GCRA, Rate: 30, Period: time.Minute, Burst: 16}.Spec()
 	if err != nil {
 		panic(err)
 	}
@@ -142,7 +144,7 @@ func ExampleLimit_Spec() {
 	fmt.Println(spec.ID())
 
 	// Defaults are applied: Burst 0 means Rate.
-	spec, _ = core.PerSecond(5).Spec()
+	spec, _ = store.PerSecond(5).Spec()
 	fmt.Println(spec.Burst(), spec.Interval())
 	// Output:
 	// rate=30 period=60000000µs burst=16 interval=2000000µs
@@ -151,7 +153,7 @@ func ExampleLimit_Spec() {
 }
 
 func ExamplePerMinute() {
-	for _, l := range []core.Limit{core.PerSecond(10), core.PerMinute(100), core.PerHour(5000)} {
+	for _, l := range []store.Limit{store.PerSecond(10), store.PerMinute(100), store.PerHour(5000)} {
 		fmt.Printf("%q rate=%d period=%v burst=%d\n", l.Algorithm, l.Rate, l.Period, l.Burst)
 	}
 	// Output:
@@ -161,7 +163,7 @@ func ExamplePerMinute() {
 }
 
 func ExampleRetryAfterSeconds() {
-	for _, d := range []time.Duration{time.Millisecond, 1500 * time.Millisecond, 2 * time.Second, core.InfDuration} {
+	for _, d := range []time.Duration{time.Millisecond, 1500 * time.Millisecond, 2 * time.Second, store.InfDuration} {
 		fmt.Println(core.RetryAfterSeconds(d))
 	}
 	// Output:
@@ -174,7 +176,7 @@ func ExampleRetryAfterSeconds() {
 // Combine is how a Store reports a Take over several limits: the binding
 // limit's figures, and the largest delay.
 func ExampleCombine() {
-	res := store.Combine([]core.Result{
+	res := store.Combine([]store.Result{
 		{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: 2 * time.Second, ResetAfter: 5 * time.Second},
 		{Allowed: true, Limit: 1000, Remaining: 990, ResetAfter: time.Hour},
 		{Allowed: false, Limit: 100, Remaining: 0, RetryAfter: time.Minute, ResetAfter: time.Minute},
@@ -189,7 +191,7 @@ func ExampleCombine() {
 func ExampleWithClock() {
 	now := time.Unix(1_700_000_000, 0)
 	clock := func() time.Time { return now }
-	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)), byClient, []core.Limit{core.PerMinute(60)}, core.WithClock(clock))
+	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)), "test", byClient, []store.Limit{store.PerMinute(60)}, core.WithClock(clock))
 	if err != nil {
 		panic(err)
 	}
@@ -203,9 +205,11 @@ func ExampleWithClock() {
 func ExampleWithHeaders() {
 	now := time.Unix(1_700_000_000, 0)
 	clock := func() time.Time { return now }
-	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)), byClient,
-		[]core.Limit{{Algorithm: core.FixedWindow, Rate: 100, Period: time.Minute}},
-		core.WithClock(clock), core.WithName("api"), core.WithPolicyName("api"), core.WithHeaders(core.HeadersBoth))
+	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)),
+
+		"api", byClient,
+		[]store.Limit{{Algorithm: store.FixedWindow, Rate: 100, Period: time.Minute}},
+		core.WithClock(clock), core.WithPolicyName("api"), core.WithHeaders(core.HeadersBoth))
 	if err != nil {
 		panic(err)
 	}
@@ -228,8 +232,8 @@ func ExampleWithHeaders() {
 func ExampleDecision_Wait() {
 	now := time.Unix(1_700_000_000, 0)
 	clock := func() time.Time { return now }
-	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)), byClient,
-		[]core.Limit{{Algorithm: core.LeakyBucket, Rate: 2, Period: time.Second, Burst: 1}}, core.WithClock(clock))
+	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)), "test", byClient,
+		[]store.Limit{{Algorithm: store.LeakyBucket, Rate: 2, Period: time.Second, Burst: 1}}, core.WithClock(clock))
 	if err != nil {
 		panic(err)
 	}
@@ -254,7 +258,7 @@ func ExampleDecision_Wait() {
 // the observer (or the metrics fed by it) before enforcing a new limit.
 func ExampleWithShadow() {
 	denied := 0
-	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(2)},
+	limiter, err := core.New(memorystore.New(), "test", byClient, []store.Limit{store.PerMinute(2)},
 		core.WithShadow(),
 		core.WithObserver(func(e core.Event) {
 			if e.Outcome == core.OutcomeShadowDenied {
@@ -281,8 +285,9 @@ func ExampleWithShadow() {
 func ExampleWithObserver() {
 	now := time.Unix(1_700_000_000, 0)
 	clock := func() time.Time { return now }
-	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)), byClient, []core.Limit{core.PerMinute(1)},
-		core.WithClock(clock), core.WithName("upload"), core.WithPolicyName("upload"),
+	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)),
+		"upload", byClient, []store.Limit{store.PerMinute(1)},
+		core.WithClock(clock), core.WithPolicyName("upload"),
 		core.WithObserver(func(e core.Event) {
 			if e.Action == core.Refuse {
 				fmt.Printf("limiter=%s key=%s outcome=%s retry=%v\n", e.Limiter, e.Key, e.Outcome, e.Result.RetryAfter)
@@ -301,7 +306,7 @@ func ExampleWithObserver() {
 // memory store (the default), serve everything, or refuse everything.
 func ExampleWithFailurePolicy() {
 	for _, p := range []core.FailurePolicy{core.FailLocal, core.FailOpen, core.FailClosed} {
-		limiter, err := core.New(failingStore{}, byClient, []core.Limit{core.PerMinute(1)},
+		limiter, err := core.New(failingStore{}, "test", byClient, []store.Limit{store.PerMinute(1)},
 			core.WithFailurePolicy(p))
 		if err != nil {
 			panic(err)
@@ -322,7 +327,7 @@ func ExampleWithFailurePolicy() {
 // Requests without a key can share one bucket (the default), be refused,
 // or be served unlimited.
 func ExampleWithKeyErrorRule() {
-	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(10)},
+	limiter, err := core.New(memorystore.New(), "test", byClient, []store.Limit{store.PerMinute(10)},
 		core.WithKeyErrorRule(core.KeyErrorDeny))
 	if err != nil {
 		panic(err)
@@ -338,7 +343,7 @@ func ExampleWithKeyErrorRule() {
 // Some requests cost more than others: a bulk request charges one unit per
 // item.
 func ExampleWithCostFunc() {
-	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(10)},
+	limiter, err := core.New(memorystore.New(), "test", byClient, []store.Limit{store.PerMinute(10)},
 		core.WithCostFunc(func(r *http.Request) int64 {
 			if r.URL.Query().Has("bulk") {
 				return 4
@@ -364,7 +369,7 @@ func ExampleWithCostFunc() {
 
 // Health checks and allow-listed clients skip the limiter entirely.
 func ExampleWithSkip() {
-	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(1)},
+	limiter, err := core.New(memorystore.New(), "test", byClient, []store.Limit{store.PerMinute(1)},
 		core.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }))
 	if err != nil {
 		panic(err)
@@ -383,7 +388,7 @@ func ExampleWithSkip() {
 }
 
 func ExampleWithDenyResponse() {
-	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(1)},
+	limiter, err := core.New(memorystore.New(), "test", byClient, []store.Limit{store.PerMinute(1)},
 		core.WithDenyResponse(core.Response{
 			Status:      http.StatusServiceUnavailable,
 			ContentType: "text/plain; charset=utf-8",
@@ -406,7 +411,7 @@ func ExampleWithDenyResponse() {
 // failure policy decides instead of keeping the client waiting.
 func ExampleWithTimeout() {
 	slow := slowStore{}
-	limiter, err := core.New(slow, byClient, []core.Limit{core.PerMinute(10)},
+	limiter, err := core.New(slow, "test", byClient, []store.Limit{store.PerMinute(10)},
 		core.WithTimeout(20*time.Millisecond),
 		core.WithObserver(func(e core.Event) { fmt.Println(e.Outcome, errors.Is(e.Err, context.DeadlineExceeded)) }))
 	if err != nil {
@@ -422,9 +427,9 @@ func ExampleWithTimeout() {
 // slowStore is a Store that answers only when its context ends.
 type slowStore struct{}
 
-func (slowStore) Take(ctx context.Context, _ string, _ int64, _ ...store.Spec) (core.Result, error) {
+func (slowStore) Take(ctx context.Context, _ string, _ int64, _ ...store.Spec) (store.Result, error) {
 	<-ctx.Done()
-	return core.Result{}, ctx.Err()
+	return store.Result{}, ctx.Err()
 }
 
 // The memory store holds a bounded number of states; a flood of new keys
@@ -432,7 +437,7 @@ func (slowStore) Take(ctx context.Context, _ string, _ int64, _ ...store.Spec) (
 func ExampleWithMaxKeys() {
 	mem := memorystore.New(memorystore.WithMaxKeys(1000))
 	for i := 0; i < 5000; i++ {
-		if _, err := mem.Take(context.Background(), fmt.Sprint("client-", i), 1, specs(core.PerMinute(10))...); err != nil {
+		if _, err := mem.Take(context.Background(), fmt.Sprint("client-", i), 1, specs(store.PerMinute(10))...); err != nil {
 			panic(err)
 		}
 	}
@@ -443,13 +448,13 @@ func ExampleWithMaxKeys() {
 
 // Two routes limited per client with the same limits: their names keep
 // their allowances apart on one store.
-func ExampleWithName() {
+func ExampleNew_names() {
 	mem := memorystore.New()
-	search, err := core.New(mem, byClient, []core.Limit{core.PerMinute(1)}, core.WithName("search"))
+	search, err := core.New(mem, "search", byClient, []store.Limit{store.PerMinute(1)})
 	if err != nil {
 		panic(err)
 	}
-	upload, err := core.New(mem, byClient, []core.Limit{core.PerMinute(1)}, core.WithName("upload"))
+	upload, err := core.New(mem, "upload", byClient, []store.Limit{store.PerMinute(1)})
 	if err != nil {
 		panic(err)
 	}
@@ -462,7 +467,7 @@ func ExampleWithName() {
 
 // Every request of this route costs 5 units of the limit.
 func ExampleWithCost() {
-	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(12)}, core.WithCost(5))
+	limiter, err := core.New(memorystore.New(), "test", byClient, []store.Limit{store.PerMinute(12)}, core.WithCost(5))
 	if err != nil {
 		panic(err)
 	}
@@ -480,7 +485,7 @@ func ExampleWithCost() {
 // give it your own memory store to bound its size.
 func ExampleWithFallbackStore() {
 	local := memorystore.New(memorystore.WithMaxKeys(10_000))
-	limiter, err := core.New(failingStore{}, byClient, []core.Limit{core.PerMinute(2)},
+	limiter, err := core.New(failingStore{}, "test", byClient, []store.Limit{store.PerMinute(2)},
 		core.WithFallbackStore(local))
 	if err != nil {
 		panic(err)
@@ -498,7 +503,7 @@ func ExampleWithFallbackStore() {
 }
 
 func ExampleWithUnavailableResponse() {
-	limiter, err := core.New(failingStore{}, byClient, []core.Limit{core.PerMinute(2)},
+	limiter, err := core.New(failingStore{}, "test", byClient, []store.Limit{store.PerMinute(2)},
 		core.WithFailurePolicy(core.FailClosed),
 		core.WithUnavailableResponse(core.Response{
 			Status:      http.StatusServiceUnavailable,
@@ -520,7 +525,7 @@ func ExampleWithUnavailableResponse() {
 // An API that requires its key refuses requests without one, with a
 // response that says so.
 func ExampleWithKeyErrorResponse() {
-	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(10)},
+	limiter, err := core.New(memorystore.New(), "test", byClient, []store.Limit{store.PerMinute(10)},
 		core.WithKeyErrorRule(core.KeyErrorDeny),
 		core.WithKeyErrorResponse(core.Response{
 			Status:      http.StatusUnauthorized,
@@ -540,7 +545,7 @@ func ExampleWithKeyErrorResponse() {
 // Without a key, requests share one bucket by default: anonymous clients
 // are limited together, never skipped.
 func ExampleKeyErrorRule() {
-	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(2)},
+	limiter, err := core.New(memorystore.New(), "test", byClient, []store.Limit{store.PerMinute(2)},
 		core.WithObserver(func(e core.Event) {
 			fmt.Println(e.Outcome, errors.Is(e.KeyErr, core.ErrNoKey))
 		}))

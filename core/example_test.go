@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/keyfuncs"
 	"github.com/sluicehq/sluice/nethttp"
 )
@@ -20,7 +21,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	api, err := core.New(memorystore.New(), ip, []core.Limit{core.PerMinute(2)}, core.WithName("api"))
+	api, err := core.New(memorystore.New(), "api", ip, []store.Limit{store.PerMinute(2)})
 	if err != nil {
 		panic(err)
 	}

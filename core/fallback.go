@@ -209,7 +209,7 @@ func (f *localFallback) shard(key string) *recordShard {
 // t is the ticket of the Take that got res (begin). The fallback's
 // admissions the store has not been charged for yet count as used from
 // the start.
-func (f *localFallback) remember(key string, res *Result, cfg *limiterConfig, now time.Time, t ticket) {
+func (f *localFallback) remember(key string, res *store.Result, cfg *limiterConfig, now time.Time, t ticket) {
 	sh := f.shard(key)
 	sh.mu.Lock()
 	r := sh.record(key)
@@ -235,9 +235,9 @@ func (f *localFallback) remember(key string, res *Result, cfg *limiterConfig, no
 	r.linear = false
 	if b := res.Binding; b >= 0 && b < len(cfg.limits) {
 		switch cfg.take[b].Algorithm() {
-		case GCRA, TokenBucket, LeakyBucket:
+		case store.GCRA, store.TokenBucket, store.LeakyBucket:
 			r.linear = true
-		case InFlight:
+		case store.InFlight:
 			// Free slots come back when requests end, which the answer
 			// cannot tell: the fallback store alone decides the key.
 			r.known = false
@@ -340,7 +340,7 @@ func (r *record) budget(now time.Time, need int64) (int64, time.Time) {
 // r remaining admits at most r), and by the fallback store fb; of either,
 // it admits only this instance's share (see instances). What it admits is
 // owed to the store.
-func (f *localFallback) take(ctx context.Context, fb store.Store, key string, cost int64, cfg *limiterConfig, now time.Time) (Result, error) {
+func (f *localFallback) take(ctx context.Context, fb store.Store, key string, cost int64, cfg *limiterConfig, now time.Time) (store.Result, error) {
 	n := f.instances()
 	sh := f.shard(key)
 	sh.mu.Lock()
@@ -384,7 +384,7 @@ func (f *localFallback) take(ctx context.Context, fb store.Store, key string, co
 // takeShare decides a key the store gave no answer for (that still
 // holds) by the fallback store, admitting at most this instance's share,
 // ⌊L/n⌋ (at least 1), of the binding limit's allowance L.
-func (f *localFallback) takeShare(ctx context.Context, fb store.Store, r *record, sh *recordShard, key string, cost int64, cfg *limiterConfig, n, pending int64) (Result, error) {
+func (f *localFallback) takeShare(ctx context.Context, fb store.Store, r *record, sh *recordShard, key string, cost int64, cfg *limiterConfig, n, pending int64) (store.Result, error) {
 	if p, ok := fb.(store.Peeker); ok && (n > 1 || pending > 0) {
 		// Over this instance's share, the request is refused uncharged.
 		res, err := p.Peek(ctx, key, cost, cfg.take...)
@@ -411,7 +411,7 @@ func (f *localFallback) takeShare(ctx context.Context, fb store.Store, r *record
 // counted as spent; if so it turns res into a refusal until the fallback
 // has regained the excess, and otherwise caps res.Remaining at what is
 // left of the share.
-func overShare(res *Result, n, pending int64) bool {
+func overShare(res *store.Result, n, pending int64) bool {
 	share, spent := shareOf(res.Limit, n), res.Limit-res.Remaining+pending
 	if spent <= share {
 		res.Remaining = min(res.Remaining, share-spent)
@@ -443,9 +443,9 @@ func shareOf(b, n int64) int64 {
 
 // denial is the Result of a request the remembered answer refuses until
 // when.
-func (r *record) denial(now, when time.Time) Result {
+func (r *record) denial(now, when time.Time) store.Result {
 	retry := max(when.Sub(now), time.Microsecond)
-	return Result{
+	return store.Result{
 		Limit: r.limit, RetryAfter: retry, Binding: r.binding,
 		ResetAfter: max(r.full.Sub(now), retry),
 	}
@@ -454,8 +454,8 @@ func (r *record) denial(now, when time.Time) Result {
 // takeFolded takes cost for key from s under cfg's limits; from a
 // store.Refunder with Charge, so that a count-by-outcome give-back (see
 // WithCountIf) knows when it was charged.
-func takeFolded(ctx context.Context, s store.Store, key string, cost int64, cfg *limiterConfig) (Result, error) {
-	var res Result
+func takeFolded(ctx context.Context, s store.Store, key string, cost int64, cfg *limiterConfig) (store.Result, error) {
+	var res store.Result
 	var err error
 	if r, ok := s.(store.Refunder); ok {
 		res, err = r.Charge(ctx, key, cost, cfg.take...)
@@ -463,7 +463,7 @@ func takeFolded(ctx context.Context, s store.Store, key string, cost int64, cfg 
 		res, err = s.Take(ctx, key, cost, cfg.take...)
 	}
 	if err != nil {
-		return Result{}, err
+		return store.Result{}, err
 	}
 	return cfg.fold(res), nil
 }

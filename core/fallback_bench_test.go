@@ -16,7 +16,7 @@ import (
 // does a Redis store, without a round trip in the measure.
 type sharedStand struct{ m *memorystore.Store }
 
-func (s sharedStand) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (Result, error) {
+func (s sharedStand) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	return s.m.Take(ctx, key, n, limits...)
 }
 
@@ -35,8 +35,9 @@ func BenchmarkDecideShared(b *testing.B) {
 		reqs[i].Header.Set("X-Client", "client-"+strconv.Itoa(i))
 	}
 	for _, p := range []FailurePolicy{FailLocal, FailOpen} {
-		l, err := New(sharedStand{memorystore.New()}, keyFromHeader, []Limit{PerHour(1_000_000_000)},
-			WithName("bench"), WithFailurePolicy(p))
+		l, err := New(sharedStand{memorystore.New()},
+			"bench", keyFromHeader, []store.Limit{store.PerHour(1_000_000_000)},
+			WithFailurePolicy(p))
 		if err != nil {
 			b.Fatal(err)
 		}

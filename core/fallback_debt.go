@@ -84,7 +84,7 @@ func (f *localFallback) begin(key string, cost int64) ticket {
 // at now: an answer is remembered, a failure ends the Take's pending, and
 // a debt the store did not take is owed again (failed) or charged apart
 // (refused).
-func (f *localFallback) after(key string, t ticket, res *Result, err error, cfg *limiterConfig, now time.Time) {
+func (f *localFallback) after(key string, t ticket, res *store.Result, err error, cfg *limiterConfig, now time.Time) {
 	if err == nil {
 		f.remember(key, res, cfg, now, t)
 	} else {
@@ -262,10 +262,10 @@ func (f *localFallback) charge(d *debt) error {
 // charged by no request, so a slot it took would never be released.
 func withoutInFlight(take []store.Spec) []store.Spec {
 	for i := range take {
-		if take[i].Algorithm() == InFlight {
+		if take[i].Algorithm() == store.InFlight {
 			out := make([]store.Spec, 0, len(take)-1)
 			for _, s := range take {
-				if s.Algorithm() != InFlight {
+				if s.Algorithm() != store.InFlight {
 					out = append(out, s)
 				}
 			}

@@ -38,19 +38,19 @@ func newFlakyStore(clock *fakeClock) *flakyStore {
 
 func (s *flakyStore) Instances() int { return max(s.fleet, 1) }
 
-func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (Result, error) {
+func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	if h := s.hold.Load(); h != nil {
 		<-*h
 	}
 	if s.down.Load() {
-		return Result{}, errDown
+		return store.Result{}, errDown
 	}
 	return s.Store.Take(ctx, key, n, limits...)
 }
 
-func (s *flakyStore) Peek(ctx context.Context, key string, n int64, limits ...store.Spec) (Result, error) {
+func (s *flakyStore) Peek(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	if s.down.Load() {
-		return Result{}, errDown
+		return store.Result{}, errDown
 	}
 	return s.Store.Peek(ctx, key, n, limits...)
 }
@@ -103,10 +103,10 @@ func (s *flakyStore) hookCount() int {
 }
 
 // fallbackLimiter is a Limiter on a flakyStore whose fallback runs on clock.
-func fallbackLimiter(t *testing.T, clock *fakeClock, lim Limit) (*Limiter, *flakyStore) {
+func fallbackLimiter(t *testing.T, clock *fakeClock, lim store.Limit) (*Limiter, *flakyStore) {
 	t.Helper()
 	s := newFlakyStore(clock)
-	l, err := New(s, headerKey, []Limit{lim}, WithName("api"), WithClock(clock.Now),
+	l, err := New(s, "api", headerKey, []store.Limit{lim}, WithClock(clock.Now),
 		WithFallbackStore(memorystore.New(memorystore.WithClock(clock.Now))))
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func decideN(l *Limiter, client string, n int) (served int, last Decision) {
 // the time the store gave, and a key with r left gets at most r more.
 func TestFallbackStartsFromTheStoresAnswer(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	lim := Limit{Algorithm: FixedWindow, Rate: 5, Period: time.Minute}
+	lim := store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: time.Minute}
 	l, s := fallbackLimiter(t, clock, lim)
 	if n, _ := decideN(l, "spent", 6); n != 5 {
 		t.Fatalf("store admitted %d of 6, want 5", n)
@@ -160,7 +160,7 @@ func TestFallbackStartsFromTheStoresAnswer(t *testing.T) {
 // way to the store leaves room for that Take: the store may admit it yet.
 func TestFallbackLeavesRoomForTakesInFlight(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	l, s := fallbackLimiter(t, clock, Limit{Algorithm: FixedWindow, Rate: 5, Period: time.Minute})
+	l, s := fallbackLimiter(t, clock, store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: time.Minute})
 	if n, _ := decideN(l, "a", 3); n != 3 {
 		t.Fatalf("store admitted %d of 3", n)
 	}
@@ -193,12 +193,12 @@ func TestFallbackLeavesRoomForTakesInFlight(t *testing.T) {
 func TestFallbackHoldsUntilTheFleetHasPaid(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	shared := memorystore.New(memorystore.WithClock(clock.Now))
-	lim := Limit{Algorithm: FixedWindow, Rate: 10, Period: time.Minute}
+	lim := store.Limit{Algorithm: store.FixedWindow, Rate: 10, Period: time.Minute}
 	var instances [2]*Limiter
 	var stores [2]*flakyStore
 	for i := range instances {
 		stores[i] = &flakyStore{Store: shared, fleet: 2}
-		l, err := New(stores[i], headerKey, []Limit{lim}, WithName("api"), WithClock(clock.Now))
+		l, err := New(stores[i], "api", headerKey, []store.Limit{lim}, WithClock(clock.Now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +232,7 @@ func TestFallbackHoldsUntilTheFleetHasPaid(t *testing.T) {
 // back at the limit's pace.
 func TestFallbackRefillsSteadily(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	l, s := fallbackLimiter(t, clock, Limit{Rate: 10, Period: time.Second}) // GCRA, burst 10
+	l, s := fallbackLimiter(t, clock, store.Limit{Rate: 10, Period: time.Second}) // GCRA, burst 10
 	if n, _ := decideN(l, "a", 10); n != 10 {
 		t.Fatalf("store admitted %d of 10", n)
 	}
@@ -250,7 +250,7 @@ func TestFallbackRefillsSteadily(t *testing.T) {
 // store is away (the Reset then fails, but holds in this process).
 func TestFallbackForgetsOnReset(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	lim := Limit{Algorithm: FixedWindow, Rate: 2, Period: time.Hour, Penalty: time.Hour}
+	lim := store.Limit{Algorithm: store.FixedWindow, Rate: 2, Period: time.Hour, Penalty: time.Hour}
 	l, s := fallbackLimiter(t, clock, lim)
 	decideN(l, "a", 3) // refused by the store: penalty until an hour later
 	s.down.Store(true)
@@ -270,9 +270,9 @@ func TestFallbackForgetsOnReset(t *testing.T) {
 // store register one hook in all.
 func TestFallbackHearsAnnouncedResets(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	lim := Limit{Rate: 1, Period: time.Hour, Penalty: time.Hour}
+	lim := store.Limit{Rate: 1, Period: time.Hour, Penalty: time.Hour}
 	l, s := fallbackLimiter(t, clock, lim)
-	if _, err := New(s, headerKey, []Limit{lim}, WithName("other")); err != nil || s.hookCount() != 1 {
+	if _, err := New(s, "other", headerKey, []store.Limit{lim}); err != nil || s.hookCount() != 1 {
 		t.Fatalf("second Limiter: %v, %d hooks on the store, want 1", err, s.hookCount())
 	}
 	s.down.Store(true)
@@ -306,7 +306,7 @@ func TestFallbackLifecycle(t *testing.T) {
 	goroutines, made := runtime.NumGoroutine(), fallbacksMade.Load()
 	live := make([]*Limiter, 0, 2000)
 	for i := 0; i < 1000; i++ {
-		l, err := New(s, headerKey, []Limit{PerMinute(5)}, WithName(fmt.Sprint("up", i)))
+		l, err := New(s, fmt.Sprint("up", i), headerKey, []store.Limit{store.PerMinute(5)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -318,7 +318,7 @@ func TestFallbackLifecycle(t *testing.T) {
 	}
 	s.down.Store(true)
 	for i := 0; i < 1000; i++ {
-		l, _ := New(s, headerKey, []Limit{PerMinute(5)}, WithName(fmt.Sprint("down", i)))
+		l, _ := New(s, fmt.Sprint("down", i), headerKey, []store.Limit{store.PerMinute(5)})
 		if d := l.Decide(clientRequest("a", "")); d.Outcome != OutcomeFallback {
 			t.Fatalf("outcome %v while the store is down", d.Outcome)
 		}
@@ -391,8 +391,8 @@ func settled(t *testing.T, l *Limiter) {
 func TestFallbackTakesItsShareAndSettles(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	s := &fleetStore{flakyStore: newFlakyStore(clock), instances: 3}
-	lim := Limit{Algorithm: FixedWindow, Rate: 20, Period: time.Hour}
-	l, err := New(s, headerKey, []Limit{lim}, WithName("api"), WithClock(clock.Now),
+	lim := store.Limit{Algorithm: store.FixedWindow, Rate: 20, Period: time.Hour}
+	l, err := New(s, "api", headerKey, []store.Limit{lim}, WithClock(clock.Now),
 		WithFallbackStore(memorystore.New(memorystore.WithClock(clock.Now))))
 	if err != nil {
 		t.Fatal(err)
@@ -420,8 +420,8 @@ func TestFallbackTakesItsShareAndSettles(t *testing.T) {
 func TestFallbackSettlesWhatFits(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	s := newFlakyStore(clock)
-	lim := Limit{Algorithm: FixedWindow, Rate: 5, Period: time.Hour, Penalty: 24 * time.Hour}
-	l, err := New(s, headerKey, []Limit{lim}, WithName("api"), WithClock(clock.Now),
+	lim := store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: time.Hour, Penalty: 24 * time.Hour}
+	l, err := New(s, "api", headerKey, []store.Limit{lim}, WithClock(clock.Now),
 		WithFallbackStore(memorystore.New(memorystore.WithClock(clock.Now))))
 	if err != nil {
 		t.Fatal(err)
@@ -446,8 +446,8 @@ func TestFallbackSettlesWhatFits(t *testing.T) {
 func TestFallbackDebtRidesOnTheNextTake(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	s := &fleetStore{flakyStore: newFlakyStore(clock), instances: 3}
-	lim := Limit{Algorithm: FixedWindow, Rate: 20, Period: time.Hour}
-	l, err := New(s, headerKey, []Limit{lim}, WithName("api"), WithClock(clock.Now),
+	lim := store.Limit{Algorithm: store.FixedWindow, Rate: 20, Period: time.Hour}
+	l, err := New(s, "api", headerKey, []store.Limit{lim}, WithClock(clock.Now),
 		WithFallbackStore(memorystore.New(memorystore.WithClock(clock.Now))))
 	if err != nil {
 		t.Fatal(err)

@@ -43,9 +43,9 @@ func FuzzLimitArithmetic(f *testing.F) {
 	} {
 		f.Add(s.alg, s.rate, s.period, s.burst, s.pen, s.n)
 	}
-	algs := append(append([]core.Algorithm(nil), store.Algorithms()...), "", "bogus")
+	algs := append(append([]store.Algorithm(nil), store.Algorithms()...), "", "bogus")
 	f.Fuzz(func(t *testing.T, alg uint8, rate, period, burst, pen, n int64) {
-		lim := core.Limit{
+		lim := store.Limit{
 			Algorithm: algs[int(alg)%len(algs)],
 			Rate:      rate,
 			Period:    time.Duration(period),
@@ -53,17 +53,17 @@ func FuzzLimitArithmetic(f *testing.F) {
 			Penalty:   time.Duration(pen),
 		}
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		store := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
+		st := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 		ctx := context.Background()
 		sp, verr := lim.Spec()
 		if verr != nil {
-			if !errors.Is(verr, core.ErrInvalidLimit) {
+			if !errors.Is(verr, store.ErrInvalidLimit) {
 				t.Fatalf("%v: Spec error %v does not wrap ErrInvalidLimit", lim, verr)
 			}
-			if _, err := core.New(store, func(*http.Request) (string, error) { return "k", nil }, []core.Limit{lim}); !errors.Is(err, core.ErrInvalidLimit) {
+			if _, err := core.New(st, "test", func(*http.Request) (string, error) { return "k", nil }, []store.Limit{lim}); !errors.Is(err, store.ErrInvalidLimit) {
 				t.Fatalf("%v: core.New error %v, want ErrInvalidLimit", lim, err)
 			}
-			if _, err := store.Take(ctx, "k", 1, specs(lim)...); !errors.Is(err, core.ErrInvalidLimit) {
+			if _, err := st.Take(ctx, "k", 1, specs(lim)...); !errors.Is(err, store.ErrInvalidLimit) {
 				t.Fatalf("%v: Take error %v, want ErrInvalidLimit", lim, err)
 			}
 			return
@@ -78,14 +78,14 @@ func FuzzLimitArithmetic(f *testing.F) {
 
 		capacity := sp.Rate()
 		switch sp.Algorithm() {
-		case core.GCRA, core.TokenBucket:
+		case store.GCRA, store.TokenBucket:
 			capacity = sp.Burst()
-		case core.LeakyBucket:
+		case store.LeakyBucket:
 			capacity = sp.Burst() + 1
 		}
-		res, err := store.Take(ctx, "k", n, specs(lim)...)
+		res, err := st.Take(ctx, "k", n, specs(lim)...)
 		if n < 0 {
-			if !errors.Is(err, core.ErrNegativeCost) {
+			if !errors.Is(err, store.ErrNegativeCost) {
 				t.Fatalf("%v cost %d: error %v, want ErrNegativeCost", lim, n, err)
 			}
 			return
@@ -96,7 +96,7 @@ func FuzzLimitArithmetic(f *testing.F) {
 		// locked: a denial with a penalty may have locked the key, and a
 		// request during the lock reports the lock's RetryAfter instead.
 		locked := false
-		check := func(what string, res core.Result, n int64) {
+		check := func(what string, res store.Result, n int64) {
 			t.Helper()
 			if res.Remaining < 0 || res.Remaining > res.Limit || res.ResetAfter < 0 || res.Delay < 0 {
 				t.Fatalf("%v %s cost %d: %+v out of range", lim, what, n, res)
@@ -107,10 +107,10 @@ func FuzzLimitArithmetic(f *testing.F) {
 			if !res.Allowed && res.RetryAfter <= 0 {
 				t.Fatalf("%v %s cost %d: denied with RetryAfter %v", lim, what, n, res.RetryAfter)
 			}
-			if n > capacity && (res.Allowed || !locked && res.RetryAfter != core.InfDuration) {
+			if n > capacity && (res.Allowed || !locked && res.RetryAfter != store.InfDuration) {
 				t.Fatalf("%v %s cost %d above capacity %d: %+v, want denied with InfDuration", lim, what, n, capacity, res)
 			}
-			if n <= capacity && n > 0 && !res.Allowed && res.RetryAfter == core.InfDuration {
+			if n <= capacity && n > 0 && !res.Allowed && res.RetryAfter == store.InfDuration {
 				t.Fatalf("%v %s cost %d within capacity %d: denied forever", lim, what, n, capacity)
 			}
 		}
@@ -120,19 +120,19 @@ func FuzzLimitArithmetic(f *testing.F) {
 			t.Fatalf("%v: a fresh key denied cost %d within capacity %d: %+v", lim, n, capacity, res)
 		}
 		// A denial charges nothing: a peek afterwards sees the same state.
-		before, err := store.Take(ctx, "k", 0, specs(lim)...)
+		before, err := st.Take(ctx, "k", 0, specs(lim)...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		denied, err := store.Take(ctx, "k", math.MaxInt64, specs(lim)...)
+		denied, err := st.Take(ctx, "k", math.MaxInt64, specs(lim)...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		check("MaxInt64 Take", denied, math.MaxInt64)
-		if sp.Penalty() > 0 && !locked && denied.RetryAfter != core.InfDuration {
+		if sp.Penalty() > 0 && !locked && denied.RetryAfter != store.InfDuration {
 			t.Fatalf("%v: the first denial, of cost MaxInt64, reports RetryAfter %v, want InfDuration", lim, denied.RetryAfter)
 		}
-		after, err := store.Take(ctx, "k", 0, specs(lim)...)
+		after, err := st.Take(ctx, "k", 0, specs(lim)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +142,7 @@ func FuzzLimitArithmetic(f *testing.F) {
 
 		// Through a Limiter, the same cost is a clean decision: never a
 		// panic, never a 5xx.
-		l, err := core.New(store, func(*http.Request) (string, error) { return "h", nil }, []core.Limit{lim}, core.WithCost(max(n, 0)))
+		l, err := core.New(st, "test", func(*http.Request) (string, error) { return "h", nil }, []store.Limit{lim}, core.WithCost(max(n, 0)))
 		if err != nil {
 			t.Fatalf("core.New with a valid limit %v: %v", lim, err)
 		}

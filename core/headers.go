@@ -36,7 +36,7 @@ const (
 	// the limit is back to its full allowance, rounded up. Policies are
 	// named by WithPolicyName (and WithPlanPolicyNames for plans), or
 	// DefaultPolicyName, "default", without it: never after the Limiter's
-	// name (WithName) or a plan's, which are internal; "-0", "-1", ... are
+	// name (New) or a plan's, which are internal; "-0", "-1", ... are
 	// appended when the Limiter holds several limits.
 	HeadersIETF
 	// HeadersBoth sets both kinds.
@@ -123,7 +123,7 @@ func quota(s store.Spec) (q, w int64) {
 
 // appendSFString appends s as a Structured Field String (RFC 8941): in
 // double quotes, with '"' and '\' escaped. s holds printable ASCII only
-// (WithName checks it).
+// (New checks it).
 func appendSFString(b []byte, s string) []byte {
 	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
@@ -153,7 +153,7 @@ func ceilSeconds(d time.Duration) int64 {
 // the limit admits at once); the Limiter then sends no Retry-After, since
 // no wait would help.
 func RetryAfterSeconds(d time.Duration) int64 {
-	if d == InfDuration {
+	if d == store.InfDuration {
 		return 0
 	}
 	return max(ceilSeconds(d), 1)
@@ -244,7 +244,7 @@ func (d Decision) headerValues(p *headerPlan, retry int64, blk *headerBlock) []s
 
 // appendRateLimitField appends the IETF RateLimit field of res: one item
 // per limit, named by names.
-func appendRateLimitField(b []byte, names []string, res *Result) []byte {
+func appendRateLimitField(b []byte, names []string, res *store.Result) []byte {
 	if len(res.PerLimit) != len(names) {
 		// One limit (or a store that reported no PerLimit).
 		return appendRateLimitItem(b, names[min(max(res.Binding, 0), len(names)-1)], res)
@@ -266,7 +266,7 @@ type headerBlock struct {
 	vals [5]string
 }
 
-func appendRateLimitItem(b []byte, name string, r *Result) []byte {
+func appendRateLimitItem(b []byte, name string, r *store.Result) []byte {
 	b = append(b, name...)
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, max(r.Remaining, 0), 10)

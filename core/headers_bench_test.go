@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // BenchmarkSetHeaders measures SetHeaders on a refused request, in each
@@ -12,12 +14,12 @@ import (
 //
 //	go test -run '^$' -bench SetHeaders -benchmem ./core
 func BenchmarkSetHeaders(b *testing.B) {
-	res := Result{Limit: 1000, RetryAfter: 2 * time.Second, ResetAfter: 30 * time.Second}
-	st := &scriptStore{take: func(context.Context, string, int64) (Result, error) { return res, nil }}
+	res := store.Result{Limit: 1000, RetryAfter: 2 * time.Second, ResetAfter: 30 * time.Second}
+	st := &scriptStore{take: func(context.Context, string, int64) (store.Result, error) { return res, nil }}
 	now := time.Unix(1_700_000_000, 0)
 	for _, style := range []HeaderStyle{HeadersLegacy, HeadersIETF, HeadersBoth} {
 		b.Run(style.String(), func(b *testing.B) {
-			l, err := New(st, func(*http.Request) (string, error) { return "k", nil }, []Limit{PerMinute(1000)},
+			l, err := New(st, "test", func(*http.Request) (string, error) { return "k", nil }, []store.Limit{store.PerMinute(1000)},
 				WithHeaders(style), WithClock(func() time.Time { return now }))
 			if err != nil {
 				b.Fatal(err)

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluicehq/sluice/core/memorystore"
-	"github.com/sluicehq/sluice/core/store"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 func TestRetryAfterSeconds(t *testing.T) {
@@ -25,8 +26,8 @@ func TestRetryAfterSeconds(t *testing.T) {
 		{time.Second + time.Microsecond, 2},
 		{59*time.Second + 1, 60},
 		{time.Hour, 3600},
-		{InfDuration - 1, int64((InfDuration-1)/time.Second) + 1},
-		{InfDuration, 0},
+		{store.InfDuration - 1, int64((store.InfDuration-1)/time.Second) + 1},
+		{store.InfDuration, 0},
 	} {
 		if got := RetryAfterSeconds(tc.d); got != tc.want {
 			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tc.d, got, tc.want)
@@ -49,7 +50,7 @@ func TestResetEpoch(t *testing.T) {
 		{base, 1500 * time.Millisecond, 1_700_000_002},
 		{base, time.Hour, 1_700_003_601},
 	} {
-		if got := (Result{ResetAfter: tc.after}).ResetAt(tc.now).Unix(); got != tc.want {
+		if got := (store.Result{ResetAfter: tc.after}).ResetAt(tc.now).Unix(); got != tc.want {
 			t.Errorf("ResetAt(%v) after %v = %d, want %d", tc.now.UnixNano(), tc.after, got, tc.want)
 		}
 	}
@@ -57,18 +58,18 @@ func TestResetEpoch(t *testing.T) {
 
 func TestQuota(t *testing.T) {
 	for _, tc := range []struct {
-		l    Limit
+		l    store.Limit
 		q, w int64
 	}{
-		{PerSecond(10), 10, 1},
-		{PerMinute(100), 100, 60},
-		{Limit{Algorithm: GCRA, Rate: 30, Period: time.Minute, Burst: 16}, 16, 32},      // 16 × 2s
-		{Limit{Algorithm: TokenBucket, Rate: 3, Period: time.Second, Burst: 10}, 10, 4}, // 10/3 s → 4
-		{Limit{Algorithm: LeakyBucket, Rate: 2, Period: time.Second, Burst: 4}, 5, 3},   // queue 4 + 1 in service
-		{Limit{Algorithm: FixedWindow, Rate: 100, Period: time.Hour}, 100, 3600},
-		{Limit{Algorithm: SlidingWindow, Rate: 5, Period: 1500 * time.Millisecond}, 5, 2},
-		{Limit{Algorithm: SlidingLog, Rate: 10, Period: 100 * time.Millisecond}, 10, 1},
-		{Limit{Algorithm: GCRA, Rate: 3, Period: time.Second}, 3, 1}, // exact, not 3·ceil(P/3)
+		{store.PerSecond(10), 10, 1},
+		{store.PerMinute(100), 100, 60},
+		{store.Limit{Algorithm: store.GCRA, Rate: 30, Period: time.Minute, Burst: 16}, 16, 32},      // 16 × 2s
+		{store.Limit{Algorithm: store.TokenBucket, Rate: 3, Period: time.Second, Burst: 10}, 10, 4}, // 10/3 s → 4
+		{store.Limit{Algorithm: store.LeakyBucket, Rate: 2, Period: time.Second, Burst: 4}, 5, 3},   // queue 4 + 1 in service
+		{store.Limit{Algorithm: store.FixedWindow, Rate: 100, Period: time.Hour}, 100, 3600},
+		{store.Limit{Algorithm: store.SlidingWindow, Rate: 5, Period: 1500 * time.Millisecond}, 5, 2},
+		{store.Limit{Algorithm: store.SlidingLog, Rate: 10, Period: 100 * time.Millisecond}, 10, 1},
+		{store.Limit{Algorithm: store.GCRA, Rate: 3, Period: time.Second}, 3, 1}, // exact, not 3·ceil(P/3)
 	} {
 		s, err := tc.l.Spec()
 		if err != nil {
@@ -82,9 +83,9 @@ func TestQuota(t *testing.T) {
 
 // headersFor runs one decision through a Limiter whose store answers res,
 // at the given clock, and returns the headers it sets.
-func headersFor(t *testing.T, limits []Limit, res Result, now time.Time, opts ...Option) (Decision, http.Header) {
+func headersFor(t *testing.T, limits []store.Limit, res store.Result, now time.Time, opts ...Option) (Decision, http.Header) {
 	t.Helper()
-	st := &scriptStore{take: func(context.Context, string, int64) (Result, error) { return res, nil }}
+	st := &scriptStore{take: func(context.Context, string, int64) (store.Result, error) { return res, nil }}
 	opts = append(opts, WithClock(func() time.Time { return now }))
 	l := mustNew(t, st, limits, opts...)
 	d := l.Decide(request("k"))
@@ -95,7 +96,7 @@ func headersFor(t *testing.T, limits []Limit, res Result, now time.Time, opts ..
 
 func TestLegacyHeadersExact(t *testing.T) {
 	now := time.Unix(1_700_000_000, 250_000_000)
-	res := Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 1500 * time.Millisecond}
+	res := store.Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 1500 * time.Millisecond}
 	_, h := headersFor(t, perSecond10, res, now)
 	want := http.Header{
 		"X-Ratelimit-Limit":     {"10"},
@@ -110,7 +111,7 @@ func TestLegacyHeadersExact(t *testing.T) {
 		t.Error("X-RateLimit-Remaining not found by Header.Get")
 	}
 
-	res = Result{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: 100 * time.Millisecond, ResetAfter: 900 * time.Millisecond}
+	res = store.Result{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: 100 * time.Millisecond, ResetAfter: 900 * time.Millisecond}
 	d, h := headersFor(t, perSecond10, res, now)
 	if d.Action != Refuse {
 		t.Fatalf("action %v", d.Action)
@@ -126,7 +127,7 @@ func TestLegacyHeadersExact(t *testing.T) {
 	}
 
 	// A cost that can never pass: no Retry-After.
-	res = Result{Allowed: false, Limit: 10, Remaining: 4, RetryAfter: InfDuration, ResetAfter: 600 * time.Millisecond}
+	res = store.Result{Allowed: false, Limit: 10, Remaining: 4, RetryAfter: store.InfDuration, ResetAfter: 600 * time.Millisecond}
 	_, h = headersFor(t, perSecond10, res, now)
 	if _, ok := h[HeaderRetryAfter]; ok || h.Get(HeaderRemaining) != "4" {
 		t.Fatalf("never-passing denial headers %v: want Remaining 4 and no Retry-After", h)
@@ -135,7 +136,7 @@ func TestLegacyHeadersExact(t *testing.T) {
 
 func TestHeadersReplaceAndDoNotAlias(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	res := Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: time.Second}
+	res := store.Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: time.Second}
 	d, _ := headersFor(t, perSecond10, res, now, WithHeaders(HeadersBoth))
 	h := http.Header{"X-Ratelimit-Limit": {"999"}}
 	d.SetHeaders(h)
@@ -158,7 +159,7 @@ func TestHeadersReplaceAndDoNotAlias(t *testing.T) {
 
 func TestHeaderStyles(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	denied := Result{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: 2500 * time.Millisecond, ResetAfter: 3 * time.Second}
+	denied := store.Result{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: 2500 * time.Millisecond, ResetAfter: 3 * time.Second}
 	for _, tc := range []struct {
 		style HeaderStyle
 		want  []string
@@ -181,7 +182,7 @@ func TestHeaderStyles(t *testing.T) {
 		}
 	}
 	// HeadersNone on an allowed request: nothing at all.
-	_, h := headersFor(t, perSecond10, Result{Allowed: true, Limit: 10, Remaining: 3}, now, WithHeaders(HeadersNone))
+	_, h := headersFor(t, perSecond10, store.Result{Allowed: true, Limit: 10, Remaining: 3}, now, WithHeaders(HeadersNone))
 	if len(h) != 0 {
 		t.Errorf("HeadersNone allowed: %v", h)
 	}
@@ -198,8 +199,8 @@ func sorted(s []string) []string {
 
 func TestIETFHeadersExact(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	res := Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 1200 * time.Millisecond}
-	_, h := headersFor(t, perSecond10, res, now, WithHeaders(HeadersIETF), WithName("api"), WithPolicyName("api"))
+	res := store.Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 1200 * time.Millisecond}
+	_, h := headersFor(t, perSecond10, res, now, WithHeaders(HeadersIETF), withName("api"), WithPolicyName("api"))
 	if got := h.Get("RateLimit-Policy"); got != `"api";q=10;w=1` {
 		t.Errorf("RateLimit-Policy %q", got)
 	}
@@ -209,13 +210,13 @@ func TestIETFHeadersExact(t *testing.T) {
 
 	// Several limits: one member per limit, in order, each with its own
 	// figures from PerLimit.
-	limits := []Limit{PerSecond(10), PerHour(1000)}
-	per := []Result{
+	limits := []store.Limit{store.PerSecond(10), store.PerHour(1000)}
+	per := []store.Result{
 		{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: 300 * time.Millisecond, ResetAfter: time.Second},
 		{Allowed: true, Limit: 1000, Remaining: 412, ResetAfter: 2087*time.Second + 1},
 	}
 	res = store.Combine(per)
-	d, h := headersFor(t, limits, res, now, WithHeaders(HeadersBoth), WithName(`we"ird\name`), WithPolicyName(`we"ird\name`))
+	d, h := headersFor(t, limits, res, now, WithHeaders(HeadersBoth), withName(`we"ird\name`), WithPolicyName(`we"ird\name`))
 	if d.Action != Refuse {
 		t.Fatalf("action %v", d.Action)
 	}
@@ -238,14 +239,14 @@ func TestIETFHeadersExact(t *testing.T) {
 // several limits.
 func TestIETFHeadersParse(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	limits := []Limit{PerSecond(5), {Algorithm: LeakyBucket, Rate: 2, Period: time.Second, Burst: 4}, {Algorithm: FixedWindow, Rate: 100, Period: time.Hour}}
-	per := []Result{
+	limits := []store.Limit{store.PerSecond(5), {Algorithm: store.LeakyBucket, Rate: 2, Period: time.Second, Burst: 4}, {Algorithm: store.FixedWindow, Rate: 100, Period: time.Hour}}
+	per := []store.Result{
 		{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: 200 * time.Millisecond},
 		{Allowed: true, Limit: 5, Remaining: 3, ResetAfter: 999 * time.Millisecond, Delay: 10 * time.Millisecond},
 		{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: 3599 * time.Second},
 	}
 	for _, name := range []string{"api", `a, "b";q=1`, `\`, " ", "GET /users/{id}"} {
-		_, h := headersFor(t, limits, store.Combine(per), now, WithHeaders(HeadersIETF), WithName(name), WithPolicyName(name))
+		_, h := headersFor(t, limits, store.Combine(per), now, WithHeaders(HeadersIETF), withName(name), WithPolicyName(name))
 		policy, err := parseSFList(h.Get("RateLimit-Policy"))
 		if err != nil {
 			t.Fatalf("name %q: RateLimit-Policy %q: %v", name, h.Get("RateLimit-Policy"), err)
@@ -355,8 +356,8 @@ func parseSFList(s string) ([]sfItem, error) {
 
 func TestSetHeadersAllocs(t *testing.T) {
 	for _, style := range []HeaderStyle{HeadersLegacy, HeadersIETF, HeadersBoth} {
-		res := Result{Allowed: false, Limit: 1000, Remaining: 0, RetryAfter: 2 * time.Second, ResetAfter: 30 * time.Second}
-		d, _ := headersFor(t, []Limit{PerMinute(1000)}, res, time.Unix(1_700_000_000, 0), WithHeaders(style))
+		res := store.Result{Allowed: false, Limit: 1000, Remaining: 0, RetryAfter: 2 * time.Second, ResetAfter: 30 * time.Second}
+		d, _ := headersFor(t, []store.Limit{store.PerMinute(1000)}, res, time.Unix(1_700_000_000, 0), WithHeaders(style))
 		h := http.Header{}
 		allocs := testing.AllocsPerRun(200, func() { d.SetHeaders(h) })
 		if allocs > 2 { // the values' bytes and their slice
@@ -370,7 +371,7 @@ func TestSetHeadersAllocs(t *testing.T) {
 // to clients): DefaultPolicyName without WithPolicyName, else the names
 // WithPolicyName and WithPlanPolicyNames give.
 func TestPolicyNamesHideInternalNames(t *testing.T) {
-	plans := map[string][]Limit{"acme-corp-enterprise": {PerMinute(5)}, "free": {PerMinute(2), PerHour(10)}}
+	plans := map[string][]store.Limit{"acme-corp-enterprise": {store.PerMinute(5)}, "free": {store.PerMinute(2), store.PerHour(10)}}
 	for _, c := range []struct {
 		opts       []Option
 		plan, want string
@@ -383,8 +384,8 @@ func TestPolicyNamesHideInternalNames(t *testing.T) {
 		{[]Option{WithPlanPolicyNames(map[string]string{"acme-corp-enterprise": "enterprise"})}, "acme-corp-enterprise", `"enterprise";q=5;w=60`},
 		{[]Option{WithPlanPolicyNames(map[string]string{"acme-corp-enterprise": "enterprise"})}, "free", `"default-0";q=2;w=60, "default-1";q=10;w=3600`},
 	} {
-		opts := append([]Option{WithName("billing-v2-internal"), WithHeaders(HeadersIETF), WithPlans(planHeader, plans)}, c.opts...)
-		l, err := New(memorystore.New(), headerKey, []Limit{PerMinute(1)}, opts...)
+		opts := append([]Option{withName("billing-v2-internal"), WithHeaders(HeadersIETF), WithPlans(planHeader, plans)}, c.opts...)
+		l, err := New(memorystore.New(), "test", headerKey, []store.Limit{store.PerMinute(1)}, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -397,7 +398,7 @@ func TestPolicyNamesHideInternalNames(t *testing.T) {
 	}
 	for _, opt := range []Option{WithPolicyName(""), WithPolicyName("caf\u00e9"), WithPlanPolicyNames(map[string]string{"free": ""}),
 		WithPlanPolicyNames(map[string]string{"free": strings.Repeat("x", 129)})} {
-		if _, err := New(memorystore.New(), headerKey, []Limit{PerMinute(1)}, opt); !errors.Is(err, ErrInvalidOption) {
+		if _, err := New(memorystore.New(), "test", headerKey, []store.Limit{store.PerMinute(1)}, opt); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("invalid policy name: %v, want ErrInvalidOption", err)
 		}
 	}

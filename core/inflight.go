@@ -63,7 +63,7 @@ func (l *Limiter) holdSlot(d *Decision, s store.Store, storeKey string) {
 func (l *Limiter) checkReleasers(specs []store.Spec) error {
 	inFlight := false
 	for i := range specs {
-		inFlight = inFlight || specs[i].Algorithm() == InFlight
+		inFlight = inFlight || specs[i].Algorithm() == store.InFlight
 	}
 	if !inFlight {
 		return nil

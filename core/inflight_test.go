@@ -15,7 +15,7 @@ import (
 // takeOnly is a Store that cannot release a slot.
 type takeOnly struct{ s store.Store }
 
-func (t takeOnly) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (Result, error) {
+func (t takeOnly) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	return t.s.Take(ctx, key, n, limits...)
 }
 
@@ -23,26 +23,26 @@ func (t takeOnly) Take(ctx context.Context, key string, n int64, limits ...store
 // local fallback store, that cannot release slots; other limits are fine.
 func TestInFlightNeedsReleaser(t *testing.T) {
 	key := func(*http.Request) (string, error) { return "k", nil }
-	inflight := []Limit{MaxInFlight(2, time.Minute)}
-	if _, err := New(takeOnly{memorystore.New()}, key, inflight); !errors.Is(err, ErrInvalidOption) {
+	inflight := []store.Limit{store.MaxInFlight(2, time.Minute)}
+	if _, err := New(takeOnly{memorystore.New()}, "test", key, inflight); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("New on a store without Release: %v, want ErrInvalidOption", err)
 	}
-	if _, err := New(memorystore.New(), key, inflight, WithFallbackStore(takeOnly{memorystore.New()})); !errors.Is(err, ErrInvalidOption) {
+	if _, err := New(memorystore.New(), "test", key, inflight, WithFallbackStore(takeOnly{memorystore.New()})); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("New with a fallback store without Release: %v, want ErrInvalidOption", err)
 	}
-	if _, err := New(memorystore.New(), key, inflight, WithFallbackStore(takeOnly{memorystore.New()}), WithFailurePolicy(FailOpen)); err != nil {
+	if _, err := New(memorystore.New(), "test", key, inflight, WithFallbackStore(takeOnly{memorystore.New()}), WithFailurePolicy(FailOpen)); err != nil {
 		t.Errorf("New with an unused fallback store without Release: %v", err)
 	}
-	l, err := New(takeOnly{memorystore.New()}, key, []Limit{PerMinute(10)})
+	l, err := New(takeOnly{memorystore.New()}, "test", key, []store.Limit{store.PerMinute(10)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := l.SetLimits(inflight); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("SetLimits(MaxInFlight) on a store without Release: %v, want ErrInvalidOption", err)
 	}
-	plans := map[string][]Limit{"free": inflight}
+	plans := map[string][]store.Limit{"free": inflight}
 	of := func(*http.Request) string { return "free" }
-	if _, err := New(takeOnly{memorystore.New()}, key, []Limit{PerMinute(10)}, WithPlans(of, plans)); !errors.Is(err, ErrInvalidOption) {
+	if _, err := New(takeOnly{memorystore.New()}, "test", key, []store.Limit{store.PerMinute(10)}, WithPlans(of, plans)); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("a plan with MaxInFlight on a store without Release: %v, want ErrInvalidOption", err)
 	}
 }
@@ -51,7 +51,7 @@ func TestInFlightNeedsReleaser(t *testing.T) {
 // once: a second Done frees nothing more; a request refused holds none.
 func TestInFlightDone(t *testing.T) {
 	key := func(*http.Request) (string, error) { return "k", nil }
-	l, err := New(memorystore.New(), key, []Limit{MaxInFlight(2, time.Minute)})
+	l, err := New(memorystore.New(), "test", key, []store.Limit{store.MaxInFlight(2, time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +78,8 @@ func TestInFlightDone(t *testing.T) {
 // back the rate's charge only for a status count does not count.
 func TestInFlightWithCountIf(t *testing.T) {
 	key := func(*http.Request) (string, error) { return "k", nil }
-	rate := Limit{Algorithm: TokenBucket, Rate: 2, Period: time.Hour}
-	l, err := New(memorystore.New(), key, []Limit{MaxInFlight(1, time.Hour), rate},
+	rate := store.Limit{Algorithm: store.TokenBucket, Rate: 2, Period: time.Hour}
+	l, err := New(memorystore.New(), "test", key, []store.Limit{store.MaxInFlight(1, time.Hour), rate},
 		WithCountIf(func(status int) bool { return status < 400 }))
 	if err != nil {
 		t.Fatal(err)
@@ -106,8 +106,8 @@ func TestInFlightWithCountIf(t *testing.T) {
 // a slot a debt took).
 func TestInFlightSharedFallback(t *testing.T) {
 	key := func(*http.Request) (string, error) { return "k", nil }
-	rate := Limit{Algorithm: TokenBucket, Rate: 2, Period: time.Hour}
-	l, err := New(memorystore.New(), key, []Limit{MaxInFlight(1, time.Hour), rate})
+	rate := store.Limit{Algorithm: store.TokenBucket, Rate: 2, Period: time.Hour}
+	l, err := New(memorystore.New(), "test", key, []store.Limit{store.MaxInFlight(1, time.Hour), rate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestInFlightSharedFallback(t *testing.T) {
 	f := newLocalFallback(takeOnly{memorystore.New()})
 	now := time.Now()
 	for binding, known := range []bool{false, true} {
-		res := Result{Allowed: true, Limit: 2, Remaining: 1, ResetAfter: time.Minute, Binding: binding}
+		res := store.Result{Allowed: true, Limit: 2, Remaining: 1, ResetAfter: time.Minute, Binding: binding}
 		f.remember("k", &res, cfg, now, ticket{})
 		if r := f.shard("k").m["k"]; r.known != known {
 			t.Errorf("an answer bound by limit %d: known %v, want %v", binding, r.known, known)

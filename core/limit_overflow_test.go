@@ -5,14 +5,16 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // Penalties near MaxInt64 once wrapped negative when rounded up to
 // microseconds and then passed Validate.
 func TestValidateRejectsHugePenaltyWithoutOverflow(t *testing.T) {
 	for _, p := range []time.Duration{math.MaxInt64, math.MaxInt64 - 807, math.MaxInt64 - 998, 1<<53*time.Microsecond + 1} {
-		l := Limit{Rate: 1, Period: time.Second, Penalty: p}
-		if err := l.Validate(); !errors.Is(err, ErrInvalidLimit) {
+		l := store.Limit{Rate: 1, Period: time.Second, Penalty: p}
+		if err := l.Validate(); !errors.Is(err, store.ErrInvalidLimit) {
 			t.Errorf("Validate(penalty %d) = %v, want ErrInvalidLimit", int64(p), err)
 		}
 	}
@@ -20,7 +22,7 @@ func TestValidateRejectsHugePenaltyWithoutOverflow(t *testing.T) {
 		penalty time.Duration
 		want    int64
 	}{{1, 1}, {time.Microsecond, 1}, {time.Microsecond + 1, 2}, {time.Second, 1e6}} {
-		sp, err := Limit{Rate: 1, Period: time.Second, Penalty: tc.penalty}.Spec()
+		sp, err := store.Limit{Rate: 1, Period: time.Second, Penalty: tc.penalty}.Spec()
 		if err != nil || sp.Penalty() != tc.want {
 			t.Errorf("Spec(penalty %v).Penalty = %d, %v; want %d (rounded up)", tc.penalty, sp.Penalty(), err, tc.want)
 		}

@@ -18,13 +18,11 @@ import (
 // a store.Store, and turns the store's Result into a Decision that an HTTP adapter
 // (nethttp, ginlimit, echolimit) carries out.
 //
-// Give each route or group of routes its own Limiter, with its own name
-// (WithName): the name namespaces the store keys, so limiters that share a
-// store never share state. Limiters with the same name, limits and store
-// in several processes share state on purpose: that is how several
-// instances of a service enforce one limit together. In one process, New
-// refuses a second Limiter with the name (or, unnamed, the empty name) of
-// a live one on the same store, unless both ask for it (WithSharedState).
+// Give each route or group of routes its own Limiter, with its own name:
+// the name namespaces the store keys, so Limiters of different names never
+// share state. Limiters of one name and limits on one store, in one
+// process or several, share state on purpose: that is how several
+// instances of a service enforce one limit together.
 //
 // When the store fails or is slower than the per-decision timeout, the
 // failure policy decides (FailLocal by default: a local memory store with
@@ -39,11 +37,10 @@ import (
 // replaced while it serves (SetLimits); the rest of its configuration is
 // fixed at construction.
 type Limiter struct {
-	store       store.Store
-	key         KeyFunc
-	name        string
-	keyPrefix   string // injective namespace: len(name) ":" name ":"
-	sharedState bool   // WithSharedState: others of this name may use the store
+	store     store.Store
+	key       KeyFunc
+	name      string
+	keyPrefix string // injective namespace: len(name) ":" name ":"
 	// keylessPrefix is the namespace of requests without a key:
 	// len(name) ":" name "!", which no key reaches (see keylessKey).
 	keylessPrefix string
@@ -111,17 +108,22 @@ var (
 	errHeld = errors.New("sluice: held by the local fallback while its debts settle")
 
 	errEmptyKey     = fmt.Errorf("%w: the key function returned an empty key and no error", ErrNoKey)
-	errNegativeCost = fmt.Errorf("%w: the cost function returned a negative cost; the default cost was charged", ErrNegativeCost)
+	errNegativeCost = fmt.Errorf("%w: the cost function returned a negative cost; the default cost was charged", store.ErrNegativeCost)
 )
 
-// New returns a Limiter that charges each request against limits, for the
-// client key identifies, in the store s (memorystore.New() for one process,
-// redisstore.New for several). s, key and at least one limit are
-// required: a nil s, or an interface holding a nil pointer (say a nil
+// New returns a Limiter named name that charges each request against
+// limits, for the client key identifies, in the store s (memorystore.New()
+// for one process, redisstore.New for several). The name namespaces the
+// store keys and is reported to observers, never to clients; it must be 1
+// to 128 printable ASCII characters, stable across deployments. s, key
+// and at least one limit are required: a nil s, or an interface holding a nil pointer (say a nil
 // *memorystore.Store), is an error wrapping ErrInvalidOption; every limit
 // is validated. Options set the rest; see Option.
-func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, error) {
+func New(s store.Store, name string, key KeyFunc, limits []store.Limit, opts ...Option) (*Limiter, error) {
 	if err := checkStore("store", s); err != nil {
+		return nil, err
+	}
+	if err := checkName("name", name); err != nil {
 		return nil, err
 	}
 	if key == nil {
@@ -133,6 +135,7 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 	}
 	l := &Limiter{
 		store:       s,
+		name:        name,
 		key:         key,
 		cost:        1,
 		timeout:     DefaultTimeout,
@@ -157,9 +160,6 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 			return nil, err
 		}
 	}
-	if err := l.register(l.sharedState); err != nil {
-		return nil, err
-	}
 	if l.policy == FailLocal && !l.local {
 		l.useFallback()
 		if l.fallback != nil {
@@ -171,8 +171,8 @@ func New(s store.Store, key KeyFunc, limits []Limit, opts ...Option) (*Limiter, 
 
 // apply applies opts to l, a Limiter New is making, and sets what follows
 // from them; it returns the plans given with WithPlans.
-func (l *Limiter) apply(opts []Option) (map[string][]Limit, error) {
-	var plans map[string][]Limit
+func (l *Limiter) apply(opts []Option) (map[string][]store.Limit, error) {
+	var plans map[string][]store.Limit
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -206,7 +206,7 @@ func (l *Limiter) checkRefunders() error {
 }
 
 // specsOf validates limits, as New and SetLimits do.
-func specsOf(limits []Limit) ([]store.Spec, error) {
+func specsOf(limits []store.Limit) ([]store.Spec, error) {
 	if len(limits) == 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, store.ErrNoLimits)
 	}
@@ -221,12 +221,12 @@ func specsOf(limits []Limit) ([]store.Spec, error) {
 	return specs, nil
 }
 
-// Name returns the name given with WithName, or "" when there was none.
+// Name returns the Limiter's name, as given to New.
 func (l *Limiter) Name() string { return l.name }
 
 // Limits returns a copy of the limits the Limiter enforces, as given to
 // New or to the last SetLimits.
-func (l *Limiter) Limits() []Limit { return append([]Limit(nil), l.cfg.Load().limits...) }
+func (l *Limiter) Limits() []store.Limit { return append([]store.Limit(nil), l.cfg.Load().limits...) }
 
 func (l *Limiter) now() time.Time {
 	if l.clock != nil {

@@ -2,11 +2,12 @@ package core
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/core/memorystore"
-	"github.com/sluicehq/sluice/core/store"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // A client that drops its connection cancels the request's context, often
@@ -20,13 +21,13 @@ func TestCanceledRequestIsNeverServed(t *testing.T) {
 		cancel()
 		return request("mallory").WithContext(ctx)
 	}
-	limits := []Limit{PerHour(1)}
+	limits := []store.Limit{store.PerHour(1)}
 	storeWatchingCtx := func() store.Store {
-		return &scriptStore{take: func(ctx context.Context, _ string, _ int64) (Result, error) {
+		return &scriptStore{take: func(ctx context.Context, _ string, _ int64) (store.Result, error) {
 			if err := ctx.Err(); err != nil {
-				return Result{}, err
+				return store.Result{}, err
 			}
-			return Result{Allowed: true, Limit: 1, Remaining: 0, ResetAfter: time.Hour}, nil
+			return store.Result{Allowed: true, Limit: 1, Remaining: 0, ResetAfter: time.Hour}, nil
 		}}
 	}
 	cases := []struct {
@@ -42,8 +43,8 @@ func TestCanceledRequestIsNeverServed(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var rec recorder
-			store := tc.store()
-			l := mustNew(t, store, limits, append(tc.opts, WithObserver(rec.observe))...)
+			st := tc.store()
+			l := mustNew(t, st, limits, append(tc.opts, WithObserver(rec.observe))...)
 			for i := 0; i < 5; i++ {
 				d := l.Decide(gone())
 				if d.Action != Refuse || d.Outcome != OutcomeCanceled {
@@ -61,7 +62,7 @@ func TestCanceledRequestIsNeverServed(t *testing.T) {
 			if d := l.Decide(request("mallory")); d.Action != Serve || d.Outcome != OutcomeAllowed {
 				t.Fatalf("first live request: %v/%v, want serve/allowed", d.Action, d.Outcome)
 			}
-			if ms, ok := store.(*memorystore.Store); ok {
+			if ms, ok := st.(*memorystore.Store); ok {
 				if d := l.Decide(request("mallory")); d.Outcome != OutcomeDenied {
 					t.Fatalf("second live request on %T: %v, want denied", ms, d.Outcome)
 				}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // A Limiter is usually applied by an adapter (nethttp, ginlimit,
@@ -18,9 +19,11 @@ func ExampleLimiter_Decide() {
 		}
 		return "", core.ErrNoKey
 	}
-	limiter, err := core.New(memorystore.New(), byClient,
-		[]core.Limit{core.PerSecond(10), core.PerHour(2)},
-		core.WithName("api"), core.WithPolicyName("api"), core.WithHeaders(core.HeadersIETF))
+	limiter, err := core.New(memorystore.New(),
+
+		"api", byClient,
+		[]store.Limit{store.PerSecond(10), store.PerHour(2)},
+		core.WithPolicyName("api"), core.WithHeaders(core.HeadersIETF))
 	if err != nil {
 		panic(err)
 	}

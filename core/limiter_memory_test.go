@@ -1,11 +1,13 @@
 package core
 
 import (
-	"github.com/sluicehq/sluice/core/memorystore"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // These tests run the Limiter on the real memorystore.Store with a fake clock
@@ -13,10 +15,10 @@ import (
 
 var t0 = time.Unix(1_700_000_000, 0)
 
-func memoryLimiter(t *testing.T, clock *fakeClock, limits []Limit, opts ...Option) *Limiter {
+func memoryLimiter(t *testing.T, clock *fakeClock, limits []store.Limit, opts ...Option) *Limiter {
 	t.Helper()
-	store := memorystore.New(memorystore.WithClock(clock.Now))
-	return mustNew(t, store, limits, append(opts, WithClock(clock.Now))...)
+	st := memorystore.New(memorystore.WithClock(clock.Now))
+	return mustNew(t, st, limits, append(opts, WithClock(clock.Now))...)
 }
 
 func decideHeaders(l *Limiter, r *http.Request) (Decision, http.Header) {
@@ -28,7 +30,7 @@ func decideHeaders(l *Limiter, r *http.Request) (Decision, http.Header) {
 
 func TestMemoryGCRAHeaders(t *testing.T) {
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, []Limit{PerSecond(2)}, WithName("m"))
+	l := memoryLimiter(t, clock, []store.Limit{store.PerSecond(2)}, withName("m"))
 	// GCRA R=2 P=1s B=2: T=500ms, dvt=1s.
 	type step struct {
 		action                       Action
@@ -61,7 +63,7 @@ func TestMemoryGCRAHeaders(t *testing.T) {
 func TestMemoryRetryAfterRoundsUp(t *testing.T) {
 	clock := newFakeClock(t0)
 	// GCRA 1 per 2.5s, B=1: the second request waits 2.5s → Retry-After 3.
-	l := memoryLimiter(t, clock, []Limit{{Rate: 1, Period: 2500 * time.Millisecond, Burst: 1}})
+	l := memoryLimiter(t, clock, []store.Limit{{Rate: 1, Period: 2500 * time.Millisecond, Burst: 1}})
 	decideHeaders(l, request("a"))
 	d, h := decideHeaders(l, request("a"))
 	if d.Action != Refuse || h.Get(HeaderRetryAfter) != "3" {
@@ -81,11 +83,11 @@ func TestMemoryRetryAfterRoundsUp(t *testing.T) {
 
 func TestMemoryNamesSeparateState(t *testing.T) {
 	clock := newFakeClock(t0)
-	store := memorystore.New(memorystore.WithClock(clock.Now))
-	limits := []Limit{PerMinute(1)}
-	a := mustNew(t, store, limits, WithName("a"), WithClock(clock.Now), WithSharedState())
-	b := mustNew(t, store, limits, WithName("b"), WithClock(clock.Now))
-	a2 := mustNew(t, store, limits, WithName("a"), WithClock(clock.Now), WithSharedState())
+	st := memorystore.New(memorystore.WithClock(clock.Now))
+	limits := []store.Limit{store.PerMinute(1)}
+	a := mustNew(t, st, limits, withName("a"), WithClock(clock.Now))
+	b := mustNew(t, st, limits, withName("b"), WithClock(clock.Now))
+	a2 := mustNew(t, st, limits, withName("a"), WithClock(clock.Now))
 	if d := a.Decide(request("x")); d.Action != Serve {
 		t.Fatalf("a first: %v", d.Action)
 	}
@@ -105,7 +107,7 @@ func TestMemoryNamesSeparateState(t *testing.T) {
 // next anonymous client denied), and no real key reaches their buckets.
 func TestMemoryKeyErrorPerAddress(t *testing.T) {
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, []Limit{PerMinute(2)}, WithName("anon"))
+	l := memoryLimiter(t, clock, []store.Limit{store.PerMinute(2)}, withName("anon"))
 	from := func(remote string) *http.Request {
 		r := request("")
 		r.RemoteAddr = remote
@@ -139,7 +141,7 @@ func TestMemoryKeyErrorPerAddress(t *testing.T) {
 
 func TestMemoryCostAndSeveralLimits(t *testing.T) {
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, []Limit{PerSecond(3), PerMinute(4)}, WithCost(2), WithHeaders(HeadersBoth), WithName("c"), WithPolicyName("c"))
+	l := memoryLimiter(t, clock, []store.Limit{store.PerSecond(3), store.PerMinute(4)}, WithCost(2), WithHeaders(HeadersBoth), withName("c"), WithPolicyName("c"))
 	d, h := decideHeaders(l, request("a"))
 	// Per second: 3-2 = 1 left, reset 2·333334µs → 1; per minute: 4-2 = 2 left, reset 2·15s = 30s.
 	if d.Action != Serve || h.Get("RateLimit") != `"c-0";r=1;t=1, "c-1";r=2;t=30` ||
@@ -166,7 +168,7 @@ func TestMemoryCostAndSeveralLimits(t *testing.T) {
 func TestMemoryLeakyBucketHold(t *testing.T) {
 	clock := newFakeClock(t0)
 	// T = 100ms, queue of 2 behind the one in service.
-	l := memoryLimiter(t, clock, []Limit{{Algorithm: LeakyBucket, Rate: 10, Period: time.Second, Burst: 2}})
+	l := memoryLimiter(t, clock, []store.Limit{{Algorithm: store.LeakyBucket, Rate: 10, Period: time.Second, Burst: 2}})
 	want := []struct {
 		action Action
 		delay  time.Duration
@@ -182,7 +184,7 @@ func TestMemoryLeakyBucketHold(t *testing.T) {
 func TestMemoryFallback(t *testing.T) {
 	clock := newFakeClock(t0)
 	local := memorystore.New(memorystore.WithClock(clock.Now))
-	l := mustNew(t, &scriptStore{take: failingTake}, []Limit{PerSecond(2)}, WithFallbackStore(local), WithClock(clock.Now))
+	l := mustNew(t, &scriptStore{take: failingTake}, []store.Limit{store.PerSecond(2)}, WithFallbackStore(local), WithClock(clock.Now))
 	for i, want := range []Action{Serve, Serve, Refuse} {
 		d, h := decideHeaders(l, request("a"))
 		if d.Action != want || d.Outcome != OutcomeFallback || h.Get(HeaderLimit) != "2" {
@@ -190,7 +192,7 @@ func TestMemoryFallback(t *testing.T) {
 		}
 	}
 	// The default fallback is a working memory store too.
-	l = mustNew(t, &scriptStore{take: failingTake}, []Limit{PerMinute(2)})
+	l = mustNew(t, &scriptStore{take: failingTake}, []store.Limit{store.PerMinute(2)})
 	for i, want := range []Action{Serve, Serve, Refuse} {
 		if d := l.Decide(request("a")); d.Action != want || d.Outcome != OutcomeFallback {
 			t.Fatalf("default fallback, request %d: %v/%v, want %v", i+1, d.Action, d.Outcome, want)
@@ -210,7 +212,7 @@ func TestMemoryStoreGetsNoDeadline(t *testing.T) {
 
 func TestDecideAllocs(t *testing.T) {
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, []Limit{PerSecond(1_000_000)}, WithName("bench"))
+	l := memoryLimiter(t, clock, []store.Limit{store.PerSecond(1_000_000)}, withName("bench"))
 	r := request("client-1")
 	h := http.Header{}
 	l.Decide(r) // create the state
@@ -226,7 +228,7 @@ func TestDecideAllocs(t *testing.T) {
 }
 
 func BenchmarkDecide(b *testing.B) {
-	l, err := New(memorystore.New(), keyFromHeader, []Limit{PerHour(1_000_000_000)}, WithName("bench"))
+	l, err := New(memorystore.New(), "bench", keyFromHeader, []store.Limit{store.PerHour(1_000_000_000)})
 	if err != nil {
 		b.Fatal(err)
 	}

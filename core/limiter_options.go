@@ -26,34 +26,11 @@ func (f optionFunc) applyLimiter(o *options) error { return f(o) }
 type options struct {
 	l     *Limiter
 	style *HeaderStyle
-	plans *map[string][]Limit
+	plans *map[string][]store.Limit
 }
 
 // maxNameLength bounds the length of a Limiter's or a plan's name.
 const maxNameLength = 128
-
-// WithName names the Limiter. The name namespaces its store keys, so that
-// two limiters on one store (say, two routes both limited per IP with the
-// same limits) never share state; it is reported to observers, never to
-// clients (the IETF policies are named by WithPolicyName). Limiters with
-// the same name and limits on the same store share state, which is how
-// several instances of a service enforce one limit together: keep names
-// stable across deployments. The name must be 1 to 128 printable ASCII
-// characters.
-//
-// Without a name, the Limiter uses the empty namespace. In one process,
-// New refuses a Limiter whose name (named or not) a live Limiter on the
-// same store already has: that is almost always a copy-paste mistake that
-// would make them share state. WithSharedState allows it.
-func WithName(name string) Option {
-	return optionFunc(func(o *options) error {
-		if err := checkName("name", name); err != nil {
-			return err
-		}
-		o.l.name = name
-		return nil
-	})
-}
 
 // DefaultPolicyName names the IETF RateLimit policies of a Limiter without
 // WithPolicyName: a name that tells clients nothing of the deployment.
@@ -63,7 +40,7 @@ const DefaultPolicyName = "default"
 // fields give the Limiter's policies (HeadersIETF): clients see it, so it
 // should say what the limit is to them ("api", "uploads"), never how the
 // deployment is organised. Without it the policies are named
-// DefaultPolicyName, whatever the Limiter's name (WithName) and plans
+// DefaultPolicyName, whatever the Limiter's name and plans
 // (WithPlans), which stay internal; WithPlanPolicyNames names plans. The
 // name must be 1 to 128 printable ASCII characters.
 func WithPolicyName(name string) Option {
@@ -95,23 +72,6 @@ func WithPlanPolicyNames(names map[string]string) Option {
 	})
 }
 
-// WithSharedState lets this Limiter share its store namespace with other
-// Limiters of this process that have its name and store and were also
-// made with WithSharedState: they then count against the same state (with
-// the same limits, the same allowance), say one Limiter per router
-// charging one quota, or a Limiter built to replace a live one of its name
-// (SetLimits and SetPlans change a live Limiter's limits without that).
-// Without it, New fails for a second live Limiter with the same name on
-// the same store. A Limiter's name is released when it is
-// garbage-collected. Processes sharing a Redis store need no option: the
-// check is per process.
-func WithSharedState() Option {
-	return optionFunc(func(o *options) error {
-		o.l.sharedState = true
-		return nil
-	})
-}
-
 // checkName reports a name (of a Limiter or a plan) that is not 1 to
 // maxNameLength printable ASCII characters.
 func checkName(what, name string) error {
@@ -134,7 +94,7 @@ func checkName(what, name string) error {
 func WithCost(n int64) Option {
 	return optionFunc(func(o *options) error {
 		if n < 0 {
-			return fmt.Errorf("%w: cost %d: %w", ErrInvalidOption, n, ErrNegativeCost)
+			return fmt.Errorf("%w: cost %d: %w", ErrInvalidOption, n, store.ErrNegativeCost)
 		}
 		o.l.cost = n
 		return nil

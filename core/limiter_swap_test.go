@@ -3,7 +3,6 @@ package core
 import (
 	"errors"
 	"fmt"
-	"github.com/sluicehq/sluice/core/store"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,16 +10,18 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // These tests swap limits on a Limiter over the real memorystore.Store with a fake
 // clock; the figures follow ALGORITHMS.md (GCRA unless said otherwise).
 
-func mustParse(t *testing.T, ss ...string) []Limit {
+func mustParse(t *testing.T, ss ...string) []store.Limit {
 	t.Helper()
-	out := make([]Limit, len(ss))
+	out := make([]store.Limit, len(ss))
 	for i, s := range ss {
-		l, err := ParseLimit(s)
+		l, err := store.ParseLimit(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,8 +55,8 @@ func TestSetLimitsRejectsInvalid(t *testing.T) {
 	if err := l.SetLimits(nil); !errors.Is(err, ErrInvalidOption) || !errors.Is(err, store.ErrNoLimits) {
 		t.Errorf("SetLimits(nil) = %v", err)
 	}
-	bad := []Limit{PerSecond(5), {Rate: 10, Period: time.Second, Algorithm: FixedWindow, Burst: 3}}
-	if err := l.SetLimits(bad); !errors.Is(err, ErrInvalidLimit) || !strings.Contains(err.Error(), "limit 1:") {
+	bad := []store.Limit{store.PerSecond(5), {Rate: 10, Period: time.Second, Algorithm: store.FixedWindow, Burst: 3}}
+	if err := l.SetLimits(bad); !errors.Is(err, store.ErrInvalidLimit) || !strings.Contains(err.Error(), "limit 1:") {
 		t.Errorf("SetLimits(invalid) = %v, want limit 1 named and ErrInvalidLimit", err)
 	}
 	if got := l.Limits(); len(got) != 1 || got[0] != mustParse(t, "3/m")[0] {
@@ -75,7 +76,7 @@ func TestSetLimitsCopiesAndReportsLimits(t *testing.T) {
 	}
 	in[0].Rate = 99
 	got := l.Limits()
-	if len(got) != 2 || got[0].Rate != 5 || got[1].Algorithm != TokenBucket {
+	if len(got) != 2 || got[0].Rate != 5 || got[1].Algorithm != store.TokenBucket {
 		t.Fatalf("Limits() = %v", got)
 	}
 	got[1].Rate = 1
@@ -86,7 +87,7 @@ func TestSetLimitsCopiesAndReportsLimits(t *testing.T) {
 
 func TestSetLimitsHeaders(t *testing.T) {
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, mustParse(t, "2/s"), WithName("api"), WithPolicyName("api"), WithHeaders(HeadersBoth))
+	l := memoryLimiter(t, clock, mustParse(t, "2/s"), withName("api"), WithPolicyName("api"), WithHeaders(HeadersBoth))
 	before, h := decideHeaders(l, request("a"))
 	if h.Get(HeaderLimit) != "2" || h.Get(HeaderRateLimitPolicy) != `"api";q=2;w=1` {
 		t.Fatalf("before: %v", h)
@@ -178,7 +179,7 @@ func TestSetLimitsTightenedKeepsOldLimitAsGuard(t *testing.T) {
 
 func TestSetLimitsGuardFoldsIntoItsSuccessor(t *testing.T) {
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, mustParse(t, "100/h", "10/m"), WithName("x"), WithPolicyName("x"), WithHeaders(HeadersBoth))
+	l := memoryLimiter(t, clock, mustParse(t, "100/h", "10/m"), withName("x"), WithPolicyName("x"), WithHeaders(HeadersBoth))
 	serveN(l, "a", 8)
 	mustSet(t, l, "100/h", "5/m burst 4")
 	// 10/m has 2 left, the new 5/m (burst 4) 4: the smaller shows.
@@ -315,7 +316,7 @@ func TestSetLimitsConcurrent(t *testing.T) {
 		`"c";q=5;w=1`:                         "5",
 	}
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, mustParse(t, sets[0]...), WithName("c"), WithPolicyName("c"), WithHeaders(HeadersBoth))
+	l := memoryLimiter(t, clock, mustParse(t, sets[0]...), withName("c"), WithPolicyName("c"), WithHeaders(HeadersBoth))
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)

@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"github.com/sluicehq/sluice/core/store"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -12,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // fakeClock is a settable clock for the Limiter (and the memory store).
@@ -39,7 +40,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 type scriptStore struct {
 	mu    sync.Mutex
 	calls []storeCall
-	take  func(ctx context.Context, key string, n int64) (Result, error)
+	take  func(ctx context.Context, key string, n int64) (store.Result, error)
 }
 
 type storeCall struct {
@@ -50,7 +51,7 @@ type storeCall struct {
 	timeout     time.Duration // until the deadline, when hasDeadline
 }
 
-func (s *scriptStore) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (Result, error) {
+func (s *scriptStore) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	dl, ok := ctx.Deadline()
 	c := storeCall{key: key, n: n, limits: append([]store.Spec(nil), limits...), hasDeadline: ok}
 	if ok {
@@ -61,7 +62,7 @@ func (s *scriptStore) Take(ctx context.Context, key string, n int64, limits ...s
 	take := s.take
 	s.mu.Unlock()
 	if take == nil {
-		return Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Second}, nil
+		return store.Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Second}, nil
 	}
 	return take(ctx, key, n)
 }
@@ -80,7 +81,9 @@ func (s *scriptStore) NumCalls() int {
 
 var errStoreDown = errors.New("store down")
 
-func failingTake(context.Context, string, int64) (Result, error) { return Result{}, errStoreDown }
+func failingTake(context.Context, string, int64) (store.Result, error) {
+	return store.Result{}, errStoreDown
+}
 
 // keyFromHeader keys requests by the X-Client header; a missing header is
 // a key error wrapping ErrNoKey.
@@ -121,38 +124,38 @@ func (rec *recorder) last(t *testing.T) Event {
 	return rec.events[len(rec.events)-1]
 }
 
-func mustNew(t *testing.T, store store.Store, limits []Limit, opts ...Option) *Limiter {
+func mustNew(t *testing.T, st store.Store, limits []store.Limit, opts ...Option) *Limiter {
 	t.Helper()
-	l, err := New(store, keyFromHeader, limits, opts...)
+	l, err := New(st, "test", keyFromHeader, limits, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	return l
 }
 
-var perSecond10 = []Limit{PerSecond(10)}
+var perSecond10 = []store.Limit{store.PerSecond(10)}
 
 func TestNewRejectsBadArguments(t *testing.T) {
 	st := &scriptStore{}
-	if _, err := New(nil, keyFromHeader, perSecond10); !errors.Is(err, ErrInvalidOption) {
+	if _, err := New(nil, "test", keyFromHeader, perSecond10); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("nil store: err = %v, want ErrInvalidOption", err)
 	}
-	if _, err := New(st, nil, perSecond10); !errors.Is(err, ErrInvalidOption) {
+	if _, err := New(st, "test", nil, perSecond10); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("nil key: err = %v, want ErrInvalidOption", err)
 	}
-	if _, err := New(st, keyFromHeader, nil); !errors.Is(err, store.ErrNoLimits) {
+	if _, err := New(st, "test", keyFromHeader, nil); !errors.Is(err, store.ErrNoLimits) {
 		t.Errorf("no limits: err = %v, want store.ErrNoLimits", err)
 	}
-	_, err := New(st, keyFromHeader, []Limit{PerSecond(1), {Rate: 0, Period: time.Second}})
-	if !errors.Is(err, ErrInvalidLimit) || !strings.Contains(err.Error(), "limit 1") {
+	_, err := New(st, "test", keyFromHeader, []store.Limit{store.PerSecond(1), {Rate: 0, Period: time.Second}})
+	if !errors.Is(err, store.ErrInvalidLimit) || !strings.Contains(err.Error(), "limit 1") {
 		t.Errorf("invalid limit: err = %v, want ErrInvalidLimit naming limit 1", err)
 	}
 
 	bad := map[string]Option{
-		"empty name":          WithName(""),
-		"long name":           WithName(strings.Repeat("a", maxNameLength+1)),
-		"control in name":     WithName("a\nb"),
-		"non-ASCII name":      WithName("café"),
+		"empty name":          withName(""),
+		"long name":           withName(strings.Repeat("a", maxNameLength+1)),
+		"control in name":     withName("a\nb"),
+		"non-ASCII name":      withName("café"),
 		"negative cost":       WithCost(-1),
 		"nil cost func":       WithCostFunc(nil),
 		"nil skip":            WithSkip(nil),
@@ -171,17 +174,17 @@ func TestNewRejectsBadArguments(t *testing.T) {
 		"nil clock":           WithClock(nil),
 	}
 	for name, opt := range bad {
-		if _, err := New(st, keyFromHeader, perSecond10, opt); !errors.Is(err, ErrInvalidOption) {
+		if _, err := New(st, "test", keyFromHeader, perSecond10, opt); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("%s: err = %v, want ErrInvalidOption", name, err)
 		}
 	}
-	if _, err := New(st, keyFromHeader, perSecond10, WithTimeout(0), WithTimeout(MinTimeout), WithName(`a "quoted" \ name`)); err != nil {
+	if _, err := New(st, `a "quoted" \ name`, keyFromHeader, perSecond10, WithTimeout(0), WithTimeout(MinTimeout)); err != nil {
 		t.Errorf("valid options rejected: %v", err)
 	}
 }
 
 func TestNewCopiesLimits(t *testing.T) {
-	limits := []Limit{PerSecond(10)}
+	limits := []store.Limit{store.PerSecond(10)}
 	l := mustNew(t, &scriptStore{}, limits)
 	limits[0].Rate = 1
 	if got := l.Limits()[0].Rate; got != 10 {
@@ -193,19 +196,19 @@ func TestNameNamespacesStoreKeys(t *testing.T) {
 	st := &scriptStore{}
 	// Name and key split differently over the same characters must not
 	// meet in the store.
-	a := mustNew(t, st, perSecond10, WithName("a:"))
-	b := mustNew(t, st, perSecond10, WithName("a"))
-	unnamed := mustNew(t, st, perSecond10)
+	a := mustNew(t, st, perSecond10, withName("a:"))
+	b := mustNew(t, st, perSecond10, withName("a"))
+	other := mustNew(t, st, perSecond10) // named "test"
 	a.Decide(request("b"))
 	b.Decide(request(":b"))
-	unnamed.Decide(request("1:a::b"))
+	other.Decide(request("1:a::b"))
 	calls := st.Calls()
-	want := []string{"2:a::b", "1:a::b", "0::1:a::b"}
+	want := []string{"2:a::b", "1:a::b", "4:test:1:a::b"}
 	for i, c := range calls {
 		if c.key != want[i] {
 			t.Errorf("call %d: store key %q, want %q", i, c.key, want[i])
 		}
-		if len(c.limits) != 1 || c.limits[0] != specs(PerSecond(10))[0] {
+		if len(c.limits) != 1 || c.limits[0] != specs(store.PerSecond(10))[0] {
 			t.Errorf("call %d: limits %v, want the limiter's", i, c.limits)
 		}
 	}
@@ -225,7 +228,7 @@ func TestNameNamespacesStoreKeys(t *testing.T) {
 func TestKeyErrorPerAddress(t *testing.T) {
 	st := &scriptStore{}
 	rec := &recorder{}
-	l := mustNew(t, st, perSecond10, WithName("api"), WithObserver(rec.observe), WithSharedState())
+	l := mustNew(t, st, perSecond10, withName("api"), WithObserver(rec.observe))
 	d := l.Decide(request(""))
 	if d.Action != Serve || d.Outcome != OutcomeAllowed {
 		t.Fatalf("decision = %v/%v, want serve/allowed", d.Action, d.Outcome)
@@ -236,7 +239,7 @@ func TestKeyErrorPerAddress(t *testing.T) {
 	}
 	// An empty key with no error is a key error too, in the same bucket.
 	emptyKey := func(*http.Request) (string, error) { return "", nil }
-	l2, err := New(st, emptyKey, perSecond10, WithName("api"), WithObserver(rec.observe), WithSharedState())
+	l2, err := New(st, "api", emptyKey, perSecond10, WithObserver(rec.observe))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +260,7 @@ func TestKeyErrorPerAddress(t *testing.T) {
 		}
 		return "", ErrNoKey
 	}
-	l3 := mustNew(t, st, perSecond10, WithName("api"), WithKeyErrorKey(byHeader), WithSharedState())
+	l3 := mustNew(t, st, perSecond10, withName("api"), WithKeyErrorKey(byHeader))
 	r := at("10.0.0.1:80")
 	r.Header.Set("X-Addr", "198.51.100.7")
 	l3.Decide(r)
@@ -270,7 +273,7 @@ func TestKeyErrorPerAddress(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("store keys %q, want %q", got, want)
 	}
-	if _, err := New(st, keyFromHeader, perSecond10, WithKeyErrorKey(nil)); !errors.Is(err, ErrInvalidOption) {
+	if _, err := New(st, "test", keyFromHeader, perSecond10, WithKeyErrorKey(nil)); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("WithKeyErrorKey(nil): %v, want ErrInvalidOption", err)
 	}
 }
@@ -333,9 +336,9 @@ func TestKeyErrorResponseBody(t *testing.T) {
 func TestCost(t *testing.T) {
 	st := &scriptStore{}
 	rec := &recorder{}
-	l := mustNew(t, st, perSecond10, WithName("fixed"), WithCost(3), WithObserver(rec.observe))
+	l := mustNew(t, st, perSecond10, withName("fixed"), WithCost(3), WithObserver(rec.observe))
 	l.Decide(request("a"))
-	lf := mustNew(t, st, perSecond10, WithName("func"), WithCost(2), WithObserver(rec.observe), WithCostFunc(func(r *http.Request) int64 {
+	lf := mustNew(t, st, perSecond10, withName("func"), WithCost(2), WithObserver(rec.observe), WithCostFunc(func(r *http.Request) int64 {
 		switch r.Method {
 		case http.MethodHead:
 			return 0
@@ -359,7 +362,7 @@ func TestCost(t *testing.T) {
 		t.Fatalf("costs charged %v, want %v", got, want)
 	}
 	ev := rec.last(t)
-	if ev.Cost != 2 || !errors.Is(ev.Err, ErrNegativeCost) {
+	if ev.Cost != 2 || !errors.Is(ev.Err, store.ErrNegativeCost) {
 		t.Errorf("negative cost event: Cost %d Err %v, want 2 and ErrNegativeCost", ev.Cost, ev.Err)
 	}
 }
@@ -369,7 +372,7 @@ func TestSkip(t *testing.T) {
 	rec := &recorder{}
 	keyCalls := 0
 	key := func(r *http.Request) (string, error) { keyCalls++; return "k", nil }
-	l, err := New(st, key, perSecond10, WithObserver(rec.observe), WithSkip(func(r *http.Request) bool {
+	l, err := New(st, "test", key, perSecond10, WithObserver(rec.observe), WithSkip(func(r *http.Request) bool {
 		return r.URL.Path == "/healthz"
 	}))
 	if err != nil {
@@ -393,8 +396,8 @@ func TestSkip(t *testing.T) {
 	}
 }
 
-func deniedResult(retry time.Duration) Result {
-	return Result{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: retry, ResetAfter: retry + 500*time.Millisecond}
+func deniedResult(retry time.Duration) store.Result {
+	return store.Result{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: retry, ResetAfter: retry + 500*time.Millisecond}
 }
 
 func TestFailurePolicies(t *testing.T) {
@@ -432,11 +435,11 @@ func TestFailurePolicies(t *testing.T) {
 		}
 	})
 	t.Run("local", func(t *testing.T) {
-		fb := &scriptStore{take: func(context.Context, string, int64) (Result, error) {
+		fb := &scriptStore{take: func(context.Context, string, int64) (store.Result, error) {
 			return deniedResult(1200 * time.Millisecond), nil
 		}}
 		rec := &recorder{}
-		l := mustNew(t, &scriptStore{take: failingTake}, perSecond10, WithName("r"), WithCost(2),
+		l := mustNew(t, &scriptStore{take: failingTake}, perSecond10, withName("r"), WithCost(2),
 			WithFallbackStore(fb), WithObserver(rec.observe))
 		d := l.Decide(request("a"))
 		if d.Action != Refuse || d.Outcome != OutcomeFallback || d.Response().Status != http.StatusTooManyRequests {
@@ -464,9 +467,9 @@ func TestFailurePolicies(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
-	block := func(ctx context.Context, _ string, _ int64) (Result, error) {
+	block := func(ctx context.Context, _ string, _ int64) (store.Result, error) {
 		<-ctx.Done()
-		return Result{}, ctx.Err()
+		return store.Result{}, ctx.Err()
 	}
 	st := &scriptStore{take: block}
 	rec := &recorder{}
@@ -502,7 +505,7 @@ func TestTimeout(t *testing.T) {
 
 func TestDeniedAndDelayed(t *testing.T) {
 	res := deniedResult(700 * time.Millisecond)
-	st := &scriptStore{take: func(context.Context, string, int64) (Result, error) { return res, nil }}
+	st := &scriptStore{take: func(context.Context, string, int64) (store.Result, error) { return res, nil }}
 	l := mustNew(t, st, perSecond10)
 	d := l.Decide(request("a"))
 	if d.Action != Refuse || d.Outcome != OutcomeDenied || d.Result.RetryAfter != res.RetryAfter || d.Result.Limit != res.Limit {
@@ -516,7 +519,7 @@ func TestDeniedAndDelayed(t *testing.T) {
 		t.Fatalf("denial response %d %v %q", w.Code, w.Header(), w.Body.String())
 	}
 
-	res = Result{Allowed: true, Limit: 3, Remaining: 1, ResetAfter: time.Second, Delay: 250 * time.Millisecond}
+	res = store.Result{Allowed: true, Limit: 3, Remaining: 1, ResetAfter: time.Second, Delay: 250 * time.Millisecond}
 	d = l.Decide(request("a"))
 	if d.Action != Hold || d.Outcome != OutcomeDelayed || d.Delay != 250*time.Millisecond {
 		t.Fatalf("delay: %v/%v %v", d.Action, d.Outcome, d.Delay)
@@ -533,7 +536,7 @@ func TestDeniedAndDelayed(t *testing.T) {
 
 func TestCustomDenyResponse(t *testing.T) {
 	body := []byte("slow down")
-	st := &scriptStore{take: func(context.Context, string, int64) (Result, error) { return deniedResult(time.Second), nil }}
+	st := &scriptStore{take: func(context.Context, string, int64) (store.Result, error) { return deniedResult(time.Second), nil }}
 	l := mustNew(t, st, perSecond10, WithDenyResponse(Response{Status: 503, ContentType: "text/plain", Body: body}))
 	body[0] = 'X' // the option copied it
 	w := httptest.NewRecorder()
@@ -547,7 +550,7 @@ func TestCustomDenyResponse(t *testing.T) {
 
 func TestShadow(t *testing.T) {
 	res := deniedResult(2 * time.Second)
-	st := &scriptStore{take: func(context.Context, string, int64) (Result, error) { return res, nil }}
+	st := &scriptStore{take: func(context.Context, string, int64) (store.Result, error) { return res, nil }}
 	rec := &recorder{}
 	l := mustNew(t, st, perSecond10, WithShadow(), WithObserver(rec.observe))
 	d := l.Decide(request("a"))
@@ -562,7 +565,7 @@ func TestShadow(t *testing.T) {
 	if ev := rec.last(t); !ev.Shadow || ev.Outcome != OutcomeShadowDenied || ev.Action != Serve {
 		t.Errorf("event %+v", ev)
 	}
-	res = Result{Allowed: true, Limit: 3, Remaining: 1, Delay: time.Second}
+	res = store.Result{Allowed: true, Limit: 3, Remaining: 1, Delay: time.Second}
 	if d := l.Decide(request("a")); d.Action != Serve || d.Delay != 0 || d.Outcome != OutcomeAllowed {
 		t.Errorf("shadow delay: %v/%v delay %v, want serve at once", d.Action, d.Outcome, d.Delay)
 	}
@@ -575,7 +578,7 @@ func TestShadow(t *testing.T) {
 func TestObserverEvent(t *testing.T) {
 	var a, b []Event
 	st := &scriptStore{}
-	l := mustNew(t, st, perSecond10, WithName("obs"), WithCost(4),
+	l := mustNew(t, st, perSecond10, withName("obs"), WithCost(4),
 		WithObserver(func(ev Event) { a = append(a, ev) }),
 		WithObserver(func(ev Event) { b = append(b, ev) }))
 	r := request("client-1")
@@ -630,13 +633,13 @@ func TestStringers(t *testing.T) {
 
 func TestDecideConcurrent(t *testing.T) {
 	var n atomic.Int64
-	st := &scriptStore{take: func(context.Context, string, int64) (Result, error) {
+	st := &scriptStore{take: func(context.Context, string, int64) (store.Result, error) {
 		if n.Add(1)%3 == 0 {
-			return Result{}, errStoreDown
+			return store.Result{}, errStoreDown
 		}
 		// Room for every request: the fallback, which leaves room for the
 		// Takes in flight, serves too.
-		return Result{Allowed: true, Limit: 10_000, Remaining: 5_000, ResetAfter: time.Second}, nil
+		return store.Result{Allowed: true, Limit: 10_000, Remaining: 5_000, ResetAfter: time.Second}, nil
 	}}
 	l := mustNew(t, st, perSecond10, WithFallbackStore(&scriptStore{}), WithHeaders(HeadersBoth))
 	var wg sync.WaitGroup
@@ -655,4 +658,16 @@ func TestDecideConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// withName renames the Limiter a test helper makes (New's name), so that
+// helpers taking options need no name of their own.
+func withName(name string) Option {
+	return optionFunc(func(o *options) error {
+		if err := checkName("name", name); err != nil {
+			return err
+		}
+		o.l.name = name
+		return nil
+	})
 }

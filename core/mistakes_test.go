@@ -6,13 +6,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/keyfuncs"
 )
 
@@ -24,51 +23,35 @@ func xClient(client string) *http.Request {
 	return r
 }
 
-// A second live Limiter with the name of another on the same store is a
-// mistake New reports, naming the name; unnamed ones too. Other names and
-// other stores are fine.
-func TestNewRefusesADuplicateName(t *testing.T) {
+// A Limiter's name is required: New refuses an empty or unprintable one,
+// so that no two Limiters share a namespace by leaving it out.
+func TestNewRequiresAName(t *testing.T) {
 	s := memorystore.New()
-	limits := []core.Limit{core.PerHour(1)}
-	a, err := core.New(s, byXClient, limits, core.WithName("api"))
-	if err != nil {
-		t.Fatal(err)
+	limits := []store.Limit{store.PerHour(1)}
+	for _, name := range []string{"", "a\nb", "café", strings.Repeat("a", 129)} {
+		if _, err := core.New(s, name, byXClient, limits); !errors.Is(err, core.ErrInvalidOption) || !strings.Contains(err.Error(), "name") {
+			t.Errorf("New with name %q: %v, want ErrInvalidOption naming the name", name, err)
+		}
 	}
-	_, err = core.New(s, byXClient, limits, core.WithName("api"))
-	if !errors.Is(err, core.ErrInvalidOption) || !strings.Contains(err.Error(), `named "api"`) || !strings.Contains(err.Error(), "WithSharedState") {
-		t.Errorf("second Limiter named api: %v, want an error naming it and WithSharedState", err)
-	}
-	if _, err := core.New(s, byXClient, limits, core.WithName("api"), core.WithSharedState()); err == nil {
-		t.Error("WithSharedState on the second only: no error, want one (the first did not ask)")
-	}
-	u, err := core.New(s, byXClient, limits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := core.New(s, byXClient, []core.Limit{core.PerMinute(5)}); !errors.Is(err, core.ErrInvalidOption) || !strings.Contains(err.Error(), "unnamed") {
-		t.Errorf("second unnamed Limiter: %v, want an error", err)
-	}
-	if _, err := core.New(s, byXClient, limits, core.WithName("other")); err != nil {
-		t.Errorf("another name: %v", err)
-	}
-	if _, err := core.New(memorystore.New(), byXClient, limits, core.WithName("api")); err != nil {
-		t.Errorf("another store: %v", err)
-	}
-	runtime.KeepAlive(a)
-	runtime.KeepAlive(u)
 }
 
-// With WithSharedState on both, two Limiters of one name share the state.
-func TestWithSharedState(t *testing.T) {
+// Two Limiters of one name on one store share the state: that is how
+// several instances (or routers) enforce one limit together. Another name
+// on the same store has its own.
+func TestOneNameSharesState(t *testing.T) {
 	s := memorystore.New()
-	limits := []core.Limit{core.PerHour(1)}
-	a, err := core.New(s, byXClient, limits, core.WithName("api"), core.WithSharedState())
+	limits := []store.Limit{store.PerHour(1)}
+	a, err := core.New(s, "api", byXClient, limits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := core.New(s, byXClient, limits, core.WithName("api"), core.WithSharedState())
+	b, err := core.New(s, "api", byXClient, limits)
 	if err != nil {
-		t.Fatalf("second Limiter with WithSharedState: %v", err)
+		t.Fatalf("second Limiter named api: %v", err)
+	}
+	other, err := core.New(s, "other", byXClient, limits)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if d := a.Decide(xClient("x")); d.Action != core.Serve {
 		t.Fatalf("first request: %v", d.Outcome)
@@ -76,58 +59,8 @@ func TestWithSharedState(t *testing.T) {
 	if d := b.Decide(xClient("x")); d.Action != core.Refuse {
 		t.Errorf("second request through the other Limiter: %v, want refused (shared state)", d.Outcome)
 	}
-}
-
-// notifying is a memory store that keeps reset hooks, as a Redis store
-// does: a hook must not keep its Limiter alive.
-type notifying struct {
-	*memorystore.Store
-	hooks []func(string)
-}
-
-func (s *notifying) OnReset(f func(string)) func() {
-	s.hooks = append(s.hooks, f)
-	return func() {}
-}
-
-// A Limiter that is garbage-collected frees its name on its store.
-func TestCollectedLimiterFreesItsName(t *testing.T) {
-	mem := memorystore.New()
-	ns := &notifying{Store: memorystore.New()}
-	for _, c := range []struct {
-		name string
-		opts []core.Option
-		make func(opts ...core.Option) (*core.Limiter, error)
-	}{
-		{"memory", nil, func(opts ...core.Option) (*core.Limiter, error) {
-			return core.New(mem, byXClient, []core.Limit{core.PerHour(1)}, opts...)
-		}},
-		{"reset hooks", []core.Option{core.WithFallbackStore(memorystore.New())}, func(opts ...core.Option) (*core.Limiter, error) {
-			return core.New(ns, byXClient, []core.Limit{core.PerHour(1)}, opts...)
-		}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			func() {
-				l, err := c.make(append(c.opts, core.WithName("gc"))...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				l.Decide(xClient("x"))
-			}()
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				runtime.GC()
-				l, err := c.make(append(c.opts, core.WithName("gc"))...)
-				if err == nil {
-					runtime.KeepAlive(l)
-					return
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the name is still taken 10s after its Limiter was dropped: %v", err)
-				}
-				time.Sleep(time.Millisecond)
-			}
-		})
+	if d := other.Decide(xClient("x")); d.Action != core.Serve {
+		t.Errorf("a Limiter of another name: %v, want served (its own state)", d.Outcome)
 	}
 }
 
@@ -145,7 +78,7 @@ func captureDefault(t *testing.T) *slogCapture {
 // force; an empty route key (the middleware outside the mux) says so.
 func TestFirstKeyErrorIsLogged(t *testing.T) {
 	h := captureDefault(t)
-	l, err := core.New(memorystore.New(), byXClient, []core.Limit{core.PerHour(1)}, core.WithName("api"))
+	l, err := core.New(memorystore.New(), "api", byXClient, []store.Limit{store.PerHour(1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,8 +99,9 @@ func TestFirstKeyErrorIsLogged(t *testing.T) {
 		t.Errorf("record %+v: want a warning naming the Limiter, the error and the rule", r)
 	}
 
-	route, err := core.New(memorystore.New(), keyfuncs.Route(), []core.Limit{core.PerHour(1)},
-		core.WithName("routes"), core.WithKeyErrorRule(core.KeyErrorDeny))
+	route, err := core.New(memorystore.New(),
+		"routes", keyfuncs.Route(), []store.Limit{store.PerHour(1)},
+		core.WithKeyErrorRule(core.KeyErrorDeny))
 	if err != nil {
 		t.Fatal(err)
 	}

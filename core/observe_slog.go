@@ -7,6 +7,8 @@ import (
 	"math"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // LogLevelOff, given to LogLevel, stops LogDenials from logging an outcome.
@@ -186,13 +188,13 @@ func (c *logConfig) levelOf(ev Event) (slog.Level, string) {
 	if int(ev.Outcome) < numOutcomes {
 		level, msg = c.levels[ev.Outcome], logMessages[ev.Outcome]
 	}
-	if level != LogLevelOff && errors.Is(ev.Err, ErrBreakerOpen) {
+	if level != LogLevelOff && errors.Is(ev.Err, store.ErrBreakerOpen) {
 		level -= 4
 	}
 	if ev.KeyErr != nil && ev.Outcome != OutcomeKeyError { // KeyErrorPerAddress
 		level = atLeast(level, c.levels[OutcomeKeyError])
 	}
-	if ev.Err != nil && errors.Is(ev.Err, ErrNegativeCost) {
+	if ev.Err != nil && errors.Is(ev.Err, store.ErrNegativeCost) {
 		level = atLeast(level, slog.LevelWarn)
 	}
 	return level, msg
@@ -220,7 +222,7 @@ func (c *logConfig) attrs(ev Event, suppressed int64) []slog.Attr {
 	if res := ev.Result; res.Limit > 0 {
 		attrs = append(attrs, slog.Int64("limit", res.Limit), slog.Int64("remaining", res.Remaining))
 		switch {
-		case !res.Allowed && res.RetryAfter == InfDuration:
+		case !res.Allowed && res.RetryAfter == store.InfDuration:
 			attrs = append(attrs, slog.String("retry_after", "never"))
 		case !res.Allowed:
 			attrs = append(attrs, slog.Duration("retry_after", res.RetryAfter))

@@ -78,15 +78,15 @@ func slogStopped() time.Time { return slogT0 }
 
 // slogLimiter returns a Limiter named "api" on a memory store with a
 // stopped clock, logging to a capture at level Debug.
-func slogLimiter(t *testing.T, store store.Store, limits []core.Limit, logOpts []core.LogOption, opts ...core.Option) (*core.Limiter, *slogCapture) {
+func slogLimiter(t *testing.T, st store.Store, limits []store.Limit, logOpts []core.LogOption, opts ...core.Option) (*core.Limiter, *slogCapture) {
 	t.Helper()
 	h := &slogCapture{level: slog.LevelDebug}
-	if store == nil {
-		store = memorystore.New(memorystore.WithClock(slogStopped))
+	if st == nil {
+		st = memorystore.New(memorystore.WithClock(slogStopped))
 	}
-	opts = append([]core.Option{core.WithName("api"), core.WithClock(slogStopped),
+	opts = append([]core.Option{core.WithClock(slogStopped),
 		core.WithObserver(core.LogDenials(slog.New(h), logOpts...))}, opts...)
-	l, err := core.New(store, slogClientKey, limits, opts...)
+	l, err := core.New(st, "api", slogClientKey, limits, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +98,8 @@ type slogFailing struct{}
 
 var errSlogDown = errors.New("store down")
 
-func (slogFailing) Take(context.Context, string, int64, ...store.Spec) (core.Result, error) {
-	return core.Result{}, fmt.Errorf("take: %w", errSlogDown)
+func (slogFailing) Take(context.Context, string, int64, ...store.Spec) (store.Result, error) {
+	return store.Result{}, fmt.Errorf("take: %w", errSlogDown)
 }
 
 func wantRecord(t *testing.T, got slogRecord, level slog.Level, msg string, attrs map[string]string) {
@@ -110,7 +110,7 @@ func wantRecord(t *testing.T, got slogRecord, level slog.Level, msg string, attr
 }
 
 func TestLogDenialsDeniedAndKeyError(t *testing.T) {
-	l, h := slogLimiter(t, nil, []core.Limit{core.PerSecond(1)}, nil, core.WithKeyErrorRule(core.KeyErrorDeny))
+	l, h := slogLimiter(t, nil, []store.Limit{store.PerSecond(1)}, nil, core.WithKeyErrorRule(core.KeyErrorDeny))
 	l.Decide(slogRequest("alice")) // allowed: not logged
 	l.Decide(slogRequest("alice")) // denied
 	l.Decide(slogRequest(""))      // no key
@@ -129,7 +129,7 @@ func TestLogDenialsDeniedAndKeyError(t *testing.T) {
 }
 
 func TestLogDenialsStoreFailures(t *testing.T) {
-	one := []core.Limit{core.PerSecond(1)}
+	one := []store.Limit{store.PerSecond(1)}
 	for _, tc := range []struct {
 		policy        core.FailurePolicy
 		level         slog.Level
@@ -166,7 +166,7 @@ func TestLogDenialsStoreFailures(t *testing.T) {
 func TestLogDenialsBreakerOpenLevel(t *testing.T) {
 	h := &slogCapture{level: slog.LevelDebug}
 	observe := core.LogDenials(slog.New(h), core.LogRepeatInterval(0))
-	open := fmt.Errorf("redis: %w", core.ErrBreakerOpen)
+	open := fmt.Errorf("redis: %w", store.ErrBreakerOpen)
 	observe(core.Event{Limiter: "x", Outcome: core.OutcomeFailedClosed, Err: errSlogDown})
 	observe(core.Event{Limiter: "x", Outcome: core.OutcomeFailedClosed, Err: open})
 	observe(core.Event{Limiter: "x", Outcome: core.OutcomeFallback, Err: open})
@@ -193,8 +193,9 @@ func TestLogDenialsRepeats(t *testing.T) {
 	clock := &slogClock{now: slogT0}
 	h := &slogCapture{level: slog.LevelDebug}
 	observe := core.LogDenials(slog.New(h), core.WithClock(clock.Now))
-	api, err := core.New(memorystore.New(memorystore.WithClock(slogStopped)), slogClientKey,
-		[]core.Limit{core.PerSecond(1)}, core.WithName("api"), core.WithClock(slogStopped),
+	api, err := core.New(memorystore.New(memorystore.WithClock(slogStopped)),
+		"api", slogClientKey,
+		[]store.Limit{store.PerSecond(1)}, core.WithClock(slogStopped),
 		core.WithKeyErrorRule(core.KeyErrorDeny), core.WithObserver(observe))
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +325,7 @@ func TestLogDenialsRepeatsConcurrent(t *testing.T) {
 }
 
 func TestLogDenialsShadowAndDelayed(t *testing.T) {
-	l, h := slogLimiter(t, nil, []core.Limit{core.PerSecond(1)}, nil, core.WithShadow())
+	l, h := slogLimiter(t, nil, []store.Limit{store.PerSecond(1)}, nil, core.WithShadow())
 	l.Decide(slogRequest("alice"))
 	l.Decide(slogRequest("alice"))
 	recs := h.take()
@@ -336,7 +337,7 @@ func TestLogDenialsShadowAndDelayed(t *testing.T) {
 		"cost": "1", "limit": "1", "remaining": "0", "retry_after": "1s",
 	})
 
-	leaky := []core.Limit{{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Second, Burst: 1}}
+	leaky := []store.Limit{{Algorithm: store.LeakyBucket, Rate: 1, Period: time.Second, Burst: 1}}
 	l, h = slogLimiter(t, nil, leaky, nil)
 	l.Decide(slogRequest("alice")) // served at once: not logged
 	l.Decide(slogRequest("alice")) // queued for 1s
@@ -351,7 +352,7 @@ func TestLogDenialsShadowAndDelayed(t *testing.T) {
 }
 
 func TestLogDenialsKey(t *testing.T) {
-	one := []core.Limit{core.PerSecond(1)}
+	one := []store.Limit{store.PerSecond(1)}
 	for name, tc := range map[string]struct {
 		opts []core.LogOption
 		want string // "" for no key attribute
@@ -374,7 +375,7 @@ func TestLogDenialsKey(t *testing.T) {
 }
 
 func TestLogDenialsLevels(t *testing.T) {
-	one := []core.Limit{core.PerSecond(1)}
+	one := []store.Limit{store.PerSecond(1)}
 	// Denials lowered to Debug, allowed decisions turned on at Info.
 	l, h := slogLimiter(t, nil, one, []core.LogOption{
 		core.LogLevel(core.OutcomeDenied, slog.LevelDebug),
@@ -435,9 +436,9 @@ func TestLogDenialsLevels(t *testing.T) {
 func TestLogDenialsBareEvents(t *testing.T) {
 	h := &slogCapture{level: slog.LevelDebug}
 	observe := core.LogDenials(slog.New(h))
-	observe(core.Event{Limiter: "x", Key: "a", Outcome: core.OutcomeDenied, Cost: 2, Result: core.Result{Limit: 5, RetryAfter: time.Second}})
+	observe(core.Event{Limiter: "x", Key: "a", Outcome: core.OutcomeDenied, Cost: 2, Result: store.Result{Limit: 5, RetryAfter: time.Second}})
 	observe(core.Event{Limiter: "x", Outcome: core.Outcome(200)})
-	observe(core.Event{Limiter: "x", Key: "b", Outcome: core.OutcomeDenied, Cost: 9, Result: core.Result{Limit: 5, RetryAfter: core.InfDuration}})
+	observe(core.Event{Limiter: "x", Key: "b", Outcome: core.OutcomeDenied, Cost: 9, Result: store.Result{Limit: 5, RetryAfter: store.InfDuration}})
 	recs := h.take()
 	if len(recs) != 3 {
 		t.Fatalf("%d records", len(recs))
@@ -478,9 +479,11 @@ func ExampleLogDenials() {
 	}))
 	now := func() time.Time { return time.Unix(1_700_000_000, 0) } // a stopped clock
 	byClient := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
-	limiter, err := core.New(memorystore.New(memorystore.WithClock(now)), byClient,
-		[]core.Limit{core.PerSecond(1)},
-		core.WithName("api"), core.WithClock(now),
+	limiter, err := core.New(memorystore.New(memorystore.WithClock(now)),
+
+		"api", byClient,
+		[]store.Limit{store.PerSecond(1)},
+		core.WithClock(now),
 		core.WithObserver(core.LogDenials(logger)))
 	if err != nil {
 		panic(err)
@@ -527,8 +530,9 @@ func TestLogDenialsFloodBounded(t *testing.T) {
 		h := &slogCapture{level: slog.LevelDebug}
 		json := slog.NewJSONHandler(w, nil)
 		observe := core.LogDenials(slog.New(slogTee{json, h}), c.opts...)
-		l, err := core.New(memorystore.New(memorystore.WithClock(slogStopped)), slogClientKey, []core.Limit{core.PerSecond(1)},
-			core.WithName("api"), core.WithClock(slogStopped), core.WithObserver(observe))
+		l, err := core.New(memorystore.New(memorystore.WithClock(slogStopped)),
+			"api", slogClientKey, []store.Limit{store.PerSecond(1)},
+			core.WithClock(slogStopped), core.WithObserver(observe))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -574,7 +578,7 @@ func TestLogDenialsManyKeys(t *testing.T) {
 	h := &slogCapture{level: slog.LevelDebug}
 	observe := core.LogDenials(slog.New(h), core.WithClock(clock.Now))
 	deny := func(key string) {
-		observe(core.Event{Limiter: "api", Key: key, Outcome: core.OutcomeDenied, Cost: 1, Result: core.Result{Limit: 1, RetryAfter: time.Second}})
+		observe(core.Event{Limiter: "api", Key: key, Outcome: core.OutcomeDenied, Cost: 1, Result: store.Result{Limit: 1, RetryAfter: time.Second}})
 	}
 	const keys = 2000
 	for i := range 2 * keys {

@@ -34,7 +34,7 @@ type planConfigs map[string]*limiterConfig
 // from "100/m" to "10000/m" therefore takes effect at once, with the new
 // plan's full allowance, and so does a downgrade; give both plans a common
 // limit when usage must carry over.
-func WithPlans(plan func(r *http.Request) string, plans map[string][]Limit) Option {
+func WithPlans(plan func(r *http.Request) string, plans map[string][]store.Limit) Option {
 	return optionFunc(func(o *options) error {
 		if plan == nil {
 			return fmt.Errorf("%w: WithPlans: plan function is nil", ErrInvalidOption)
@@ -49,7 +49,7 @@ func WithPlans(plan func(r *http.Request) string, plans map[string][]Limit) Opti
 }
 
 // planSpecs validates plans.
-func planSpecs(plans map[string][]Limit) (map[string][]store.Spec, error) {
+func planSpecs(plans map[string][]store.Limit) (map[string][]store.Spec, error) {
 	if len(plans) == 0 {
 		return nil, fmt.Errorf("%w: no plans", ErrInvalidOption)
 	}
@@ -76,7 +76,7 @@ func planSpecs(plans map[string][]Limit) (map[string][]store.Spec, error) {
 // SetLimits). A plan that is removed sends its requests to the Limiter's
 // own limits; a plan that is added starts afresh. The limits given to New
 // (or SetLimits) are not affected.
-func (l *Limiter) SetPlans(plans map[string][]Limit) error {
+func (l *Limiter) SetPlans(plans map[string][]store.Limit) error {
 	if l.planOf == nil {
 		return fmt.Errorf("%w: SetPlans on a Limiter made without WithPlans", ErrInvalidOption)
 	}
@@ -107,14 +107,14 @@ func (l *Limiter) SetPlans(plans map[string][]Limit) error {
 
 // Plans returns a copy of the plans set by WithPlans or the last SetPlans
 // (nil without plans).
-func (l *Limiter) Plans() map[string][]Limit {
+func (l *Limiter) Plans() map[string][]store.Limit {
 	ps := l.plans.Load()
 	if ps == nil {
 		return nil
 	}
-	out := make(map[string][]Limit, len(*ps))
+	out := make(map[string][]store.Limit, len(*ps))
 	for name, c := range *ps {
-		out[name] = append([]Limit(nil), c.limits...)
+		out[name] = append([]store.Limit(nil), c.limits...)
 	}
 	return out
 }

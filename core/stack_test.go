@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // stackRun passes one request through the limiters in order, as nested
@@ -57,9 +58,9 @@ func wantBinding(t *testing.T, step int, r *http.Request, want Decision) {
 
 func TestStackBinding(t *testing.T) {
 	clock := newFakeClock(t0)
-	store := memorystore.New(memorystore.WithClock(clock.Now))
+	st := memorystore.New(memorystore.WithClock(clock.Now))
 	mk := func(name string, n int64) *Limiter {
-		return mustNew(t, store, []Limit{PerHour(n)}, WithName(name), WithClock(clock.Now))
+		return mustNew(t, st, []store.Limit{store.PerHour(n)}, withName(name), WithClock(clock.Now))
 	}
 	global, route := mk("global", 3), mk("route", 100)
 	// Global 3, route 100: the global one binds whatever the order.
@@ -87,13 +88,13 @@ func TestStackBinding(t *testing.T) {
 
 func TestStackTiesAndDecisionsWithoutFigures(t *testing.T) {
 	clock := newFakeClock(t0)
-	store := memorystore.New(memorystore.WithClock(clock.Now))
+	st := memorystore.New(memorystore.WithClock(clock.Now))
 	opts := []Option{WithClock(clock.Now)}
 	// Equal Remaining: the smaller Limit binds. big is charged 3 times
 	// first, so that the stacked request leaves 1 in both.
-	big := mustNew(t, store, []Limit{PerHour(5)}, append(opts, WithName("big"))...)
-	small := mustNew(t, store, []Limit{PerHour(2)}, append(opts, WithName("small"))...)
-	skipped := mustNew(t, store, []Limit{PerHour(1)}, append(opts, WithName("skip"),
+	big := mustNew(t, st, []store.Limit{store.PerHour(5)}, append(opts, withName("big"))...)
+	small := mustNew(t, st, []store.Limit{store.PerHour(2)}, append(opts, withName("small"))...)
+	skipped := mustNew(t, st, []store.Limit{store.PerHour(1)}, append(opts, withName("skip"),
 		WithSkip(func(*http.Request) bool { return true }))...)
 	for i := 0; i < 3; i++ {
 		big.Decide(request("c"))
@@ -116,9 +117,9 @@ func TestStackTiesAndDecisionsWithoutFigures(t *testing.T) {
 
 func TestStackReplacesTheFormerBindingsHeaders(t *testing.T) {
 	clock := newFakeClock(t0)
-	store := memorystore.New(memorystore.WithClock(clock.Now))
-	outer := mustNew(t, store, []Limit{PerHour(10)}, WithName("outer"), WithClock(clock.Now), WithHeaders(HeadersIETF))
-	inner := mustNew(t, store, []Limit{PerHour(2)}, WithName("inner"), WithClock(clock.Now))
+	st := memorystore.New(memorystore.WithClock(clock.Now))
+	outer := mustNew(t, st, []store.Limit{store.PerHour(10)}, withName("outer"), WithClock(clock.Now), WithHeaders(HeadersIETF))
+	inner := mustNew(t, st, []store.Limit{store.PerHour(2)}, withName("inner"), WithClock(clock.Now))
 	h, _, _ := stackRun("d", outer, inner)
 	wantLegacy(t, 1, h, "2", "1", false)
 	for _, name := range []string{HeaderRateLimit, HeaderRateLimitPolicy} {
@@ -171,7 +172,7 @@ var stackSink *http.Request
 //
 //	go test -run '^$' -bench Stack -benchmem ./core/
 func BenchmarkStack(b *testing.B) {
-	l, err := New(memorystore.New(), keyFromHeader, []Limit{PerHour(1_000_000_000)})
+	l, err := New(memorystore.New(), "test", keyFromHeader, []store.Limit{store.PerHour(1_000_000_000)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func BenchmarkStack(b *testing.B) {
 // The first Limiter's record costs no allocation beyond the headers' two,
 // as SetHeaders alone; a later Limiter that does not bind costs none.
 func TestStackAllocs(t *testing.T) {
-	l := mustNew(t, memorystore.New(), []Limit{PerHour(1_000_000)})
+	l := mustNew(t, memorystore.New(), []store.Limit{store.PerHour(1_000_000)})
 	r := request("f")
 	d := l.Decide(r)
 	h := http.Header{}

@@ -10,8 +10,8 @@ import (
 // from it. It is never modified once published in Limiter.cfg, so a
 // decision sees one consistent set, headers included.
 type limiterConfig struct {
-	plan    string  // "" for the limits given to New or SetLimits
-	limits  []Limit // as given to New, SetLimits or SetPlans
+	plan    string        // "" for the limits given to New or SetLimits
+	limits  []store.Limit // as given to New, SetLimits or SetPlans
 	specs   []store.Spec
 	headers headerPlan // read by Decision.SetHeaders
 	// take is what the store is charged: specs, then the guards' specs.
@@ -32,10 +32,10 @@ type guard struct {
 	until     time.Time
 }
 
-func (l *Limiter) newConfig(plan string, limits []Limit, specs []store.Spec, guards []guard) *limiterConfig {
+func (l *Limiter) newConfig(plan string, limits []store.Limit, specs []store.Spec, guards []guard) *limiterConfig {
 	c := &limiterConfig{
 		plan:    plan,
-		limits:  append([]Limit(nil), limits...),
+		limits:  append([]store.Limit(nil), limits...),
 		specs:   specs,
 		headers: newHeaderPlan(l.style, l.publicPolicyName(plan), specs),
 		guards:  guards,
@@ -77,7 +77,7 @@ func (l *Limiter) newConfig(plan string, limits []Limit, specs []store.Spec, gua
 // limit's (the smaller Remaining, the longer Retry-After), so headers name
 // only the new limits. A loosened, removed or otherwise changed limit
 // takes effect at once, with fresh state.
-func (l *Limiter) SetLimits(limits []Limit) error {
+func (l *Limiter) SetLimits(limits []store.Limit) error {
 	specs, err := specsOf(limits)
 	if err != nil {
 		return err
@@ -162,8 +162,8 @@ func replacements(old, specs []store.Spec, index map[string]int) map[int]int {
 // refuse a request: the time to refill completely, plus the penalty.
 func horizon(s store.Spec) time.Duration {
 	us := s.Horizon() + s.Penalty() // both below 2^53 (Validate)
-	if us > int64(InfDuration/time.Microsecond) {
-		return InfDuration
+	if us > int64(store.InfDuration/time.Microsecond) {
+		return store.InfDuration
 	}
 	return time.Duration(us) * time.Microsecond
 }
@@ -196,12 +196,12 @@ func (l *Limiter) dropExpiredGuards(cfg *limiterConfig, now time.Time) *limiterC
 // each guard's result is folded into its successor's (refused if either
 // refused, the smaller Remaining, the longer RetryAfter, ResetAfter and
 // Delay). Without guards it returns res as is.
-func (c *limiterConfig) fold(res Result) Result {
+func (c *limiterConfig) fold(res store.Result) store.Result {
 	if len(c.guards) == 0 || len(res.PerLimit) != len(c.take) {
 		return res
 	}
 	n := len(c.limits)
-	own := make([]Result, n)
+	own := make([]store.Result, n)
 	copy(own, res.PerLimit[:n])
 	for i, g := range c.guards {
 		gr, s := &res.PerLimit[n+i], &own[g.successor]

@@ -16,27 +16,27 @@ import (
 // typed nil; valueStore is one that cannot.
 type ptrStore struct{ calls int64 }
 
-func (s *ptrStore) Take(context.Context, string, int64, ...store.Spec) (core.Result, error) {
+func (s *ptrStore) Take(context.Context, string, int64, ...store.Spec) (store.Result, error) {
 	s.calls++ // a nil *ptrStore panics here
-	return core.Result{Allowed: true}, nil
+	return store.Result{Allowed: true}, nil
 }
 
 type mapStore map[string]int64
 
-func (mapStore) Take(context.Context, string, int64, ...store.Spec) (core.Result, error) {
-	return core.Result{Allowed: true}, nil
+func (mapStore) Take(context.Context, string, int64, ...store.Spec) (store.Result, error) {
+	return store.Result{Allowed: true}, nil
 }
 
-type funcStore func() core.Result
+type funcStore func() store.Result
 
-func (f funcStore) Take(context.Context, string, int64, ...store.Spec) (core.Result, error) {
+func (f funcStore) Take(context.Context, string, int64, ...store.Spec) (store.Result, error) {
 	return f(), nil
 }
 
 type valueStore struct{}
 
-func (valueStore) Take(context.Context, string, int64, ...store.Spec) (core.Result, error) {
-	return core.Result{Allowed: true}, nil
+func (valueStore) Take(context.Context, string, int64, ...store.Spec) (store.Result, error) {
+	return store.Result{Allowed: true}, nil
 }
 
 func typedNilKey(*http.Request) (string, error) { return "k", nil }
@@ -45,7 +45,7 @@ func typedNilKey(*http.Request) (string, error) { return "k", nil }
 // *memorystore.Store) is refused by New and WithFallbackStore, instead of
 // serving from the fallback, or panicking, at every request.
 func TestNewRefusesTypedNilStore(t *testing.T) {
-	limits := []core.Limit{core.PerSecond(1)}
+	limits := []store.Limit{store.PerSecond(1)}
 	var (
 		mem *memorystore.Store
 		ptr *ptrStore
@@ -66,7 +66,7 @@ func TestNewRefusesTypedNilStore(t *testing.T) {
 		"fallback nil pointer of test": {valueStore{}, []core.Option{core.WithFallbackStore(ptr)}, "fallback store is a nil *core_test.ptrStore"},
 		"fallback nil":                 {valueStore{}, []core.Option{core.WithFallbackStore(nil)}, "fallback store is nil"},
 	} {
-		l, err := core.New(tc.store, typedNilKey, limits, tc.opts...)
+		l, err := core.New(tc.store, "test", typedNilKey, limits, tc.opts...)
 		if !errors.Is(err, core.ErrInvalidOption) || l != nil {
 			t.Errorf("%s: %v, %v; want ErrInvalidOption", name, l, err)
 			continue
@@ -77,10 +77,10 @@ func TestNewRefusesTypedNilStore(t *testing.T) {
 	}
 	// Stores that are not nil, whatever their kind, are accepted.
 	for name, s := range map[string]store.Store{
-		"value": valueStore{}, "map": mapStore{}, "func": funcStore(func() core.Result { return core.Result{} }),
+		"value": valueStore{}, "map": mapStore{}, "func": funcStore(func() store.Result { return store.Result{} }),
 		"pointer": &ptrStore{},
 	} {
-		if _, err := core.New(s, typedNilKey, limits, core.WithFallbackStore(s)); err != nil {
+		if _, err := core.New(s, "test", typedNilKey, limits, core.WithFallbackStore(s)); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

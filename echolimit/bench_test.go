@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/echolimit"
 )
 
@@ -33,8 +34,8 @@ func (w *resetWriter) WriteHeader(code int)        { w.code = code }
 //
 //	go test -run '^$' -bench . -benchmem ./echolimit/
 func BenchmarkMiddleware(b *testing.B) {
-	l, err := core.New(memorystore.New(), byHeader,
-		[]core.Limit{{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 1_000_000}})
+	l, err := core.New(memorystore.New(), "test", byHeader,
+		[]store.Limit{{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 1_000_000}})
 	if err != nil {
 		b.Fatal(err)
 	}

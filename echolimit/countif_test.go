@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/echolimit"
 )
 
@@ -23,7 +24,7 @@ func TestCountIfStatus(t *testing.T) {
 	}{
 		{"nothing", false}, {"ok", false}, {"404", true}, {"error", true}, {"panic", true},
 	} {
-		l := newLimiter(t, byHeader, []core.Limit{{Algorithm: core.FixedWindow, Rate: 1, Period: time.Minute}},
+		l := newLimiter(t, byHeader, []store.Limit{{Algorithm: store.FixedWindow, Rate: 1, Period: time.Minute}},
 			core.WithCountIf(func(s int) bool { return s >= 400 }))
 		e := echo.New()
 		e.GET("/", func(c echo.Context) error {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/echolimit"
 )
 
@@ -24,11 +25,11 @@ func byHeader(r *http.Request) (string, error) {
 	return "", core.ErrNoKey
 }
 
-func newLimiter(t *testing.T, key core.KeyFunc, limits []core.Limit, opts ...core.Option) *core.Limiter {
+func newLimiter(t *testing.T, key core.KeyFunc, limits []store.Limit, opts ...core.Option) *core.Limiter {
 	t.Helper()
 	now := func() time.Time { return t0 }
-	store := memorystore.New(memorystore.WithClock(now))
-	l, err := core.New(store, key, limits, append([]core.Option{core.WithClock(now)}, opts...)...)
+	st := memorystore.New(memorystore.WithClock(now))
+	l, err := core.New(st, "test", key, limits, append([]core.Option{core.WithClock(now)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func get(h http.Handler, path, client string, ctx context.Context) *httptest.Res
 func TestDenyWritesOnce(t *testing.T) {
 	errorsHandled, handled := 0, 0
 	e := newEcho(&errorsHandled)
-	e.Use(echolimit.New(newLimiter(t, byHeader, []core.Limit{core.PerMinute(1)})))
+	e.Use(echolimit.New(newLimiter(t, byHeader, []store.Limit{store.PerMinute(1)})))
 	e.GET("/", func(c echo.Context) error { handled++; return c.String(http.StatusOK, "ok") })
 	get(e, "/", "a", nil)
 	w := get(e, "/", "a", nil)
@@ -87,7 +88,7 @@ func TestPathAsPattern(t *testing.T) {
 	errorsHandled := 0
 	e := newEcho(&errorsHandled)
 	var patterns []string
-	g := e.Group("/api", echolimit.New(newLimiter(t, byRoute, []core.Limit{core.PerMinute(1)}, core.WithKeyErrorRule(core.KeyErrorDeny))))
+	g := e.Group("/api", echolimit.New(newLimiter(t, byRoute, []store.Limit{store.PerMinute(1)}, core.WithKeyErrorRule(core.KeyErrorDeny))))
 	g.GET("/users/:id", func(c echo.Context) error {
 		patterns = append(patterns, c.Request().Pattern)
 		return c.String(http.StatusOK, "ok")
@@ -105,7 +106,7 @@ func TestPathAsPattern(t *testing.T) {
 }
 
 func TestHoldAbortsWhenClientGoes(t *testing.T) {
-	l, err := core.New(memorystore.New(), byHeader, []core.Limit{{Algorithm: core.LeakyBucket, Rate: 1, Period: 10 * time.Second, Burst: 1}})
+	l, err := core.New(memorystore.New(), "test", byHeader, []store.Limit{{Algorithm: store.LeakyBucket, Rate: 1, Period: 10 * time.Second, Burst: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestOnRefuseHTTPError(t *testing.T) {
 	e := newEcho(&errorsHandled)
 	overridden := echolimit.OnRefuse(func(echo.Context, core.Decision) error { t.Error("an earlier OnRefuse ran"); return nil })
 	e.GET("/", func(c echo.Context) error { handled++; return nil },
-		echolimit.New(newLimiter(t, byHeader, []core.Limit{core.PerMinute(1)}),
+		echolimit.New(newLimiter(t, byHeader, []store.Limit{store.PerMinute(1)}),
 			overridden, nil, echolimit.OnRefuse(func(c echo.Context, d core.Decision) error {
 				return echo.NewHTTPError(d.Response().Status, "too many")
 			})))
@@ -163,7 +164,7 @@ func TestWrappedHandlersReachTheirRoute(t *testing.T) {
 func testWrappedHandlers(t *testing.T, withInner bool) {
 	errorsHandled := 0
 	e := newEcho(&errorsHandled)
-	limits := []core.Limit{{Algorithm: core.FixedWindow, Rate: 1000, Period: time.Hour}}
+	limits := []store.Limit{{Algorithm: store.FixedWindow, Rate: 1000, Period: time.Hour}}
 	e.Use(echolimit.New(newLimiter(t, byHeader, limits)))
 	// Registered after the limiter, so its per-request closure is the
 	// limiter's next handler.

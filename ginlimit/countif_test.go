@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/ginlimit"
 )
 
@@ -16,7 +17,7 @@ import (
 // handler that writes nothing is a 200 (given back), a panic a 500
 // (counted, and the panic goes on).
 func TestCountIfStatus(t *testing.T) {
-	l := newLimiter(t, byHeader, []core.Limit{{Algorithm: core.FixedWindow, Rate: 1, Period: time.Minute}},
+	l := newLimiter(t, byHeader, []store.Limit{{Algorithm: store.FixedWindow, Rate: 1, Period: time.Minute}},
 		core.WithCountIf(func(s int) bool { return s >= 400 }))
 	r := gin.New()
 	r.GET("/", ginlimit.New(l), func(c *gin.Context) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/ginlimit"
 	"github.com/sluicehq/sluice/keyfuncs"
 )
@@ -21,7 +22,7 @@ func ExampleOnRefuse() {
 	if err != nil {
 		panic(err)
 	}
-	limiter, err := core.New(memorystore.New(), key, []core.Limit{core.PerMinute(1)}, core.WithName("search"))
+	limiter, err := core.New(memorystore.New(), "search", key, []store.Limit{store.PerMinute(1)})
 	if err != nil {
 		panic(err)
 	}

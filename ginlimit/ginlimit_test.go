@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/ginlimit"
 )
 
@@ -25,11 +26,11 @@ func byHeader(r *http.Request) (string, error) {
 	return "", core.ErrNoKey
 }
 
-func newLimiter(t *testing.T, key core.KeyFunc, limits []core.Limit, opts ...core.Option) *core.Limiter {
+func newLimiter(t *testing.T, key core.KeyFunc, limits []store.Limit, opts ...core.Option) *core.Limiter {
 	t.Helper()
 	now := func() time.Time { return t0 }
-	store := memorystore.New(memorystore.WithClock(now))
-	l, err := core.New(store, key, limits, append([]core.Option{core.WithClock(now)}, opts...)...)
+	st := memorystore.New(memorystore.WithClock(now))
+	l, err := core.New(st, "test", key, limits, append([]core.Option{core.WithClock(now)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func get(h http.Handler, path, client string, ctx context.Context) *httptest.Res
 func TestDenyAborts(t *testing.T) {
 	router := gin.New()
 	var later, handled int
-	router.Use(ginlimit.New(newLimiter(t, byHeader, []core.Limit{core.PerMinute(1)})))
+	router.Use(ginlimit.New(newLimiter(t, byHeader, []store.Limit{store.PerMinute(1)})))
 	router.Use(func(c *gin.Context) { later++ })
 	router.GET("/", func(c *gin.Context) { handled++; c.String(http.StatusOK, "ok") })
 	for i, want := range []int{200, 429, 429} {
@@ -76,7 +77,7 @@ func TestRouteLevelAndFullPath(t *testing.T) {
 	}
 	var patterns []string
 	router := gin.New()
-	router.GET("/users/:id", ginlimit.New(newLimiter(t, byRoute, []core.Limit{core.PerMinute(1)}, core.WithKeyErrorRule(core.KeyErrorDeny))),
+	router.GET("/users/:id", ginlimit.New(newLimiter(t, byRoute, []store.Limit{store.PerMinute(1)}, core.WithKeyErrorRule(core.KeyErrorDeny))),
 		func(c *gin.Context) { patterns = append(patterns, c.Request.Pattern); c.String(http.StatusOK, "ok") })
 	var codes []int
 	for _, path := range []string{"/users/1", "/users/2"} {
@@ -95,7 +96,7 @@ func TestOnRefuse(t *testing.T) {
 	router := gin.New()
 	handled := 0
 	overridden := ginlimit.OnRefuse(func(*gin.Context, core.Decision) { t.Error("an earlier OnRefuse ran") })
-	router.GET("/", ginlimit.New(newLimiter(t, byHeader, []core.Limit{core.PerMinute(1)}),
+	router.GET("/", ginlimit.New(newLimiter(t, byHeader, []store.Limit{store.PerMinute(1)}),
 		overridden, nil, ginlimit.OnRefuse(func(c *gin.Context, d core.Decision) {
 			c.JSON(d.Response().Status, gin.H{"message": "too many", "outcome": d.Outcome.String()})
 		})), func(c *gin.Context) { handled++ })

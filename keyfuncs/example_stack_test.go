@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/keyfuncs"
 	"github.com/sluicehq/sluice/nethttp"
 )
@@ -34,12 +36,12 @@ func Example_ipLimitBeforeJWT() {
 		return user(r)
 	}
 
-	store := memorystore.New()
-	perIP, err := core.New(store, ip, []core.Limit{core.PerMinute(2)}, core.WithName("ip"))
+	st := memorystore.New()
+	perIP, err := core.New(st, "ip", ip, []store.Limit{store.PerMinute(2)})
 	if err != nil {
 		panic(err)
 	}
-	perUser, err := core.New(store, countingUser, []core.Limit{core.PerMinute(100)}, core.WithName("user"))
+	perUser, err := core.New(st, "user", countingUser, []store.Limit{store.PerMinute(100)})
 	if err != nil {
 		panic(err)
 	}

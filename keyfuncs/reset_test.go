@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/keyfuncs"
 )
 
@@ -52,7 +53,7 @@ func TestResetRequestThroughCompositions(t *testing.T) {
 			identity("k", "192.0.2.1:1234", ""), identity("k", "192.0.2.1:0", ""), "k"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			l, err := core.New(memorystore.New(), c.key, []core.Limit{core.PerHour(1)})
+			l, err := core.New(memorystore.New(), "test", c.key, []store.Limit{store.PerHour(1)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +61,7 @@ func TestResetRequestThroughCompositions(t *testing.T) {
 			if d := l.Decide(c.client); d.Action != core.Refuse {
 				t.Fatalf("second request: %v, want refused", d.Outcome)
 			}
-			if err := l.Reset(context.Background(), c.bare); !errors.Is(err, core.ErrNothingReset) {
+			if err := l.Reset(context.Background(), c.bare); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("Reset(%q): %v, want ErrNothingReset", c.bare, err)
 			}
 			if err := l.ResetRequest(c.admin); err != nil {

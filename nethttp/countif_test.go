@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/nethttp"
 )
 
@@ -15,7 +16,7 @@ import (
 // (counted, and the panic goes on); http.ResponseController still reaches
 // the server's ResponseWriter.
 func TestCountIfStatus(t *testing.T) {
-	l := newLimiter(t, byHeader, []core.Limit{{Algorithm: core.FixedWindow, Rate: 1, Period: time.Minute}},
+	l := newLimiter(t, byHeader, []store.Limit{{Algorithm: store.FixedWindow, Rate: 1, Period: time.Minute}},
 		core.WithCountIf(func(s int) bool { return s >= 400 }))
 	h := nethttp.Middleware(l)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.Header.Get("X-Do") {

@@ -24,5 +24,5 @@
 //	mux.Handle("GET /users/{id}", nethttp.Middleware(usersLimiter)(usersHandler))
 //
 // Each route or group of routes gets its own Limiter (with its own
-// core.WithName); one Limiter may hold several limits.
+// its name in core.New); one Limiter may hold several limits.
 package nethttp

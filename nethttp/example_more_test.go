@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/keyfuncs"
 	"github.com/sluicehq/sluice/nethttp"
 )
@@ -18,7 +19,7 @@ func ExampleOnRefuse() {
 	if err != nil {
 		panic(err)
 	}
-	limiter, err := core.New(memorystore.New(), key, []core.Limit{core.PerMinute(1)}, core.WithName("report"))
+	limiter, err := core.New(memorystore.New(), "report", key, []store.Limit{store.PerMinute(1)})
 	if err != nil {
 		panic(err)
 	}
@@ -50,12 +51,12 @@ func Example_stacked() {
 	if err != nil {
 		panic(err)
 	}
-	store := memorystore.New()
-	site, err := core.New(store, key, []core.Limit{core.PerHour(3)}, core.WithName("site"))
+	st := memorystore.New()
+	site, err := core.New(st, "site", key, []store.Limit{store.PerHour(3)})
 	if err != nil {
 		panic(err)
 	}
-	search, err := core.New(store, key, []core.Limit{core.PerHour(100)}, core.WithName("search"))
+	search, err := core.New(st, "search", key, []store.Limit{store.PerHour(100)})
 	if err != nil {
 		panic(err)
 	}

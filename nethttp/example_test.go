@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/nethttp"
 )
 
@@ -20,7 +21,7 @@ func ExampleMiddleware() {
 		}
 		return "", core.ErrNoKey
 	}
-	limiter, err := core.New(memorystore.New(), byClient, []core.Limit{core.PerMinute(2)}, core.WithName("hello"))
+	limiter, err := core.New(memorystore.New(), "hello", byClient, []store.Limit{store.PerMinute(2)})
 	if err != nil {
 		panic(err)
 	}

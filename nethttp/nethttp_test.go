@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/nethttp"
 )
 
@@ -21,11 +22,11 @@ func byHeader(r *http.Request) (string, error) {
 	return "", core.ErrNoKey
 }
 
-func newLimiter(t *testing.T, key core.KeyFunc, limits []core.Limit, opts ...core.Option) *core.Limiter {
+func newLimiter(t *testing.T, key core.KeyFunc, limits []store.Limit, opts ...core.Option) *core.Limiter {
 	t.Helper()
 	now := func() time.Time { return t0 }
-	store := memorystore.New(memorystore.WithClock(now))
-	l, err := core.New(store, key, limits, append([]core.Option{core.WithClock(now)}, opts...)...)
+	st := memorystore.New(memorystore.WithClock(now))
+	l, err := core.New(st, "test", key, limits, append([]core.Option{core.WithClock(now)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func get(h http.Handler, client string) *httptest.ResponseRecorder {
 
 // The last OnRefuse wins and a nil Option is skipped.
 func TestOnRefuse(t *testing.T) {
-	l := newLimiter(t, byHeader, []core.Limit{core.PerMinute(1)})
+	l := newLimiter(t, byHeader, []store.Limit{store.PerMinute(1)})
 	var got core.Decision
 	overridden := nethttp.OnRefuse(func(http.ResponseWriter, *http.Request, core.Decision) { t.Error("an earlier OnRefuse ran") })
 	h := nethttp.Middleware(l, overridden, nil, nethttp.OnRefuse(func(w http.ResponseWriter, r *http.Request, d core.Decision) {

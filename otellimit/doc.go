@@ -7,8 +7,7 @@
 //
 //	metrics, err := otellimit.New(otel.GetMeterProvider())
 //	...
-//	limiter, err := core.New(store, key, limits,
-//		core.WithName("api"), core.WithObserver(metrics.Observe))
+//	limiter, err := core.New(st, "api", key, limits, core.WithObserver(metrics.Observe))
 //
 // Its Meter is named ScopeName. It creates, with the namespace "sluice"
 // unless WithNamespace says otherwise:
@@ -24,10 +23,10 @@
 // sluice_store_errors_total.
 //
 // The attributes have promlimit's values. limiter is the Limiter's name
-// (core.WithName). plan is the request's plan under core.WithPlans
+// (the name given to core.New). plan is the request's plan under core.WithPlans
 // (core.Event.Plan), and "" (PlanNone) when the Limiter's own limits
 // decided. limit names the limit that bound the decision (core.Event.Limit)
-// in core.ParseLimit's syntax with its defaults spelt out ("10/s gcra
+// in store.ParseLimit's syntax with its defaults spelt out ("10/s gcra
 // burst 10"); "none" (LimitNone) when no store decided. outcome is
 // core.Outcome.String(), except that core.OutcomeFallback is split into
 // fallback_allowed and fallback_denied by what the local store decided.

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/eventmetrics"
 )
 
@@ -38,7 +39,7 @@ var ErrInvalidOption = errors.New("otellimit: invalid option")
 // as promlimit's label values.
 const (
 	// LimitNone is the limit attribute of decisions no store made (the
-	// Event's Limit is the zero core.Limit): skipped requests, key errors
+	// Event's Limit is the zero store.Limit): skipped requests, key errors
 	// under KeyErrorDeny or KeyErrorAllow, FailOpen, FailClosed and
 	// canceled requests.
 	LimitNone = eventmetrics.LimitNone
@@ -99,7 +100,7 @@ type limiterState struct {
 // eventmetrics.Outcome's index.
 type seriesKey struct {
 	limiter, plan string
-	limit         core.Limit // the zero Limit when no store decided
+	limit         store.Limit // the zero Limit when no store decided
 	outcome       int
 }
 

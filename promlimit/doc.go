@@ -5,8 +5,7 @@
 //
 //	metrics, err := promlimit.New(nil) // nil: prometheus.DefaultRegisterer
 //	...
-//	limiter, err := core.New(store, key, limits,
-//		core.WithName("api"), core.WithObserver(metrics.Observe))
+//	limiter, err := core.New(st, "api", key, limits, core.WithObserver(metrics.Observe))
 //
 // It exports, with the namespace "sluice" unless WithNamespace says
 // otherwise:
@@ -16,7 +15,7 @@
 //	sluice_store_errors_total{limiter, kind}               counter
 //	sluice_store_warnings_total{kind}                      counter (StoreWarning)
 //
-// limiter is the Limiter's name (core.WithName).
+// limiter is the Limiter's name (the name given to core.New).
 //
 // plan is the request's plan under core.WithPlans (core.Event.Plan), and
 // empty (PlanNone) when the Limiter's own limits decided: a Limiter without
@@ -24,7 +23,7 @@
 // empty label value as no label, so {plan=""} selects these.
 //
 // limit names the limit that bound the decision (core.Event.Limit) in
-// core.ParseLimit's syntax with its defaults spelt out, so that equal
+// store.ParseLimit's syntax with its defaults spelt out, so that equal
 // limits get equal labels however they were written ("10/s gcra burst 10",
 // "1000/3s fixed_window penalty 1m"); "none" (LimitNone) when no store
 // decided (skipped, key errors under KeyErrorDeny or KeyErrorAllow,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/promlimit"
 )
 
@@ -24,9 +25,11 @@ func ExampleNew() {
 
 	now := func() time.Time { return time.Unix(1_700_000_000, 0) } // a stopped clock, for the example
 	byClient := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
-	limiter, err := core.New(memorystore.New(memorystore.WithClock(now)), byClient,
-		[]core.Limit{core.PerSecond(2)},
-		core.WithName("api"), core.WithClock(now), core.WithObserver(metrics.Observe))
+	limiter, err := core.New(memorystore.New(memorystore.WithClock(now)),
+
+		"api", byClient,
+		[]store.Limit{store.PerSecond(2)},
+		core.WithClock(now), core.WithObserver(metrics.Observe))
 	if err != nil {
 		panic(err)
 	}

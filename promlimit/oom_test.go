@@ -12,14 +12,13 @@ import (
 // oomStore fails as the Redis store does when Redis has no memory left.
 type oomStore struct{}
 
-func (oomStore) Take(context.Context, string, int64, ...store.Spec) (core.Result, error) {
-	return core.Result{}, fmt.Errorf("redisstore: take 1 on 1 limit(s): %w: OOM command not allowed", core.ErrOutOfMemory)
+func (oomStore) Take(context.Context, string, int64, ...store.Spec) (store.Result, error) {
+	return store.Result{}, fmt.Errorf("redisstore: take 1 on 1 limit(s): %w: OOM command not allowed", store.ErrOutOfMemory)
 }
 
 func TestOOMKind(t *testing.T) {
 	c, reg := newCollector(t)
-	l := newLimiter(t, oomStore{}, []core.Limit{core.PerSecond(1)}, core.WithName("api"),
-		core.WithObserver(c.Observe), core.WithFailurePolicy(core.FailOpen))
+	l := newLimiter(t, oomStore{}, "api", []store.Limit{store.PerSecond(1)}, core.WithObserver(c.Observe), core.WithFailurePolicy(core.FailOpen))
 	decide(l, 3, "a")
 	errs := series(t, reg, "sluice_store_errors_total")
 	if errs[`kind="oom",limiter="api"`] != 3 || errs[`kind="error",limiter="api"`] != 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/eventmetrics"
 )
 
@@ -32,7 +33,7 @@ var ErrInvalidOption = errors.New("promlimit: invalid option")
 // Label values that name no limit, plan or ordinary outcome.
 const (
 	// LimitNone is the limit label of decisions no store made (the Event's
-	// Limit is the zero core.Limit): skipped requests, key errors under
+	// Limit is the zero store.Limit): skipped requests, key errors under
 	// KeyErrorDeny or KeyErrorAllow, FailOpen, FailClosed and canceled
 	// requests.
 	LimitNone = eventmetrics.LimitNone
@@ -94,7 +95,7 @@ type limiterState struct {
 // plan and a binding limit.
 type setKey struct {
 	plan  string
-	limit core.Limit // the zero Limit when no store decided
+	limit store.Limit // the zero Limit when no store decided
 }
 
 // outcomeSet holds the decisions_total children of one limiter, plan and

@@ -70,10 +70,10 @@ type flakyStore struct {
 
 var errDown = errors.New("store down")
 
-func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (core.Result, error) {
+func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	s.calls.Add(1)
 	if s.fail.Load() {
-		return core.Result{}, fmt.Errorf("flaky: %w", errDown)
+		return store.Result{}, fmt.Errorf("flaky: %w", errDown)
 	}
 	return s.next.Take(ctx, key, n, limits...)
 }
@@ -81,9 +81,9 @@ func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...st
 // hangingStore answers only when the context ends.
 type hangingStore struct{}
 
-func (hangingStore) Take(ctx context.Context, _ string, _ int64, _ ...store.Spec) (core.Result, error) {
+func (hangingStore) Take(ctx context.Context, _ string, _ int64, _ ...store.Spec) (store.Result, error) {
 	<-ctx.Done()
-	return core.Result{}, ctx.Err()
+	return store.Result{}, ctx.Err()
 }
 
 // series returns the samples of the metric family name in g, by their
@@ -146,9 +146,9 @@ func newCollector(t *testing.T, opts ...promlimit.Option) (*promlimit.Collector,
 	return c, reg
 }
 
-func newLimiter(t *testing.T, store store.Store, limits []core.Limit, opts ...core.Option) *core.Limiter {
+func newLimiter(t *testing.T, st store.Store, name string, limits []store.Limit, opts ...core.Option) *core.Limiter {
 	t.Helper()
-	l, err := core.New(store, byClient, limits, opts...)
+	l, err := core.New(st, name, byClient, limits, opts...)
 	if err != nil {
 		t.Fatalf("core.New: %v", err)
 	}
@@ -164,9 +164,8 @@ func decide(l *core.Limiter, n int, client string) {
 func TestMemoryStoreDecisions(t *testing.T) {
 	c, reg := newCollector(t)
 	clock := newClock()
-	store := memorystore.New(memorystore.WithClock(clock.Now))
-	l := newLimiter(t, store, []core.Limit{core.PerSecond(2)},
-		core.WithName("api"), core.WithClock(clock.Now), core.WithObserver(c.Observe),
+	st := memorystore.New(memorystore.WithClock(clock.Now))
+	l := newLimiter(t, st, "api", []store.Limit{store.PerSecond(2)}, core.WithClock(clock.Now), core.WithObserver(c.Observe),
 		core.WithKeyErrorRule(core.KeyErrorDeny))
 
 	decide(l, 3, "alice") // 2 allowed, 1 denied
@@ -197,19 +196,19 @@ func TestMemoryStoreDecisions(t *testing.T) {
 func TestLimitLabel(t *testing.T) {
 	c, reg := newCollector(t)
 	clock := newClock()
-	store := memorystore.New(memorystore.WithClock(clock.Now))
+	st := memorystore.New(memorystore.WithClock(clock.Now))
 	opts := func(name string) []core.Option {
-		return []core.Option{core.WithName(name), core.WithClock(clock.Now), core.WithObserver(c.Observe)}
+		return []core.Option{core.WithClock(clock.Now), core.WithObserver(c.Observe)}
 	}
 	// The hourly limit binds: allowed while it has the least remaining,
 	// then it denies.
-	l := newLimiter(t, store, []core.Limit{core.PerSecond(10), {Rate: 2, Period: time.Hour}}, opts("api")...)
+	l := newLimiter(t, st, "api", []store.Limit{store.PerSecond(10), {Rate: 2, Period: time.Hour}}, opts("api")...)
 	decide(l, 3, "alice")
 	// The same limit written with its defaults, on another limiter.
-	l2 := newLimiter(t, store, []core.Limit{{Algorithm: core.GCRA, Rate: 2, Period: time.Hour, Burst: 2}}, opts("web")...)
+	l2 := newLimiter(t, st, "web", []store.Limit{{Algorithm: store.GCRA, Rate: 2, Period: time.Hour, Burst: 2}}, opts("web")...)
 	decide(l2, 1, "alice")
 
-	if err := l.SetLimits([]core.Limit{{Rate: 5, Period: time.Hour, Algorithm: core.FixedWindow, Penalty: time.Minute}}); err != nil {
+	if err := l.SetLimits([]store.Limit{{Rate: 5, Period: time.Hour, Algorithm: store.FixedWindow, Penalty: time.Minute}}); err != nil {
 		t.Fatal(err)
 	}
 	decide(l, 1, "carol")
@@ -227,10 +226,10 @@ func TestLimitLabel(t *testing.T) {
 func TestPlanLabel(t *testing.T) {
 	c, reg := newCollector(t)
 	clock := newClock()
-	store := memorystore.New(memorystore.WithClock(clock.Now))
+	st := memorystore.New(memorystore.WithClock(clock.Now))
 	planOf := func(r *http.Request) string { return r.Header.Get("X-Plan") }
-	plans := map[string][]core.Limit{"free": {core.PerMinute(1)}, "pro": {core.PerMinute(100)}}
-	l := newLimiter(t, store, []core.Limit{core.PerMinute(1)}, core.WithName("api"), core.WithClock(clock.Now),
+	plans := map[string][]store.Limit{"free": {store.PerMinute(1)}, "pro": {store.PerMinute(100)}}
+	l := newLimiter(t, st, "api", []store.Limit{store.PerMinute(1)}, core.WithClock(clock.Now),
 		core.WithObserver(c.Observe), core.WithPlans(planOf, plans))
 	for _, rq := range []struct{ client, plan string }{
 		{"a", "free"}, {"a", "free"}, {"b", "pro"}, {"c", ""}, {"d", "unknown"},
@@ -254,19 +253,19 @@ func TestPlanLabel(t *testing.T) {
 func TestFallbackAllowedAndDenied(t *testing.T) {
 	c, reg := newCollector(t)
 	clock := newClock()
-	store := &flakyStore{next: memorystore.New(memorystore.WithClock(clock.Now))}
+	st := &flakyStore{next: memorystore.New(memorystore.WithClock(clock.Now))}
 	local := memorystore.New(memorystore.WithClock(clock.Now))
 	newL := func(name string, more ...core.Option) *core.Limiter {
-		return newLimiter(t, store, []core.Limit{core.PerSecond(3)}, append([]core.Option{core.WithName(name),
+		return newLimiter(t, st, name, []store.Limit{store.PerSecond(3)}, append([]core.Option{
 			core.WithClock(clock.Now), core.WithFallbackStore(local), core.WithObserver(c.Observe)}, more...)...)
 	}
 	l := newL("api")
 	shadow := newL("shadow", core.WithShadow())
 
-	store.fail.Store(true)
+	st.fail.Store(true)
 	decide(l, 4, "alice")    // the local store allows 3 and denies the 4th
 	decide(shadow, 4, "bob") // the same, served anyway
-	store.fail.Store(false)
+	st.fail.Store(false)
 	decide(l, 1, "carol") // the store is back
 
 	wantSeries(t, reg, "sluice_decisions_total", map[string]float64{
@@ -292,21 +291,20 @@ func TestOutcomes(t *testing.T) {
 	down.fail.Store(true)
 	common := []core.Option{core.WithClock(clock.Now), core.WithObserver(c.Observe)}
 	opts := func(name string, more ...core.Option) []core.Option {
-		return append(append([]core.Option{core.WithName(name)}, common...), more...)
+		return append(append([]core.Option{}, common...), more...)
 	}
-	one := []core.Limit{{Rate: 1, Period: time.Second, Burst: 1}}
+	one := []store.Limit{{Rate: 1, Period: time.Second, Burst: 1}}
 
-	decide(newLimiter(t, mem, one, opts("shadow", core.WithShadow())...), 2, "a")
-	decide(newLimiter(t, mem, []core.Limit{{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Second, Burst: 2}},
-		opts("leaky")...), 2, "a")
-	decide(newLimiter(t, down, one, opts("open", core.WithFailurePolicy(core.FailOpen))...), 2, "a")
-	decide(newLimiter(t, down, one, opts("closed", core.WithFailurePolicy(core.FailClosed))...), 2, "a")
-	decide(newLimiter(t, mem, one, opts("skip", core.WithSkip(func(*http.Request) bool { return true }))...), 2, "a")
-	decide(newLimiter(t, mem, one, opts("keyallow", core.WithKeyErrorRule(core.KeyErrorAllow))...), 1, "")
-	decide(newLimiter(t, hangingStore{}, one, opts("slow", core.WithTimeout(time.Millisecond),
+	decide(newLimiter(t, mem, "shadow", one, opts("shadow", core.WithShadow())...), 2, "a")
+	decide(newLimiter(t, mem, "leaky", []store.Limit{{Algorithm: store.LeakyBucket, Rate: 1, Period: time.Second, Burst: 2}}, opts("leaky")...), 2, "a")
+	decide(newLimiter(t, down, "open", one, opts("open", core.WithFailurePolicy(core.FailOpen))...), 2, "a")
+	decide(newLimiter(t, down, "closed", one, opts("closed", core.WithFailurePolicy(core.FailClosed))...), 2, "a")
+	decide(newLimiter(t, mem, "skip", one, opts("skip", core.WithSkip(func(*http.Request) bool { return true }))...), 2, "a")
+	decide(newLimiter(t, mem, "keyallow", one, opts("keyallow", core.WithKeyErrorRule(core.KeyErrorAllow))...), 1, "")
+	decide(newLimiter(t, hangingStore{}, "slow", one, opts("slow", core.WithTimeout(time.Millisecond),
 		core.WithFailurePolicy(core.FailOpen))...), 1, "a")
 	// A negative cost is reported in Event.Err but is no store error.
-	decide(newLimiter(t, mem, one, opts("neg", core.WithCostFunc(func(*http.Request) int64 { return -1 }))...), 1, "a")
+	decide(newLimiter(t, mem, "neg", one, opts("neg", core.WithCostFunc(func(*http.Request) int64 { return -1 }))...), 1, "a")
 
 	const one1 = `limit="1/s gcra burst 1"`
 	wantSeries(t, reg, "sluice_decisions_total", map[string]float64{
@@ -350,15 +348,15 @@ func TestOutcomes(t *testing.T) {
 // label values that are not UTF-8.
 func TestObserveEvents(t *testing.T) {
 	c, reg := newCollector(t, promlimit.WithNamespace("x"))
-	lim := core.Limit{Algorithm: core.TokenBucket, Rate: 7, Period: time.Minute}
+	lim := store.Limit{Algorithm: store.TokenBucket, Rate: 7, Period: time.Minute}
 	c.Observe(core.Event{Limiter: "a", Outcome: core.OutcomeFailedOpen, Err: fmt.Errorf("take: %w", context.Canceled), Latency: time.Millisecond})
 	c.Observe(core.Event{Limiter: "a", Outcome: core.Outcome(200)})
 	c.Observe(core.Event{Limiter: "a", Outcome: core.Outcome(200)})
 	c.Observe(core.Event{Limiter: "a", Plan: "p", Outcome: core.OutcomeFallback, Limit: lim,
-		Err: fmt.Errorf("redis: %w", core.ErrBreakerOpen), Result: core.Result{Allowed: true, Limit: 7}})
+		Err: fmt.Errorf("redis: %w", store.ErrBreakerOpen), Result: store.Result{Allowed: true, Limit: 7}})
 	c.Observe(core.Event{Limiter: "a", Plan: "p", Outcome: core.OutcomeFallback, Limit: lim,
-		Err: core.ErrBreakerOpen, Action: core.Refuse})
-	c.Observe(core.Event{Limiter: "a", Outcome: core.OutcomeDenied, Limit: core.Limit{Rate: -1, Period: time.Second}})
+		Err: store.ErrBreakerOpen, Action: core.Refuse})
+	c.Observe(core.Event{Limiter: "a", Outcome: core.OutcomeDenied, Limit: store.Limit{Rate: -1, Period: time.Second}})
 	c.Observe(core.Event{Limiter: "\xff", Plan: "\xfe", Outcome: core.OutcomeAllowed})
 	wantSeries(t, reg, "x_decisions_total", map[string]float64{
 		`limit="none",limiter="a",outcome="failed_open",plan=""`:                                     1,
@@ -385,7 +383,7 @@ func TestOptions(t *testing.T) {
 		nil, // ignored, like core's
 	)
 	c.Observe(core.Event{Limiter: "api", Outcome: core.OutcomeDenied, Latency: 5 * time.Millisecond,
-		Limit: core.Limit{Algorithm: core.TokenBucket, Rate: 5, Period: time.Minute}, Result: core.Result{Limit: 5}})
+		Limit: store.Limit{Algorithm: store.TokenBucket, Rate: 5, Period: time.Minute}, Result: store.Result{Limit: 5}})
 	wantSeries(t, reg, "decisions_total", map[string]float64{
 		`limit="5/m token_bucket burst 5",limiter="api",outcome="denied",plan="",service="shop"`: 1,
 	})
@@ -500,7 +498,7 @@ func TestDefaultRegisterer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer prometheus.DefaultRegisterer.Unregister(c)
-	c.Observe(core.Event{Limiter: "api", Outcome: core.OutcomeAllowed, Limit: core.PerSecond(4), Result: core.Result{Allowed: true, Limit: 4}})
+	c.Observe(core.Event{Limiter: "api", Outcome: core.OutcomeAllowed, Limit: store.PerSecond(4), Result: store.Result{Allowed: true, Limit: 4}})
 	if got := series(t, prometheus.DefaultGatherer, "promlimit_default_test_decisions_total"); got[`limit="4/s gcra burst 4",limiter="api",outcome="allowed",plan=""`] != 1 {
 		t.Errorf("default gatherer: %v", got)
 	}
@@ -526,7 +524,7 @@ func TestConcurrentObserve(t *testing.T) {
 			name := fmt.Sprintf("l%d", g%3)
 			for i := 0; i < each; i++ {
 				c.Observe(core.Event{Limiter: name, Plan: fmt.Sprint(i % 2), Outcome: core.Outcome(i % 3),
-					Limit: core.PerSecond(int64(1 + i%5)), Latency: time.Microsecond})
+					Limit: store.PerSecond(int64(1 + i%5)), Latency: time.Microsecond})
 			}
 		}(g)
 	}
@@ -571,15 +569,15 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 // benchEvents are decisions of every kind of limiter, plan, limit and
 // outcome label: a plan and a limit, the fallback split, no store.
 func benchEvents() []core.Event {
-	res := core.Result{Allowed: true, Limit: 100, Remaining: 50}
-	lim := core.Limit{Rate: 100, Period: time.Minute, Penalty: time.Second}
+	res := store.Result{Allowed: true, Limit: 100, Remaining: 50}
+	lim := store.Limit{Rate: 100, Period: time.Minute, Penalty: time.Second}
 	timeout := fmt.Errorf("take: %w", context.DeadlineExceeded)
 	return []core.Event{
 		{Limiter: "api", Plan: "pro", Limit: lim, Outcome: core.OutcomeAllowed, Result: res, Latency: 40 * time.Microsecond},
-		{Limiter: "api", Plan: "pro", Limit: lim, Outcome: core.OutcomeDenied, Result: core.Result{Limit: 100}, Latency: 40 * time.Microsecond},
+		{Limiter: "api", Plan: "pro", Limit: lim, Outcome: core.OutcomeDenied, Result: store.Result{Limit: 100}, Latency: 40 * time.Microsecond},
 		{Limiter: "api", Limit: lim, Outcome: core.OutcomeFallback, Result: res, Latency: 3 * time.Millisecond, Err: timeout},
-		{Limiter: "api", Limit: lim, Outcome: core.OutcomeFallback, Result: core.Result{Limit: 100}, Latency: 3 * time.Millisecond,
-			Err: fmt.Errorf("take: %w", core.ErrBreakerOpen)},
+		{Limiter: "api", Limit: lim, Outcome: core.OutcomeFallback, Result: store.Result{Limit: 100}, Latency: 3 * time.Millisecond,
+			Err: fmt.Errorf("take: %w", store.ErrBreakerOpen)},
 		{Limiter: "web", Outcome: core.OutcomeSkipped},
 	}
 }
@@ -634,7 +632,7 @@ func BenchmarkObserve(b *testing.B) {
 func TestInFlightLabel(t *testing.T) {
 	c, reg := newCollector(t, promlimit.WithNamespace(""))
 	c.Observe(core.Event{Limiter: "export", Outcome: core.OutcomeDenied,
-		Limit: core.MaxInFlight(3, 10*time.Second), Result: core.Result{Limit: 3}})
+		Limit: store.MaxInFlight(3, 10*time.Second), Result: store.Result{Limit: 3}})
 	wantSeries(t, reg, "decisions_total", map[string]float64{
 		`limit="3/10s in_flight",limiter="export",outcome="denied",plan=""`: 1,
 	})

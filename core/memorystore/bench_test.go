@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 )
@@ -22,13 +21,13 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 	ctx := context.Background()
 	// One per second with a burst of a million: each Take adds 1s to the
 	// key's TAT, so no key's state expires during the benchmark.
-	gcra := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Second, Burst: 1_000_000}
+	gcra := store.Limit{Algorithm: store.GCRA, Rate: 1, Period: time.Second, Burst: 1_000_000}
 	gcraSpec := specs(gcra)
 	keys := make([]string, 1<<16)
 	for i := range keys {
 		keys[i] = "client-" + strconv.Itoa(i)
 	}
-	newStoreOf := func(b *testing.B, keys []string, limits ...core.Limit) *memorystore.Store {
+	newStoreOf := func(b *testing.B, keys []string, limits ...store.Limit) *memorystore.Store {
 		s := memorystore.New()
 		for _, k := range keys {
 			if _, err := s.Take(ctx, k, 1, specs(limits...)...); err != nil {
@@ -39,8 +38,8 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 		b.ResetTimer()
 		return s
 	}
-	newStore := func(b *testing.B, limits ...core.Limit) *memorystore.Store { return newStoreOf(b, keys, limits...) }
-	serial := func(limits ...core.Limit) func(b *testing.B) {
+	newStore := func(b *testing.B, limits ...store.Limit) *memorystore.Store { return newStoreOf(b, keys, limits...) }
+	serial := func(limits ...store.Limit) func(b *testing.B) {
 		return func(b *testing.B) {
 			s, sp := newStore(b, limits...), specs(limits...)
 			for i := 0; i < b.N; i++ {
@@ -77,9 +76,9 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 	})
 	// As bench/ measures it (BenchmarkMemory there): 1000 keys in turn,
 	// serial and from GOMAXPROCS goroutines, each limit never reached.
-	for _, l := range []core.Limit{
+	for _, l := range []store.Limit{
 		gcra,
-		{Algorithm: core.SlidingLog, Rate: store.MaxSlidingLogRate, Period: time.Hour},
+		{Algorithm: store.SlidingLog, Rate: store.MaxSlidingLogRate, Period: time.Hour},
 	} {
 		keys := keys[:1000]
 		sp := specs(l)
@@ -101,18 +100,16 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 			})
 		})
 	}
-	for _, l := range []core.Limit{
-		{Algorithm: core.LeakyBucket, Rate: 1_000_000, Period: time.Second},
-		{Algorithm: core.TokenBucket, Rate: 1_000_000, Period: time.Second},
-		{Algorithm: core.FixedWindow, Rate: 1_000_000, Period: time.Second},
-		{Algorithm: core.SlidingWindow, Rate: 1_000_000, Period: time.Second},
-		{Algorithm: core.SlidingLog, Rate: 1000, Period: time.Millisecond},
+	for _, l := range []store.Limit{
+		{Algorithm: store.LeakyBucket, Rate: 1_000_000, Period: time.Second},
+		{Algorithm: store.TokenBucket, Rate: 1_000_000, Period: time.Second},
+		{Algorithm: store.FixedWindow, Rate: 1_000_000, Period: time.Second},
+		{Algorithm: store.SlidingWindow, Rate: 1_000_000, Period: time.Second},
+		{Algorithm: store.SlidingLog, Rate: 1000, Period: time.Millisecond},
 	} {
 		b.Run("serial/one-key/"+string(l.Algorithm), serial(l))
 	}
 	b.Run("serial/one-key/three-limits", serial(
-		gcra,
-		core.Limit{Algorithm: core.FixedWindow, Rate: 1 << 40, Period: time.Minute},
-		core.Limit{Algorithm: core.TokenBucket, Rate: 1000, Period: time.Second, Burst: 1_000_000_000},
+		gcra, store.Limit{Algorithm: store.FixedWindow, Rate: 1 << 40, Period: time.Minute}, store.Limit{Algorithm: store.TokenBucket, Rate: 1000, Period: time.Second, Burst: 1_000_000_000},
 	))
 }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 func ExampleStore() {
@@ -17,7 +17,7 @@ func ExampleStore() {
 
 	// Two requests per second, in a burst of at most two. A store takes
 	// the validated form of a limit, its Spec.
-	limit, err := core.PerSecond(2).Spec()
+	limit, err := store.PerSecond(2).Spec()
 	if err != nil {
 		panic(err)
 	}
@@ -45,8 +45,8 @@ func ExampleStore_Take_severalLimits() {
 
 	// At most 3 per second and 100 per hour: a Take is charged against both
 	// or, when either denies, against neither.
-	perSecond, _ := core.Limit{Algorithm: core.FixedWindow, Rate: 3, Period: time.Second}.Spec()
-	perHour, _ := core.Limit{Algorithm: core.SlidingLog, Rate: 100, Period: time.Hour}.Spec()
+	perSecond, _ := store.Limit{Algorithm: store.FixedWindow, Rate: 3, Period: time.Second}.Spec()
+	perHour, _ := store.Limit{Algorithm: store.SlidingLog, Rate: 100, Period: time.Hour}.Spec()
 	for i := 0; i < 4; i++ {
 		res, _ := mem.Take(context.Background(), "client-42", 1, perSecond, perHour)
 		fmt.Printf("allowed=%v binding=%d hourly remaining=%d\n",
@@ -63,7 +63,7 @@ func ExampleStore_Take_severalLimits() {
 func ExampleStore_Take_peek() {
 	now := time.Unix(1_700_000_000, 0)
 	mem := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
-	limit, _ := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: time.Minute}.Spec()
+	limit, _ := store.Limit{Algorithm: store.SlidingLog, Rate: 3, Period: time.Minute}.Spec()
 	ctx := context.Background()
 	_, _ = mem.Take(ctx, "alice", 1, limit)
 	for i := 0; i < 2; i++ {

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 )
@@ -48,7 +47,7 @@ func newMemStore(opts ...memorystore.Option) (*memorystore.Store, *memClock) {
 	return memorystore.New(opts...), clock
 }
 
-func memTake(t testing.TB, s *memorystore.Store, key string, n int64, limits ...core.Limit) core.Result {
+func memTake(t testing.TB, s *memorystore.Store, key string, n int64, limits ...store.Limit) store.Result {
 	t.Helper()
 	res, err := s.Take(context.Background(), key, n, specs(limits...)...)
 	if err != nil {
@@ -65,7 +64,7 @@ type memWant struct {
 	delay            time.Duration
 }
 
-func checkResult(t testing.TB, what string, got core.Result, w memWant) {
+func checkResult(t testing.TB, what string, got store.Result, w memWant) {
 	t.Helper()
 	if got.Allowed != w.allowed || got.Limit != w.limit || got.Remaining != w.remaining ||
 		got.RetryAfter != w.retry || got.ResetAfter != w.reset || got.Delay != w.delay {
@@ -81,7 +80,7 @@ const us = time.Microsecond
 func TestMemoryGCRA(t *testing.T) {
 	t.Run("redis-cell example", func(t *testing.T) {
 		s, clock := newMemStore()
-		l := core.Limit{Algorithm: core.GCRA, Rate: 30, Period: time.Minute, Burst: 16}
+		l := store.Limit{Algorithm: store.GCRA, Rate: 30, Period: time.Minute, Burst: 16}
 		// T = 2s, dvt = 32s.
 		checkResult(t, "take 1", memTake(t, s, "k", 1, l), memWant{true, 16, 15, 0, 2 * time.Second, 0})
 		for i := 2; i <= 16; i++ {
@@ -99,20 +98,20 @@ func TestMemoryGCRA(t *testing.T) {
 	})
 	t.Run("one per two seconds", func(t *testing.T) {
 		s, _ := newMemStore()
-		l := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: 2 * time.Second, Burst: 1}
+		l := store.Limit{Algorithm: store.GCRA, Rate: 1, Period: 2 * time.Second, Burst: 1}
 		checkResult(t, "first", memTake(t, s, "k", 1, l), memWant{true, 1, 0, 0, 2 * time.Second, 0})
 		checkResult(t, "second", memTake(t, s, "k", 1, l), memWant{false, 1, 0, 2 * time.Second, 2 * time.Second, 0})
 	})
 	t.Run("cost above burst never passes", func(t *testing.T) {
 		s, _ := newMemStore()
-		l := core.Limit{Rate: 10, Period: time.Second, Burst: 4} // zero Algorithm is GCRA
-		checkResult(t, "n=5", memTake(t, s, "k", 5, l), memWant{false, 4, 4, core.InfDuration, 0, 0})
+		l := store.Limit{Rate: 10, Period: time.Second, Burst: 4} // zero Algorithm is GCRA
+		checkResult(t, "n=5", memTake(t, s, "k", 5, l), memWant{false, 4, 4, store.InfDuration, 0, 0})
 		// T = 100ms: n=4 uses all of dvt = 400ms.
 		checkResult(t, "n=4", memTake(t, s, "k", 4, l), memWant{true, 4, 0, 0, 400 * time.Millisecond, 0})
 	})
 	t.Run("interval rounds up", func(t *testing.T) {
 		s, clock := newMemStore()
-		l := core.Limit{Algorithm: core.GCRA, Rate: 3, Period: time.Second, Burst: 1}
+		l := store.Limit{Algorithm: store.GCRA, Rate: 3, Period: time.Second, Burst: 1}
 		// T = ceil(1e6/3) = 333334, dvt = T.
 		checkResult(t, "first", memTake(t, s, "k", 1, l), memWant{true, 1, 0, 0, 333334 * us, 0})
 		clock.Advance(333333 * us)
@@ -122,7 +121,7 @@ func TestMemoryGCRA(t *testing.T) {
 
 func TestMemoryLeakyBucket(t *testing.T) {
 	s, clock := newMemStore()
-	l := core.Limit{Algorithm: core.LeakyBucket, Rate: 10, Period: time.Second, Burst: 3}
+	l := store.Limit{Algorithm: store.LeakyBucket, Rate: 10, Period: time.Second, Burst: 3}
 	// T = 100ms, limit = B+1 = 4, cap = 400ms. The delays are 0, T, 2T, 3T.
 	for i := 0; i < 4; i++ {
 		r := memTake(t, s, "k", 1, l)
@@ -140,15 +139,15 @@ func TestMemoryLeakyBucket(t *testing.T) {
 	checkResult(t, "after T", memTake(t, s, "k", 1, l), memWant{true, 4, 0, 0, 400 * time.Millisecond, 300 * time.Millisecond})
 	// n = 2 on a fresh key: delay = newTat - T - now = T.
 	checkResult(t, "n=2", memTake(t, s, "k2", 2, l), memWant{true, 4, 2, 0, 200 * time.Millisecond, 100 * time.Millisecond})
-	checkResult(t, "n=5", memTake(t, s, "k3", 5, l), memWant{false, 4, 4, core.InfDuration, 0, 0})
+	checkResult(t, "n=5", memTake(t, s, "k3", 5, l), memWant{false, 4, 4, store.InfDuration, 0, 0})
 	// Burst 0 defaults to Rate: limit Rate+1.
-	checkResult(t, "default burst", memTake(t, s, "k4", 1, core.Limit{Algorithm: core.LeakyBucket, Rate: 2, Period: time.Second}),
+	checkResult(t, "default burst", memTake(t, s, "k4", 1, store.Limit{Algorithm: store.LeakyBucket, Rate: 2, Period: time.Second}),
 		memWant{true, 3, 2, 0, 500 * time.Millisecond, 0})
 }
 
 func TestMemoryTokenBucket(t *testing.T) {
 	s, clock := newMemStore()
-	l := core.Limit{Algorithm: core.TokenBucket, Rate: 3, Period: time.Second, Burst: 3}
+	l := store.Limit{Algorithm: store.TokenBucket, Rate: 3, Period: time.Second, Burst: 3}
 	// cap = 3e6, cost 1 = 1e6; the refill of 3 per 1e6 never divides evenly.
 	checkResult(t, "n=3", memTake(t, s, "k", 3, l), memWant{true, 3, 0, 0, time.Second, 0})
 	// n=2 at tok=0: retry ceil(2e6/3) = 666667.
@@ -179,12 +178,12 @@ func TestMemoryTokenBucket(t *testing.T) {
 	if passed != 30 {
 		t.Errorf("10s at 3/s after draining: %d passed, want 30", passed)
 	}
-	checkResult(t, "n above burst", memTake(t, s, "k9", 4, l), memWant{false, 3, 3, core.InfDuration, 0, 0})
+	checkResult(t, "n above burst", memTake(t, s, "k9", 4, l), memWant{false, 3, 3, store.InfDuration, 0, 0})
 }
 
 func TestMemoryFixedWindow(t *testing.T) {
 	s, clock := newMemStore()
-	l := core.Limit{Algorithm: core.FixedWindow, Rate: 3, Period: time.Minute}
+	l := store.Limit{Algorithm: store.FixedWindow, Rate: 3, Period: time.Minute}
 	checkResult(t, "peek fresh", memTake(t, s, "k", 0, l), memWant{true, 3, 3, 0, 0, 0})
 	clock.Advance(50 * time.Second) // 10 s before the window ends
 	for i := 1; i <= 3; i++ {
@@ -197,11 +196,11 @@ func TestMemoryFixedWindow(t *testing.T) {
 	clock.Advance(us)
 	// A new window, aligned to the epoch: 3 more pass at once.
 	checkResult(t, "boundary", memTake(t, s, "k", 3, l), memWant{true, 3, 0, 0, time.Minute, 0})
-	checkResult(t, "n above rate", memTake(t, s, "k2", 4, l), memWant{false, 3, 3, core.InfDuration, 0, 0})
+	checkResult(t, "n above rate", memTake(t, s, "k2", 4, l), memWant{false, 3, 3, store.InfDuration, 0, 0})
 }
 
 func TestMemorySlidingWindow(t *testing.T) {
-	l := core.Limit{Algorithm: core.SlidingWindow, Rate: 10, Period: time.Second}
+	l := store.Limit{Algorithm: store.SlidingWindow, Rate: 10, Period: time.Second}
 	t.Run("retry in this window", func(t *testing.T) {
 		s, clock := newMemStore()
 		checkResult(t, "fill", memTake(t, s, "k", 10, l), memWant{true, 10, 0, 0, 2 * time.Second, 0})
@@ -235,12 +234,12 @@ func TestMemorySlidingWindow(t *testing.T) {
 		memTake(t, s, "k", 10, l)
 		clock.Advance(2 * time.Second)
 		checkResult(t, "peek", memTake(t, s, "k", 0, l), memWant{true, 10, 10, 0, 0, 0})
-		checkResult(t, "n above rate", memTake(t, s, "k", 11, l), memWant{false, 10, 10, core.InfDuration, 0, 0})
+		checkResult(t, "n above rate", memTake(t, s, "k", 11, l), memWant{false, 10, 10, store.InfDuration, 0, 0})
 	})
 }
 
 func TestMemorySlidingLog(t *testing.T) {
-	l := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: time.Second}
+	l := store.Limit{Algorithm: store.SlidingLog, Rate: 3, Period: time.Second}
 	t.Run("exact", func(t *testing.T) {
 		s, clock := newMemStore()
 		for i := 0; i < 3; i++ {
@@ -269,7 +268,7 @@ func TestMemorySlidingLog(t *testing.T) {
 		clock.Advance(990 * time.Millisecond)
 		checkResult(t, "peek", memTake(t, s, "k", 0, l), memWant{true, 3, 2, 0, 10 * time.Millisecond, 0})
 		checkResult(t, "n=2", memTake(t, s, "k", 2, l), memWant{true, 3, 0, 0, time.Second, 0})
-		checkResult(t, "n above rate", memTake(t, s, "k", 4, l), memWant{false, 3, 0, core.InfDuration, time.Second, 0})
+		checkResult(t, "n above rate", memTake(t, s, "k", 4, l), memWant{false, 3, 0, store.InfDuration, time.Second, 0})
 	})
 	t.Run("clock behind newest entry", func(t *testing.T) {
 		s, clock := newMemStore()
@@ -289,7 +288,7 @@ func TestMemorySlidingLog(t *testing.T) {
 // that must leave, inside a request of many units.
 func TestMemorySlidingLogCostIsOneEntry(t *testing.T) {
 	R := int64(store.MaxSlidingLogRate)
-	l := core.Limit{Algorithm: core.SlidingLog, Rate: R, Period: time.Hour}
+	l := store.Limit{Algorithm: store.SlidingLog, Rate: R, Period: time.Hour}
 	s, _ := newMemStore()
 	memTake(t, s, "warm", R, l)
 	var before, after runtime.MemStats
@@ -318,7 +317,7 @@ func TestMemorySlidingLogCostIsOneEntry(t *testing.T) {
 
 func TestMemoryPenalty(t *testing.T) {
 	s, clock := newMemStore()
-	l := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Second, Burst: 1, Penalty: 10 * time.Second}
+	l := store.Limit{Algorithm: store.GCRA, Rate: 1, Period: time.Second, Burst: 1, Penalty: 10 * time.Second}
 	checkResult(t, "take 1", memTake(t, s, "k", 1, l), memWant{true, 1, 0, 0, time.Second, 0})
 	// The algorithm denies (retry 1s): the lock is set, retry = max(1s, 10s).
 	checkResult(t, "denied", memTake(t, s, "k", 1, l), memWant{false, 1, 0, 10 * time.Second, 10 * time.Second, 0})
@@ -344,13 +343,13 @@ func TestMemoryPenalty(t *testing.T) {
 	})
 	t.Run("infinite retry stays infinite", func(t *testing.T) {
 		s, _ := newMemStore()
-		checkResult(t, "n=2", memTake(t, s, "k", 2, l), memWant{false, 1, 1, core.InfDuration, 10 * time.Second, 0})
+		checkResult(t, "n=2", memTake(t, s, "k", 2, l), memWant{false, 1, 1, store.InfDuration, 10 * time.Second, 0})
 		// The lock was set by that denial.
 		checkResult(t, "locked", memTake(t, s, "k", 1, l), memWant{false, 1, 0, 10 * time.Second, 10 * time.Second, 0})
 	})
 	t.Run("reset covers a longer state", func(t *testing.T) {
 		s, clock := newMemStore()
-		lw := core.Limit{Algorithm: core.FixedWindow, Rate: 1, Period: time.Minute, Penalty: time.Second}
+		lw := store.Limit{Algorithm: store.FixedWindow, Rate: 1, Period: time.Minute, Penalty: time.Second}
 		memTake(t, s, "k", 1, lw)
 		checkResult(t, "denied", memTake(t, s, "k", 1, lw), memWant{false, 1, 0, time.Minute, time.Minute, 0})
 		clock.Advance(500 * time.Millisecond)
@@ -359,7 +358,7 @@ func TestMemoryPenalty(t *testing.T) {
 	})
 	t.Run("leaky bucket locked reports no delay", func(t *testing.T) {
 		s, _ := newMemStore()
-		lk := core.Limit{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Second, Burst: 1, Penalty: 3 * time.Second}
+		lk := store.Limit{Algorithm: store.LeakyBucket, Rate: 1, Period: time.Second, Burst: 1, Penalty: 3 * time.Second}
 		checkResult(t, "1", memTake(t, s, "k", 1, lk), memWant{true, 2, 1, 0, time.Second, 0})
 		checkResult(t, "2", memTake(t, s, "k", 1, lk), memWant{true, 2, 0, 0, 2 * time.Second, time.Second})
 		checkResult(t, "3", memTake(t, s, "k", 1, lk), memWant{false, 2, 0, 3 * time.Second, 3 * time.Second, 0})
@@ -368,8 +367,8 @@ func TestMemoryPenalty(t *testing.T) {
 }
 
 func TestMemoryMultipleLimits(t *testing.T) {
-	minute := core.Limit{Algorithm: core.FixedWindow, Rate: 5, Period: time.Minute}
-	second := core.Limit{Algorithm: core.FixedWindow, Rate: 2, Period: time.Second}
+	minute := store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: time.Minute}
+	second := store.Limit{Algorithm: store.FixedWindow, Rate: 2, Period: time.Second}
 	t.Run("no charge on deny", func(t *testing.T) {
 		s, clock := newMemStore()
 		r := memTake(t, s, "k", 1, minute, second)
@@ -411,8 +410,8 @@ func TestMemoryMultipleLimits(t *testing.T) {
 	})
 	t.Run("penalty of the denying limit only", func(t *testing.T) {
 		s, clock := newMemStore()
-		strict := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Second, Burst: 1, Penalty: 5 * time.Second}
-		loose := core.Limit{Algorithm: core.TokenBucket, Rate: 10, Period: time.Second, Penalty: time.Hour}
+		strict := store.Limit{Algorithm: store.GCRA, Rate: 1, Period: time.Second, Burst: 1, Penalty: 5 * time.Second}
+		loose := store.Limit{Algorithm: store.TokenBucket, Rate: 10, Period: time.Second, Penalty: time.Hour}
 		memTake(t, s, "k", 1, loose, strict)
 		r := memTake(t, s, "k", 1, loose, strict)
 		if r.Allowed || r.Binding != 1 || r.RetryAfter != 5*time.Second {
@@ -431,7 +430,7 @@ func TestMemoryMultipleLimits(t *testing.T) {
 	})
 	t.Run("duplicate limit charged once", func(t *testing.T) {
 		s, _ := newMemStore()
-		sl := core.Limit{Algorithm: core.SlidingLog, Rate: 4, Period: time.Second}
+		sl := store.Limit{Algorithm: store.SlidingLog, Rate: 4, Period: time.Second}
 		r := memTake(t, s, "k", 1, sl, sl) // a new state
 		if !r.Allowed || r.Remaining != 3 {
 			t.Fatalf("duplicate: %+v", r)
@@ -446,7 +445,7 @@ func TestMemoryMultipleLimits(t *testing.T) {
 	})
 	t.Run("limits differing in penalty are separate", func(t *testing.T) {
 		s, _ := newMemStore()
-		a := core.Limit{Rate: 2, Period: time.Second}
+		a := store.Limit{Rate: 2, Period: time.Second}
 		b := a
 		b.Penalty = time.Second
 		memTake(t, s, "k", 2, a)
@@ -456,9 +455,9 @@ func TestMemoryMultipleLimits(t *testing.T) {
 	})
 	t.Run("many limits", func(t *testing.T) {
 		s, _ := newMemStore()
-		var ls []core.Limit
+		var ls []store.Limit
 		for i := 1; i <= 7; i++ {
-			ls = append(ls, core.Limit{Algorithm: store.Algorithms()[i%len(store.Algorithms())], Rate: int64(10 * i), Period: time.Minute})
+			ls = append(ls, store.Limit{Algorithm: store.Algorithms()[i%len(store.Algorithms())], Rate: int64(10 * i), Period: time.Minute})
 		}
 		for i := 0; i < 10; i++ {
 			if r := memTake(t, s, "k", 1, ls...); !r.Allowed {
@@ -488,8 +487,8 @@ func TestMemoryMultipleLimits(t *testing.T) {
 func TestMemoryBadInput(t *testing.T) {
 	s, _ := newMemStore()
 	ctx := context.Background()
-	ok := core.PerSecond(1)
-	if _, err := s.Take(ctx, "k", 1, specs(ok, core.Limit{Rate: 1, Period: time.Nanosecond})...); !errors.Is(err, core.ErrInvalidLimit) {
+	ok := store.PerSecond(1)
+	if _, err := s.Take(ctx, "k", 1, specs(ok, store.Limit{Rate: 1, Period: time.Nanosecond})...); !errors.Is(err, store.ErrInvalidLimit) {
 		t.Errorf("second limit invalid: err = %v, want ErrInvalidLimit", err)
 	}
 	if n := s.Len(); n != 0 {
@@ -522,13 +521,13 @@ func TestMemoryBadInput(t *testing.T) {
 // TestMemoryHugeCost takes costs up to MaxInt64 on every algorithm, with
 // limits as large as Validate accepts: never a panic, never an overflow.
 func TestMemoryHugeCost(t *testing.T) {
-	limits := []core.Limit{
-		{Algorithm: core.GCRA, Rate: 1000, Period: time.Second, Burst: 1<<33 - 2},
-		{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Microsecond, Burst: 1<<53 - 3},
-		{Algorithm: core.TokenBucket, Rate: 1 << 20, Period: time.Microsecond, Burst: 1 << 52},
-		{Algorithm: core.FixedWindow, Rate: 1<<53 - 1, Period: (1<<53 - 1) * time.Microsecond},
-		{Algorithm: core.SlidingWindow, Rate: 1 << 20, Period: 1 << 31 * time.Microsecond},
-		{Algorithm: core.SlidingLog, Rate: store.MaxSlidingLogRate, Period: 1 << 52 * time.Microsecond},
+	limits := []store.Limit{
+		{Algorithm: store.GCRA, Rate: 1000, Period: time.Second, Burst: 1<<33 - 2},
+		{Algorithm: store.LeakyBucket, Rate: 1, Period: time.Microsecond, Burst: 1<<53 - 3},
+		{Algorithm: store.TokenBucket, Rate: 1 << 20, Period: time.Microsecond, Burst: 1 << 52},
+		{Algorithm: store.FixedWindow, Rate: 1<<53 - 1, Period: (1<<53 - 1) * time.Microsecond},
+		{Algorithm: store.SlidingWindow, Rate: 1 << 20, Period: 1 << 31 * time.Microsecond},
+		{Algorithm: store.SlidingLog, Rate: store.MaxSlidingLogRate, Period: 1 << 52 * time.Microsecond},
 	}
 	for _, l := range limits {
 		if err := l.Validate(); err != nil {
@@ -539,25 +538,25 @@ func TestMemoryHugeCost(t *testing.T) {
 		if sp.Burst() > 0 {
 			capacity = sp.Burst()
 		}
-		if l.Algorithm == core.LeakyBucket {
+		if l.Algorithm == store.LeakyBucket {
 			capacity++
 		}
 		s, _ := newMemStore()
 		for _, n := range []int64{math.MaxInt64, math.MaxInt64 / 2, 1 << 62, 1 << 53, capacity + 1} {
 			r := memTake(t, s, "k", n, l)
-			if r.Allowed || r.RetryAfter != core.InfDuration || r.Remaining != capacity {
+			if r.Allowed || r.RetryAfter != store.InfDuration || r.Remaining != capacity {
 				t.Errorf("%v n=%d: %+v, want denied forever with %d remaining", l, n, r, capacity)
 			}
 		}
-		if l.Algorithm == core.SlidingLog {
+		if l.Algorithm == store.SlidingLog {
 			continue // filling 100000 entries is covered elsewhere
 		}
 		r := memTake(t, s, "k", capacity, l)
-		if !r.Allowed || r.Remaining != 0 || r.ResetAfter <= 0 || r.ResetAfter == core.InfDuration {
+		if !r.Allowed || r.Remaining != 0 || r.ResetAfter <= 0 || r.ResetAfter == store.InfDuration {
 			t.Errorf("%v n=capacity: %+v", l, r)
 		}
 		r = memTake(t, s, "k", capacity, l)
-		if r.Allowed || r.RetryAfter <= 0 || r.RetryAfter == core.InfDuration {
+		if r.Allowed || r.RetryAfter <= 0 || r.RetryAfter == store.InfDuration {
 			t.Errorf("%v n=capacity again: %+v", l, r)
 		}
 	}
@@ -570,13 +569,13 @@ func TestMemoryHugeCost(t *testing.T) {
 // later and not 1µs earlier.
 func TestMemoryRetryRemainingResetExact(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
-	limits := []core.Limit{
-		{Algorithm: core.GCRA, Rate: 7, Period: time.Second, Burst: 5},
-		{Algorithm: core.LeakyBucket, Rate: 7, Period: time.Second, Burst: 3},
-		{Algorithm: core.TokenBucket, Rate: 7, Period: time.Second, Burst: 5},
-		{Algorithm: core.FixedWindow, Rate: 7, Period: time.Second},
-		{Algorithm: core.SlidingWindow, Rate: 7, Period: time.Second},
-		{Algorithm: core.SlidingLog, Rate: 7, Period: time.Second},
+	limits := []store.Limit{
+		{Algorithm: store.GCRA, Rate: 7, Period: time.Second, Burst: 5},
+		{Algorithm: store.LeakyBucket, Rate: 7, Period: time.Second, Burst: 3},
+		{Algorithm: store.TokenBucket, Rate: 7, Period: time.Second, Burst: 5},
+		{Algorithm: store.FixedWindow, Rate: 7, Period: time.Second},
+		{Algorithm: store.SlidingWindow, Rate: 7, Period: time.Second},
+		{Algorithm: store.SlidingLog, Rate: 7, Period: time.Second},
 	}
 	for _, l := range limits {
 		s, clock := newMemStore()
@@ -587,7 +586,7 @@ func TestMemoryRetryRemainingResetExact(t *testing.T) {
 			n := 1 + rng.Int63n(3)
 			r := memTake(t, s, "k", n, l)
 			switch {
-			case !r.Allowed && r.RetryAfter != core.InfDuration:
+			case !r.Allowed && r.RetryAfter != store.InfDuration:
 				denials++
 				clock.Advance(r.RetryAfter - us)
 				if early := memTake(t, s, "k", n, l); early.Allowed {
@@ -636,7 +635,7 @@ func TestMemoryRetryRemainingResetExact(t *testing.T) {
 // trailing Period ever holds more than Rate admitted units.
 func TestMemorySlidingLogNeverExceeds(t *testing.T) {
 	const rate = 20
-	l := core.Limit{Algorithm: core.SlidingLog, Rate: rate, Period: 100 * time.Millisecond}
+	l := store.Limit{Algorithm: store.SlidingLog, Rate: rate, Period: 100 * time.Millisecond}
 	s, clock := newMemStore()
 	rng := rand.New(rand.NewSource(3))
 	var admitted []time.Time // one per unit
@@ -660,13 +659,13 @@ func TestMemorySlidingLogNeverExceeds(t *testing.T) {
 }
 
 func TestMemoryConcurrentExactAllowance(t *testing.T) {
-	limits := []core.Limit{
-		{Algorithm: core.GCRA, Rate: 50, Period: time.Hour},
-		{Algorithm: core.LeakyBucket, Rate: 50, Period: time.Hour, Burst: 49},
-		{Algorithm: core.TokenBucket, Rate: 50, Period: time.Hour},
-		{Algorithm: core.FixedWindow, Rate: 50, Period: time.Hour},
-		{Algorithm: core.SlidingWindow, Rate: 50, Period: time.Hour},
-		{Algorithm: core.SlidingLog, Rate: 50, Period: time.Hour},
+	limits := []store.Limit{
+		{Algorithm: store.GCRA, Rate: 50, Period: time.Hour},
+		{Algorithm: store.LeakyBucket, Rate: 50, Period: time.Hour, Burst: 49},
+		{Algorithm: store.TokenBucket, Rate: 50, Period: time.Hour},
+		{Algorithm: store.FixedWindow, Rate: 50, Period: time.Hour},
+		{Algorithm: store.SlidingWindow, Rate: 50, Period: time.Hour},
+		{Algorithm: store.SlidingLog, Rate: 50, Period: time.Hour},
 	}
 	for _, l := range limits {
 		t.Run(string(l.Algorithm), func(t *testing.T) {
@@ -702,8 +701,8 @@ func TestMemoryConcurrentExactAllowance(t *testing.T) {
 		// 30 pass the first limit, 50 the second: exactly 30 pass both,
 		// and the second is charged only for those.
 		s, _ := newMemStore()
-		a := core.Limit{Algorithm: core.FixedWindow, Rate: 30, Period: time.Hour}
-		b := core.Limit{Algorithm: core.SlidingLog, Rate: 50, Period: time.Hour}
+		a := store.Limit{Algorithm: store.FixedWindow, Rate: 30, Period: time.Hour}
+		b := store.Limit{Algorithm: store.SlidingLog, Rate: 50, Period: time.Hour}
 		var allowed atomic.Int64
 		var wg sync.WaitGroup
 		for g := 0; g < 200; g++ {
@@ -728,9 +727,9 @@ func TestMemoryConcurrentExactAllowance(t *testing.T) {
 func TestMemoryBoundUnderFlood(t *testing.T) {
 	const maxKeys = 1000
 	s, clock := newMemStore(memorystore.WithMaxKeys(maxKeys))
-	limits := []core.Limit{
-		{Algorithm: core.GCRA, Rate: 10, Period: time.Minute},
-		{Algorithm: core.SlidingLog, Rate: 5, Period: time.Minute},
+	limits := []store.Limit{
+		{Algorithm: store.GCRA, Rate: 10, Period: time.Minute},
+		{Algorithm: store.SlidingLog, Rate: 5, Period: time.Minute},
 	}
 	for i := 0; i < 50_000; i++ {
 		memTake(t, s, fmt.Sprintf("flood-%d", i), 1, limits...)
@@ -754,7 +753,7 @@ func TestMemoryBoundUnderFlood(t *testing.T) {
 
 func TestMemoryReclaimsExpired(t *testing.T) {
 	s, clock := newMemStore() // default bound: nothing is evicted here
-	l := core.Limit{Algorithm: core.TokenBucket, Rate: 1, Period: time.Second}
+	l := store.Limit{Algorithm: store.TokenBucket, Rate: 1, Period: time.Second}
 	for i := 0; i < 2000; i++ {
 		memTake(t, s, fmt.Sprintf("old-%d", i), 1, l)
 	}
@@ -780,8 +779,8 @@ func TestMemoryReclaimsExpired(t *testing.T) {
 // into the full shard reclaims expired states and keeps the live one.
 func TestMemoryExpiredEvictedFirst(t *testing.T) {
 	s, clock := newMemStore(memorystore.WithMaxKeys(64)) // one shard of 64
-	live := core.Limit{Algorithm: core.GCRA, Rate: 100, Period: time.Hour}
-	short := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Millisecond}
+	live := store.Limit{Algorithm: store.GCRA, Rate: 100, Period: time.Hour}
+	short := store.Limit{Algorithm: store.GCRA, Rate: 1, Period: time.Millisecond}
 	memTake(t, s, "live", 1, live)
 	for i := 0; i < 63; i++ {
 		memTake(t, s, fmt.Sprintf("short-%d", i), 1, short)
@@ -790,7 +789,7 @@ func TestMemoryExpiredEvictedFirst(t *testing.T) {
 		t.Fatalf("Len = %d, want 64", s.Len())
 	}
 	clock.Advance(time.Second)
-	memTake(t, s, "newcomer", 1, core.Limit{Algorithm: core.FixedWindow, Rate: 1, Period: time.Hour})
+	memTake(t, s, "newcomer", 1, store.Limit{Algorithm: store.FixedWindow, Rate: 1, Period: time.Hour})
 	if n := s.Len(); n > 64-7+1 {
 		t.Fatalf("Len = %d: the insertion did not reclaim the expired states it sampled", n)
 	}
@@ -804,14 +803,14 @@ func TestMemoryExpiredEvictedFirst(t *testing.T) {
 // must stay limited, whatever the algorithm, even where its state expires
 // sooner than the flood's.
 func TestMemoryEvictionKeepsExhaustedState(t *testing.T) {
-	for _, l := range []core.Limit{
-		{Algorithm: core.GCRA, Rate: 10, Period: time.Minute},
-		{Algorithm: core.LeakyBucket, Rate: 10, Period: time.Minute},
-		{Algorithm: core.TokenBucket, Rate: 10, Period: time.Minute},
-		{Algorithm: core.FixedWindow, Rate: 10, Period: time.Minute},
-		{Algorithm: core.SlidingWindow, Rate: 10, Period: time.Minute},
-		{Algorithm: core.SlidingLog, Rate: 10, Period: time.Minute},
-		{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Penalty: time.Hour},
+	for _, l := range []store.Limit{
+		{Algorithm: store.GCRA, Rate: 10, Period: time.Minute},
+		{Algorithm: store.LeakyBucket, Rate: 10, Period: time.Minute},
+		{Algorithm: store.TokenBucket, Rate: 10, Period: time.Minute},
+		{Algorithm: store.FixedWindow, Rate: 10, Period: time.Minute},
+		{Algorithm: store.SlidingWindow, Rate: 10, Period: time.Minute},
+		{Algorithm: store.SlidingLog, Rate: 10, Period: time.Minute},
+		{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Penalty: time.Hour},
 	} {
 		t.Run(l.String(), func(t *testing.T) {
 			s, clock := newMemStore(memorystore.WithMaxKeys(64))
@@ -840,7 +839,7 @@ func TestMemoryEvictionKeepsExhaustedState(t *testing.T) {
 
 func TestMemoryLongKeys(t *testing.T) {
 	s, _ := newMemStore()
-	l := core.Limit{Algorithm: core.FixedWindow, Rate: 1, Period: time.Minute}
+	l := store.Limit{Algorithm: store.FixedWindow, Rate: 1, Period: time.Minute}
 	a := strings.Repeat("a", 64<<10)
 	b := a[:len(a)-1] + "b"
 	if !memTake(t, s, a, 1, l).Allowed || memTake(t, s, a, 1, l).Allowed {
@@ -863,14 +862,14 @@ func TestMemoryLongKeys(t *testing.T) {
 
 func TestMemoryTakeAllocations(t *testing.T) {
 	ctx := context.Background()
-	for _, l := range []core.Limit{
-		{Algorithm: core.GCRA, Rate: 1000, Period: time.Second},
-		{Algorithm: core.LeakyBucket, Rate: 1000, Period: time.Second},
-		{Algorithm: core.TokenBucket, Rate: 1000, Period: time.Second},
-		{Algorithm: core.FixedWindow, Rate: 1000, Period: time.Second},
-		{Algorithm: core.SlidingWindow, Rate: 1000, Period: time.Second},
-		{Algorithm: core.SlidingLog, Rate: 100, Period: 100 * time.Millisecond},
-		{Algorithm: core.GCRA, Rate: 1, Period: time.Hour, Penalty: time.Second},
+	for _, l := range []store.Limit{
+		{Algorithm: store.GCRA, Rate: 1000, Period: time.Second},
+		{Algorithm: store.LeakyBucket, Rate: 1000, Period: time.Second},
+		{Algorithm: store.TokenBucket, Rate: 1000, Period: time.Second},
+		{Algorithm: store.FixedWindow, Rate: 1000, Period: time.Second},
+		{Algorithm: store.SlidingWindow, Rate: 1000, Period: time.Second},
+		{Algorithm: store.SlidingLog, Rate: 100, Period: 100 * time.Millisecond},
+		{Algorithm: store.GCRA, Rate: 1, Period: time.Hour, Penalty: time.Second},
 	} {
 		s, clock := newMemStore()
 		key := "client-1"
@@ -896,13 +895,13 @@ func TestMemoryTakeAllocations(t *testing.T) {
 	}
 	// A peek at an unknown key stores and allocates nothing.
 	s, _ := newMemStore()
-	l := core.PerSecond(5)
+	l := store.PerSecond(5)
 	sp := specs(l)
 	if allocs := testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, "nobody", 0, sp...) }); allocs != 0 || s.Len() != 0 {
 		t.Errorf("peek at an unknown key: %v allocations, %d states", allocs, s.Len())
 	}
 	// Several limits allocate only the PerLimit slice.
-	l2 := core.Limit{Algorithm: core.FixedWindow, Rate: 1 << 40, Period: time.Hour}
+	l2 := store.Limit{Algorithm: store.FixedWindow, Rate: 1 << 40, Period: time.Hour}
 	memTake(t, s, "k", 1, l, l2)
 	sp2 := specs(l, l2)
 	if allocs := testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, "k", 0, sp2...) }); allocs > 1 {
@@ -916,7 +915,7 @@ func TestMemoryTakeAllocations(t *testing.T) {
 func TestMemoryClockBackwards(t *testing.T) {
 	t.Run("GCRA waits longer, a denied peek sets no lock", func(t *testing.T) {
 		s, clock := newMemStore()
-		l := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Second, Burst: 1, Penalty: 10 * time.Second}
+		l := store.Limit{Algorithm: store.GCRA, Rate: 1, Period: time.Second, Burst: 1, Penalty: 10 * time.Second}
 		checkResult(t, "take at 0", memTake(t, s, "k", 1, l), memWant{true, 1, 0, 0, time.Second, 0}) // tat 1s
 		clock.Advance(-2 * time.Second)
 		// used = tat - now = 3s > dvt = 1s: even a peek is denied, retry
@@ -928,7 +927,7 @@ func TestMemoryClockBackwards(t *testing.T) {
 	})
 	t.Run("FixedWindow counts an earlier window afresh", func(t *testing.T) {
 		s, clock := newMemStore()
-		l := core.Limit{Algorithm: core.FixedWindow, Rate: 1, Period: time.Second}
+		l := store.Limit{Algorithm: store.FixedWindow, Rate: 1, Period: time.Second}
 		clock.Advance(1200 * time.Millisecond)
 		checkResult(t, "take at 1.2s", memTake(t, s, "k", 1, l), memWant{true, 1, 0, 0, 800 * time.Millisecond, 0})
 		clock.Advance(-400 * time.Millisecond)
@@ -940,7 +939,7 @@ func TestMemoryClockBackwards(t *testing.T) {
 	})
 	t.Run("SlidingLog counts the entries stamped later", func(t *testing.T) {
 		s, clock := newMemStore()
-		l := core.Limit{Algorithm: core.SlidingLog, Rate: 1, Period: time.Second}
+		l := store.Limit{Algorithm: store.SlidingLog, Rate: 1, Period: time.Second}
 		checkResult(t, "take at 0", memTake(t, s, "k", 1, l), memWant{true, 1, 0, 0, time.Second, 0})
 		clock.Advance(-500 * time.Millisecond)
 		// The entry at 0 is in (now - P, ...]: denied until it leaves,
@@ -949,7 +948,7 @@ func TestMemoryClockBackwards(t *testing.T) {
 	})
 	t.Run("TokenBucket refills nothing before its last write", func(t *testing.T) {
 		s, clock := newMemStore()
-		l := core.Limit{Algorithm: core.TokenBucket, Rate: 1, Period: time.Second, Burst: 1}
+		l := store.Limit{Algorithm: store.TokenBucket, Rate: 1, Period: time.Second, Burst: 1}
 		checkResult(t, "take at 0", memTake(t, s, "k", 1, l), memWant{true, 1, 0, 0, time.Second, 0}) // tok 0, ts 0
 		clock.Advance(-time.Second)
 		// elapsed = max(0, now - ts) = 0: no refill, retry ceil(P/R) from now.

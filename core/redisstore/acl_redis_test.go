@@ -177,7 +177,7 @@ func TestOOMError(t *testing.T) {
 	if err := srv.Client(t).ConfigSet(context.Background(), "maxmemory", "1").Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range []core.Limit{core.PerMinute(10), {Algorithm: core.FixedWindow, Rate: 5, Period: time.Minute}} {
+	for _, l := range []store.Limit{store.PerMinute(10), {Algorithm: store.FixedWindow, Rate: 5, Period: time.Minute}} {
 		_, err = st.Take(context.Background(), "oom", 1, specs(l)...)
 		if !errors.Is(err, store.ErrOutOfMemory) {
 			t.Errorf("%v: Take = %v, want store.ErrOutOfMemory", l, err)
@@ -206,7 +206,7 @@ func TestRestartReported(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no restart reported within 15s: %v", w.ws)
 		}
-		_, _ = st.Take(context.Background(), "k", 1, specs(core.PerMinute(10))...)
+		_, _ = st.Take(context.Background(), "k", 1, specs(store.PerMinute(10))...)
 		time.Sleep(50 * time.Millisecond)
 	}
 	if got := w.kinds(); len(got) != 1 {
@@ -249,7 +249,7 @@ func TestResubscribeKeepsFallback(t *testing.T) {
 	}
 	first := clears.Load() // the first subscription's
 	srv.Kill(t)
-	limit := core.PerMinute(10)
+	limit := store.PerMinute(10)
 	for redisstore.BreakerState(st, "k", limit) != "open" {
 		_, _ = st.Take(context.Background(), "k", 1, specs(limit)...)
 	}
@@ -286,7 +286,7 @@ func TestResetWithoutPublish(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	limit := specs(core.PerMinute(10))
+	limit := specs(store.PerMinute(10))
 	if _, err := st.Take(context.Background(), "k", 10, limit...); err != nil {
 		t.Fatal(err)
 	}
@@ -321,10 +321,10 @@ func TestNoKeyWithoutTTL(t *testing.T) {
 	if err := st.Ping(ctx); err == nil || !strings.Contains(err.Error(), "PEXPIRE") {
 		t.Errorf("Ping = %v, want an error naming PEXPIRE", err)
 	}
-	fixed := core.Limit{Algorithm: core.FixedWindow, Rate: 5, Period: time.Minute}
-	log := core.Limit{Algorithm: core.SlidingLog, Rate: 5, Period: time.Minute}
-	penalized := func(l core.Limit) core.Limit { l.Penalty = time.Minute; return l }
-	for _, l := range []core.Limit{fixed, log, penalized(fixed), penalized(log)} {
+	fixed := store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: time.Minute}
+	log := store.Limit{Algorithm: store.SlidingLog, Rate: 5, Period: time.Minute}
+	penalized := func(l store.Limit) store.Limit { l.Penalty = time.Minute; return l }
+	for _, l := range []store.Limit{fixed, log, penalized(fixed), penalized(log)} {
 		for _, key := range []string{"new", "old"} {
 			if key == "old" { // a log with a member, its TTL set by a full user
 				if _, err := full.Take(ctx, key+l.String(), 1, specs(l)...); err != nil {
@@ -333,7 +333,7 @@ func TestNoKeyWithoutTTL(t *testing.T) {
 			}
 			_, err := st.Take(ctx, key+l.String(), 1, specs(l)...)
 			// A fixed window's second charge in a window sets no TTL.
-			if ok := key == "old" && l.Algorithm == core.FixedWindow; (err == nil) != ok {
+			if ok := key == "old" && l.Algorithm == store.FixedWindow; (err == nil) != ok {
 				t.Errorf("%v, %s key: Take without PEXPIRE: %v", l, key, err)
 			}
 		}
@@ -449,9 +449,9 @@ func TestFallbackKeepsLockAcrossResubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	limit := core.PerMinute(1)
+	limit := store.PerMinute(1)
 	limit.Penalty = 5 * time.Minute
-	l, err := core.New(st, func(*http.Request) (string, error) { return "client", nil }, []core.Limit{limit},
+	l, err := core.New(st, "test", func(*http.Request) (string, error) { return "client", nil }, []store.Limit{limit},
 		core.WithTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -28,13 +28,13 @@ func BenchmarkTake(b *testing.B) {
 	}
 	for _, c := range []struct {
 		name   string
-		limits []core.Limit
+		limits []store.Limit
 	}{
-		{"gcra", []core.Limit{{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 1_000_000}}},
-		{"fixed_window", []core.Limit{{Algorithm: core.FixedWindow, Rate: 500_000, Period: time.Hour}}},
-		{"two_limits", []core.Limit{
-			{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 1_000_000},
-			{Algorithm: core.FixedWindow, Rate: 500_000, Period: time.Hour},
+		{"gcra", []store.Limit{{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 1_000_000}}},
+		{"fixed_window", []store.Limit{{Algorithm: store.FixedWindow, Rate: 500_000, Period: time.Hour}}},
+		{"two_limits", []store.Limit{
+			{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 1_000_000},
+			{Algorithm: store.FixedWindow, Rate: 500_000, Period: time.Hour},
 		}},
 	} {
 		s := realStore(b, client)
@@ -79,9 +79,9 @@ func BenchmarkLeaseHot(b *testing.B) {
 	srv := redistest.StartServer(b)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	b.Cleanup(func() { _ = client.Close() })
-	for _, lim := range []core.Limit{
-		{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 100_000_000},
-		{Algorithm: core.FixedWindow, Rate: 30_000_000, Period: time.Minute},
+	for _, lim := range []store.Limit{
+		{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 100_000_000},
+		{Algorithm: store.FixedWindow, Rate: 30_000_000, Period: time.Minute},
 	} {
 		for _, mode := range []string{"lease", "exact"} {
 			b.Run(string(lim.Algorithm)+"/"+mode, func(b *testing.B) {
@@ -139,7 +139,7 @@ func BenchmarkTakeOverhead(b *testing.B) {
 	for i := range keys {
 		keys[i] = "k" + strconv.Itoa(i)
 	}
-	lim := []core.Limit{{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 1_000_000}}
+	lim := []store.Limit{{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 1_000_000}}
 	ctx := context.Background()
 	plain := realStore(b, client, WithPipelining(0))
 	if err := plain.Ping(ctx); err != nil { // loads the scripts for raw

@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -30,7 +29,7 @@ const maxNewBytes = 64 << 10
 // than maxNewBytes and, for a sliding log, by at most one member, and that
 // it removed at most 1024. With -v it logs the script's time inside Redis
 // (SLOWLOG, which the test sets to log every command).
-func (p *boundedProbe) take(what, key string, n int64, limits ...core.Limit) core.Result {
+func (p *boundedProbe) take(what, key string, n int64, limits ...store.Limit) store.Result {
 	p.t.Helper()
 	ctx := context.Background()
 	spec, err := limits[0].Spec()
@@ -81,7 +80,7 @@ func (p *boundedProbe) scriptMicros() int64 {
 // fillLog writes members straight into a log's key: count requests of one
 // unit each, numbered from 0, stamped at (Redis' clock + offset), with no
 // TTL, as the scripts would have written them (stamps may lie in the past).
-func (p *boundedProbe) fillLog(key string, l core.Limit, count int, offset time.Duration) {
+func (p *boundedProbe) fillLog(key string, l store.Limit, count int, offset time.Duration) {
 	p.t.Helper()
 	ctx := context.Background()
 	spec, _ := l.Spec()
@@ -120,20 +119,20 @@ func TestRedisTakeBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &boundedProbe{t: t, client: client, s: realStore(t, client)}
-	takeOK(t, p.s, "warm", 0, core.PerSecond(1)) // loads the scripts
-	loose := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: time.Millisecond, Burst: 1 << 52}
+	takeOK(t, p.s, "warm", 0, store.PerSecond(1)) // loads the scripts
+	loose := store.Limit{Algorithm: store.GCRA, Rate: 1000, Period: time.Millisecond, Burst: 1 << 52}
 
 	// The O(1) algorithms at sizes near their bounds: the largest cost
 	// they admit, then one that can never pass.
-	for _, l := range []core.Limit{
-		{Algorithm: core.GCRA, Rate: 1_000_000, Period: time.Second, Burst: 1 << 40},
-		{Algorithm: core.LeakyBucket, Rate: 1_000_000, Period: time.Second, Burst: 1 << 40},
-		{Algorithm: core.TokenBucket, Rate: 1 << 32, Period: time.Second, Burst: 1 << 32},
-		{Algorithm: core.FixedWindow, Rate: 1 << 52, Period: time.Second},
-		{Algorithm: core.SlidingWindow, Rate: 1 << 31, Period: time.Second},
+	for _, l := range []store.Limit{
+		{Algorithm: store.GCRA, Rate: 1_000_000, Period: time.Second, Burst: 1 << 40},
+		{Algorithm: store.LeakyBucket, Rate: 1_000_000, Period: time.Second, Burst: 1 << 40},
+		{Algorithm: store.TokenBucket, Rate: 1 << 32, Period: time.Second, Burst: 1 << 32},
+		{Algorithm: store.FixedWindow, Rate: 1 << 52, Period: time.Second},
+		{Algorithm: store.SlidingWindow, Rate: 1 << 31, Period: time.Second},
 	} {
 		spec, _ := l.Spec()
-		for i, limits := range [][]core.Limit{{l}, {l, loose}} {
+		for i, limits := range [][]store.Limit{{l}, {l, loose}} {
 			key := fmt.Sprint(l.Algorithm, i)
 			if r := p.take(fmt.Sprintf("%s, %d limits, its capacity", l.Algorithm, len(limits)), key, spec.Capacity(), limits...); !r.Allowed {
 				t.Errorf("%v: its capacity denied on a fresh key", l)
@@ -143,8 +142,8 @@ func TestRedisTakeBounded(t *testing.T) {
 	}
 
 	R := int64(store.MaxSlidingLogRate)
-	l := core.Limit{Algorithm: core.SlidingLog, Rate: R, Period: time.Hour}
-	for i, limits := range [][]core.Limit{{l}, {l, loose}} {
+	l := store.Limit{Algorithm: store.SlidingLog, Rate: R, Period: time.Hour}
+	for i, limits := range [][]store.Limit{{l}, {l, loose}} {
 		script := [...]string{"log.lua", "take.lua"}[i]
 		key := func(name string) string { return fmt.Sprint(name, i) }
 		if r := p.take(script+": empty, cost R", key("empty"), R, limits...); !r.Allowed || r.Remaining != 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -158,7 +159,7 @@ func hammer(t *testing.T, st *redisstore.Store, workers int, timeout, d time.Dur
 				_, err := st.Take(ctx, "k-"+strconv.FormatInt(seq.Add(1), 10), 1, specs(perMinute10)...)
 				cancel()
 				tt.add(err)
-				if errors.Is(err, core.ErrBreakerOpen) {
+				if errors.Is(err, store.ErrBreakerOpen) {
 					return
 				}
 			}
@@ -250,7 +251,7 @@ func TestBreakerIgnoresSlowCalls(t *testing.T) {
 			_, err := st.Take(ctx, "short", 1, specs(perMinute10)...)
 			cancel()
 			short.add(err)
-			if errors.Is(err, core.ErrBreakerOpen) {
+			if errors.Is(err, store.ErrBreakerOpen) {
 				t.Fatalf("a Take with a 2 ms deadline met an open breaker after %v", short.snapshot())
 			}
 		}

@@ -10,12 +10,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-var clientTestLimit = core.PerSecond(10)
+var clientTestLimit = store.PerSecond(10)
 
 // deadAddr returns an address where nothing listens: a connection to it is
 // refused at once.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -26,23 +26,23 @@ const denySize = 4096
 // cost, and penalties (new locks and locks longer or shorter than the
 // algorithm's own retry).
 var denyCases = []struct {
-	l core.Limit
+	l store.Limit
 	n int64
 }{
-	{core.Limit{Algorithm: core.GCRA, Rate: 3, Period: time.Second}, 1},
-	{core.Limit{Algorithm: core.GCRA, Rate: 7, Period: 3 * time.Second, Burst: 2}, 1},
-	{core.Limit{Algorithm: core.LeakyBucket, Rate: 4, Period: time.Second, Burst: 3}, 1},
-	{core.Limit{Algorithm: core.TokenBucket, Rate: 7, Period: 3 * time.Second, Burst: 4}, 1},
-	{core.Limit{Algorithm: core.FixedWindow, Rate: 5, Period: 2 * time.Second}, 1},
-	{core.Limit{Algorithm: core.FixedWindow, Rate: 5, Period: 2 * time.Second}, 3},
-	{core.Limit{Algorithm: core.SlidingWindow, Rate: 6, Period: 2 * time.Second}, 1},
-	{core.Limit{Algorithm: core.SlidingWindow, Rate: 1, Period: 700 * time.Millisecond}, 1},
-	{core.Limit{Algorithm: core.SlidingLog, Rate: 4, Period: 1500 * time.Millisecond}, 1},
-	{core.Limit{Algorithm: core.GCRA, Rate: 3, Period: time.Second, Penalty: 5 * time.Second}, 1},
-	{core.Limit{Algorithm: core.GCRA, Rate: 1, Period: 10 * time.Second, Penalty: time.Second}, 1},
-	{core.Limit{Algorithm: core.TokenBucket, Rate: 2, Period: time.Second, Burst: 5, Penalty: time.Second}, 2},
-	{core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: time.Second, Penalty: 2 * time.Second}, 1},
-	{core.Limit{Algorithm: core.FixedWindow, Rate: 3, Period: time.Second, Penalty: 3 * time.Second}, 9}, // never passes
+	{store.Limit{Algorithm: store.GCRA, Rate: 3, Period: time.Second}, 1},
+	{store.Limit{Algorithm: store.GCRA, Rate: 7, Period: 3 * time.Second, Burst: 2}, 1},
+	{store.Limit{Algorithm: store.LeakyBucket, Rate: 4, Period: time.Second, Burst: 3}, 1},
+	{store.Limit{Algorithm: store.TokenBucket, Rate: 7, Period: 3 * time.Second, Burst: 4}, 1},
+	{store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: 2 * time.Second}, 1},
+	{store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: 2 * time.Second}, 3},
+	{store.Limit{Algorithm: store.SlidingWindow, Rate: 6, Period: 2 * time.Second}, 1},
+	{store.Limit{Algorithm: store.SlidingWindow, Rate: 1, Period: 700 * time.Millisecond}, 1},
+	{store.Limit{Algorithm: store.SlidingLog, Rate: 4, Period: 1500 * time.Millisecond}, 1},
+	{store.Limit{Algorithm: store.GCRA, Rate: 3, Period: time.Second, Penalty: 5 * time.Second}, 1},
+	{store.Limit{Algorithm: store.GCRA, Rate: 1, Period: 10 * time.Second, Penalty: time.Second}, 1},
+	{store.Limit{Algorithm: store.TokenBucket, Rate: 2, Period: time.Second, Burst: 5, Penalty: time.Second}, 2},
+	{store.Limit{Algorithm: store.SlidingLog, Rate: 3, Period: time.Second, Penalty: 2 * time.Second}, 1},
+	{store.Limit{Algorithm: store.FixedWindow, Rate: 3, Period: time.Second, Penalty: 3 * time.Second}, 9}, // never passes
 }
 
 // A cached Store and an uncached one on two miniredis with one clock give
@@ -122,19 +122,19 @@ func TestMiniDenyCacheExpiresAtRetry(t *testing.T) {
 // costs that can never pass without a penalty always go to Redis.
 func TestMiniDenyCacheSkips(t *testing.T) {
 	x := newMini(t, WithDenyCache(denySize))
-	g := core.Limit{Algorithm: core.GCRA, Rate: 2, Period: time.Hour}
-	f := core.Limit{Algorithm: core.FixedWindow, Rate: 2, Period: time.Hour}
+	g := store.Limit{Algorithm: store.GCRA, Rate: 2, Period: time.Hour}
+	f := store.Limit{Algorithm: store.FixedWindow, Rate: 2, Period: time.Hour}
 	x.take("k", 2, g)
 	x.take("k", 1, f)
 	for _, c := range []struct {
 		what   string
 		n      int64
-		limits []core.Limit
+		limits []store.Limit
 	}{
-		{"peek", 0, []core.Limit{g}},
-		{"two limits", 1, []core.Limit{g, f}},
-		{"gcra cost 2", 2, []core.Limit{g}},
-		{"never passes", 3, []core.Limit{g}},
+		{"peek", 0, []store.Limit{g}},
+		{"two limits", 1, []store.Limit{g, f}},
+		{"gcra cost 2", 2, []store.Limit{g}},
+		{"never passes", 3, []store.Limit{g}},
 	} {
 		for i := 0; i < 3; i++ {
 			before := x.m.CommandCount()
@@ -149,7 +149,7 @@ func TestMiniDenyCacheSkips(t *testing.T) {
 // A hit allocates nothing.
 func TestMiniDenyCacheHitAllocs(t *testing.T) {
 	x := newMini(t, WithDenyCache(denySize))
-	l := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Hour}
+	l := store.Limit{Algorithm: store.GCRA, Rate: 1, Period: time.Hour}
 	x.take("alloc", 1, l)
 	if r := x.take("alloc", 1, l); r.Allowed {
 		t.Fatal("second take allowed")
@@ -180,9 +180,9 @@ func TestDenyCacheBounded(t *testing.T) {
 	if total != 256 {
 		t.Errorf("size 100: %d entries, want 256 (32 shards of one 8-way set)", total)
 	}
-	p := &prepared{alg: core.GCRA}
-	l := core.PerHour(1)
-	denied := core.Result{Limit: 1, RetryAfter: time.Hour}
+	p := &prepared{alg: store.GCRA}
+	l := store.PerHour(1)
+	denied := store.Result{Limit: 1, RetryAfter: time.Hour}
 	for i := 0; i < 10000; i++ {
 		c.put(strconv.Itoa(i), 1, specs(l)[0], p, 0, 0, denied)
 	}
@@ -215,7 +215,7 @@ func TestDenyCacheBounded(t *testing.T) {
 // A canceled context fails even a Take the cache could answer.
 func TestMiniDenyCacheCanceled(t *testing.T) {
 	x := newMini(t, WithDenyCache(denySize))
-	l := core.PerHour(1)
+	l := store.PerHour(1)
 	x.take("c", 1, l)
 	x.take("c", 1, l)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -234,14 +234,14 @@ func TestRedisDenyCacheFlood(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	s := realStore(t, client, WithDenyCache(denySize))
 	plain := realStore(t, client)
-	limits := []core.Limit{
-		{Algorithm: core.GCRA, Rate: 10, Period: time.Hour},
-		{Algorithm: core.TokenBucket, Rate: 10, Period: time.Hour},
-		{Algorithm: core.FixedWindow, Rate: 10, Period: time.Hour},
-		{Algorithm: core.SlidingWindow, Rate: 10, Period: time.Hour},
-		{Algorithm: core.SlidingLog, Rate: 10, Period: time.Hour},
-		{Algorithm: core.LeakyBucket, Rate: 10, Period: time.Hour},
-		{Algorithm: core.GCRA, Rate: 10, Period: time.Hour, Penalty: time.Minute},
+	limits := []store.Limit{
+		{Algorithm: store.GCRA, Rate: 10, Period: time.Hour},
+		{Algorithm: store.TokenBucket, Rate: 10, Period: time.Hour},
+		{Algorithm: store.FixedWindow, Rate: 10, Period: time.Hour},
+		{Algorithm: store.SlidingWindow, Rate: 10, Period: time.Hour},
+		{Algorithm: store.SlidingLog, Rate: 10, Period: time.Hour},
+		{Algorithm: store.LeakyBucket, Rate: 10, Period: time.Hour},
+		{Algorithm: store.GCRA, Rate: 10, Period: time.Hour, Penalty: time.Minute},
 	}
 	const keys = 20
 	ctx := context.Background()
@@ -307,9 +307,9 @@ func TestRedisDenyCacheFlood(t *testing.T) {
 // round, almost every Take is a hit (the bench's deny path).
 func TestDenyCacheCycleHits(t *testing.T) {
 	c := newDenyCache(denySize)
-	p := &prepared{alg: core.GCRA}
-	l := core.PerHour(10)
-	denied := core.Result{Limit: 10, RetryAfter: time.Hour}
+	p := &prepared{alg: store.GCRA}
+	l := store.PerHour(10)
+	denied := store.Result{Limit: 10, RetryAfter: time.Hour}
 	misses := 0
 	for round := 0; round < 3; round++ {
 		for k := 0; k < 1000; k++ {

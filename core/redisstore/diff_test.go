@@ -14,7 +14,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -24,24 +23,24 @@ import (
 // ALGORITHMS.md: random sequences of Takes must get identical Results,
 // PerLimit included. diffPool mixes small limits, where every branch is
 // hit often, with sizes near 2^53 that test the exactness of Lua's doubles.
-var diffPool = []core.Limit{
-	{Algorithm: core.GCRA, Rate: 3, Period: time.Second},
-	{Algorithm: core.GCRA, Rate: 7, Period: 3 * time.Second, Burst: 2, Penalty: 2 * time.Second},
-	{Algorithm: core.GCRA, Rate: 3, Period: 1000 * time.Hour, Burst: 7000}, // B·T ≈ 8.4e15
-	{Algorithm: core.LeakyBucket, Rate: 4, Period: time.Second, Burst: 3},
-	{Algorithm: core.LeakyBucket, Rate: 3, Period: time.Second, Penalty: 1500 * time.Millisecond},
-	{Algorithm: core.TokenBucket, Rate: 7, Period: 3 * time.Second, Burst: 4},
-	{Algorithm: core.TokenBucket, Rate: 2, Period: time.Second, Burst: 5, Penalty: time.Second},
-	{Algorithm: core.TokenBucket, Rate: 2_000_001, Period: time.Hour, Burst: 2_400_000}, // cap ≈ 8.6e15
-	{Algorithm: core.FixedWindow, Rate: 5, Period: 2 * time.Second},
-	{Algorithm: core.FixedWindow, Rate: 3, Period: time.Second, Penalty: 3 * time.Second},
-	{Algorithm: core.FixedWindow, Rate: 1 << 52, Period: 7 * time.Microsecond},
-	{Algorithm: core.FixedWindow, Rate: 10_000_000, Period: 720 * time.Hour}, // (R+1)·P > 2^53: fixed.lua's two-integer reply
-	{Algorithm: core.SlidingWindow, Rate: 6, Period: 2 * time.Second},
-	{Algorithm: core.SlidingWindow, Rate: 3, Period: 700 * time.Millisecond, Penalty: time.Second},
-	{Algorithm: core.SlidingWindow, Rate: 500_000_000, Period: 3_000_001 * time.Microsecond}, // R·P ≈ 1.5e15
-	{Algorithm: core.SlidingLog, Rate: 4, Period: 1500 * time.Millisecond},
-	{Algorithm: core.SlidingLog, Rate: 3, Period: time.Second, Penalty: 2 * time.Second},
+var diffPool = []store.Limit{
+	{Algorithm: store.GCRA, Rate: 3, Period: time.Second},
+	{Algorithm: store.GCRA, Rate: 7, Period: 3 * time.Second, Burst: 2, Penalty: 2 * time.Second},
+	{Algorithm: store.GCRA, Rate: 3, Period: 1000 * time.Hour, Burst: 7000}, // B·T ≈ 8.4e15
+	{Algorithm: store.LeakyBucket, Rate: 4, Period: time.Second, Burst: 3},
+	{Algorithm: store.LeakyBucket, Rate: 3, Period: time.Second, Penalty: 1500 * time.Millisecond},
+	{Algorithm: store.TokenBucket, Rate: 7, Period: 3 * time.Second, Burst: 4},
+	{Algorithm: store.TokenBucket, Rate: 2, Period: time.Second, Burst: 5, Penalty: time.Second},
+	{Algorithm: store.TokenBucket, Rate: 2_000_001, Period: time.Hour, Burst: 2_400_000}, // cap ≈ 8.6e15
+	{Algorithm: store.FixedWindow, Rate: 5, Period: 2 * time.Second},
+	{Algorithm: store.FixedWindow, Rate: 3, Period: time.Second, Penalty: 3 * time.Second},
+	{Algorithm: store.FixedWindow, Rate: 1 << 52, Period: 7 * time.Microsecond},
+	{Algorithm: store.FixedWindow, Rate: 10_000_000, Period: 720 * time.Hour}, // (R+1)·P > 2^53: fixed.lua's two-integer reply
+	{Algorithm: store.SlidingWindow, Rate: 6, Period: 2 * time.Second},
+	{Algorithm: store.SlidingWindow, Rate: 3, Period: 700 * time.Millisecond, Penalty: time.Second},
+	{Algorithm: store.SlidingWindow, Rate: 500_000_000, Period: 3_000_001 * time.Microsecond}, // R·P ≈ 1.5e15
+	{Algorithm: store.SlidingLog, Rate: 4, Period: 1500 * time.Millisecond},
+	{Algorithm: store.SlidingLog, Rate: 3, Period: time.Second, Penalty: 2 * time.Second},
 }
 
 var (
@@ -54,7 +53,7 @@ var (
 // take, advancing the clock with advance, and fails at the first
 // difference.
 func diffRun(t *testing.T, steps, maxLimits int, mem store.Store, now func() time.Time, advance func(time.Duration),
-	take func(key string, n int64, limits []core.Limit) (core.Result, error)) {
+	take func(key string, n int64, limits []store.Limit) (store.Result, error)) {
 	t.Helper()
 	seed := int64(1)
 	if s := os.Getenv("SLUICE_DIFF_SEED"); s != "" {
@@ -65,7 +64,7 @@ func diffRun(t *testing.T, steps, maxLimits int, mem store.Store, now func() tim
 	for i := 0; i < steps; i++ {
 		advance(diffSteps[rng.Intn(len(diffSteps))])
 		key := fmt.Sprint("k", rng.Intn(2))
-		limits := make([]core.Limit, 1+rng.Intn(maxLimits))
+		limits := make([]store.Limit, 1+rng.Intn(maxLimits))
 		for j := range limits {
 			limits[j] = diffPool[rng.Intn(len(diffPool))]
 		}
@@ -97,7 +96,7 @@ func miniMatches(t *testing.T, steps, maxLimits int) {
 	x.advance(123456789 * time.Microsecond) // off every window boundary
 	mem := memorystore.New(memorystore.WithClock(func() time.Time { return x.now }))
 	diffRun(t, steps, maxLimits, mem, func() time.Time { return x.now }, x.advance,
-		func(key string, n int64, limits []core.Limit) (core.Result, error) {
+		func(key string, n int64, limits []store.Limit) (store.Result, error) {
 			r, err := x.store.Take(context.Background(), key, n, specs(limits...)...)
 			x.ttlsAll()
 			return r, err
@@ -137,10 +136,10 @@ func redisMatches(t *testing.T, steps, maxLimits int) {
 	base := strings.Replace(takeSource, ttlLine, "local function px(ttl) ttl = ttl + 3600e6", 1)
 	calls := 0
 	diffRun(t, steps, maxLimits, mem, func() time.Time { return now }, func(d time.Duration) { now = now.Add(d) },
-		func(key string, n int64, limits []core.Limit) (core.Result, error) {
+		func(key string, n int64, limits []store.Limit) (store.Result, error) {
 			keys, args, _, err := s.request(key, n, specs(limits...))
 			if err != nil {
-				return core.Result{}, err
+				return store.Result{}, err
 			}
 			us := now.UnixMicro()
 			script := strings.Replace(base, clockLine,
@@ -150,7 +149,7 @@ func redisMatches(t *testing.T, steps, maxLimits int) {
 			}
 			reply, err := client.Eval(context.Background(), script, keys, args...).Int64Slice()
 			if err != nil {
-				return core.Result{}, err
+				return store.Result{}, err
 			}
 			return decode(reply, len(limits))
 		})
@@ -166,7 +165,7 @@ func TestMiniSplitMatchesMemoryStore(t *testing.T) {
 	mem := memorystore.New(memorystore.WithClock(func() time.Time { return x.now }))
 	splits := 0
 	diffRun(t, 3000, 3, mem, func() time.Time { return x.now }, x.advance,
-		func(key string, n int64, limits []core.Limit) (core.Result, error) {
+		func(key string, n int64, limits []store.Limit) (store.Result, error) {
 			ctx := context.Background()
 			c, err := x.store.call(key, n, specs(limits...))
 			if err != nil || c.split == nil || len(c.split.limits) == 1 && c.split.limits[0].penalty == 0 {
@@ -175,7 +174,7 @@ func TestMiniSplitMatchesMemoryStore(t *testing.T) {
 			splits++
 			v, _, err := c.split.take(ctx, x.store, n)
 			if err != nil {
-				return core.Result{}, err
+				return store.Result{}, err
 			}
 			x.ttlsAll()
 			return c.decodeInts(v)
@@ -196,15 +195,15 @@ func TestMiniSplitMatchesScript(t *testing.T) {
 	x := newMini(t)
 	x.advance(123456789 * time.Microsecond)
 	ctx := context.Background()
-	pool := [][]core.Limit{
-		{core.MaxInFlight(2, 10*time.Second), {Algorithm: core.FixedWindow, Rate: 3, Period: time.Second}},
-		{{Algorithm: core.GCRA, Rate: 4, Period: time.Second, Penalty: 2 * time.Second}, core.MaxInFlight(3, time.Second)},
-		{core.MaxInFlight(1, 5*time.Second), core.MaxInFlight(1, 5*time.Second), {Algorithm: core.SlidingLog, Rate: 2, Period: time.Second}},
-		{{Algorithm: core.GCRA, Rate: 3, Period: time.Second, Penalty: 2 * time.Second}, {Algorithm: core.FixedWindow, Rate: 4, Period: time.Second, Penalty: time.Second}},
-		{{Algorithm: core.SlidingLog, Rate: 3, Period: time.Second, Penalty: 700 * time.Millisecond}, core.MaxInFlight(2, 3*time.Second)},
-		{{Algorithm: core.TokenBucket, Rate: 2, Period: time.Second, Burst: 3, Penalty: time.Second}, {Algorithm: core.SlidingWindow, Rate: 3, Period: time.Second},
-			{Algorithm: core.TokenBucket, Rate: 2, Period: time.Second, Burst: 3, Penalty: time.Second}},
-		{{Algorithm: core.LeakyBucket, Rate: 3, Period: time.Second, Burst: 1, Penalty: 500 * time.Millisecond}},
+	pool := [][]store.Limit{
+		{store.MaxInFlight(2, 10*time.Second), {Algorithm: store.FixedWindow, Rate: 3, Period: time.Second}},
+		{{Algorithm: store.GCRA, Rate: 4, Period: time.Second, Penalty: 2 * time.Second}, store.MaxInFlight(3, time.Second)},
+		{store.MaxInFlight(1, 5*time.Second), store.MaxInFlight(1, 5*time.Second), {Algorithm: store.SlidingLog, Rate: 2, Period: time.Second}},
+		{{Algorithm: store.GCRA, Rate: 3, Period: time.Second, Penalty: 2 * time.Second}, {Algorithm: store.FixedWindow, Rate: 4, Period: time.Second, Penalty: time.Second}},
+		{{Algorithm: store.SlidingLog, Rate: 3, Period: time.Second, Penalty: 700 * time.Millisecond}, store.MaxInFlight(2, 3*time.Second)},
+		{{Algorithm: store.TokenBucket, Rate: 2, Period: time.Second, Burst: 3, Penalty: time.Second}, {Algorithm: store.SlidingWindow, Rate: 3, Period: time.Second},
+			{Algorithm: store.TokenBucket, Rate: 2, Period: time.Second, Burst: 3, Penalty: time.Second}},
+		{{Algorithm: store.LeakyBucket, Rate: 3, Period: time.Second, Burst: 1, Penalty: 500 * time.Millisecond}},
 	}
 	rng := rand.New(rand.NewSource(7))
 	var held [][2]int64 // slots of allowed Takes: script's, split's

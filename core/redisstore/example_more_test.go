@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // Several limits in one Take are decided in one script run: either every
@@ -27,15 +28,15 @@ func ExampleStore_Take() {
 	mr.SetTime(time.Unix(1_700_000_000, 0))
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer client.Close()
-	store, err := redisstore.New(client)
+	st, err := redisstore.New(client)
 	if err != nil {
 		log.Fatal(err)
 	}
 
-	perSecond := core.Limit{Algorithm: core.TokenBucket, Rate: 2, Period: time.Second}
-	perHour := core.Limit{Algorithm: core.FixedWindow, Rate: 100, Period: time.Hour}
+	perSecond := store.Limit{Algorithm: store.TokenBucket, Rate: 2, Period: time.Second}
+	perHour := store.Limit{Algorithm: store.FixedWindow, Rate: 100, Period: time.Hour}
 	for i := 0; i < 3; i++ {
-		res, err := store.Take(context.Background(), "user:42", 1, specs(perSecond, perHour)...)
+		res, err := st.Take(context.Background(), "user:42", 1, specs(perSecond, perHour)...)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -63,21 +64,21 @@ func ExampleStore_withLimiter() {
 	mr.SetTime(time.Unix(1_700_000_000, 0)) // freeze the server's clock so the output is exact
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer client.Close()
-	store, err := redisstore.New(client)
+	st, err := redisstore.New(client)
 	if err != nil {
 		log.Fatal(err)
 	}
 	byClient := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
 
-	// Two instances of the service, one Redis. Here both are in one process
-	// on one Store, so they ask for WithSharedState; instances in separate
-	// processes need nothing. The example's deadline is generous (the
+	// Two instances of the service, one Redis: Limiters of one name share
+	// their state (here both are in one process on one Store). The example's deadline is generous (the
 	// default is DefaultTimeout, 100 ms) so that its output does not depend
 	// on how busy the machine running it is.
 	var instances []*core.Limiter
 	for i := 0; i < 2; i++ {
-		l, err := core.New(store, byClient, []core.Limit{core.PerMinute(3)},
-			core.WithName("api"), core.WithSharedState(), core.WithTimeout(10*time.Second))
+		l, err := core.New(st,
+			"api", byClient, []store.Limit{store.PerMinute(3)},
+			core.WithTimeout(10*time.Second))
 		if err != nil {
 			log.Fatal(err)
 		}

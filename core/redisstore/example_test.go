@@ -11,8 +11,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 func ExampleNew() {
@@ -29,15 +29,15 @@ func ExampleNew() {
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer client.Close()
 
-	store, err := redisstore.New(client, redisstore.WithPrefix("myapp:rl:"))
+	st, err := redisstore.New(client, redisstore.WithPrefix("myapp:rl:"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	// redis-cell's example: a burst of 16, then 30 per minute.
-	limit := core.Limit{Algorithm: core.GCRA, Rate: 30, Period: time.Minute, Burst: 16}
+	limit := store.Limit{Algorithm: store.GCRA, Rate: 30, Period: time.Minute, Burst: 16}
 	ctx := context.Background()
 	for i := 1; i <= 17; i++ {
-		res, err := store.Take(ctx, "user:42", 1, specs(limit)...)
+		res, err := st.Take(ctx, "user:42", 1, specs(limit)...)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -66,23 +66,23 @@ func ExampleWithDenyCache() {
 	client.AddHook(calls) // counts the script calls the store sends
 
 	// 4096 is the default; WithDenyCache(0) turns the cache off.
-	store, err := redisstore.New(client, redisstore.WithDenyCache(4096))
+	st, err := redisstore.New(client, redisstore.WithDenyCache(4096))
 	if err != nil {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := store.Ping(ctx); err != nil { // ready: the cache answers from now on
+	if err := st.Ping(ctx); err != nil { // ready: the cache answers from now on
 		log.Fatal(err)
 	}
-	limit := core.PerHour(1)
-	store.Take(ctx, "client:7", 1, specs(limit)...) // allowed
-	res, _ := store.Take(ctx, "client:7", 1, specs(limit)...)
+	limit := store.PerHour(1)
+	st.Take(ctx, "client:7", 1, specs(limit)...) // allowed
+	res, _ := st.Take(ctx, "client:7", 1, specs(limit)...)
 	fmt.Println("denied for about", res.RetryAfter.Round(time.Minute))
 
 	// Identical Takes are now answered in process until the denial ends.
 	before := calls.n.Load()
 	for i := 0; i < 1000; i++ {
-		if res, _ := store.Take(ctx, "client:7", 1, specs(limit)...); res.Allowed {
+		if res, _ := st.Take(ctx, "client:7", 1, specs(limit)...); res.Allowed {
 			fmt.Println("allowed?")
 		}
 	}
@@ -131,18 +131,18 @@ func ExampleWithPipelining() {
 
 	// At most 2 round trips in flight; concurrent Takes beyond that share
 	// pipelines. Every Take is still decided on its own, atomically.
-	store, err := redisstore.New(client, redisstore.WithPipelining(2))
+	st, err := redisstore.New(client, redisstore.WithPipelining(2))
 	if err != nil {
 		log.Fatal(err)
 	}
-	limit := core.Limit{Algorithm: core.FixedWindow, Rate: 50, Period: time.Hour}
+	limit := store.Limit{Algorithm: store.FixedWindow, Rate: 50, Period: time.Hour}
 	var wg sync.WaitGroup
 	var admitted atomic.Int64
 	for g := 0; g < 100; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := store.Take(context.Background(), "api", 1, specs(limit)...)
+			res, err := st.Take(context.Background(), "api", 1, specs(limit)...)
 			if err == nil && res.Allowed {
 				admitted.Add(1)
 			}

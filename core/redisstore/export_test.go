@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // WithTestClock makes the deny cache read now instead of the monotonic
@@ -63,7 +63,7 @@ func WithProbeCheck(check func(context.Context) error) Option {
 }
 
 // Limit is core.Limit, for BreakerState's callers.
-type Limit = core.Limit
+type Limit = store.Limit
 
 // PipeStats is pipeStats, for the external tests.
 func PipeStats(s *Store) (pipelined, resent int64) { return pipeStats(s) }

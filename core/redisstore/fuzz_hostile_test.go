@@ -13,7 +13,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -57,9 +56,9 @@ func FuzzKeyLayout(f *testing.F) {
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, MaxRetries: -1})
 	f.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
-	lims := []core.Limit{
-		{Algorithm: core.FixedWindow, Rate: 1, Period: 10 * time.Second, Penalty: 10 * time.Second},
-		{Algorithm: core.SlidingLog, Rate: 2, Period: 10 * time.Second},
+	lims := []store.Limit{
+		{Algorithm: store.FixedWindow, Rate: 1, Period: 10 * time.Second, Penalty: 10 * time.Second},
+		{Algorithm: store.SlidingLog, Rate: 2, Period: 10 * time.Second},
 	}
 	f.Fuzz(func(t *testing.T, k1, k2 string) {
 		prefix := fmt.Sprintf("fz%d-%d:", os.Getpid(), hostileSeq.Add(1))

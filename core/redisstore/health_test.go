@@ -13,10 +13,11 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-var perMinute10 = core.PerMinute(10)
+var perMinute10 = store.PerMinute(10)
 
 func miniStore(t *testing.T, opts ...redisstore.Option) (*miniredis.Miniredis, *redisstore.Store) {
 	t.Helper()
@@ -50,7 +51,7 @@ func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
 	m, st := miniStore(t, redisstore.WithBreaker(3, time.Hour))
 	m.SetError("ERR injected")
 	for i := 0; i < 2; i++ {
-		if err := take(st, "a"); err == nil || errors.Is(err, core.ErrBreakerOpen) {
+		if err := take(st, "a"); err == nil || errors.Is(err, store.ErrBreakerOpen) {
 			t.Fatalf("failure %d: %v, want the server's error", i+1, err)
 		}
 	}
@@ -68,16 +69,16 @@ func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
 		_ = take(st, "a")
 	}
 	wantState(t, st, "a", "closed")
-	if err := take(st, "a"); errors.Is(err, core.ErrBreakerOpen) {
+	if err := take(st, "a"); errors.Is(err, store.ErrBreakerOpen) {
 		t.Fatalf("third consecutive failure: %v, want the server's error", err)
 	}
 	wantState(t, st, "a", "open")
 	before := m.CommandCount()
 	for _, key := range []string{"a", "b", "c"} {
-		if err := take(st, key); !errors.Is(err, core.ErrBreakerOpen) {
+		if err := take(st, key); !errors.Is(err, store.ErrBreakerOpen) {
 			t.Fatalf("open breaker: %v, want ErrBreakerOpen", err)
 		}
-		if _, err := st.Peek(context.Background(), key, 1, specs(perMinute10)...); !errors.Is(err, core.ErrBreakerOpen) {
+		if _, err := st.Peek(context.Background(), key, 1, specs(perMinute10)...); !errors.Is(err, store.ErrBreakerOpen) {
 			t.Fatalf("open breaker, Peek: %v, want ErrBreakerOpen", err)
 		}
 	}
@@ -116,7 +117,7 @@ func TestBreakerOpensOnServerThatStopsAnswering(t *testing.T) {
 					t.Fatalf("after %d timeouts of %d: breaker %s, want %s", i, failures, redisstore.BreakerState(st, "a", perMinute10), want)
 				}
 			}
-			if err := take(st, "b"); !errors.Is(err, core.ErrBreakerOpen) {
+			if err := take(st, "b"); !errors.Is(err, store.ErrBreakerOpen) {
 				t.Fatalf("after %d timeouts: %v, want ErrBreakerOpen", failures, err)
 			}
 		})
@@ -132,7 +133,7 @@ func TestBreakerOpensOnRefusedConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Kill(t)
-	if err := take(st, "a"); err == nil || errors.Is(err, core.ErrBreakerOpen) {
+	if err := take(st, "a"); err == nil || errors.Is(err, store.ErrBreakerOpen) {
 		t.Fatalf("dead server: %v, want a connection error", err)
 	}
 	wantState(t, st, "a", "open")
@@ -157,7 +158,7 @@ func TestBreakerProbesInBackground(t *testing.T) {
 	srv := redistest.StartServer(t)
 	st := realStore(t, srv.Addr, redisstore.WithBreaker(1, 20*time.Millisecond))
 	srv.Kill(t)
-	if err := take(st, "a"); err == nil || errors.Is(err, core.ErrBreakerOpen) {
+	if err := take(st, "a"); err == nil || errors.Is(err, store.ErrBreakerOpen) {
 		t.Fatalf("dead server: %v, want a connection error", err)
 	}
 	wantState(t, st, "a", "open")
@@ -204,7 +205,7 @@ func TestBreakerFailsFastWhileProbing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
-	if _, err := st.Take(ctx, "a", 1, specs(perMinute10)...); !errors.Is(err, core.ErrBreakerOpen) {
+	if _, err := st.Take(ctx, "a", 1, specs(perMinute10)...); !errors.Is(err, store.ErrBreakerOpen) {
 		t.Fatalf("while the probe waits: %v, want ErrBreakerOpen at once", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -258,7 +259,7 @@ func TestBreakerSharedByLimiters(t *testing.T) {
 			counts, lastErr := map[string]int{}, map[string]error{}
 			var limiters []*core.Limiter
 			for i := 0; i < 6; i++ {
-				l, err := core.New(st, clientKey, []core.Limit{perMinute10}, core.WithName(fmt.Sprint("route-", i)),
+				l, err := core.New(st, fmt.Sprint("route-", i), clientKey, []store.Limit{perMinute10},
 					core.WithObserver(func(ev core.Event) {
 						counts[errKind(ev.Err)]++
 						lastErr[errKind(ev.Err)] = ev.Err
@@ -292,7 +293,7 @@ func errKind(err error) string {
 	switch {
 	case err == nil:
 		return "none"
-	case errors.Is(err, core.ErrBreakerOpen):
+	case errors.Is(err, store.ErrBreakerOpen):
 		return "breaker"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
@@ -327,7 +328,7 @@ func TestBreakerOff(t *testing.T) {
 	m, st := miniStore(t, redisstore.WithBreaker(0, 0))
 	m.SetError("ERR injected")
 	for i := 0; i < 20; i++ {
-		if err := take(st, "a"); err == nil || errors.Is(err, core.ErrBreakerOpen) {
+		if err := take(st, "a"); err == nil || errors.Is(err, store.ErrBreakerOpen) {
 			t.Fatalf("breaker off, call %d: %v, want the server's error", i, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // The Limiters of a process on one Store register one reset hook in all:
@@ -24,14 +25,14 @@ func TestLimitersShareOneResetHook(t *testing.T) {
 	before := hooks()
 	key := func(*http.Request) (string, error) { return "a", nil }
 	// The first Limiter may start the subscription (a few goroutines).
-	if _, err := core.New(x.store, key, []core.Limit{core.PerMinute(5)}, core.WithName("first")); err != nil {
+	if _, err := core.New(x.store, "first", key, []store.Limit{store.PerMinute(5)}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond)
 	runtime.GC()
 	goroutines := runtime.NumGoroutine()
 	for i := 0; i < 1000; i++ {
-		if _, err := core.New(x.store, key, []core.Limit{core.PerMinute(5)}, core.WithName(fmt.Sprint("l", i))); err != nil {
+		if _, err := core.New(x.store, fmt.Sprint("l", i), key, []store.Limit{store.PerMinute(5)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/store"
 )
 
@@ -19,7 +18,7 @@ import (
 // take script's members, written directly.
 func TestMiniInFlightTrimBounded(t *testing.T) {
 	x := newMini(t)
-	l := core.MaxInFlight(5000, time.Second)
+	l := store.MaxInFlight(5000, time.Second)
 	sp, err := l.Spec()
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +52,7 @@ func TestMiniInFlightTrimBounded(t *testing.T) {
 // once its expiry is reached.
 func TestMiniInFlightRetry(t *testing.T) {
 	x := newMini(t)
-	l := core.MaxInFlight(2, 3*time.Second)
+	l := store.MaxInFlight(2, 3*time.Second)
 	x.take("k", 1, l)
 	x.advance(time.Second)
 	x.take("k", 1, l)
@@ -84,7 +83,7 @@ var _ store.Releaser = (*Store)(nil)
 func TestMiniInFlightChargeRefund(t *testing.T) {
 	x := newMini(t)
 	ctx := context.Background()
-	lims := specs(core.MaxInFlight(1, time.Hour), core.Limit{Algorithm: core.TokenBucket, Rate: 2, Period: time.Hour})
+	lims := specs(store.MaxInFlight(1, time.Hour), store.Limit{Algorithm: store.TokenBucket, Rate: 2, Period: time.Hour})
 	r, err := x.store.Charge(ctx, "k", 1, lims...)
 	if err != nil || !r.Allowed || r.Slot == 0 || r.Stamp != x.now.UnixMicro() {
 		t.Fatalf("Charge: %+v, %v; want allowed with a slot and the stamp %d", r, err, x.now.UnixMicro())
@@ -92,16 +91,16 @@ func TestMiniInFlightChargeRefund(t *testing.T) {
 	if err := x.store.Refund(ctx, "k", 1, r.Stamp, lims...); err != nil {
 		t.Fatalf("Refund: %v", err)
 	}
-	if got := x.take("k", 0, core.MaxInFlight(1, time.Hour)); got.Remaining != 0 {
+	if got := x.take("k", 0, store.MaxInFlight(1, time.Hour)); got.Remaining != 0 {
 		t.Errorf("the slot after a Refund: %d free, want 0 (only Release frees it)", got.Remaining)
 	}
-	if got := x.take("k", 0, core.Limit{Algorithm: core.TokenBucket, Rate: 2, Period: time.Hour}); got.Remaining != 2 {
+	if got := x.take("k", 0, store.Limit{Algorithm: store.TokenBucket, Rate: 2, Period: time.Hour}); got.Remaining != 2 {
 		t.Errorf("the rate after a Refund: %d left, want 2", got.Remaining)
 	}
 	if err := x.store.Release(ctx, "k", r.Slot, lims...); err != nil {
 		t.Fatal(err)
 	}
-	if got := x.take("k", 0, core.MaxInFlight(1, time.Hour)); got.Remaining != 1 {
+	if got := x.take("k", 0, store.MaxInFlight(1, time.Hour)); got.Remaining != 1 {
 		t.Errorf("the slot after Release: %d free, want 1", got.Remaining)
 	}
 }

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -19,10 +19,7 @@ import (
 // one key; a penalty or several limits run the take script.
 func TestScriptChoice(t *testing.T) {
 	x := newMini(t)
-	want := map[core.Algorithm]*script{
-		core.GCRA: tatScript, core.LeakyBucket: tatScript, core.TokenBucket: tokenScript,
-		core.FixedWindow: fixedScript, core.SlidingWindow: slidingScript, core.SlidingLog: logScript,
-	}
+	want := map[store.Algorithm]*script{store.GCRA: tatScript, store.LeakyBucket: tatScript, store.TokenBucket: tokenScript, store.FixedWindow: fixedScript, store.SlidingWindow: slidingScript, store.SlidingLog: logScript}
 	for _, l := range allAlgorithms() {
 		c, err := x.store.call("k", 1, specs(l))
 		if err != nil {
@@ -49,12 +46,12 @@ func TestLeanAndTakeShareState(t *testing.T) {
 	x := newMini(t)
 	x.advance(123456789 * time.Microsecond)
 	mem := memorystore.New(memorystore.WithClock(func() time.Time { return x.now }))
-	loose := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: time.Millisecond, Burst: 1 << 20}
+	loose := store.Limit{Algorithm: store.GCRA, Rate: 1000, Period: time.Millisecond, Burst: 1 << 20}
 	ctx := context.Background()
 	for _, l := range allAlgorithms() {
 		key := "share:" + string(l.Algorithm)
 		for i := 0; i < 40; i++ {
-			limits := []core.Limit{l}
+			limits := []store.Limit{l}
 			if i%2 == 1 {
 				limits = append(limits, loose)
 			}
@@ -74,11 +71,11 @@ func TestLeanAndTakeShareState(t *testing.T) {
 func TestReloadEveryScript(t *testing.T) {
 	x := newMini(t)
 	ctx := context.Background()
-	x.take("k", 1, core.PerSecond(1))
+	x.take("k", 1, store.PerSecond(1))
 	if err := x.client.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	x.take("k", 1, core.PerSecond(1))
+	x.take("k", 1, store.PerSecond(1))
 	for _, s := range allScripts {
 		if ok, err := s.Exists(ctx, x.client).Result(); err != nil || len(ok) != 1 || !ok[0] {
 			t.Errorf("script %s not loaded after a Take met NOSCRIPT: %v %v", s.Hash(), ok, err)
@@ -131,10 +128,10 @@ func TestRedisScriptsMatchMemoryStore(t *testing.T) {
 			mem := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 			calls := 0
 			diffRun(t, 1500, maxLimits, mem, func() time.Time { return now }, func(d time.Duration) { now = now.Add(d) },
-				func(key string, n int64, limits []core.Limit) (core.Result, error) {
+				func(key string, n int64, limits []store.Limit) (store.Result, error) {
 					c, err := s.call(key, n, specs(limits...))
 					if err != nil {
-						return core.Result{}, err
+						return store.Result{}, err
 					}
 					if calls++; calls%500 == 0 {
 						client.ScriptFlush(context.Background()) // every EVAL'd script stays cached
@@ -142,7 +139,7 @@ func TestRedisScriptsMatchMemoryStore(t *testing.T) {
 					keys, args := c.keysArgs()
 					reply, err := client.Eval(context.Background(), sources[c.script](now.UnixMicro()), keys, args...).Result()
 					if err != nil {
-						return core.Result{}, err
+						return store.Result{}, err
 					}
 					return c.decode(reply, n)
 				})
@@ -168,13 +165,13 @@ func TestClusterReloadEveryScript(t *testing.T) {
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
 	s := realStore(t, client, WithPipelining(0))
-	takeOK(t, s, "reload", 1, core.PerSecond(1))
+	takeOK(t, s, "reload", 1, store.PerSecond(1))
 	ctx := context.Background()
 	err := client.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.ScriptFlush(ctx).Err() })
 	if err != nil {
 		t.Fatal(err)
 	}
-	takeOK(t, s, "reload", 1, core.PerSecond(1))
+	takeOK(t, s, "reload", 1, store.PerSecond(1))
 	err = client.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 		for _, sc := range allScripts {
 			if ok, err := m.ScriptExists(ctx, sc.Hash()).Result(); err != nil || !ok[0] {

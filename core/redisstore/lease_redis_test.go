@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -51,7 +51,7 @@ type decision struct {
 	t0, t1  int64 // µs, wall clock (Redis TIME runs on the same clock)
 }
 
-func hammer(t *testing.T, stores []*Store, workers int, key string, l core.Limit, d time.Duration) []decision {
+func hammer(t *testing.T, stores []*Store, workers int, key string, l store.Limit, d time.Duration) []decision {
 	t.Helper()
 	var mu sync.Mutex
 	var all []decision
@@ -102,7 +102,7 @@ func hammer(t *testing.T, stores []*Store, workers int, key string, l core.Limit
 // which made fewer than twice the decisions the key allows, is not judged
 // by it, and another is made.
 func TestRedisLeaseHotKeyThreeProcesses(t *testing.T) {
-	l := core.Limit{Algorithm: core.GCRA, Rate: 400, Period: time.Second, Burst: 2000} // T = 2.5ms; lease cap min(64, 2000/16)
+	l := store.Limit{Algorithm: store.GCRA, Rate: 400, Period: time.Second, Burst: 2000} // T = 2.5ms; lease cap min(64, 2000/16)
 	const T, B, S = 2500, 2000, 64
 	judged := false
 	for attempt := 1; attempt <= callAttempts && !judged; attempt++ {
@@ -175,13 +175,13 @@ const callAttempts = 3
 // (a busy machine; the sliding window, which frees a unit every P/R, needs
 // about 26 000 decisions a second) cannot show the ratio, however lease
 // mode behaves: that run is only logged, and the caller tries another.
-func judgeCalls(t *testing.T, l core.Limit, elapsed time.Duration, calls, decisions int) bool {
+func judgeCalls(t *testing.T, l store.Limit, elapsed time.Duration, calls, decisions int) bool {
 	t.Helper()
 	perProc := 2*int64(elapsed/DefaultLeaseTTL) + 2
-	if l.Algorithm != core.FixedWindow { // it frees units only when a window starts
+	if l.Algorithm != store.FixedWindow { // it frees units only when a window starts
 		perProc += int64(elapsed) * l.Rate / int64(l.Period)
 	}
-	if l.Algorithm == core.FixedWindow || l.Algorithm == core.SlidingWindow {
+	if l.Algorithm == store.FixedWindow || l.Algorithm == store.SlidingWindow {
 		perProc += int64(elapsed/l.Period) + 1
 	}
 	clock := procs * perProc
@@ -204,10 +204,10 @@ func judgeCalls(t *testing.T, l core.Limit, elapsed time.Duration, calls, decisi
 // Rate - 3·40. A window nobody exhausted (processes starved of CPU may
 // not) says nothing about that.
 func TestRedisLeaseWindowsThreeProcesses(t *testing.T) {
-	for _, alg := range []core.Algorithm{core.FixedWindow, core.SlidingWindow} {
+	for _, alg := range []store.Algorithm{store.FixedWindow, store.SlidingWindow} {
 		t.Run(string(alg), func(t *testing.T) {
 			const R, P, S = 640, 500_000, 40 // per 500ms; lease cap 640/16
-			l := core.Limit{Algorithm: alg, Rate: R, Period: P * time.Microsecond}
+			l := store.Limit{Algorithm: alg, Rate: R, Period: P * time.Microsecond}
 			judged := false
 			for attempt := 1; attempt <= callAttempts && !judged; attempt++ {
 				admin, stores := threeStores(t, LeaseConfig{})
@@ -247,11 +247,11 @@ func TestRedisLeaseWindowsThreeProcesses(t *testing.T) {
 				t.Logf("attempt %d: %d decisions, admitted per window %v (%d across a boundary), most %d of %d; %d script calls, 1 per %.0f decisions",
 					attempt, len(ds), perWin, ambiguous, most, R, calls, float64(len(ds))/float64(calls))
 				for w := range denied {
-					if alg == core.FixedWindow && mayWin[w] < R-procs*S {
+					if alg == store.FixedWindow && mayWin[w] < R-procs*S {
 						t.Errorf("window %d denied a Take but admitted %d (with those across its ends), under %d - %d", w, mayWin[w], R, procs*S)
 					}
 				}
-				if alg == core.FixedWindow && len(denied) == 0 {
+				if alg == store.FixedWindow && len(denied) == 0 {
 					t.Logf("no window was exhausted: the processes did not keep up")
 				}
 				judged = judgeCalls(t, l, time.Duration(last-first)*time.Microsecond, calls, len(ds))
@@ -263,11 +263,11 @@ func TestRedisLeaseWindowsThreeProcesses(t *testing.T) {
 // After the processes go idle, their leases end and the unspent units are
 // back in Redis: a Peek sees exactly what the exact path would have left.
 func TestRedisLeaseReturnedAfterIdle(t *testing.T) {
-	for _, l := range []core.Limit{
-		{Algorithm: core.GCRA, Rate: 1000, Period: time.Hour, Burst: 1000},
-		{Algorithm: core.TokenBucket, Rate: 1000, Period: time.Hour, Burst: 1000},
-		{Algorithm: core.FixedWindow, Rate: 1000, Period: time.Hour},
-		{Algorithm: core.SlidingWindow, Rate: 1000, Period: time.Hour},
+	for _, l := range []store.Limit{
+		{Algorithm: store.GCRA, Rate: 1000, Period: time.Hour, Burst: 1000},
+		{Algorithm: store.TokenBucket, Rate: 1000, Period: time.Hour, Burst: 1000},
+		{Algorithm: store.FixedWindow, Rate: 1000, Period: time.Hour},
+		{Algorithm: store.SlidingWindow, Rate: 1000, Period: time.Hour},
 	} {
 		t.Run(string(l.Algorithm), func(t *testing.T) {
 			_, stores := threeStores(t, LeaseConfig{})
@@ -315,7 +315,7 @@ func TestRedisLeaseReturnedAfterIdle(t *testing.T) {
 // heatUp Takes key under l through s until s leases it (HotTakes Takes
 // within one TTL; Takes that straddle the end of a TTL count anew), and
 // returns the number of Takes.
-func heatUp(t *testing.T, s *Store, key string, l core.Limit) int64 {
+func heatUp(t *testing.T, s *Store, key string, l store.Limit) int64 {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	var n int64
@@ -337,7 +337,7 @@ func idleKeys(stores []*Store) (n int64) {
 	return n
 }
 
-func peekOK(tb testing.TB, s *Store, key string, l core.Limit) core.Result {
+func peekOK(tb testing.TB, s *Store, key string, l store.Limit) store.Result {
 	tb.Helper()
 	r, err := s.Peek(context.Background(), key, 1, specs(l)...)
 	if err != nil {
@@ -351,7 +351,7 @@ func peekOK(tb testing.TB, s *Store, key string, l core.Limit) core.Result {
 // a fresh key.
 func TestRedisLeaseResetEverywhere(t *testing.T) {
 	_, stores := threeStores(t, LeaseConfig{})
-	l := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: time.Hour, Burst: 1000}
+	l := store.Limit{Algorithm: store.GCRA, Rate: 1000, Period: time.Hour, Burst: 1000}
 	for _, s := range stores {
 		heatUp(t, s, "reset", l)
 	}
@@ -387,8 +387,8 @@ func TestRedisLeaseResetEverywhere(t *testing.T) {
 // lease is ever taken; a hot key next to them does not change that.
 func TestRedisLeaseColdKeysExact(t *testing.T) {
 	_, stores := threeStores(t, LeaseConfig{})
-	l := core.Limit{Algorithm: core.GCRA, Rate: 25, Period: time.Hour, Burst: 25}
-	hotL := core.Limit{Algorithm: core.GCRA, Rate: 100_000, Period: time.Hour, Burst: 100_000}
+	l := store.Limit{Algorithm: store.GCRA, Rate: 25, Period: time.Hour, Burst: 25}
+	hotL := store.Limit{Algorithm: store.GCRA, Rate: 100_000, Period: time.Hour, Burst: 100_000}
 	var admitted [200]atomic.Int64
 	var cold, hot sync.WaitGroup
 	var done atomic.Bool
@@ -441,7 +441,7 @@ func TestRedisLeaseCluster(t *testing.T) {
 	// Takes once, past a burst of 1,000); it refills by 1,000 an hour, so
 	// Remaining may have grown by what the test's time refilled.
 	const capacity = 10_000
-	l := core.Limit{Algorithm: core.TokenBucket, Rate: capacity, Period: 10 * time.Hour, Burst: capacity}
+	l := store.Limit{Algorithm: store.TokenBucket, Rate: capacity, Period: 10 * time.Hour, Burst: capacity}
 	began := time.Now()
 	masters := map[string]bool{}
 	var taken [12]int64

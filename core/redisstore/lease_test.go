@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // Lease mode on miniredis, where time moves only when told: the store's
@@ -46,7 +46,7 @@ func (x *mini) settle() { x.store.lease.bg.Wait() }
 
 // held returns the units x's lease of key under l holds, and whether x
 // has one.
-func (x *mini) held(key string, l core.Limit) (int64, bool) {
+func (x *mini) held(key string, l store.Limit) (int64, bool) {
 	e := x.store.lease.entry(key, l)
 	if e == nil {
 		return 0, false
@@ -57,7 +57,7 @@ func (x *mini) held(key string, l core.Limit) (int64, bool) {
 }
 
 // entry returns the lease entry of key under lim, or nil.
-func (l *leases) entry(key string, limit core.Limit) *lease {
+func (l *leases) entry(key string, limit store.Limit) *lease {
 	lim := specs(limit)[0]
 	sh := &l.shards[l.hash(key, lim)%leaseShards]
 	sh.mu.RLock()
@@ -66,7 +66,7 @@ func (l *leases) entry(key string, limit core.Limit) *lease {
 }
 
 // tat reads a GCRA state from miniredis.
-func (x *mini) tat(key string, l core.Limit) int64 {
+func (x *mini) tat(key string, l store.Limit) int64 {
 	x.tb.Helper()
 	v, err := x.m.Get(x.keyOf(key, l))
 	if err != nil {
@@ -110,7 +110,7 @@ func TestLeaseConfigChecked(t *testing.T) {
 // the lease ends unspent units go back.
 func TestMiniLeaseGCRA(t *testing.T) {
 	x := newLeaseMini(t, leaseCfg)
-	l := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: 1000 * time.Second, Burst: 1000} // T = 1s, lease cap 1000/16 → 16
+	l := store.Limit{Algorithm: store.GCRA, Rate: 1000, Period: 1000 * time.Second, Burst: 1000} // T = 1s, lease cap 1000/16 → 16
 	const T = 1_000_000
 	now := x.now.UnixMicro()
 	for i := 1; i <= 3; i++ { // exact, one script call each
@@ -149,7 +149,7 @@ func TestMiniLeaseGCRA(t *testing.T) {
 }
 
 // peek returns Redis' figures for key under l, as Status would see them.
-func (x *mini) peek(key string, l core.Limit) core.Result {
+func (x *mini) peek(key string, l store.Limit) store.Result {
 	x.tb.Helper()
 	r, err := x.store.Peek(context.Background(), key, 1, specs(l)...)
 	if err != nil {
@@ -160,10 +160,10 @@ func (x *mini) peek(key string, l core.Limit) core.Result {
 
 // heat makes key hot under l: HotTakes-1 exact Takes, then the Take that
 // leases. It returns the last Result.
-func (x *mini) heat(key string, l core.Limit) core.Result {
+func (x *mini) heat(key string, l store.Limit) store.Result {
 	x.tb.Helper()
 	waitLive(x.tb, x.store)
-	var r core.Result
+	var r store.Result
 	for range x.store.lease.cfg.HotTakes {
 		r = x.take(key, 1, l)
 	}
@@ -177,7 +177,7 @@ func (x *mini) heat(key string, l core.Limit) core.Result {
 // refill, as if only the spent ones had been taken.
 func TestMiniLeaseTokenBucket(t *testing.T) {
 	x := newLeaseMini(t, leaseCfg)
-	l := core.Limit{Algorithm: core.TokenBucket, Rate: 1000, Period: 1000 * time.Second, Burst: 1000} // 1 token/s
+	l := store.Limit{Algorithm: store.TokenBucket, Rate: 1000, Period: 1000 * time.Second, Burst: 1000} // 1 token/s
 	check(t, "lease", x.heat("k", l), want{true, 1000, 996, 0, 19 * time.Second, 0})
 	for range 6 {
 		x.take("k", 1, l)
@@ -196,8 +196,8 @@ func TestMiniLeaseFixedWindow(t *testing.T) {
 	cfg := leaseCfg
 	cfg.TTL = 30 * time.Second
 	x := newLeaseMini(t, cfg)
-	l := core.Limit{Algorithm: core.FixedWindow, Rate: 320, Period: 10 * time.Second} // lease cap 320/16 = 20 → 16
-	x.advance(8 * time.Second)                                                        // 2 s before the window ends
+	l := store.Limit{Algorithm: store.FixedWindow, Rate: 320, Period: 10 * time.Second} // lease cap 320/16 = 20 → 16
+	x.advance(8 * time.Second)                                                          // 2 s before the window ends
 	check(t, "lease", x.heat("k", l), want{true, 320, 316, 0, 2 * time.Second, 0})
 	if v := x.fixedState("k", l); v != "19" {
 		t.Errorf("window state %s, want a count of 19 (3 exact + a lease of 16)", v)
@@ -220,7 +220,7 @@ func TestMiniLeaseFixedWindow(t *testing.T) {
 
 // fixedState is a fixed window's count as "<count>", or what its hash
 // holds when that is not one field.
-func (x *mini) fixedState(key string, l core.Limit) string {
+func (x *mini) fixedState(key string, l store.Limit) string {
 	x.tb.Helper()
 	h, _ := x.m.HKeys(x.keyOf(key, l))
 	if len(h) != 1 {
@@ -232,7 +232,7 @@ func (x *mini) fixedState(key string, l core.Limit) string {
 // SlidingWindow: a return lowers the current window's count only.
 func TestMiniLeaseSlidingWindow(t *testing.T) {
 	x := newLeaseMini(t, leaseCfg)
-	l := core.Limit{Algorithm: core.SlidingWindow, Rate: 320, Period: 10 * time.Second}
+	l := store.Limit{Algorithm: store.SlidingWindow, Rate: 320, Period: 10 * time.Second}
 	x.take("k", 5, l) // cost 5 is leasable too (at most a lease): counted, not yet hot
 	x.advance(10 * time.Second)
 	x.heat("k", l) // the previous window holds 5
@@ -252,7 +252,7 @@ func TestMiniLeaseSlidingWindow(t *testing.T) {
 // counted down, until its RetryAfter (at most a TTL); then Redis is asked.
 func TestMiniLeaseDenial(t *testing.T) {
 	x := newLeaseMini(t, leaseCfg)
-	l := core.Limit{Algorithm: core.GCRA, Rate: 64, Period: 64 * time.Second, Burst: 64} // T = 1s, lease cap 4
+	l := store.Limit{Algorithm: store.GCRA, Rate: 64, Period: 64 * time.Second, Burst: 64} // T = 1s, lease cap 4
 	for i := 0; ; i++ {
 		if r := x.take("k", 1, l); !r.Allowed {
 			if i != 64 {
@@ -282,19 +282,19 @@ func TestMiniLeaseDenial(t *testing.T) {
 // small to lease, invalid limits.
 func TestMiniLeasePassThrough(t *testing.T) {
 	x := newLeaseMini(t, leaseCfg)
-	big := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: time.Hour, Burst: 1000}
+	big := store.Limit{Algorithm: store.GCRA, Rate: 1000, Period: time.Hour, Burst: 1000}
 	for _, c := range []struct {
 		name   string
 		n      int64
-		limits []core.Limit
+		limits []store.Limit
 	}{
-		{"two limits", 1, []core.Limit{big, core.PerHour(500)}},
-		{"peek", 0, []core.Limit{big}},
-		{"penalty", 1, []core.Limit{{Algorithm: core.GCRA, Rate: 1000, Period: time.Hour, Penalty: time.Second}}},
-		{"leaky", 1, []core.Limit{{Algorithm: core.LeakyBucket, Rate: 1000, Period: time.Hour}}},
-		{"sliding log", 1, []core.Limit{{Algorithm: core.SlidingLog, Rate: 1000, Period: time.Hour}}},
-		{"cost above a lease", 17, []core.Limit{big}},
-		{"too small", 1, []core.Limit{core.PerHour(31)}}, // 31/16 < 2
+		{"two limits", 1, []store.Limit{big, store.PerHour(500)}},
+		{"peek", 0, []store.Limit{big}},
+		{"penalty", 1, []store.Limit{{Algorithm: store.GCRA, Rate: 1000, Period: time.Hour, Penalty: time.Second}}},
+		{"leaky", 1, []store.Limit{{Algorithm: store.LeakyBucket, Rate: 1000, Period: time.Hour}}},
+		{"sliding log", 1, []store.Limit{{Algorithm: store.SlidingLog, Rate: 1000, Period: time.Hour}}},
+		{"cost above a lease", 17, []store.Limit{big}},
+		{"too small", 1, []store.Limit{store.PerHour(31)}}, // 31/16 < 2
 	} {
 		key := strings.ReplaceAll(c.name, " ", "-")
 		for range 3 * leaseCfg.HotTakes {
@@ -306,9 +306,9 @@ func TestMiniLeasePassThrough(t *testing.T) {
 			t.Fatalf("%s: %d keys in lease mode, %d lease calls", c.name, k, x.store.lease.calls.Load())
 		}
 	}
-	bad := core.Limit{Algorithm: core.GCRA, Rate: 10, Period: time.Second + 1} // not whole µs
+	bad := store.Limit{Algorithm: store.GCRA, Rate: 10, Period: time.Second + 1} // not whole µs
 	for range leaseCfg.HotTakes {
-		if _, err := x.store.Take(context.Background(), "bad", 1, specs(bad)...); !errors.Is(err, core.ErrInvalidLimit) {
+		if _, err := x.store.Take(context.Background(), "bad", 1, specs(bad)...); !errors.Is(err, store.ErrInvalidLimit) {
 			t.Fatalf("invalid limit: error %v", err)
 		}
 	}
@@ -322,7 +322,7 @@ func TestMiniLeaseResetDrops(t *testing.T) {
 	defer client.Close()
 	other := realStore(t, client, WithLeases(leaseCfg))
 	other.clock = x.store.clock
-	l := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: 1000 * time.Second, Burst: 1000}
+	l := store.Limit{Algorithm: store.GCRA, Rate: 1000, Period: 1000 * time.Second, Burst: 1000}
 	x.heat("k", l)
 	y := &mini{tb: t, m: x.m, client: client, store: other, now: x.now}
 	y.heat("k", l)
@@ -353,7 +353,7 @@ func TestMiniLeaseResetDrops(t *testing.T) {
 // Close gives every lease back.
 func TestMiniLeaseCloseGivesBack(t *testing.T) {
 	x := newLeaseMini(t, leaseCfg)
-	l := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: 1000 * time.Second, Burst: 1000}
+	l := store.Limit{Algorithm: store.GCRA, Rate: 1000, Period: 1000 * time.Second, Burst: 1000}
 	now := x.now.UnixMicro()
 	x.heat("k", l) // 3 exact + 1 of a lease of 16
 	if err := x.store.Close(); err != nil {
@@ -369,7 +369,7 @@ func TestMiniLeaseCloseGivesBack(t *testing.T) {
 // that Takes do not wait; the lease size follows the local rate.
 func TestMiniLeaseRefillAheadAndSize(t *testing.T) {
 	x := newLeaseMini(t, LeaseConfig{MinUnits: 4, MaxUnits: 64, TTL: time.Second, HotTakes: 4})
-	l := core.Limit{Algorithm: core.GCRA, Rate: 100_000, Period: time.Hour, Burst: 100_000}
+	l := store.Limit{Algorithm: store.GCRA, Rate: 100_000, Period: time.Hour, Burst: 100_000}
 	x.heat("k", l) // a lease of 4 (HotTakes), 3 left
 	x.take("k", 1, l)
 	x.take("k", 1, l) // 1 left: a refill starts ahead, and tops the lease up to 4
@@ -397,7 +397,7 @@ func TestMiniLeaseRefillAheadAndSize(t *testing.T) {
 // A Take whose context has ended fails, and spends nothing.
 func TestMiniLeaseCanceled(t *testing.T) {
 	x := newLeaseMini(t, leaseCfg)
-	l := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: 1000 * time.Second, Burst: 1000}
+	l := store.Limit{Algorithm: store.GCRA, Rate: 1000, Period: 1000 * time.Second, Burst: 1000}
 	x.heat("k", l)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -17,7 +17,6 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 )
@@ -58,7 +57,7 @@ func (x *mini) advance(d time.Duration) {
 	x.m.FastForward(d)
 }
 
-func (x *mini) take(key string, n int64, limits ...core.Limit) core.Result {
+func (x *mini) take(key string, n int64, limits ...store.Limit) store.Result {
 	x.tb.Helper()
 	r, err := x.store.Take(context.Background(), key, n, specs(limits...)...)
 	if err != nil {
@@ -85,7 +84,7 @@ type want struct {
 	delay            time.Duration
 }
 
-func check(tb testing.TB, what string, got core.Result, w want) {
+func check(tb testing.TB, what string, got store.Result, w want) {
 	tb.Helper()
 	g := want{got.Allowed, got.Limit, got.Remaining, got.RetryAfter, got.ResetAfter, got.Delay}
 	if g != w {
@@ -95,12 +94,12 @@ func check(tb testing.TB, what string, got core.Result, w want) {
 	}
 }
 
-const inf = core.InfDuration
+const inf = store.InfDuration
 
 func TestMiniGCRA(t *testing.T) {
 	x := newMini(t)
 	// The ALGORITHMS.md example: CL.THROTTLE k 15 30 60.
-	l := core.Limit{Algorithm: core.GCRA, Rate: 30, Period: time.Minute, Burst: 16}
+	l := store.Limit{Algorithm: store.GCRA, Rate: 30, Period: time.Minute, Burst: 16}
 	check(t, "first", x.take("k", 1, l), want{true, 16, 15, 0, 2 * time.Second, 0})
 	for i := 2; i <= 16; i++ {
 		check(t, fmt.Sprint("take ", i), x.take("k", 1, l), want{true, 16, int64(16 - i), 0, time.Duration(2*i) * time.Second, 0})
@@ -112,7 +111,7 @@ func TestMiniGCRA(t *testing.T) {
 	check(t, "after 3s", x.take("k", 1, l), want{true, 16, 0, 0, 31 * time.Second, 0})
 	x.ttlsAll()
 
-	one := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: 2 * time.Second, Burst: 1}
+	one := store.Limit{Algorithm: store.GCRA, Rate: 1, Period: 2 * time.Second, Burst: 1}
 	check(t, "1/2s first", x.take("o", 1, one), want{true, 1, 0, 0, 2 * time.Second, 0})
 	check(t, "1/2s second", x.take("o", 1, one), want{false, 1, 0, 2 * time.Second, 2 * time.Second, 0})
 	x.advance(1500 * time.Millisecond)
@@ -124,7 +123,7 @@ func TestMiniGCRA(t *testing.T) {
 
 func TestMiniLeakyBucket(t *testing.T) {
 	x := newMini(t)
-	l := core.Limit{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Second, Burst: 2}
+	l := store.Limit{Algorithm: store.LeakyBucket, Rate: 1, Period: time.Second, Burst: 2}
 	check(t, "1st", x.take("k", 1, l), want{true, 3, 2, 0, time.Second, 0})
 	check(t, "2nd", x.take("k", 1, l), want{true, 3, 1, 0, 2 * time.Second, time.Second})
 	check(t, "peek", x.take("k", 0, l), want{true, 3, 1, 0, 2 * time.Second, 0})
@@ -138,7 +137,7 @@ func TestMiniLeakyBucket(t *testing.T) {
 
 func TestMiniTokenBucket(t *testing.T) {
 	x := newMini(t)
-	l := core.Limit{Algorithm: core.TokenBucket, Rate: 10, Period: time.Second, Burst: 5}
+	l := store.Limit{Algorithm: store.TokenBucket, Rate: 10, Period: time.Second, Burst: 5}
 	check(t, "take 3", x.take("k", 3, l), want{true, 5, 2, 0, 300 * time.Millisecond, 0})
 	check(t, "take 3 again", x.take("k", 3, l), want{false, 5, 2, 100 * time.Millisecond, 300 * time.Millisecond, 0})
 	check(t, "take 6", x.take("k", 6, l), want{false, 5, 2, inf, 300 * time.Millisecond, 0})
@@ -157,7 +156,7 @@ func TestMiniTokenBucket(t *testing.T) {
 
 func TestMiniFixedWindow(t *testing.T) {
 	x := newMini(t)
-	l := core.Limit{Algorithm: core.FixedWindow, Rate: 3, Period: 10 * time.Second}
+	l := store.Limit{Algorithm: store.FixedWindow, Rate: 3, Period: 10 * time.Second}
 	check(t, "peek fresh", x.take("k", 0, l), want{true, 3, 3, 0, 0, 0})
 	x.advance(4 * time.Second)
 	for i := int64(1); i <= 3; i++ {
@@ -172,7 +171,7 @@ func TestMiniFixedWindow(t *testing.T) {
 
 func TestMiniSlidingWindow(t *testing.T) {
 	x := newMini(t)
-	l := core.Limit{Algorithm: core.SlidingWindow, Rate: 10, Period: 10 * time.Second}
+	l := store.Limit{Algorithm: store.SlidingWindow, Rate: 10, Period: 10 * time.Second}
 	check(t, "fill", x.take("k", 10, l), want{true, 10, 0, 0, 20 * time.Second, 0})
 	x.advance(15 * time.Second) // next window, e = 5 s: p = 10 weighs 5
 	check(t, "peek", x.take("k", 0, l), want{true, 10, 5, 0, 5 * time.Second, 0})
@@ -191,7 +190,7 @@ func TestMiniSlidingWindow(t *testing.T) {
 
 func TestMiniSlidingLog(t *testing.T) {
 	x := newMini(t)
-	l := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: 10 * time.Second}
+	l := store.Limit{Algorithm: store.SlidingLog, Rate: 3, Period: 10 * time.Second}
 	check(t, "1", x.take("k", 1, l), want{true, 3, 2, 0, 10 * time.Second, 0})
 	x.advance(time.Second)
 	check(t, "2", x.take("k", 1, l), want{true, 3, 1, 0, 10 * time.Second, 0})
@@ -221,7 +220,7 @@ func TestMiniSlidingLogTrim(t *testing.T) {
 	x := newMini(t)
 	mem := memorystore.New(memorystore.WithClock(func() time.Time { return x.now }))
 	ctx := context.Background()
-	l := core.Limit{Algorithm: core.SlidingLog, Rate: 5, Period: time.Second}
+	l := store.Limit{Algorithm: store.SlidingLog, Rate: 5, Period: time.Second}
 	key := x.keyOf("k", l)
 	most := int64(0)
 	for i := range 400 {
@@ -273,11 +272,11 @@ func TestMiniSlidingLogClockBack(t *testing.T) {
 	x := newMini(t)
 	mem := memorystore.New(memorystore.WithClock(func() time.Time { return x.now }))
 	ctx := context.Background()
-	l := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: time.Second}
-	loose := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: time.Millisecond, Burst: 1 << 20}
-	for i, limits := range [][]core.Limit{{l}, {l, loose}} {
+	l := store.Limit{Algorithm: store.SlidingLog, Rate: 3, Period: time.Second}
+	loose := store.Limit{Algorithm: store.GCRA, Rate: 1000, Period: time.Millisecond, Burst: 1 << 20}
+	for i, limits := range [][]store.Limit{{l}, {l, loose}} {
 		key := fmt.Sprint("back", i)
-		step := func(d time.Duration, n int64, limits ...core.Limit) {
+		step := func(d time.Duration, n int64, limits ...store.Limit) {
 			t.Helper()
 			x.now = x.now.Add(d)
 			x.m.SetTime(x.now) // TTLs do not move back
@@ -314,14 +313,14 @@ func TestMiniSlidingLogWeighted(t *testing.T) {
 	x := newMini(t)
 	mem := memorystore.New(memorystore.WithClock(func() time.Time { return x.now }))
 	ctx := context.Background()
-	l := core.Limit{Algorithm: core.SlidingLog, Rate: 60, Period: time.Second}
-	loose := core.Limit{Algorithm: core.GCRA, Rate: 1000, Period: time.Millisecond, Burst: 1 << 20}
+	l := store.Limit{Algorithm: store.SlidingLog, Rate: 60, Period: time.Second}
+	loose := store.Limit{Algorithm: store.GCRA, Rate: 1000, Period: time.Millisecond, Burst: 1 << 20}
 	key := x.keyOf("w", l)
 	rng := rand.New(rand.NewPCG(20, 3))
 	costs := []int64{1, 1, 1, 2, 3, 7, 13, 29, 59, 60, 61}
 	searched := 0
 	for i := range 3000 {
-		limits := []core.Limit{l}
+		limits := []store.Limit{l}
 		if rng.IntN(3) == 0 {
 			limits = append(limits, loose)
 		}
@@ -363,7 +362,7 @@ func TestMiniSlidingLogWeighted(t *testing.T) {
 // whatever its cost: its first unit's number, and its cost when above 1.
 func TestMiniSlidingLogSameMicrosecond(t *testing.T) {
 	x := newMini(t)
-	l := core.Limit{Algorithm: core.SlidingLog, Rate: 1000, Period: time.Minute}
+	l := store.Limit{Algorithm: store.SlidingLog, Rate: 1000, Period: time.Minute}
 	x.take("k", 3, l)
 	x.take("k", 1, l)
 	r := x.take("k", 2, l)
@@ -385,7 +384,7 @@ func TestMiniSlidingLogSameMicrosecond(t *testing.T) {
 		}
 	}
 	// A large cost is one member too.
-	big := core.Limit{Algorithm: core.SlidingLog, Rate: 1500, Period: time.Minute}
+	big := store.Limit{Algorithm: store.SlidingLog, Rate: 1500, Period: time.Minute}
 	check(t, "1200 at once", x.take("b", 1200, big), want{true, 1500, 300, 0, time.Minute, 0})
 	check(t, "301 more", x.take("b", 301, big), want{false, 1500, 300, time.Minute, time.Minute, 0})
 	if c, _ := x.client.ZCard(context.Background(), x.keyOf("b", big)).Result(); c != 1 {
@@ -395,7 +394,7 @@ func TestMiniSlidingLogSameMicrosecond(t *testing.T) {
 
 func TestMiniPenalty(t *testing.T) {
 	x := newMini(t)
-	l := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: 2 * time.Second, Burst: 1, Penalty: 10 * time.Second}
+	l := store.Limit{Algorithm: store.GCRA, Rate: 1, Period: 2 * time.Second, Burst: 1, Penalty: 10 * time.Second}
 	check(t, "first", x.take("k", 1, l), want{true, 1, 0, 0, 2 * time.Second, 0})
 	if x.m.Exists(x.keyOf("k", l) + ":x") {
 		t.Error("lock set by an allowed request")
@@ -422,10 +421,10 @@ func TestMiniPenalty(t *testing.T) {
 func TestMiniMultiLimitNoCharge(t *testing.T) {
 	x := newMini(t)
 	ctx := context.Background()
-	burst := core.Limit{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 10}
-	log := core.Limit{Algorithm: core.SlidingLog, Rate: 5, Period: time.Minute}
-	hourly := core.Limit{Algorithm: core.FixedWindow, Rate: 1, Period: time.Minute, Penalty: 30 * time.Second}
-	limits := []core.Limit{burst, log, hourly}
+	burst := store.Limit{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 10}
+	log := store.Limit{Algorithm: store.SlidingLog, Rate: 5, Period: time.Minute}
+	hourly := store.Limit{Algorithm: store.FixedWindow, Rate: 1, Period: time.Minute, Penalty: 30 * time.Second}
+	limits := []store.Limit{burst, log, hourly}
 
 	r := x.take("k", 1, limits...)
 	check(t, "first", r, want{true, 1, 0, 0, time.Minute, 0}) // the fixed window binds: remaining 0
@@ -488,14 +487,14 @@ func TestMiniHugeCost(t *testing.T) {
 	}
 }
 
-func allAlgorithms() []core.Limit {
-	return []core.Limit{
-		{Algorithm: core.GCRA, Rate: 5, Period: time.Second},
-		{Algorithm: core.LeakyBucket, Rate: 5, Period: time.Second, Burst: 2},
-		{Algorithm: core.TokenBucket, Rate: 5, Period: time.Second, Burst: 7},
-		{Algorithm: core.FixedWindow, Rate: 5, Period: time.Second},
-		{Algorithm: core.SlidingWindow, Rate: 5, Period: time.Second},
-		{Algorithm: core.SlidingLog, Rate: 5, Period: time.Second},
+func allAlgorithms() []store.Limit {
+	return []store.Limit{
+		{Algorithm: store.GCRA, Rate: 5, Period: time.Second},
+		{Algorithm: store.LeakyBucket, Rate: 5, Period: time.Second, Burst: 2},
+		{Algorithm: store.TokenBucket, Rate: 5, Period: time.Second, Burst: 7},
+		{Algorithm: store.FixedWindow, Rate: 5, Period: time.Second},
+		{Algorithm: store.SlidingWindow, Rate: 5, Period: time.Second},
+		{Algorithm: store.SlidingLog, Rate: 5, Period: time.Second},
 	}
 }
 
@@ -536,7 +535,7 @@ func TestMiniUsesRedisTime(t *testing.T) {
 	x := newMini(t)
 	x.now = time.Date(2001, 1, 1, 0, 0, 4, 0, time.UTC)
 	x.m.SetTime(x.now)
-	l := core.Limit{Algorithm: core.FixedWindow, Rate: 3, Period: 10 * time.Second}
+	l := store.Limit{Algorithm: store.FixedWindow, Rate: 3, Period: 10 * time.Second}
 	check(t, "2001", x.take("k", 1, l), want{true, 3, 2, 0, 6 * time.Second, 0})
 	fields, _ := x.m.HKeys(x.keyOf("k", l))
 	if want := fmt.Sprint(x.now.UnixMicro() / 10_000_000); fmt.Sprint(fields) != "["+want+"]" {
@@ -549,14 +548,14 @@ func TestMiniStateEncoding(t *testing.T) {
 	x := newMini(t)
 	us := t0.UnixMicro()
 	cases := []struct {
-		l    core.Limit
+		l    store.Limit
 		n    int64
 		want string
 	}{
-		{core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Hour}, 1, fmt.Sprint(us + 3_600_000_000)},
-		{core.Limit{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Hour}, 1, fmt.Sprint(us + 3_600_000_000)},
-		{core.Limit{Algorithm: core.TokenBucket, Rate: 1, Period: time.Hour, Burst: 1000}, 1, fmt.Sprintf("%d:%d", 999*3_600_000_000, us)},
-		{core.Limit{Algorithm: core.SlidingWindow, Rate: 9, Period: time.Second}, 2, fmt.Sprintf("%d:2:0", us/1_000_000)},
+		{store.Limit{Algorithm: store.GCRA, Rate: 1, Period: time.Hour}, 1, fmt.Sprint(us + 3_600_000_000)},
+		{store.Limit{Algorithm: store.LeakyBucket, Rate: 1, Period: time.Hour}, 1, fmt.Sprint(us + 3_600_000_000)},
+		{store.Limit{Algorithm: store.TokenBucket, Rate: 1, Period: time.Hour, Burst: 1000}, 1, fmt.Sprintf("%d:%d", 999*3_600_000_000, us)},
+		{store.Limit{Algorithm: store.SlidingWindow, Rate: 9, Period: time.Second}, 2, fmt.Sprintf("%d:2:0", us/1_000_000)},
 	}
 	for _, c := range cases {
 		x.take("k", c.n, c.l)
@@ -565,7 +564,7 @@ func TestMiniStateEncoding(t *testing.T) {
 		}
 	}
 	// The fixed window's hash: the window's index (here µs) → its count.
-	fixed := core.Limit{Algorithm: core.FixedWindow, Rate: 9, Period: time.Microsecond}
+	fixed := store.Limit{Algorithm: store.FixedWindow, Rate: 9, Period: time.Microsecond}
 	x.take("k", 1, fixed)
 	if v := x.m.HGet(x.keyOf("k", fixed), fmt.Sprint(us)); v != "1" {
 		fields, _ := x.m.HKeys(x.keyOf("k", fixed))
@@ -576,7 +575,7 @@ func TestMiniStateEncoding(t *testing.T) {
 func TestMiniScriptFlush(t *testing.T) {
 	x := newMini(t)
 	ctx := context.Background()
-	l := core.Limit{Algorithm: core.GCRA, Rate: 2, Period: time.Second}
+	l := store.Limit{Algorithm: store.GCRA, Rate: 2, Period: time.Second}
 	check(t, "before", x.take("k", 1, l), want{true, 2, 1, 0, 500 * time.Millisecond, 0})
 	if err := x.client.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -593,20 +592,20 @@ func TestMiniScriptFlush(t *testing.T) {
 func TestMiniInputErrors(t *testing.T) {
 	x := newMini(t)
 	ctx := context.Background()
-	l := core.PerSecond(1)
+	l := store.PerSecond(1)
 	cases := []struct {
 		name   string
 		key    string
 		n      int64
-		limits []core.Limit
+		limits []store.Limit
 		want   error
 	}{
-		{"empty key", "", 1, []core.Limit{l}, store.ErrEmptyKey},
-		{"negative cost", "k", -1, []core.Limit{l}, core.ErrNegativeCost},
+		{"empty key", "", 1, []store.Limit{l}, store.ErrEmptyKey},
+		{"negative cost", "k", -1, []store.Limit{l}, store.ErrNegativeCost},
 		{"no limits", "k", 1, nil, store.ErrNoLimits},
-		{"zero limit", "k", 1, []core.Limit{{}}, core.ErrInvalidLimit},
-		{"bad second limit", "k", 1, []core.Limit{l, {Algorithm: "nope", Rate: 1, Period: time.Second}}, core.ErrInvalidLimit},
-		{"burst on window", "k", 1, []core.Limit{{Algorithm: core.FixedWindow, Rate: 1, Period: time.Second, Burst: 2}}, core.ErrInvalidLimit},
+		{"zero limit", "k", 1, []store.Limit{{}}, store.ErrInvalidLimit},
+		{"bad second limit", "k", 1, []store.Limit{l, {Algorithm: "nope", Rate: 1, Period: time.Second}}, store.ErrInvalidLimit},
+		{"burst on window", "k", 1, []store.Limit{{Algorithm: store.FixedWindow, Rate: 1, Period: time.Second, Burst: 2}}, store.ErrInvalidLimit},
 	}
 	for _, c := range cases {
 		_, err := x.store.Take(ctx, c.key, c.n, specs(c.limits...)...)
@@ -650,7 +649,7 @@ func TestNewOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Take(context.Background(), "k", 1, specs(core.PerSecond(1))...); err != nil {
+	if _, err := s.Take(context.Background(), "k", 1, specs(store.PerSecond(1))...); err != nil {
 		t.Fatal(err)
 	}
 	if keys := m.Keys(); len(keys) != 1 || !strings.HasPrefix(keys[0], strings.Repeat("p", MaxPrefixLen)+"{=k}:") {
@@ -658,7 +657,7 @@ func TestNewOptions(t *testing.T) {
 	}
 }
 
-func (x *mini) keyOf(key string, l core.Limit) string {
+func (x *mini) keyOf(key string, l store.Limit) string {
 	x.tb.Helper()
 	spec, err := l.Spec()
 	if err != nil {
@@ -669,7 +668,7 @@ func (x *mini) keyOf(key string, l core.Limit) string {
 
 func TestMiniKeyLayout(t *testing.T) {
 	x := newMini(t)
-	l := core.Limit{Algorithm: core.GCRA, Rate: 30, Period: time.Minute, Burst: 16, Penalty: time.Second}
+	l := store.Limit{Algorithm: store.GCRA, Rate: 30, Period: time.Minute, Burst: 16, Penalty: time.Second}
 	long := strings.Repeat("x", 64*1024)
 	cases := []struct{ key, want string }{
 		{"user:42", "sluice:{=user:42}:g30/60000000b16p1000000"},
@@ -686,8 +685,8 @@ func TestMiniKeyLayout(t *testing.T) {
 	seen := map[string]string{}
 	for _, k := range append(hashed, "user:42", "user:43") {
 		x.take(k, 1, l)
-		x.take(k, 1, core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Hour, Burst: 1, Penalty: time.Hour})
-		x.take(k, 1, core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Hour, Burst: 1, Penalty: time.Hour}) // sets the lock
+		x.take(k, 1, store.Limit{Algorithm: store.GCRA, Rate: 1, Period: time.Hour, Burst: 1, Penalty: time.Hour})
+		x.take(k, 1, store.Limit{Algorithm: store.GCRA, Rate: 1, Period: time.Hour, Burst: 1, Penalty: time.Hour}) // sets the lock
 		rk := x.keyOf(k, l)
 		if prev, dup := seen[rk]; dup {
 			t.Errorf("keys %q and %q share Redis key %q", prev, k, rk)
@@ -733,11 +732,11 @@ func TestMiniKeyLayout(t *testing.T) {
 // Exactly Rate requests pass however many goroutines race for them.
 func TestMiniConcurrentExact(t *testing.T) {
 	x := newMini(t)
-	for _, l := range []core.Limit{
-		{Algorithm: core.FixedWindow, Rate: 37, Period: time.Minute},
-		{Algorithm: core.SlidingLog, Rate: 37, Period: time.Minute},
-		{Algorithm: core.GCRA, Rate: 37, Period: time.Minute},
-		{Algorithm: core.TokenBucket, Rate: 37, Period: time.Minute},
+	for _, l := range []store.Limit{
+		{Algorithm: store.FixedWindow, Rate: 37, Period: time.Minute},
+		{Algorithm: store.SlidingLog, Rate: 37, Period: time.Minute},
+		{Algorithm: store.GCRA, Rate: 37, Period: time.Minute},
+		{Algorithm: store.TokenBucket, Rate: 37, Period: time.Minute},
 	} {
 		var allowed atomic.Int64
 		var wg sync.WaitGroup
@@ -767,7 +766,7 @@ func TestMiniConcurrentExact(t *testing.T) {
 func TestPrepareCacheBounded(t *testing.T) {
 	x := newMini(t)
 	for i := 1; i <= maxCachedLimits+50; i++ {
-		x.take("k", 0, core.Limit{Algorithm: core.FixedWindow, Rate: int64(i), Period: time.Second})
+		x.take("k", 0, store.Limit{Algorithm: store.FixedWindow, Rate: int64(i), Period: time.Second})
 	}
 	n := 0
 	x.store.cache.Range(func(any, any) bool { n++; return true })
@@ -784,10 +783,10 @@ func TestPrepareCacheBounded(t *testing.T) {
 // penalty) and a dry run.
 func TestMiniFixedWindowOutlivedKey(t *testing.T) {
 	x := newMini(t)
-	lean := core.Limit{Algorithm: core.FixedWindow, Rate: 2, Period: 1500 * time.Microsecond}
+	lean := store.Limit{Algorithm: store.FixedWindow, Rate: 2, Period: 1500 * time.Microsecond}
 	general := lean
 	general.Penalty = time.Microsecond
-	for _, l := range []core.Limit{lean, general} {
+	for _, l := range []store.Limit{lean, general} {
 		x.take("k", 2, l)
 		if r := x.take("k", 1, l); r.Allowed {
 			t.Fatalf("%v: third unit allowed in one window", l)

@@ -12,14 +12,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // flood runs goroutines × per Takes of cost 1 on keys key0..key(keys-1)
 // against limit l and returns how many each key admitted. flush, when set,
 // runs every 4 Takes of goroutine 0.
-func flood(t *testing.T, s *Store, prefix string, keys, goroutines, per int, l core.Limit, flush func()) []int64 {
+func flood(t *testing.T, s *Store, prefix string, keys, goroutines, per int, l store.Limit, flush func()) []int64 {
 	t.Helper()
 	admitted := make([]atomic.Int64, keys)
 	var wg sync.WaitGroup
@@ -58,10 +58,10 @@ func flood(t *testing.T, s *Store, prefix string, keys, goroutines, per int, l c
 func checkExact(t *testing.T, client redis.UniversalClient, flush func()) (resent int64) {
 	t.Helper()
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	for _, l := range []core.Limit{
-		{Algorithm: core.GCRA, Rate: 50, Period: time.Hour},
-		{Algorithm: core.SlidingLog, Rate: 50, Period: time.Hour},
-		{Algorithm: core.FixedWindow, Rate: 50, Period: time.Hour},
+	for _, l := range []store.Limit{
+		{Algorithm: store.GCRA, Rate: 50, Period: time.Hour},
+		{Algorithm: store.SlidingLog, Rate: 50, Period: time.Hour},
+		{Algorithm: store.FixedWindow, Rate: 50, Period: time.Hour},
 	} {
 		for _, inFlight := range []int{0, 1, 4} {
 			s, err := New(client, WithPipelining(inFlight), WithDenyCache(0))
@@ -146,7 +146,7 @@ func TestRedisPipelineCanceled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := core.Limit{Algorithm: core.FixedWindow, Rate: 100, Period: time.Hour}
+	l := store.Limit{Algorithm: store.FixedWindow, Rate: 100, Period: time.Hour}
 	takeOK(t, s, "warm", 1, l) // loads the script
 
 	srv.Freeze(t)

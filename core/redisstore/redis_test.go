@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -41,7 +40,7 @@ func sharedClient(tb testing.TB) *redis.Client {
 	return client
 }
 
-func takeOK(tb testing.TB, s *Store, key string, n int64, limits ...core.Limit) core.Result {
+func takeOK(tb testing.TB, s *Store, key string, n int64, limits ...store.Limit) store.Result {
 	tb.Helper()
 	r, err := s.Take(context.Background(), key, n, specs(limits...)...)
 	if err != nil {
@@ -63,10 +62,10 @@ func TestRedisFigures(t *testing.T) {
 	key := "figures:" + strconv.FormatInt(time.Now().UnixNano(), 36)
 
 	// First calls: no time passes inside one script, so these are exact.
-	check(t, "gcra example", takeOK(t, s, key, 1, core.Limit{Algorithm: core.GCRA, Rate: 30, Period: time.Minute, Burst: 16}),
+	check(t, "gcra example", takeOK(t, s, key, 1, store.Limit{Algorithm: store.GCRA, Rate: 30, Period: time.Minute, Burst: 16}),
 		want{true, 16, 15, 0, 2 * time.Second, 0})
 
-	one := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: 2 * time.Second, Burst: 1}
+	one := store.Limit{Algorithm: store.GCRA, Rate: 1, Period: 2 * time.Second, Burst: 1}
 	check(t, "gcra 1/2s", takeOK(t, s, key, 1, one), want{true, 1, 0, 0, 2 * time.Second, 0})
 	r := takeOK(t, s, key, 1, one)
 	if r.Allowed || r.Remaining != 0 || r.RetryAfter != r.ResetAfter {
@@ -74,7 +73,7 @@ func TestRedisFigures(t *testing.T) {
 	}
 	near(t, "gcra 1/2s retry", r.RetryAfter, 2*time.Second)
 
-	leaky := core.Limit{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Second, Burst: 2}
+	leaky := store.Limit{Algorithm: store.LeakyBucket, Rate: 1, Period: time.Second, Burst: 2}
 	check(t, "leaky 1st", takeOK(t, s, key, 1, leaky), want{true, 3, 2, 0, time.Second, 0})
 	r = takeOK(t, s, key, 1, leaky)
 	if !r.Allowed || r.Remaining != 1 {
@@ -83,7 +82,7 @@ func TestRedisFigures(t *testing.T) {
 	near(t, "leaky delay", r.Delay, time.Second)
 	near(t, "leaky reset", r.ResetAfter, 2*time.Second)
 
-	token := core.Limit{Algorithm: core.TokenBucket, Rate: 10, Period: time.Second, Burst: 5}
+	token := store.Limit{Algorithm: store.TokenBucket, Rate: 10, Period: time.Second, Burst: 5}
 	check(t, "token 3", takeOK(t, s, key, 3, token), want{true, 5, 2, 0, 300 * time.Millisecond, 0})
 	r = takeOK(t, s, key, 4, token)
 	if r.Allowed || r.Remaining < 2 {
@@ -94,7 +93,7 @@ func TestRedisFigures(t *testing.T) {
 		t.Errorf("token 6 > burst: %+v", r)
 	}
 
-	fixed := core.Limit{Algorithm: core.FixedWindow, Rate: 3, Period: 10 * time.Second}
+	fixed := store.Limit{Algorithm: store.FixedWindow, Rate: 3, Period: 10 * time.Second}
 	r = takeOK(t, s, key, 3, fixed)
 	if !r.Allowed || r.Remaining != 0 || r.ResetAfter <= 0 || r.ResetAfter > 10*time.Second {
 		t.Errorf("fixed 3: %+v", r)
@@ -108,7 +107,7 @@ func TestRedisFigures(t *testing.T) {
 		near(t, "fixed retry", d.RetryAfter, r.ResetAfter)
 	}
 
-	log := core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: 10 * time.Second}
+	log := store.Limit{Algorithm: store.SlidingLog, Rate: 3, Period: 10 * time.Second}
 	check(t, "log 3", takeOK(t, s, key, 3, log), want{true, 3, 0, 0, 10 * time.Second, 0})
 	r = takeOK(t, s, key, 1, log)
 	if r.Allowed || r.RetryAfter != r.ResetAfter {
@@ -116,7 +115,7 @@ func TestRedisFigures(t *testing.T) {
 	}
 	near(t, "log retry", r.RetryAfter, 10*time.Second)
 
-	sliding := core.Limit{Algorithm: core.SlidingWindow, Rate: 10, Period: 10 * time.Second}
+	sliding := store.Limit{Algorithm: store.SlidingWindow, Rate: 10, Period: 10 * time.Second}
 	r = takeOK(t, s, key, 10, sliding)
 	if !r.Allowed || r.Remaining != 0 || r.ResetAfter <= 10*time.Second || r.ResetAfter > 20*time.Second {
 		t.Errorf("sliding 10: %+v", r)
@@ -135,7 +134,7 @@ func TestRedisFigures(t *testing.T) {
 		t.Logf("sliding: the window turned between two calls: %+v", d)
 	}
 
-	penalty := core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Second, Burst: 1, Penalty: 5 * time.Second}
+	penalty := store.Limit{Algorithm: store.GCRA, Rate: 1, Period: time.Second, Burst: 1, Penalty: 5 * time.Second}
 	takeOK(t, s, key, 1, penalty)
 	check(t, "penalty denial", takeOK(t, s, key, 1, penalty), want{false, 1, 0, 5 * time.Second, 5 * time.Second, 0})
 	r = takeOK(t, s, key, 1, penalty)
@@ -150,10 +149,10 @@ func TestRedisMultiLimitNoCharge(t *testing.T) {
 	s := realStore(t, client)
 	ctx := context.Background()
 	key := "multi:" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	gcra := core.Limit{Algorithm: core.GCRA, Rate: 10, Period: time.Minute, Burst: 10}
-	log := core.Limit{Algorithm: core.SlidingLog, Rate: 10, Period: time.Minute}
-	tight := core.Limit{Algorithm: core.TokenBucket, Rate: 1, Period: time.Hour, Burst: 2, Penalty: time.Minute}
-	limits := []core.Limit{gcra, log, tight}
+	gcra := store.Limit{Algorithm: store.GCRA, Rate: 10, Period: time.Minute, Burst: 10}
+	log := store.Limit{Algorithm: store.SlidingLog, Rate: 10, Period: time.Minute}
+	tight := store.Limit{Algorithm: store.TokenBucket, Rate: 1, Period: time.Hour, Burst: 2, Penalty: time.Minute}
+	limits := []store.Limit{gcra, log, tight}
 	for i := 0; i < 2; i++ {
 		if r := takeOK(t, s, key, 1, limits...); !r.Allowed {
 			t.Fatalf("take %d denied: %+v", i, r)
@@ -200,7 +199,7 @@ func TestRedisMultiLimitNoCharge(t *testing.T) {
 	}
 }
 
-func mustID(tb testing.TB, l core.Limit) string {
+func mustID(tb testing.TB, l store.Limit) string {
 	tb.Helper()
 	spec, err := l.Spec()
 	if err != nil {
@@ -248,26 +247,26 @@ func TestRedisCallsPerTake(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
 	s := realStore(t, client)
-	takeOK(t, s, "warm", 0, core.PerSecond(1)) // loads the script
+	takeOK(t, s, "warm", 0, store.PerSecond(1)) // loads the script
 
 	type calls = map[string]int
 	// One limit without a penalty on a string state takes the script's
 	// fast path: GET and SET. Others read every state with one MGET.
 	cases := []struct {
-		l             core.Limit
+		l             store.Limit
 		allow, deny   calls // commands inside the script, TIME and EVALSHA aside
 		allowN, denyN int64
 	}{
-		{core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Minute}, calls{"get": 1, "set": 1}, calls{"get": 1}, 1, 1},
-		{core.Limit{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Minute}, calls{"get": 1, "set": 1}, calls{"get": 1}, 2, 1},
-		{core.Limit{Algorithm: core.TokenBucket, Rate: 1, Period: time.Minute}, calls{"get": 1, "set": 1}, calls{"get": 1}, 1, 1},
+		{store.Limit{Algorithm: store.GCRA, Rate: 1, Period: time.Minute}, calls{"get": 1, "set": 1}, calls{"get": 1}, 1, 1},
+		{store.Limit{Algorithm: store.LeakyBucket, Rate: 1, Period: time.Minute}, calls{"get": 1, "set": 1}, calls{"get": 1}, 2, 1},
+		{store.Limit{Algorithm: store.TokenBucket, Rate: 1, Period: time.Minute}, calls{"get": 1, "set": 1}, calls{"get": 1}, 1, 1},
 		// a window's first charge sets up its hash (HLEN: earlier windows to drop?); see below for the next ones.
-		{core.Limit{Algorithm: core.FixedWindow, Rate: 1, Period: time.Minute}, calls{"hget": 1, "hlen": 1, "hset": 1, "pexpire": 1}, calls{"hget": 1}, 1, 1},
-		{core.Limit{Algorithm: core.SlidingWindow, Rate: 1, Period: time.Minute}, calls{"mget": 1, "set": 1}, calls{"mget": 1}, 1, 1},
+		{store.Limit{Algorithm: store.FixedWindow, Rate: 1, Period: time.Minute}, calls{"hget": 1, "hlen": 1, "hset": 1, "pexpire": 1}, calls{"hget": 1}, 1, 1},
+		{store.Limit{Algorithm: store.SlidingWindow, Rate: 1, Period: time.Minute}, calls{"mget": 1, "set": 1}, calls{"mget": 1}, 1, 1},
 		// first take: ZRANGE only (empty key); the denial: ZRANGE, ZRANGEBYSCORE for the first
 		// live member and ZSCORE for its stamp (the retry).
-		{core.Limit{Algorithm: core.SlidingLog, Rate: 1, Period: time.Minute}, calls{"zrange": 1, "zadd": 1, "pexpire": 1}, calls{"zrange": 1, "zrangebyscore": 1, "zscore": 1}, 1, 1},
-		{core.Limit{Algorithm: core.GCRA, Rate: 1, Period: time.Minute, Penalty: time.Minute}, calls{"mget": 1, "set": 1}, calls{"mget": 1, "set": 1}, 1, 1},
+		{store.Limit{Algorithm: store.SlidingLog, Rate: 1, Period: time.Minute}, calls{"zrange": 1, "zadd": 1, "pexpire": 1}, calls{"zrange": 1, "zrangebyscore": 1, "zscore": 1}, 1, 1},
+		{store.Limit{Algorithm: store.GCRA, Rate: 1, Period: time.Minute, Penalty: time.Minute}, calls{"mget": 1, "set": 1}, calls{"mget": 1, "set": 1}, 1, 1},
 	}
 	for i, c := range cases {
 		key := fmt.Sprint("calls", i)
@@ -298,7 +297,7 @@ func TestRedisCallsPerTake(t *testing.T) {
 	}
 
 	// A fixed window's later charges in the same window: HGET and HINCRBY.
-	hour := core.Limit{Algorithm: core.FixedWindow, Rate: 5, Period: time.Hour}
+	hour := store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: time.Hour}
 	takeOK(t, s, "fixed", 1, hour)
 	resetStats(t, client)
 	takeOK(t, s, "fixed", 1, hour)
@@ -325,7 +324,7 @@ func TestRedisScriptLost(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	s := realStore(t, client)
 	ctx := context.Background()
-	l := core.Limit{Algorithm: core.FixedWindow, Rate: 100, Period: time.Hour}
+	l := store.Limit{Algorithm: store.FixedWindow, Rate: 100, Period: time.Hour}
 	takeOK(t, s, "k", 1, l)
 	if err := client.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -356,7 +355,7 @@ func TestRedisLargeCalls(t *testing.T) {
 	s := realStore(t, client)
 	ctx := context.Background()
 	key := "large:" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	l := core.Limit{Algorithm: core.SlidingLog, Rate: store.MaxSlidingLogRate, Period: time.Minute}
+	l := store.Limit{Algorithm: store.SlidingLog, Rate: store.MaxSlidingLogRate, Period: time.Minute}
 	check(t, "full log", takeOK(t, s, key, store.MaxSlidingLogRate, l), want{true, store.MaxSlidingLogRate, 0, 0, time.Minute, 0})
 	logKey := s.prefix + "{" + hashTag(key) + "}:" + mustID(t, l)
 	last, err := client.ZRange(ctx, logKey, 0, -1).Result()
@@ -367,9 +366,9 @@ func TestRedisLargeCalls(t *testing.T) {
 		t.Errorf("one more than a full log allowed: %+v", r)
 	}
 
-	many := make([]core.Limit, 700) // 1400 string keys to read, with penalties
+	many := make([]store.Limit, 700) // 1400 string keys to read, with penalties
 	for i := range many {
-		many[i] = core.Limit{Algorithm: core.GCRA, Rate: int64(i + 2), Period: time.Hour, Penalty: time.Minute}
+		many[i] = store.Limit{Algorithm: store.GCRA, Rate: int64(i + 2), Period: time.Hour, Penalty: time.Minute}
 	}
 	r := takeOK(t, s, key, 1, many...)
 	if !r.Allowed || len(r.PerLimit) != 700 || r.Binding != 0 || r.Remaining != 1 {
@@ -437,11 +436,11 @@ func TestRedisConcurrentExact(t *testing.T) {
 	other := realStore(t, redis.NewClient(&redis.Options{Addr: client.Options().Addr, MaxRetries: -1, PoolSize: 4}))
 	stores := [2]*Store{realStore(t, client), other}
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	for _, l := range []core.Limit{
-		{Algorithm: core.SlidingLog, Rate: 37, Period: time.Hour},
-		{Algorithm: core.GCRA, Rate: 37, Period: time.Hour},
-		{Algorithm: core.TokenBucket, Rate: 37, Period: time.Hour},
-		{Algorithm: core.LeakyBucket, Rate: 1, Period: time.Hour, Burst: 36},
+	for _, l := range []store.Limit{
+		{Algorithm: store.SlidingLog, Rate: 37, Period: time.Hour},
+		{Algorithm: store.GCRA, Rate: 37, Period: time.Hour},
+		{Algorithm: store.TokenBucket, Rate: 37, Period: time.Hour},
+		{Algorithm: store.LeakyBucket, Rate: 1, Period: time.Hour, Burst: 36},
 	} {
 		key := "race:" + run + ":" + mustID(t, l)
 		var allowed atomic.Int64
@@ -475,7 +474,7 @@ func TestRedisConcurrentExact(t *testing.T) {
 // the server was stuck is charged once, when the server resumes.
 func TestRedisTimedOutTakeChargedOnce(t *testing.T) {
 	srv := redistest.StartServer(t)
-	l := core.Limit{Algorithm: core.FixedWindow, Rate: 1000, Period: time.Hour}
+	l := store.Limit{Algorithm: store.FixedWindow, Rate: 1000, Period: time.Hour}
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ReadTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { _ = client.Close() })
 	s := realStore(t, client, WithBreaker(0, 0)) // the timeout below would open it

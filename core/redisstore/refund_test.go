@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 )
@@ -32,7 +31,7 @@ type refundStep struct {
 func TestMiniRefundMatchesMemory(t *testing.T) {
 	const P = 10 * time.Second
 	type algo struct {
-		lim  core.Limit
+		lim  store.Limit
 		rems map[int]int64 // step index → hand-computed Remaining
 	}
 	steps := []refundStep{
@@ -52,12 +51,12 @@ func TestMiniRefundMatchesMemory(t *testing.T) {
 		{11 * time.Second, "peek", "", -1},
 	}
 	algos := []algo{
-		{core.Limit{Algorithm: core.GCRA, Rate: 3, Period: P}, map[int]int64{2: 0, 3: 0, 5: 1, 6: 0, 9: 3, 13: 3}},
-		{core.Limit{Algorithm: core.LeakyBucket, Rate: 3, Period: P, Burst: 2}, nil},
-		{core.Limit{Algorithm: core.TokenBucket, Rate: 3, Period: P}, map[int]int64{5: 1, 6: 0}},
-		{core.Limit{Algorithm: core.FixedWindow, Rate: 3, Period: P}, map[int]int64{2: 0, 5: 1, 6: 0, 7: 3, 9: 3, 11: 3}},
-		{core.Limit{Algorithm: core.SlidingWindow, Rate: 3, Period: P}, map[int]int64{5: 1, 6: 0, 7: 0, 9: 1, 11: 2, 13: 3}},
-		{core.Limit{Algorithm: core.SlidingLog, Rate: 3, Period: P}, map[int]int64{5: 1, 6: 0, 7: 1, 9: 1, 11: 2, 13: 3}},
+		{store.Limit{Algorithm: store.GCRA, Rate: 3, Period: P}, map[int]int64{2: 0, 3: 0, 5: 1, 6: 0, 9: 3, 13: 3}},
+		{store.Limit{Algorithm: store.LeakyBucket, Rate: 3, Period: P, Burst: 2}, nil},
+		{store.Limit{Algorithm: store.TokenBucket, Rate: 3, Period: P}, map[int]int64{5: 1, 6: 0}},
+		{store.Limit{Algorithm: store.FixedWindow, Rate: 3, Period: P}, map[int]int64{2: 0, 5: 1, 6: 0, 7: 3, 9: 3, 11: 3}},
+		{store.Limit{Algorithm: store.SlidingWindow, Rate: 3, Period: P}, map[int]int64{5: 1, 6: 0, 7: 0, 9: 1, 11: 2, 13: 3}},
+		{store.Limit{Algorithm: store.SlidingLog, Rate: 3, Period: P}, map[int]int64{5: 1, 6: 0, 7: 1, 9: 1, 11: 2, 13: 3}},
 	}
 	ctx := context.Background()
 	for _, a := range algos {
@@ -146,17 +145,17 @@ func splitRefund(ctx context.Context, s *Store, key string, n, stamp int64, limi
 
 func refundRandom(t *testing.T, split bool) {
 	const P = 10 * time.Second
-	all := []core.Limit{
-		{Algorithm: core.GCRA, Rate: 4, Period: P, Penalty: 3 * time.Second},
-		{Algorithm: core.LeakyBucket, Rate: 4, Period: P, Burst: 3},
-		{Algorithm: core.TokenBucket, Rate: 4, Period: P, Burst: 5},
-		{Algorithm: core.FixedWindow, Rate: 4, Period: P, Penalty: 2 * time.Second},
-		{Algorithm: core.SlidingWindow, Rate: 4, Period: P},
-		{Algorithm: core.SlidingLog, Rate: 4, Period: P},
+	all := []store.Limit{
+		{Algorithm: store.GCRA, Rate: 4, Period: P, Penalty: 3 * time.Second},
+		{Algorithm: store.LeakyBucket, Rate: 4, Period: P, Burst: 3},
+		{Algorithm: store.TokenBucket, Rate: 4, Period: P, Burst: 5},
+		{Algorithm: store.FixedWindow, Rate: 4, Period: P, Penalty: 2 * time.Second},
+		{Algorithm: store.SlidingWindow, Rate: 4, Period: P},
+		{Algorithm: store.SlidingLog, Rate: 4, Period: P},
 	}
-	sets := [][]core.Limit{append(all, all[5])}
+	sets := [][]store.Limit{append(all, all[5])}
 	for _, l := range all {
-		sets = append(sets, []core.Limit{l})
+		sets = append(sets, []store.Limit{l})
 	}
 	ctx := context.Background()
 	for si, set := range sets {
@@ -222,7 +221,7 @@ func refundRandom(t *testing.T, split bool) {
 // that unit numbers stay consecutive.
 func TestMiniRefundLogWeighted(t *testing.T) {
 	x := newMini(t)
-	lim := core.Limit{Algorithm: core.SlidingLog, Rate: 10, Period: 10 * time.Second}
+	lim := store.Limit{Algorithm: store.SlidingLog, Rate: 10, Period: 10 * time.Second}
 	key := x.keyOf("k", lim)
 	us := float64(t0.UnixMicro())
 	for _, m := range []struct {
@@ -269,7 +268,7 @@ func TestMiniRefundLogWeighted(t *testing.T) {
 // log (whose member is renamed once ours is gone).
 func TestMiniRefundLogKeepsTTL(t *testing.T) {
 	ctx := context.Background()
-	lim := core.Limit{Algorithm: core.SlidingLog, Rate: 5, Period: 10 * time.Second}
+	lim := store.Limit{Algorithm: store.SlidingLog, Rate: 5, Period: 10 * time.Second}
 
 	x := newMini(t)
 	r, err := x.store.Charge(ctx, "k", 3, specs(lim)...)
@@ -285,7 +284,7 @@ func TestMiniRefundLogKeepsTTL(t *testing.T) {
 	}
 
 	x = newMini(t)
-	fw := core.Limit{Algorithm: core.FixedWindow, Rate: 5, Period: 10 * time.Second}
+	fw := store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: 10 * time.Second}
 	sp := x.store.splitOf("k", specs(lim, fw))
 	v, _, at, err := sp.one(ctx, x.store, sp.limits[0], 2) // the split charges the log
 	if err != nil || v[0] != 1 {

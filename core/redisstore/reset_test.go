@@ -25,7 +25,7 @@ func requestFrom(client string) *http.Request {
 }
 
 // instance is one process of a service: its own client, Store and Limiter.
-func instance(t *testing.T, addr string, limits []core.Limit, opts ...redisstore.Option) *core.Limiter {
+func instance(t *testing.T, addr string, limits []store.Limit, opts ...redisstore.Option) *core.Limiter {
 	t.Helper()
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
@@ -35,7 +35,7 @@ func instance(t *testing.T, addr string, limits []core.Limit, opts ...redisstore
 	}
 	t.Cleanup(func() { _ = rs.Close() })
 	redisstore.WaitListening(t, rs)
-	l, err := core.New(rs, clientKey, limits, core.WithName("api"), core.WithTimeout(10*time.Second))
+	l, err := core.New(rs, "api", clientKey, limits, core.WithTimeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func instance(t *testing.T, addr string, limits []core.Limit, opts ...redisstore
 func TestRedisResetAcrossInstances(t *testing.T) {
 	srv := redistest.StartServer(t)
 	admin := srv.Client(t)
-	limits := []core.Limit{{Algorithm: core.FixedWindow, Rate: 5, Period: time.Hour, Penalty: 15 * time.Minute}, core.PerMinute(100)}
+	limits := []store.Limit{{Algorithm: store.FixedWindow, Rate: 5, Period: time.Hour, Penalty: 15 * time.Minute}, store.PerMinute(100)}
 	for _, c := range []struct {
 		name string
 		deny int
@@ -124,7 +124,7 @@ func TestMiniredisMovingTime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			l, err := core.New(rs, clientKey, []core.Limit{{Algorithm: a, Rate: 2, Period: time.Minute}})
+			l, err := core.New(rs, "test", clientKey, []store.Limit{{Algorithm: a, Rate: 2, Period: time.Minute}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,7 +14,6 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/store"
 )
 
@@ -46,11 +45,11 @@ func TestResentChargedOnce(t *testing.T) {
 	for _, pipe := range []int{0, DefaultPipeline} {
 		for _, c := range []struct {
 			name   string
-			limits []core.Limit
+			limits []store.Limit
 		}{
-			{"lean", []core.Limit{core.PerMinute(10)}},
-			{"penalty", []core.Limit{{Algorithm: core.GCRA, Rate: 10, Period: time.Minute, Penalty: time.Minute}}},
-			{"several", []core.Limit{core.PerMinute(10), {Algorithm: core.FixedWindow, Rate: 20, Period: time.Hour}}},
+			{"lean", []store.Limit{store.PerMinute(10)}},
+			{"penalty", []store.Limit{{Algorithm: store.GCRA, Rate: 10, Period: time.Minute, Penalty: time.Minute}}},
+			{"several", []store.Limit{store.PerMinute(10), {Algorithm: store.FixedWindow, Rate: 20, Period: time.Hour}}},
 		} {
 			t.Run(fmt.Sprintf("%s/pipeline=%d", c.name, pipe), func(t *testing.T) {
 				m := miniredis.RunT(t)
@@ -79,12 +78,12 @@ func TestResentAfterNoScript(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
 	s := realStore(t, client, WithPipelining(0))
-	takeOK(t, s, "k", 1, core.PerMinute(10))
+	takeOK(t, s, "k", 1, store.PerMinute(10))
 	if err := client.ScriptFlush(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	takeOK(t, s, "k", 1, core.PerMinute(10))
-	if r := takeOK(t, s, "k", 0, core.PerMinute(10)); r.Remaining != 8 {
+	takeOK(t, s, "k", 1, store.PerMinute(10))
+	if r := takeOK(t, s, "k", 0, store.PerMinute(10)); r.Remaining != 8 {
 		t.Errorf("remaining %d, want 8", r.Remaining)
 	}
 }

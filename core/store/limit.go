@@ -110,10 +110,10 @@ func invalid(l Limit, format string, args ...any) error {
 	return fmt.Errorf("%w %s: %s", ErrInvalidLimit, l.String(), fmt.Sprintf(format, args...))
 }
 
-// String renders l in the syntax core.ParseLimit reads, compactly: "30/m burst
+// String renders l in the syntax ParseLimit reads, compactly: "30/m burst
 // 16", "1000/3s fixed_window penalty 1m", "5/1m30s token_bucket". The
 // algorithm is written unless it is empty (the zero value, GCRA), and
-// Burst and Penalty unless they are 0, so that core.ParseLimit(l.String())
+// Burst and Penalty unless they are 0, so that ParseLimit(l.String())
 // returns l for every valid Limit. Invalid limits render too, for messages.
 func (l Limit) String() string {
 	s := strconv.FormatInt(l.Rate, 10) + "/" + formatPeriod(l.Period)
@@ -250,4 +250,31 @@ func (s Spec) ID() string {
 	c := facts[s.alg].code
 	return c + strconv.FormatInt(s.rate, 10) + "/" + strconv.FormatInt(s.period, 10) +
 		"b" + strconv.FormatInt(s.burst, 10) + "p" + strconv.FormatInt(s.penalty, 10)
+}
+
+// PerSecond returns a GCRA limit of rate events per second with Burst rate.
+func PerSecond(rate int64) Limit {
+	return Limit{Algorithm: GCRA, Rate: rate, Period: time.Second, Burst: rate}
+}
+
+// PerMinute returns a GCRA limit of rate events per minute with Burst rate.
+func PerMinute(rate int64) Limit {
+	return Limit{Algorithm: GCRA, Rate: rate, Period: time.Minute, Burst: rate}
+}
+
+// PerHour returns a GCRA limit of rate events per hour with Burst rate.
+func PerHour(rate int64) Limit {
+	return Limit{Algorithm: GCRA, Rate: rate, Period: time.Hour, Burst: rate}
+}
+
+// MaxInFlight returns a limit of at most n requests of one client key in
+// flight at once, across every process sharing the store: a request takes
+// a slot when it is admitted and the adapters give it back when its
+// handler returns (see core.Decision.Done). A slot whose holder vanished
+// is free again hold after it was taken, so hold must exceed the longest
+// request. A refusal's RetryAfter is the time until the earliest slot
+// expires, at most InFlightRetryAfter. It combines with rate limits in one
+// atomic decision. See InFlight.
+func MaxInFlight(n int64, hold time.Duration) Limit {
+	return Limit{Algorithm: InFlight, Rate: n, Period: hold}
 }

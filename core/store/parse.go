@@ -11,10 +11,10 @@ import (
 	"unicode/utf8"
 )
 
-// maxLimitStringLength bounds the length of the string parseLimit accepts.
+// maxLimitStringLength bounds the length of the string ParseLimit accepts.
 const maxLimitStringLength = 256
 
-// ParseError is the error core.ParseLimit and Limit.UnmarshalText return. It wraps ErrInvalidLimit:
+// ParseError is the error ParseLimit and Limit.UnmarshalText return. It wraps ErrInvalidLimit:
 // test with errors.Is(err, ErrInvalidLimit). When the string is well formed
 // but the limit it describes is not valid, it wraps Validate's error.
 type ParseError struct {
@@ -40,9 +40,30 @@ func (e *ParseError) Error() string {
 // Unwrap returns ErrInvalidLimit, or the error of Limit.Validate.
 func (e *ParseError) Unwrap() error { return e.Err }
 
-// parseLimit parses a limit in the syntax String writes (documented at
-// core.ParseLimit, the function users call) and validates it.
-func parseLimit(s string) (Limit, error) {
+// ParseLimit parses a limit written the way people say it: "100/m" (GCRA,
+// burst 100), "10/s burst 20", "3/s leaky_bucket burst 5", "1000/3s
+// fixed_window penalty 1m", "5/1m30s token-bucket". The grammar is
+// case-insensitive, words separated by spaces or tabs, leading and
+// trailing space ignored:
+//
+//	limit     = RATE "/" PERIOD { "burst" COUNT | "penalty" DURATION | ALGORITHM }
+//	PERIOD    = UNIT | DURATION     (a bare UNIT is 1 of it: "m" = "1m")
+//	DURATION  = NUMBER UNIT { NUMBER UNIT }   ("1m30s", "1.5h", "2d")
+//	UNIT      = ns | us | µs | ms | s | sec | second | m | min | minute |
+//	            h | hr | hour | d | day   (long names also with a final "s")
+//	ALGORITHM = gcra | token_bucket | fixed_window | sliding_window |
+//	            sliding_log | leaky_bucket | in_flight   ("-" may replace "_")
+//
+// RATE and COUNT are decimal integers, NUMBER a decimal with an optional
+// fraction; RATE/PERIOD has no spaces inside, and the clauses follow in
+// any order, each at most once. Without an algorithm or burst they stay
+// zero: GCRA and the algorithm's default burst. The result is validated
+// (Limit.Validate): "10/s sliding_log burst 5" fails, as windows take no
+// burst. Errors are *ParseError values wrapping ErrInvalidLimit that quote
+// the input and say what is wrong; inputs over 256 bytes are rejected.
+// ParseLimit(l.String()) returns l for every valid Limit l. It is safe for
+// concurrent use.
+func ParseLimit(s string) (Limit, error) {
 	if len(s) > maxLimitStringLength {
 		return Limit{}, &ParseError{Input: s, Msg: fmt.Sprintf("too long: %d bytes, at most %d", len(s), maxLimitStringLength), Err: ErrInvalidLimit}
 	}
@@ -72,10 +93,10 @@ func (l Limit) MarshalText() ([]byte, error) {
 	return []byte(l.String()), nil
 }
 
-// UnmarshalText parses text as core.ParseLimit does and sets *l to the
+// UnmarshalText parses text as ParseLimit does and sets *l to the
 // result. On error, a *ParseError, *l is left unchanged.
 func (l *Limit) UnmarshalText(text []byte) error {
-	v, err := parseLimit(string(text))
+	v, err := ParseLimit(string(text))
 	if err != nil {
 		return err
 	}

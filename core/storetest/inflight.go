@@ -6,14 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/store"
 )
 
 // inFlight is core.MaxInFlight's Limit, built here so that the suite
 // states the Limit a store receives.
-func inFlight(n int64, hold time.Duration) core.Limit {
-	return core.Limit{Algorithm: store.InFlight, Rate: n, Period: hold}
+func inFlight(n int64, hold time.Duration) store.Limit {
+	return store.Limit{Algorithm: store.InFlight, Rate: n, Period: hold}
 }
 
 // testInFlight holds the store to the InFlight algorithm of ALGORITHMS.md:
@@ -33,8 +32,8 @@ func (s *suite) testInFlight(t *testing.T) {
 func (s *suite) testInFlightConcurrent(t *testing.T) {
 	l := inFlight(3, 10*time.Second)
 	key, stores := newKey(t), s.stores(t)
-	warmUp(t, []core.Limit{l}, stores[:]...)
-	results := make([]core.Result, 20)
+	warmUp(t, []store.Limit{l}, stores[:]...)
+	results := make([]store.Result, 20)
 	var wg sync.WaitGroup
 	for i := range results {
 		wg.Add(1)
@@ -68,7 +67,7 @@ func (s *suite) testInFlightConcurrent(t *testing.T) {
 
 // release calls st's Release, failing the test when st is not a Releaser
 // or the call fails.
-func release(tb testing.TB, st store.Store, key string, slot int64, limits ...core.Limit) {
+func release(tb testing.TB, st store.Store, key string, slot int64, limits ...store.Limit) {
 	tb.Helper()
 	r, ok := st.(store.Releaser)
 	if !ok {
@@ -127,7 +126,7 @@ func (s *suite) testInFlightExpiry(t *testing.T) {
 	}
 	l := inFlight(2, hold)
 	key, st := newKey(t), s.stores(t)
-	warmUp(t, []core.Limit{l}, st[:]...)
+	warmUp(t, []store.Limit{l}, st[:]...)
 	start := time.Now()
 	for i := range 2 {
 		if r := mustTake(t, st[i], key, 1, l); !r.Allowed {
@@ -162,10 +161,10 @@ func (s *suite) testInFlightExpiry(t *testing.T) {
 // either charges neither.
 func (s *suite) testInFlightAtomic(t *testing.T) {
 	st := s.stores(t)
-	rate := core.Limit{Algorithm: core.TokenBucket, Rate: 10, Period: time.Hour}
+	rate := store.Limit{Algorithm: store.TokenBucket, Rate: 10, Period: time.Hour}
 	// The rate refuses: no slot is taken.
 	key := newKey(t)
-	one := core.Limit{Algorithm: core.TokenBucket, Rate: 1, Period: time.Hour}
+	one := store.Limit{Algorithm: store.TokenBucket, Rate: 1, Period: time.Hour}
 	l := inFlight(5, 10*time.Second)
 	if r := mustTake(t, st[0], key, 1, l, one); !r.Allowed || r.Slot == 0 {
 		t.Fatalf("first take: %s slot %d, want allowed with a slot", fmtResult(r), r.Slot)

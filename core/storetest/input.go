@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/store"
 )
 
@@ -18,33 +17,33 @@ type badInput struct {
 	name   string
 	key    string
 	n      int64
-	limits []core.Limit
+	limits []store.Limit
 	want   error
 }
 
 // badInputs returns every kind of bad input, on key, good being a valid limit.
-func badInputs(key string, good core.Limit) []badInput {
+func badInputs(key string, good store.Limit) []badInput {
 	return []badInput{
-		{"empty key", "", 1, []core.Limit{good}, store.ErrEmptyKey},
-		{"negative cost", key, -1, []core.Limit{good}, core.ErrNegativeCost},
-		{"most negative cost", key, math.MinInt64, []core.Limit{good}, core.ErrNegativeCost},
+		{"empty key", "", 1, []store.Limit{good}, store.ErrEmptyKey},
+		{"negative cost", key, -1, []store.Limit{good}, store.ErrNegativeCost},
+		{"most negative cost", key, math.MinInt64, []store.Limit{good}, store.ErrNegativeCost},
 		{"no limits", key, 1, nil, store.ErrNoLimits},
-		{"zero limit", key, 1, []core.Limit{{}}, core.ErrInvalidLimit},
-		{"zero rate", key, 1, []core.Limit{{Rate: 0, Period: time.Second}}, core.ErrInvalidLimit},
-		{"negative rate", key, 1, []core.Limit{{Rate: -1, Period: time.Second}}, core.ErrInvalidLimit},
-		{"zero period", key, 1, []core.Limit{{Rate: 1}}, core.ErrInvalidLimit},
-		{"negative period", key, 1, []core.Limit{{Rate: 1, Period: -time.Second}}, core.ErrInvalidLimit},
-		{"sub-microsecond period", key, 1, []core.Limit{{Rate: 1, Period: 1500 * time.Nanosecond}}, core.ErrInvalidLimit},
-		{"negative burst", key, 1, []core.Limit{{Rate: 1, Period: time.Second, Burst: -1}}, core.ErrInvalidLimit},
-		{"negative penalty", key, 1, []core.Limit{{Rate: 1, Period: time.Second, Penalty: -time.Second}}, core.ErrInvalidLimit},
-		{"unknown algorithm", key, 1, []core.Limit{{Algorithm: "bogus", Rate: 1, Period: time.Second}}, core.ErrInvalidLimit},
-		{"burst on fixed window", key, 1, []core.Limit{{Algorithm: core.FixedWindow, Rate: 1, Period: time.Second, Burst: 2}}, core.ErrInvalidLimit},
-		{"burst on sliding window", key, 1, []core.Limit{{Algorithm: core.SlidingWindow, Rate: 1, Period: time.Second, Burst: 2}}, core.ErrInvalidLimit},
-		{"burst on sliding log", key, 1, []core.Limit{{Algorithm: core.SlidingLog, Rate: 1, Period: time.Second, Burst: 2}}, core.ErrInvalidLimit},
-		{"sliding log too large", key, 1, []core.Limit{{Algorithm: core.SlidingLog, Rate: store.MaxSlidingLogRate + 1, Period: time.Hour}}, core.ErrInvalidLimit},
-		{"gcra faster than 1/µs", key, 1, []core.Limit{{Algorithm: core.GCRA, Rate: 2, Period: time.Microsecond}}, core.ErrInvalidLimit},
-		{"token bucket too large", key, 1, []core.Limit{{Algorithm: core.TokenBucket, Rate: 1 << 40, Period: time.Hour}}, core.ErrInvalidLimit},
-		{"one invalid among valid", key, 1, []core.Limit{good, {Rate: 1, Period: -1}}, core.ErrInvalidLimit},
+		{"zero limit", key, 1, []store.Limit{{}}, store.ErrInvalidLimit},
+		{"zero rate", key, 1, []store.Limit{{Rate: 0, Period: time.Second}}, store.ErrInvalidLimit},
+		{"negative rate", key, 1, []store.Limit{{Rate: -1, Period: time.Second}}, store.ErrInvalidLimit},
+		{"zero period", key, 1, []store.Limit{{Rate: 1}}, store.ErrInvalidLimit},
+		{"negative period", key, 1, []store.Limit{{Rate: 1, Period: -time.Second}}, store.ErrInvalidLimit},
+		{"sub-microsecond period", key, 1, []store.Limit{{Rate: 1, Period: 1500 * time.Nanosecond}}, store.ErrInvalidLimit},
+		{"negative burst", key, 1, []store.Limit{{Rate: 1, Period: time.Second, Burst: -1}}, store.ErrInvalidLimit},
+		{"negative penalty", key, 1, []store.Limit{{Rate: 1, Period: time.Second, Penalty: -time.Second}}, store.ErrInvalidLimit},
+		{"unknown algorithm", key, 1, []store.Limit{{Algorithm: "bogus", Rate: 1, Period: time.Second}}, store.ErrInvalidLimit},
+		{"burst on fixed window", key, 1, []store.Limit{{Algorithm: store.FixedWindow, Rate: 1, Period: time.Second, Burst: 2}}, store.ErrInvalidLimit},
+		{"burst on sliding window", key, 1, []store.Limit{{Algorithm: store.SlidingWindow, Rate: 1, Period: time.Second, Burst: 2}}, store.ErrInvalidLimit},
+		{"burst on sliding log", key, 1, []store.Limit{{Algorithm: store.SlidingLog, Rate: 1, Period: time.Second, Burst: 2}}, store.ErrInvalidLimit},
+		{"sliding log too large", key, 1, []store.Limit{{Algorithm: store.SlidingLog, Rate: store.MaxSlidingLogRate + 1, Period: time.Hour}}, store.ErrInvalidLimit},
+		{"gcra faster than 1/µs", key, 1, []store.Limit{{Algorithm: store.GCRA, Rate: 2, Period: time.Microsecond}}, store.ErrInvalidLimit},
+		{"token bucket too large", key, 1, []store.Limit{{Algorithm: store.TokenBucket, Rate: 1 << 40, Period: time.Hour}}, store.ErrInvalidLimit},
+		{"one invalid among valid", key, 1, []store.Limit{good, {Rate: 1, Period: -1}}, store.ErrInvalidLimit},
 	}
 }
 
@@ -53,7 +52,7 @@ func badInputs(key string, good core.Limit) []badInput {
 func (s *suite) testBadInput(t *testing.T) {
 	st := s.h.NewStore(t)
 	key := newKey(t)
-	good := core.Limit{Algorithm: core.FixedWindow, Rate: 5, Period: time.Hour}
+	good := store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: time.Hour}
 	before := s.keySet(t)
 
 	for _, c := range badInputs(key, good) {
@@ -94,20 +93,20 @@ func testHugeCost(t *testing.T, st store.Store) {
 // hourLimits returns one limit of each algorithm admitting exactly c at once
 // (Limit = Remaining = c on a fresh key), with periods so long that time
 // passing during a test never adds allowance.
-func hourLimits(c int64) []core.Limit {
+func hourLimits(c int64) []store.Limit {
 	return everyAlgorithm(c, time.Hour)
 }
 
 // everyAlgorithm returns one limit of each algorithm with period p admitting
 // exactly c at once (Limit = Remaining = c on a fresh key).
-func everyAlgorithm(c int64, p time.Duration) []core.Limit {
-	return []core.Limit{
-		{Algorithm: core.GCRA, Rate: c, Period: p, Burst: c},
-		{Algorithm: core.TokenBucket, Rate: c, Period: p, Burst: c},
-		{Algorithm: core.LeakyBucket, Rate: c, Period: p, Burst: c - 1},
-		{Algorithm: core.FixedWindow, Rate: c, Period: p},
-		{Algorithm: core.SlidingWindow, Rate: c, Period: p},
-		{Algorithm: core.SlidingLog, Rate: c, Period: p},
+func everyAlgorithm(c int64, p time.Duration) []store.Limit {
+	return []store.Limit{
+		{Algorithm: store.GCRA, Rate: c, Period: p, Burst: c},
+		{Algorithm: store.TokenBucket, Rate: c, Period: p, Burst: c},
+		{Algorithm: store.LeakyBucket, Rate: c, Period: p, Burst: c - 1},
+		{Algorithm: store.FixedWindow, Rate: c, Period: p},
+		{Algorithm: store.SlidingWindow, Rate: c, Period: p},
+		{Algorithm: store.SlidingLog, Rate: c, Period: p},
 	}
 }
 
@@ -116,7 +115,7 @@ func everyAlgorithm(c int64, p time.Duration) []core.Limit {
 func (s *suite) testIsolation(t *testing.T) {
 	st := s.h.NewStore(t)
 	key := newKey(t)
-	lock := core.Limit{Algorithm: core.FixedWindow, Rate: 1, Period: time.Hour, Penalty: time.Hour}
+	lock := store.Limit{Algorithm: store.FixedWindow, Rate: 1, Period: time.Hour, Penalty: time.Hour}
 	mustTake(t, st, key, 1, lock)
 	if res := mustTake(t, st, key, 1, lock); res.Allowed {
 		t.Fatalf("second Take of %v = %s, want denied", lock, fmtResult(res))
@@ -132,13 +131,13 @@ func (s *suite) testIsolation(t *testing.T) {
 		}
 	}
 	// Limits that differ in any field keep separate state on one key.
-	for _, l := range []core.Limit{
-		{Algorithm: core.FixedWindow, Rate: 1, Period: time.Hour},
-		{Algorithm: core.FixedWindow, Rate: 1, Period: time.Hour, Penalty: time.Minute},
-		{Algorithm: core.FixedWindow, Rate: 1, Period: 2 * time.Hour, Penalty: time.Hour},
-		{Algorithm: core.SlidingWindow, Rate: 1, Period: time.Hour, Penalty: time.Hour},
-		{Algorithm: core.SlidingLog, Rate: 1, Period: time.Hour, Penalty: time.Hour},
-		{Algorithm: core.GCRA, Rate: 1, Period: time.Hour, Burst: 1, Penalty: time.Hour},
+	for _, l := range []store.Limit{
+		{Algorithm: store.FixedWindow, Rate: 1, Period: time.Hour},
+		{Algorithm: store.FixedWindow, Rate: 1, Period: time.Hour, Penalty: time.Minute},
+		{Algorithm: store.FixedWindow, Rate: 1, Period: 2 * time.Hour, Penalty: time.Hour},
+		{Algorithm: store.SlidingWindow, Rate: 1, Period: time.Hour, Penalty: time.Hour},
+		{Algorithm: store.SlidingLog, Rate: 1, Period: time.Hour, Penalty: time.Hour},
+		{Algorithm: store.GCRA, Rate: 1, Period: time.Hour, Burst: 1, Penalty: time.Hour},
 	} {
 		if res := mustTake(t, st, key, 0, l); !res.Allowed || res.Remaining != 1 {
 			t.Errorf("%v shares state with %v on one key: peek = %s", l, lock, fmtResult(res))
@@ -201,7 +200,7 @@ func (s *suite) testConcurrency(t *testing.T) {
 // concurrencyLimits returns everyAlgorithm's limits with a 1000-hour period
 // (no refill while the test runs). On a wall clock the period is chosen so
 // that no epoch-aligned window boundary falls within the next minute.
-func concurrencyLimits(c int64) []core.Limit {
+func concurrencyLimits(c int64) []store.Limit {
 	p := 1000 * time.Hour
 	if time.Duration(time.Now().UnixNano())%p > p-time.Minute {
 		p -= time.Hour

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/store"
 )
 
@@ -22,16 +21,16 @@ func (s *suite) testRefund(t *testing.T) {
 	if !ok0 || !ok1 {
 		t.Skip("the store is not a store.Refunder")
 	}
-	var all []core.Limit
-	for _, a := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindow, core.SlidingLog, core.LeakyBucket} {
-		all = append(all, core.Limit{Algorithm: a, Rate: 3, Period: time.Hour})
+	var all []store.Limit
+	for _, a := range []store.Algorithm{store.GCRA, store.TokenBucket, store.FixedWindow, store.SlidingWindow, store.SlidingLog, store.LeakyBucket} {
+		all = append(all, store.Limit{Algorithm: a, Rate: 3, Period: time.Hour})
 	}
 	warmUp(t, all, stores[:]...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sets := [][]core.Limit{all}
+	sets := [][]store.Limit{all}
 	for _, l := range all {
-		sets = append(sets, []core.Limit{l})
+		sets = append(sets, []store.Limit{l})
 	}
 	for _, set := range sets {
 		name := "Several"
@@ -55,7 +54,7 @@ func (s *suite) testRefund(t *testing.T) {
 	}
 }
 
-func (s *suite) testRefundOne(t *testing.T, ctx context.Context, r0, r1 store.Refunder, set []core.Limit) {
+func (s *suite) testRefundOne(t *testing.T, ctx context.Context, r0, r1 store.Refunder, set []store.Limit) {
 	key := newKey(t)
 	sp := specs(set)
 	var stamps []int64

@@ -6,16 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/store"
 )
 
 // resetLimits are the limits the Reset case exhausts: every algorithm, each
 // with a penalty far longer than the case.
-func resetLimits() []core.Limit {
-	var out []core.Limit
-	for _, a := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindow, core.SlidingLog, core.LeakyBucket} {
-		out = append(out, core.Limit{Algorithm: a, Rate: 5, Period: time.Hour, Penalty: 15 * time.Minute})
+func resetLimits() []store.Limit {
+	var out []store.Limit
+	for _, a := range []store.Algorithm{store.GCRA, store.TokenBucket, store.FixedWindow, store.SlidingWindow, store.SlidingLog, store.LeakyBucket} {
+		out = append(out, store.Limit{Algorithm: a, Rate: 5, Period: time.Hour, Penalty: 15 * time.Minute})
 	}
 	return out
 }
@@ -44,11 +43,11 @@ func (s *suite) testReset(t *testing.T) {
 // testResetOne exhausts two keys under l through stores[0], resets one
 // through r (stores[1]), and checks that it then gets what a fresh key gets
 // and that the other is still locked.
-func (s *suite) testResetOne(t *testing.T, ctx context.Context, stores [2]store.Store, r store.Resetter, l core.Limit) {
+func (s *suite) testResetOne(t *testing.T, ctx context.Context, stores [2]store.Store, r store.Resetter, l store.Limit) {
 	key, other := newKey(t), newKey(t)
 	exhaust(t, stores[0], key, l)
 	exhaust(t, stores[0], other, l)
-	if err := r.Reset(ctx, key, specs([]core.Limit{l})...); err != nil {
+	if err := r.Reset(ctx, key, specs([]store.Limit{l})...); err != nil {
 		t.Fatalf("Reset: %v", err)
 	}
 	got := takeAfterReset(t, stores[0], key, l)
@@ -64,7 +63,7 @@ func (s *suite) testResetOne(t *testing.T, ctx context.Context, stores [2]store.
 // testResetSeveral exhausts one key under every limit through stores[1],
 // resets them all in one call, and checks that the key is admitted again;
 // resetting a key without state says so (store.ErrNotFound).
-func testResetSeveral(t *testing.T, ctx context.Context, stores [2]store.Store, r store.Resetter, limits []core.Limit) {
+func testResetSeveral(t *testing.T, ctx context.Context, stores [2]store.Store, r store.Resetter, limits []store.Limit) {
 	key := newKey(t)
 	for _, l := range limits {
 		exhaust(t, stores[1], key, l)
@@ -83,15 +82,15 @@ func testResetSeveral(t *testing.T, ctx context.Context, stores [2]store.Store, 
 
 // testResetBadInput: Reset rejects an empty key, no limits and an invalid
 // limit with Take's errors; valid is a valid limit.
-func testResetBadInput(t *testing.T, ctx context.Context, r store.Resetter, valid []core.Limit) {
+func testResetBadInput(t *testing.T, ctx context.Context, r store.Resetter, valid []store.Limit) {
 	for _, c := range []struct {
 		key    string
-		limits []core.Limit
+		limits []store.Limit
 		want   error
 	}{
 		{"", valid, store.ErrEmptyKey},
 		{"k", nil, store.ErrNoLimits},
-		{"k", []core.Limit{{Rate: -1, Period: time.Second}}, core.ErrInvalidLimit},
+		{"k", []store.Limit{{Rate: -1, Period: time.Second}}, store.ErrInvalidLimit},
 	} {
 		if err := r.Reset(ctx, c.key, specs(c.limits)...); !errors.Is(err, c.want) {
 			t.Errorf("Reset(%q, %v): %v, want %v", c.key, c.limits, err, c.want)
@@ -107,7 +106,7 @@ const resetDelay = time.Second
 // resetDelay, and returns the first allowed Result (or the last denial).
 // Before the store has dropped what it kept of key, Takes are denied
 // without charging.
-func takeAfterReset(tb testing.TB, st store.Store, key string, limits ...core.Limit) core.Result {
+func takeAfterReset(tb testing.TB, st store.Store, key string, limits ...store.Limit) store.Result {
 	tb.Helper()
 	deadline := time.Now().Add(resetDelay)
 	for {
@@ -121,7 +120,7 @@ func takeAfterReset(tb testing.TB, st store.Store, key string, limits ...core.Li
 
 // exhaust spends l's allowance for key and makes one more request, which
 // the penalty turns into a lock.
-func exhaust(tb testing.TB, st store.Store, key string, l core.Limit) {
+func exhaust(tb testing.TB, st store.Store, key string, l store.Limit) {
 	tb.Helper()
 	for i := 0; ; i++ {
 		res := mustTake(tb, st, key, 1, l)

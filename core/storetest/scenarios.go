@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/store"
 )
 
@@ -16,21 +15,21 @@ const (
 	ms = time.Millisecond
 	us = time.Microsecond
 	// inf is core.InfDuration, short for the tables.
-	inf = core.InfDuration
+	inf = store.InfDuration
 )
 
 // step is one Take of a scenario and the Result ALGORITHMS.md prescribes.
 type step struct {
 	at   time.Duration // since the scenario's first step
 	n    int64
-	want core.Result
+	want store.Result
 }
 
 // scenario is a sequence of Takes on one fresh key, with figures computed by
 // hand from ALGORITHMS.md.
 type scenario struct {
 	name   string
-	limits []core.Limit
+	limits []store.Limit
 	// align, when positive, starts the first step offset past a multiple of
 	// align since the Unix epoch (the window algorithms depend on it).
 	align, offset time.Duration
@@ -43,23 +42,23 @@ type scenario struct {
 	steps  []step
 }
 
-func allow(limit, remaining int64, reset time.Duration) core.Result {
-	return core.Result{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: reset}
+func allow(limit, remaining int64, reset time.Duration) store.Result {
+	return store.Result{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: reset}
 }
 
-func allowDelay(limit, remaining int64, reset, delay time.Duration) core.Result {
+func allowDelay(limit, remaining int64, reset, delay time.Duration) store.Result {
 	r := allow(limit, remaining, reset)
 	r.Delay = delay
 	return r
 }
 
-func deny(limit, remaining int64, retry, reset time.Duration) core.Result {
-	return core.Result{Limit: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+func deny(limit, remaining int64, retry, reset time.Duration) store.Result {
+	return store.Result{Limit: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
 
 // multi is the Result of a Take over several limits: the binding limit's
 // figures, with the given overall Delay and every limit's own Result.
-func multi(binding int, delay time.Duration, per ...core.Result) core.Result {
+func multi(binding int, delay time.Duration, per ...store.Result) store.Result {
 	r := per[binding]
 	r.Binding = binding
 	r.Delay = delay
@@ -92,7 +91,7 @@ func redisCellScenarios() []scenario {
 			// redis-cell: CL.THROTTLE k 15 30 60 → 0 16 15 -1 2.
 			// T = 2s, dvt = 32s.
 			name:   "GCRA/cl.throttle",
-			limits: []core.Limit{{Algorithm: core.GCRA, Rate: 30, Period: time.Minute, Burst: 16}},
+			limits: []store.Limit{{Algorithm: store.GCRA, Rate: 30, Period: time.Minute, Burst: 16}},
 			margin: time.Second,
 			steps: []step{
 				{0, 1, allow(16, 15, 2*time.Second)},
@@ -102,7 +101,7 @@ func redisCellScenarios() []scenario {
 		},
 		{
 			name:   "GCRA/cl.throttle-refill",
-			limits: []core.Limit{{Algorithm: core.GCRA, Rate: 30, Period: time.Minute, Burst: 16}},
+			limits: []store.Limit{{Algorithm: store.GCRA, Rate: 30, Period: time.Minute, Burst: 16}},
 			steps: []step{
 				{0, 1, allow(16, 15, 2*time.Second)},
 				{0, 15, allow(16, 0, 32*time.Second)},
@@ -124,7 +123,7 @@ func gcraScenarios() []scenario {
 		{
 			// Limit{GCRA,1,2s,1}: T = dvt = 2s.
 			name:   "GCRA/one-per-2s",
-			limits: []core.Limit{{Algorithm: core.GCRA, Rate: 1, Period: 2 * time.Second, Burst: 1}},
+			limits: []store.Limit{{Algorithm: store.GCRA, Rate: 1, Period: 2 * time.Second, Burst: 1}},
 			margin: time.Second,
 			steps: []step{
 				{0, 1, allow(1, 0, 2*time.Second)},
@@ -134,7 +133,7 @@ func gcraScenarios() []scenario {
 		{
 			// T = 200ms, dvt = 600ms.
 			name:   "GCRA",
-			limits: []core.Limit{{Algorithm: core.GCRA, Rate: 5, Period: time.Second, Burst: 3}},
+			limits: []store.Limit{{Algorithm: store.GCRA, Rate: 5, Period: time.Second, Burst: 3}},
 			margin: 100 * ms,
 			steps: []step{
 				{0, 1, allow(3, 2, 200*ms)},               // tat 200
@@ -158,7 +157,7 @@ func bucketScenarios() []scenario {
 		{
 			// T = 200ms, limit = B+1 = 3, cap = 600ms.
 			name:   "LeakyBucket",
-			limits: []core.Limit{{Algorithm: core.LeakyBucket, Rate: 5, Period: time.Second, Burst: 2}},
+			limits: []store.Limit{{Algorithm: store.LeakyBucket, Rate: 5, Period: time.Second, Burst: 2}},
 			margin: 100 * ms,
 			steps: []step{
 				{0, 1, allowDelay(3, 2, 200*ms, 0)},
@@ -176,7 +175,7 @@ func bucketScenarios() []scenario {
 		{
 			// cap = 3·P; R = 5 tokens/s: one token per 200ms.
 			name:   "TokenBucket",
-			limits: []core.Limit{{Algorithm: core.TokenBucket, Rate: 5, Period: time.Second, Burst: 3}},
+			limits: []store.Limit{{Algorithm: store.TokenBucket, Rate: 5, Period: time.Second, Burst: 3}},
 			margin: 100 * ms,
 			steps: []step{
 				{0, 1, allow(3, 2, 200*ms)},
@@ -201,7 +200,7 @@ func windowScenarios() []scenario {
 		{
 			// Windows of 600ms from the epoch; the first step 100ms into one.
 			name:   "FixedWindow",
-			limits: []core.Limit{{Algorithm: core.FixedWindow, Rate: 3, Period: 600 * ms}},
+			limits: []store.Limit{{Algorithm: store.FixedWindow, Rate: 3, Period: 600 * ms}},
 			align:  600 * ms, offset: 100 * ms,
 			margin: 150 * ms,
 			steps: []step{
@@ -218,7 +217,7 @@ func windowScenarios() []scenario {
 		{
 			// P = 1s, windows from the epoch; the first step at e = 200ms.
 			name:   "SlidingWindow",
-			limits: []core.Limit{{Algorithm: core.SlidingWindow, Rate: 4, Period: time.Second}},
+			limits: []store.Limit{{Algorithm: store.SlidingWindow, Rate: 4, Period: time.Second}},
 			align:  time.Second, offset: 200 * ms,
 			margin: 150 * ms,
 			steps: []step{
@@ -247,7 +246,7 @@ func slidingLogScenarios() []scenario {
 	return []scenario{
 		{
 			name:   "SlidingLog",
-			limits: []core.Limit{{Algorithm: core.SlidingLog, Rate: 3, Period: time.Second}},
+			limits: []store.Limit{{Algorithm: store.SlidingLog, Rate: 3, Period: time.Second}},
 			margin: 100 * ms,
 			steps: []step{
 				{0, 1, allow(3, 2, time.Second)},
@@ -272,7 +271,7 @@ func penaltyBucketScenarios() []scenario {
 		{
 			// T = dvt = 500ms, L = 800ms.
 			name:   "Penalty/GCRA",
-			limits: []core.Limit{{Algorithm: core.GCRA, Rate: 2, Period: time.Second, Burst: 1, Penalty: 800 * ms}},
+			limits: []store.Limit{{Algorithm: store.GCRA, Rate: 2, Period: time.Second, Burst: 1, Penalty: 800 * ms}},
 			margin: 150 * ms,
 			steps: []step{
 				{0, 1, allow(1, 0, 500*ms)},
@@ -292,7 +291,7 @@ func penaltyBucketScenarios() []scenario {
 		{
 			// T = 100ms: the margin stays below it.
 			name:   "Penalty/LeakyBucket",
-			limits: []core.Limit{{Algorithm: core.LeakyBucket, Rate: 10, Period: time.Second, Burst: 1, Penalty: 250 * ms}},
+			limits: []store.Limit{{Algorithm: store.LeakyBucket, Rate: 10, Period: time.Second, Burst: 1, Penalty: 250 * ms}},
 			margin: 75 * ms,
 			steps: []step{
 				{0, 2, allowDelay(2, 0, 200*ms, 100*ms)},
@@ -304,7 +303,7 @@ func penaltyBucketScenarios() []scenario {
 		{
 			// cap = P; one token per second.
 			name:   "Penalty/TokenBucket",
-			limits: []core.Limit{{Algorithm: core.TokenBucket, Rate: 1, Period: time.Second, Burst: 1, Penalty: 300 * ms}},
+			limits: []store.Limit{{Algorithm: store.TokenBucket, Rate: 1, Period: time.Second, Burst: 1, Penalty: 300 * ms}},
 			margin: 150 * ms,
 			steps: []step{
 				{0, 1, allow(1, 0, time.Second)},
@@ -323,7 +322,7 @@ func penaltyWindowScenarios() []scenario {
 	return []scenario{
 		{
 			name:   "Penalty/FixedWindow",
-			limits: []core.Limit{{Algorithm: core.FixedWindow, Rate: 1, Period: time.Second, Penalty: 300 * ms}},
+			limits: []store.Limit{{Algorithm: store.FixedWindow, Rate: 1, Period: time.Second, Penalty: 300 * ms}},
 			align:  time.Second, offset: 100 * ms,
 			margin: 150 * ms,
 			steps: []step{
@@ -337,7 +336,7 @@ func penaltyWindowScenarios() []scenario {
 		},
 		{
 			name:   "Penalty/SlidingWindow",
-			limits: []core.Limit{{Algorithm: core.SlidingWindow, Rate: 2, Period: time.Second, Penalty: 400 * ms}},
+			limits: []store.Limit{{Algorithm: store.SlidingWindow, Rate: 2, Period: time.Second, Penalty: 400 * ms}},
 			align:  time.Second, offset: 500 * ms,
 			margin: 150 * ms,
 			steps: []step{
@@ -349,7 +348,7 @@ func penaltyWindowScenarios() []scenario {
 		},
 		{
 			name:   "Penalty/SlidingLog",
-			limits: []core.Limit{{Algorithm: core.SlidingLog, Rate: 2, Period: time.Second, Penalty: 300 * ms}},
+			limits: []store.Limit{{Algorithm: store.SlidingLog, Rate: 2, Period: time.Second, Penalty: 300 * ms}},
 			margin: 150 * ms,
 			steps: []step{
 				{0, 3, deny(2, 2, inf, 300*ms)}, // INF stays INF; reset max(0, L)
@@ -370,9 +369,9 @@ func multiScenarios() []scenario {
 		{
 			// A: 5 per aligned second; B: T = 500ms, dvt = 1s.
 			name: "Multi/FixedWindow+GCRA",
-			limits: []core.Limit{
-				{Algorithm: core.FixedWindow, Rate: 5, Period: time.Second},
-				{Algorithm: core.GCRA, Rate: 2, Period: time.Second, Burst: 2},
+			limits: []store.Limit{
+				{Algorithm: store.FixedWindow, Rate: 5, Period: time.Second},
+				{Algorithm: store.GCRA, Rate: 2, Period: time.Second, Burst: 2},
 			},
 			align: time.Second, offset: 100 * ms,
 			margin: 150 * ms,
@@ -389,9 +388,9 @@ func multiScenarios() []scenario {
 		{
 			// A: 2 per trailing second; B: 3 tokens, one per second.
 			name: "Multi/SlidingLog+TokenBucket",
-			limits: []core.Limit{
-				{Algorithm: core.SlidingLog, Rate: 2, Period: time.Second},
-				{Algorithm: core.TokenBucket, Rate: 1, Period: time.Second, Burst: 3},
+			limits: []store.Limit{
+				{Algorithm: store.SlidingLog, Rate: 2, Period: time.Second},
+				{Algorithm: store.TokenBucket, Rate: 1, Period: time.Second, Burst: 3},
 			},
 			margin: 150 * ms,
 			steps: []step{
@@ -418,10 +417,10 @@ func duplicateScenarios() []scenario {
 			// A: 3 per aligned second, given first and last; B: 4 per
 			// trailing second.
 			name: "Multi/Duplicate",
-			limits: []core.Limit{
-				{Algorithm: core.FixedWindow, Rate: 3, Period: time.Second},
-				{Algorithm: core.SlidingLog, Rate: 4, Period: time.Second},
-				{Algorithm: core.FixedWindow, Rate: 3, Period: time.Second},
+			limits: []store.Limit{
+				{Algorithm: store.FixedWindow, Rate: 3, Period: time.Second},
+				{Algorithm: store.SlidingLog, Rate: 4, Period: time.Second},
+				{Algorithm: store.FixedWindow, Rate: 3, Period: time.Second},
 			},
 			align: time.Second, offset: 100 * ms,
 			margin: 150 * ms,
@@ -439,9 +438,9 @@ func duplicateScenarios() []scenario {
 			// The same limit twice with a penalty: one state, one lock.
 			// T = dvt = 500ms, L = 700ms.
 			name: "Multi/DuplicatePenalty",
-			limits: []core.Limit{
-				{Algorithm: core.GCRA, Rate: 2, Period: time.Second, Burst: 1, Penalty: 700 * ms},
-				{Algorithm: core.GCRA, Rate: 2, Period: time.Second, Burst: 1, Penalty: 700 * ms},
+			limits: []store.Limit{
+				{Algorithm: store.GCRA, Rate: 2, Period: time.Second, Burst: 1, Penalty: 700 * ms},
+				{Algorithm: store.GCRA, Rate: 2, Period: time.Second, Burst: 1, Penalty: 700 * ms},
 			},
 			margin: 150 * ms,
 			steps: []step{
@@ -461,9 +460,9 @@ func multiDelayScenarios() []scenario {
 		{
 			// A: T = 200ms, dvt = 400ms; B: T = 200ms, limit 4, cap 800ms.
 			name: "Multi/GCRA+LeakyBucket",
-			limits: []core.Limit{
-				{Algorithm: core.GCRA, Rate: 5, Period: time.Second, Burst: 2},
-				{Algorithm: core.LeakyBucket, Rate: 5, Period: time.Second, Burst: 3},
+			limits: []store.Limit{
+				{Algorithm: store.GCRA, Rate: 5, Period: time.Second, Burst: 2},
+				{Algorithm: store.LeakyBucket, Rate: 5, Period: time.Second, Burst: 3},
 			},
 			margin: 100 * ms,
 			steps: []step{
@@ -496,8 +495,8 @@ func (sc scenario) scaled(k time.Duration) scenario {
 	return out
 }
 
-func scaleLimits(limits []core.Limit, k time.Duration) []core.Limit {
-	out := make([]core.Limit, len(limits))
+func scaleLimits(limits []store.Limit, k time.Duration) []store.Limit {
+	out := make([]store.Limit, len(limits))
 	for i, l := range limits {
 		l.Period *= k
 		l.Penalty *= k
@@ -506,7 +505,7 @@ func scaleLimits(limits []core.Limit, k time.Duration) []core.Limit {
 	return out
 }
 
-func scaleResult(r core.Result, k time.Duration) core.Result {
+func scaleResult(r store.Result, k time.Duration) store.Result {
 	scale := func(d time.Duration) time.Duration {
 		if d == inf {
 			return d
@@ -515,7 +514,7 @@ func scaleResult(r core.Result, k time.Duration) core.Result {
 	}
 	r.RetryAfter, r.ResetAfter, r.Delay = scale(r.RetryAfter), scale(r.ResetAfter), scale(r.Delay)
 	if r.PerLimit != nil {
-		per := make([]core.Result, len(r.PerLimit))
+		per := make([]store.Result, len(r.PerLimit))
 		for i, p := range r.PerLimit {
 			per[i] = scaleResult(p, k)
 		}
@@ -677,7 +676,7 @@ func (s *suite) playOnce(t *testing.T, sc scenario, steps []step, flush bool) (f
 // checkPeek peeks at step st before it is taken, through the other store
 // instance, when the store is a store.Peeker: the Result must be the one the
 // Take is about to return (the Take that follows shows it charged nothing).
-func (s *suite) checkPeek(tb testing.TB, st store.Store, key string, i int, stp step, limits []core.Limit) []string {
+func (s *suite) checkPeek(tb testing.TB, st store.Store, key string, i int, stp step, limits []store.Limit) []string {
 	p, ok := st.(store.Peeker)
 	if !ok {
 		return nil

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // seedCase is one algorithm of the seed scenario and, computed by hand, how
 // many requests it admits in each second.
 type seedCase struct {
-	alg       core.Algorithm
+	alg       store.Algorithm
 	perSecond []int
 }
 
@@ -34,14 +34,14 @@ func seedFull() seedSpec {
 		p: 3 * time.Second, r: 1000, burst: 1980,
 		traffic: []int{10, 10, 980, 900, 100, 0},
 		cases: []seedCase{
-			{core.FixedWindow, []int{10, 10, 980, 900, 100, 0}},
+			{store.FixedWindow, []int{10, 10, 980, 900, 100, 0}},
 			// The log is full at 3 s; afterwards a request passes only when an
 			// entry of the first (then the second) second has left it.
-			{core.SlidingLog, []int{10, 10, 980, 10, 10, 0}},
+			{store.SlidingLog, []int{10, 10, 980, 10, 10, 0}},
 			// In the second window p = 1000, so a request at e passes while
 			// c+1 ≤ 1000·e/P: floor(999444µs / 3000µs) = 333 in second 4; in
 			// second 5 the allowance outgrows the 100 requests.
-			{core.SlidingWindow, []int{10, 10, 980, 333, 100, 0}},
+			{store.SlidingWindow, []int{10, 10, 980, 333, 100, 0}},
 		},
 	}
 }
@@ -52,11 +52,11 @@ func seedLight() seedSpec {
 		p: 3 * time.Second, r: 100, burst: 198,
 		traffic: []int{1, 1, 98, 90, 10, 0},
 		cases: []seedCase{
-			{core.FixedWindow, []int{1, 1, 98, 90, 10, 0}},
+			{store.FixedWindow, []int{1, 1, 98, 90, 10, 0}},
 			// The entries at 0.5 s and 1.5 s leave at 3.5 s and 4.5 s.
-			{core.SlidingLog, []int{1, 1, 98, 1, 1, 0}},
+			{store.SlidingLog, []int{1, 1, 98, 1, 1, 0}},
 			// c+1 ≤ 100·e/P: floor(994444µs / 30000µs) = 33.
-			{core.SlidingWindow, []int{1, 1, 98, 33, 10, 0}},
+			{store.SlidingWindow, []int{1, 1, 98, 33, 10, 0}},
 		},
 	}
 }
@@ -65,7 +65,7 @@ func seedLight() seedSpec {
 // and the sliding log only.
 func seedWallClock() seedSpec {
 	spec := seedLight()
-	spec.cases = slices.DeleteFunc(spec.cases, func(c seedCase) bool { return c.alg == core.SlidingWindow })
+	spec.cases = slices.DeleteFunc(spec.cases, func(c seedCase) bool { return c.alg == store.SlidingWindow })
 	return spec
 }
 
@@ -111,7 +111,7 @@ func (s *suite) playSeed(t *testing.T, spec seedSpec) [][]int64 {
 			s.advance(t, time.Duration(at-now)*us)
 			now = at
 			for i, c := range spec.cases {
-				lim := core.Limit{Algorithm: c.alg, Rate: spec.r, Period: spec.p}
+				lim := store.Limit{Algorithm: c.alg, Rate: spec.r, Period: spec.p}
 				if mustTake(t, stores[calls%2], keys[i], 1, lim).Allowed {
 					admitted[i] = append(admitted[i], at)
 				}
@@ -141,11 +141,11 @@ func (spec seedSpec) check(i int, admitted []int64, spans []span) (fails []strin
 		fails = append(fails, fmt.Sprintf("%s: admitted per second %v, want %v", c.alg, got, c.perSecond))
 	}
 	switch c.alg {
-	case core.FixedWindow:
+	case store.FixedWindow:
 		if n := countIn(units, 2e6, 5e6); n != spec.burst {
 			fails = append(fails, fmt.Sprintf("fixed window: %d admitted in seconds 3-5, want the seed's %d", n, spec.burst))
 		}
-	case core.SlidingLog:
+	case store.SlidingLog:
 		err := checkTrailing(units, spec.p.Microseconds(), spec.r)
 		if spans != nil {
 			err = checkTrailingSpans(spans, spec.p.Microseconds(), spec.r)
@@ -153,7 +153,7 @@ func (spec seedSpec) check(i int, admitted []int64, spans []span) (fails []strin
 		if err != nil {
 			fails = append(fails, fmt.Sprintf("sliding log: %v", err))
 		}
-	case core.SlidingWindow:
+	case store.SlidingWindow:
 		if err := checkSlidingWindow(units, spec.p.Microseconds(), spec.r); err != nil {
 			fails = append(fails, fmt.Sprintf("sliding window: %v", err))
 		}
@@ -208,10 +208,10 @@ func seedAt(sec, j, k int) time.Duration {
 func (s *suite) playSeedWallClock(t *testing.T, spec seedSpec) (admitted [][]int64, spans [][]span, late string) {
 	stores := s.stores(t)
 	keys := make([]string, len(spec.cases))
-	limits := make([]core.Limit, len(spec.cases))
+	limits := make([]store.Limit, len(spec.cases))
 	for i, c := range spec.cases {
 		keys[i] = newKey(t)
-		limits[i] = core.Limit{Algorithm: c.alg, Rate: spec.r, Period: spec.p}
+		limits[i] = store.Limit{Algorithm: c.alg, Rate: spec.r, Period: spec.p}
 		warmUp(t, limits[i:i+1], stores[:]...)
 	}
 	admitted = make([][]int64, len(spec.cases))
@@ -335,13 +335,13 @@ func (s *suite) testBounds(t *testing.T) {
 	}
 	const R, B = 5, 3
 	const P = time.Second
-	for i, lim := range []core.Limit{
-		{Algorithm: core.GCRA, Rate: R, Period: P, Burst: B},
-		{Algorithm: core.LeakyBucket, Rate: R, Period: P, Burst: B},
-		{Algorithm: core.TokenBucket, Rate: R, Period: P, Burst: B},
-		{Algorithm: core.FixedWindow, Rate: R, Period: P},
-		{Algorithm: core.SlidingWindow, Rate: R, Period: P},
-		{Algorithm: core.SlidingLog, Rate: R, Period: P},
+	for i, lim := range []store.Limit{
+		{Algorithm: store.GCRA, Rate: R, Period: P, Burst: B},
+		{Algorithm: store.LeakyBucket, Rate: R, Period: P, Burst: B},
+		{Algorithm: store.TokenBucket, Rate: R, Period: P, Burst: B},
+		{Algorithm: store.FixedWindow, Rate: R, Period: P},
+		{Algorithm: store.SlidingWindow, Rate: R, Period: P},
+		{Algorithm: store.SlidingLog, Rate: R, Period: P},
 	} {
 		lim, seed := lim, int64(i+1)
 		t.Run(string(lim.Algorithm), func(t *testing.T) {
@@ -359,7 +359,7 @@ func (s *suite) testBounds(t *testing.T) {
 // randomTraffic takes 400 (Light: 200) pseudo-random costs of 0, 1 or 2 for
 // one key under lim, at pseudo-random intervals, alternating between two
 // store instances, and returns what was admitted and how many were denied.
-func (s *suite) randomTraffic(t *testing.T, lim core.Limit, seed int64) (admitted []unit, denied int) {
+func (s *suite) randomTraffic(t *testing.T, lim store.Limit, seed int64) (admitted []unit, denied int) {
 	rng := rand.New(rand.NewSource(seed))
 	stores := s.stores(t)
 	key := newKey(t)
@@ -391,25 +391,25 @@ func (s *suite) randomTraffic(t *testing.T, lim core.Limit, seed int64) (admitte
 
 // checkBound checks the guarantee lim's algorithm documents on admitted
 // (see the package documentation), with T = ceil(P/R).
-func checkBound(lim core.Limit, admitted []unit) error {
+func checkBound(lim store.Limit, admitted []unit) error {
 	p := lim.Period.Microseconds()
 	R, B := lim.Rate, lim.Burst
 	T := (p + R - 1) / R
 	switch lim.Algorithm {
-	case core.GCRA:
+	case store.GCRA:
 		return checkSpan(admitted, B, 1, T)
-	case core.LeakyBucket:
+	case store.LeakyBucket:
 		if err := checkSpan(admitted, B+1, 1, T); err != nil {
 			return err
 		}
 		return checkDepartures(admitted, B, T)
-	case core.TokenBucket:
+	case store.TokenBucket:
 		return checkSpan(admitted, B, R, p)
-	case core.FixedWindow:
+	case store.FixedWindow:
 		return checkFixedWindow(admitted, p, R)
-	case core.SlidingWindow:
+	case store.SlidingWindow:
 		return checkSlidingWindow(admitted, p, R)
-	case core.SlidingLog:
+	case store.SlidingLog:
 		return checkTrailing(admitted, p, R)
 	}
 	return nil

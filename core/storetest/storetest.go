@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/store"
 )
 
@@ -117,7 +116,7 @@ func (s *suite) stores(tb testing.TB) [2]store.Store {
 
 // warmUp makes a peek through each store on a throwaway key, so that
 // connecting and loading scripts do not count as lateness in what follows.
-func warmUp(tb testing.TB, limits []core.Limit, stores ...store.Store) {
+func warmUp(tb testing.TB, limits []store.Limit, stores ...store.Store) {
 	for _, st := range stores {
 		if _, err := take(tb, st, "storetest:warm-up", 0, limits...); err != nil {
 			tb.Fatalf("warming up the store: %v", err)
@@ -126,7 +125,7 @@ func warmUp(tb testing.TB, limits []core.Limit, stores ...store.Store) {
 }
 
 // take calls st.Take with a deadline, turning a panic into a test failure.
-func take(tb testing.TB, st store.Store, key string, n int64, limits ...core.Limit) (res core.Result, err error) {
+func take(tb testing.TB, st store.Store, key string, n int64, limits ...store.Limit) (res store.Result, err error) {
 	tb.Helper()
 	defer func() {
 		if p := recover(); p != nil {
@@ -142,7 +141,7 @@ func take(tb testing.TB, st store.Store, key string, n int64, limits ...core.Lim
 // specs converts limits to the Specs a store receives. An invalid Limit
 // becomes the zero Spec, which a store must reject as it rejected invalid
 // Limits before the contract passed Specs.
-func specs(limits []core.Limit) []store.Spec {
+func specs(limits []store.Limit) []store.Spec {
 	if limits == nil {
 		return nil
 	}
@@ -154,7 +153,7 @@ func specs(limits []core.Limit) []store.Spec {
 }
 
 // mustTake is take that fails the test on an error.
-func mustTake(tb testing.TB, st store.Store, key string, n int64, limits ...core.Limit) core.Result {
+func mustTake(tb testing.TB, st store.Store, key string, n int64, limits ...store.Limit) store.Result {
 	tb.Helper()
 	res, err := take(tb, st, key, n, limits...)
 	if err != nil {
@@ -204,13 +203,13 @@ func (s *suite) align(tb testing.TB, period, offset time.Duration) time.Time {
 
 // fmtDur prints a duration, InfDuration as "INF".
 func fmtDur(d time.Duration) string {
-	if d == core.InfDuration {
+	if d == store.InfDuration {
 		return "INF"
 	}
 	return d.String()
 }
 
-func fmtResult(r core.Result) string {
+func fmtResult(r store.Result) string {
 	var b strings.Builder
 	if r.Allowed {
 		b.WriteString("allowed")
@@ -231,7 +230,7 @@ func fmtResult(r core.Result) string {
 // diffResult lists how got differs from want. Durations may differ by tol
 // (the measured lateness of a wall-clock run); zero and InfDuration are
 // always exact.
-func diffResult(got, want core.Result, tol time.Duration) []string {
+func diffResult(got, want store.Result, tol time.Duration) []string {
 	var d []string
 	if got.Allowed != want.Allowed {
 		d = append(d, fmt.Sprintf("Allowed=%v, want %v", got.Allowed, want.Allowed))
@@ -252,7 +251,7 @@ func diffResult(got, want core.Result, tol time.Duration) []string {
 	}
 	for _, x := range durs {
 		if !durEqual(x.got, x.want, tol) {
-			if tol > 0 && x.want != 0 && x.want != core.InfDuration {
+			if tol > 0 && x.want != 0 && x.want != store.InfDuration {
 				d = append(d, fmt.Sprintf("%s=%s, want %s ± %s", x.name, fmtDur(x.got), fmtDur(x.want), tol))
 			} else {
 				d = append(d, fmt.Sprintf("%s=%s, want %s", x.name, fmtDur(x.got), fmtDur(x.want)))
@@ -276,7 +275,7 @@ func diffResult(got, want core.Result, tol time.Duration) []string {
 }
 
 func durEqual(got, want, tol time.Duration) bool {
-	if want == 0 || want == core.InfDuration || got == core.InfDuration {
+	if want == 0 || want == store.InfDuration || got == store.InfDuration {
 		return got == want
 	}
 	diff := got - want

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // keySet returns the backend's keys now (nil when Harness.Keys is nil).
@@ -84,7 +84,7 @@ func ttlSteps(a1, a3 time.Duration) []ttlStep {
 // the longest TTL after its two admissions (see ttlSteps).
 type ttlCase struct {
 	name          string
-	limits        []core.Limit
+	limits        []store.Limit
 	align, offset time.Duration
 	a1, a3        time.Duration
 }
@@ -94,23 +94,23 @@ func ttlCases() []ttlCase {
 	const L = 500 * ms
 	return []ttlCase{
 		// T = 100ms, dvt = 200ms: tat 100ms, then 200ms at 50ms.
-		{"GCRA", []core.Limit{{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 2, Penalty: L}}, 0, 0, 100 * ms, 150 * ms},
-		{"LeakyBucket", []core.Limit{{Algorithm: core.LeakyBucket, Rate: 10, Period: time.Second, Burst: 1, Penalty: L}}, 0, 0, 100 * ms, 150 * ms},
+		{"GCRA", []store.Limit{{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 2, Penalty: L}}, 0, 0, 100 * ms, 150 * ms},
+		{"LeakyBucket", []store.Limit{{Algorithm: store.LeakyBucket, Rate: 10, Period: time.Second, Burst: 1, Penalty: L}}, 0, 0, 100 * ms, 150 * ms},
 		// ttl = ceil((cap - tok)/R): one token short, then 1.5.
-		{"TokenBucket", []core.Limit{{Algorithm: core.TokenBucket, Rate: 10, Period: time.Second, Burst: 2, Penalty: L}}, 0, 0, 100 * ms, 150 * ms},
+		{"TokenBucket", []store.Limit{{Algorithm: store.TokenBucket, Rate: 10, Period: time.Second, Burst: 2, Penalty: L}}, 0, 0, 100 * ms, 150 * ms},
 		// ttl = end - now, from e = 20ms and e = 70ms.
-		{"FixedWindow", []core.Limit{{Algorithm: core.FixedWindow, Rate: 2, Period: 200 * ms, Penalty: L}}, 200 * ms, 20 * ms, 180 * ms, 130 * ms},
+		{"FixedWindow", []store.Limit{{Algorithm: store.FixedWindow, Rate: 2, Period: 200 * ms, Penalty: L}}, 200 * ms, 20 * ms, 180 * ms, 130 * ms},
 		// ttl = 2P - e.
-		{"SlidingWindow", []core.Limit{{Algorithm: core.SlidingWindow, Rate: 2, Period: 200 * ms, Penalty: L}}, 200 * ms, 20 * ms, 380 * ms, 330 * ms},
+		{"SlidingWindow", []store.Limit{{Algorithm: store.SlidingWindow, Rate: 2, Period: 200 * ms, Penalty: L}}, 200 * ms, 20 * ms, 380 * ms, 330 * ms},
 		// ttl = t + P - now.
-		{"SlidingLog", []core.Limit{{Algorithm: core.SlidingLog, Rate: 2, Period: 200 * ms, Penalty: L}}, 0, 0, 200 * ms, 200 * ms},
-		{"AllAtOnce", []core.Limit{
-			{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 2, Penalty: L},
-			{Algorithm: core.LeakyBucket, Rate: 10, Period: time.Second, Burst: 1, Penalty: L},
-			{Algorithm: core.TokenBucket, Rate: 10, Period: time.Second, Burst: 2, Penalty: L},
-			{Algorithm: core.FixedWindow, Rate: 2, Period: 200 * ms, Penalty: L},
-			{Algorithm: core.SlidingWindow, Rate: 2, Period: 200 * ms, Penalty: L},
-			{Algorithm: core.SlidingLog, Rate: 2, Period: 200 * ms, Penalty: L},
+		{"SlidingLog", []store.Limit{{Algorithm: store.SlidingLog, Rate: 2, Period: 200 * ms, Penalty: L}}, 0, 0, 200 * ms, 200 * ms},
+		{"AllAtOnce", []store.Limit{
+			{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 2, Penalty: L},
+			{Algorithm: store.LeakyBucket, Rate: 10, Period: time.Second, Burst: 1, Penalty: L},
+			{Algorithm: store.TokenBucket, Rate: 10, Period: time.Second, Burst: 2, Penalty: L},
+			{Algorithm: store.FixedWindow, Rate: 2, Period: 200 * ms, Penalty: L},
+			{Algorithm: store.SlidingWindow, Rate: 2, Period: 200 * ms, Penalty: L},
+			{Algorithm: store.SlidingLog, Rate: 2, Period: 200 * ms, Penalty: L},
 		}, 200 * ms, 20 * ms, 380 * ms, 330 * ms},
 	}
 }
@@ -156,7 +156,7 @@ const ttlSlack = 5 * ms
 // ttlOnce runs steps on a fresh key and judges the keys each one leaves; on
 // a wall clock it gives up, reporting why, once a step runs later than it
 // can be judged.
-func (s *suite) ttlOnce(t *testing.T, limits []core.Limit, align, offset time.Duration, steps []ttlStep, margin time.Duration) (fails []string, late string) {
+func (s *suite) ttlOnce(t *testing.T, limits []store.Limit, align, offset time.Duration, steps []ttlStep, margin time.Duration) (fails []string, late string) {
 	st := s.h.NewStore(t)
 	key := newKey(t)
 	warmUp(t, limits, st)
@@ -202,7 +202,7 @@ func (s *suite) ttlOnce(t *testing.T, limits []core.Limit, align, offset time.Du
 // step expects none; otherwise some, each with 0 < TTL ≤ the step's maxTTL,
 // the longest no shorter than maxTTL (less the step's lateness and 2 ms on a
 // wall clock).
-func (s *suite) judgeTTLStep(where string, step ttlStep, res core.Result, ks []KeyTTL, lateness time.Duration) (fails []string) {
+func (s *suite) judgeTTLStep(where string, step ttlStep, res store.Result, ks []KeyTTL, lateness time.Duration) (fails []string) {
 	if step.n > 0 && res.Allowed != step.allowed {
 		fails = append(fails, fmt.Sprintf("%s: %s, want Allowed=%v", where, fmtResult(res), step.allowed))
 	}

@@ -92,12 +92,13 @@ func newHandler(st store.Store, adminToken string) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	api, err := core.New(st, apiKey, []core.Limit{core.PerMinute(10)},
-		core.WithName("api"),
+	api, err := core.New(st,
+		"api", apiKey, []store.Limit{store.PerMinute(10)},
+
 		core.WithHeaders(core.HeadersBoth),
-		core.WithPlans(planOf, map[string][]core.Limit{
-			"free": {core.PerMinute(100)},
-			"pro":  {core.PerMinute(10_000)},
+		core.WithPlans(planOf, map[string][]store.Limit{
+			"free": {store.PerMinute(100)},
+			"pro":  {store.PerMinute(10_000)},
 		}))
 	if err != nil {
 		return nil, err
@@ -139,7 +140,7 @@ func newHandler(st store.Store, adminToken string) (http.Handler, error) {
 			return
 		}
 		err := api.Reset(r.Context(), key)
-		if errors.Is(err, core.ErrNothingReset) {
+		if errors.Is(err, store.ErrNotFound) {
 			http.Error(w, "no state for this key", http.StatusNotFound)
 			return
 		}

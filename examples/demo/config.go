@@ -81,7 +81,7 @@ type config struct {
 	redisURL *redis.Options // nil unless -redis; from redisstore.ParseURL
 	cluster  []string       // nil unless -cluster
 
-	limit core.Limit
+	limit store.Limit
 
 	keyKind   string // ip, header, jwt or route
 	keyHeader string // the NAME of -key header:NAME
@@ -159,7 +159,7 @@ func parseFlags(args []string, c *config) (*flagValues, error) {
 	fs.StringVar(&c.name, "name", "demo", "")
 	fs.StringVar(&f.redisURL, "redis", "", "")
 	fs.StringVar(&f.cluster, "cluster", "", "")
-	fs.StringVar(&f.algorithm, "algorithm", string(core.GCRA), "")
+	fs.StringVar(&f.algorithm, "algorithm", string(store.GCRA), "")
 	fs.Int64Var(&f.rate, "rate", 10, "")
 	fs.DurationVar(&f.period, "period", time.Second, "")
 	fs.Int64Var(&f.burst, "burst", 0, "")
@@ -257,7 +257,7 @@ func (c *config) setLimit(f *flagValues) error {
 				return usageErrorf("-limit and -%s are alternatives: give the whole limit with -limit, or use -algorithm, -rate, -period, -burst and -penalty", name)
 			}
 		}
-		lim, err := core.ParseLimit(f.limitText)
+		lim, err := store.ParseLimit(f.limitText)
 		if err != nil {
 			return usageErrorf("-limit: %w", err)
 		}
@@ -278,7 +278,7 @@ func (c *config) setLimit(f *flagValues) error {
 	case f.penalty < 0:
 		return usageErrorf("-penalty %v: must not be negative", f.penalty)
 	}
-	c.limit = core.Limit{Algorithm: alg, Rate: f.rate, Period: f.period, Burst: f.burst, Penalty: f.penalty}
+	c.limit = store.Limit{Algorithm: alg, Rate: f.rate, Period: f.period, Burst: f.burst, Penalty: f.penalty}
 	if err := c.limit.Validate(); err != nil {
 		return usageErrorf("the limit flags do not make a valid limit: %w", err)
 	}
@@ -286,7 +286,7 @@ func (c *config) setLimit(f *flagValues) error {
 }
 
 // algorithmOf returns the algorithm -algorithm names.
-func algorithmOf(name string) (core.Algorithm, error) {
+func algorithmOf(name string) (store.Algorithm, error) {
 	names := make([]string, 0, len(store.Algorithms()))
 	for _, a := range store.Algorithms() {
 		if string(a) == name {

@@ -19,7 +19,7 @@
 //	-failure local|open|closed (default local)   -timeout 100ms (per Redis call)
 //	-algorithm gcra|token_bucket|fixed_window|sliding_window|sliding_log|leaky_bucket
 //	-rate 10  -period 1s  -burst 0 (0: the algorithm's default)  -penalty 0
-//	-limit "10/s burst 20" (core.ParseLimit; instead of the five flags above)
+//	-limit "10/s burst 20" (store.ParseLimit; instead of the five flags above)
 //	-key ip|header:NAME|jwt|route (default ip)   -jwt-secret S (HS256, for -key jwt)
 //	-trusted-proxies CIDR,...   -headers legacy|ietf|both (default legacy)
 //

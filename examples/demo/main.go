@@ -62,12 +62,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := openStore(ctx, cfg, stderr)
+	st, closeStore, err := openStore(ctx, cfg, stderr)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	handler, err := limitedHandler(cfg, store)
+	handler, err := limitedHandler(cfg, st)
 	if err != nil {
 		return err
 	}
@@ -99,13 +99,13 @@ func openStore(ctx context.Context, cfg *config, stderr io.Writer) (store.Store,
 
 // limitedHandler returns the demo's routes: GET / limited by cfg's limiter
 // on store, which reports to the metrics that /metrics serves.
-func limitedHandler(cfg *config, store store.Store) (http.Handler, error) {
+func limitedHandler(cfg *config, st store.Store) (http.Handler, error) {
 	reg := prometheus.NewRegistry()
 	metrics, err := promlimit.New(reg)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	limiter, err := cfg.newLimiter(store, core.WithObserver(metrics.Observe))
+	limiter, err := cfg.newLimiter(st, core.WithObserver(metrics.Observe))
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/exampletest"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -266,7 +266,7 @@ func TestFrameworks(t *testing.T) {
 			if r := get(t, d.url+"/nowhere"); r.status != http.StatusNotFound {
 				t.Errorf("GET /nowhere: %d, want 404", r.status)
 			}
-			if !strings.Contains(d.stderr.String(), fw+", GET / limited to "+core.Limit{Algorithm: core.GCRA, Rate: 3, Period: time.Minute}.String()+" per ip key, store memory") {
+			if !strings.Contains(d.stderr.String(), fw+", GET / limited to "+store.Limit{Algorithm: store.GCRA, Rate: 3, Period: time.Minute}.String()+" per ip key, store memory") {
 				t.Errorf("stderr does not describe the setup:\n%s", d.stderr)
 			}
 		})

@@ -72,18 +72,17 @@ func (c *config) redisClient() redis.UniversalClient {
 }
 
 // newLimiter builds the limiter of GET /.
-func (c *config) newLimiter(store store.Store, opts ...core.Option) (*core.Limiter, error) {
+func (c *config) newLimiter(st store.Store, opts ...core.Option) (*core.Limiter, error) {
 	key, err := c.keyFunc()
 	if err != nil {
 		return nil, err
 	}
 	opts = append([]core.Option{
-		core.WithName(c.name),
 		core.WithFailurePolicy(c.failure),
 		core.WithHeaders(c.headers),
 		core.WithTimeout(c.timeout),
 	}, opts...)
-	l, err := core.New(store, key, []core.Limit{c.limit}, opts...)
+	l, err := core.New(st, c.name, key, []store.Limit{c.limit}, opts...)
 	if err != nil {
 		return nil, usageErrorf("%w", err)
 	}
@@ -134,10 +133,10 @@ const redisCheckTimeout = 2 * time.Second
 // -failure for as long as the demo runs. A Redis that does not answer yet
 // is reported on w, and the demo starts all the same, following -failure
 // until Redis answers.
-func checkRedis(ctx context.Context, store *redisstore.Store, c *config, w io.Writer) error {
+func checkRedis(ctx context.Context, st *redisstore.Store, c *config, w io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
 	defer cancel()
-	err := store.Ping(ctx)
+	err := st.Ping(ctx)
 	var refused redis.Error
 	switch {
 	case err == nil:

@@ -88,15 +88,19 @@ func limiters(st store.Store) (api, login *core.Limiter, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	api, err = core.New(st, clientIP,
-		[]core.Limit{core.PerSecond(10), core.PerHour(1000)},
-		core.WithName("api"))
+	api, err = core.New(st,
+
+		"api", clientIP,
+		[]store.Limit{store.PerSecond(10), store.PerHour(1000)},
+	)
 	if err != nil {
 		return nil, nil, err
 	}
-	login, err = core.New(st, clientIP,
-		[]core.Limit{{Rate: 5, Period: time.Minute, Penalty: 15 * time.Minute}},
-		core.WithName("login"))
+	login, err = core.New(st,
+
+		"login", clientIP,
+		[]store.Limit{{Rate: 5, Period: time.Minute, Penalty: 15 * time.Minute}},
+	)
 	return api, login, err
 }
 

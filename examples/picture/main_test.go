@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 )
@@ -41,7 +40,7 @@ func sceneNamed(t *testing.T, scenes []scene, name string) scene {
 	return scene{}
 }
 
-func replayOf(t *testing.T, sc scene, alg core.Algorithm) replay {
+func replayOf(t *testing.T, sc scene, alg store.Algorithm) replay {
 	t.Helper()
 	for _, rp := range sc.replays {
 		if rp.alg == alg {
@@ -88,7 +87,7 @@ func TestCommittedSVGIsCurrent(t *testing.T) {
 // straddle a window boundary.
 func TestSeedFixedWindowBoundaryBurst(t *testing.T) {
 	sc := sceneNamed(t, allScenes(t), "seed")
-	fw := replayOf(t, sc, core.FixedWindow)
+	fw := replayOf(t, sc, store.FixedWindow)
 	ts := fw.admittedTimes()
 	if got := countIn(ts, 2*time.Second, 5*time.Second); got != 1980 {
 		t.Errorf("FixedWindow admitted %d in seconds 3–5, want 1980", got)
@@ -125,7 +124,7 @@ func checkWindows(t *testing.T, name string, rp replay, exact bool) {
 
 // Every replay obeys the bounds ALGORITHMS.md implies.
 func TestReplaysKeepTheirAlgorithmsBounds(t *testing.T) {
-	spec, err := limitFor(core.GCRA).Spec()
+	spec, err := limitFor(store.GCRA).Spec()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,12 +152,12 @@ func TestReplaysKeepTheirAlgorithmsBounds(t *testing.T) {
 			}
 		}
 
-		checkWindows(t, name, replayOf(t, sc, core.FixedWindow), true)
-		checkWindows(t, name, replayOf(t, sc, core.SlidingWindow), false)
+		checkWindows(t, name, replayOf(t, sc, store.FixedWindow), true)
+		checkWindows(t, name, replayOf(t, sc, store.SlidingWindow), false)
 
 		// SlidingLog: never more than Rate in any trailing Period, and a
 		// denial only when the trailing Period holds Rate.
-		sl := replayOf(t, sc, core.SlidingLog)
+		sl := replayOf(t, sc, store.SlidingLog)
 		if got := maxInSpan(sl.admittedTimes(), limitPeriod); got != limitRate {
 			t.Errorf("%s SlidingLog: at most %d in any 3 s, want exactly %d", name, got, limitRate)
 		}
@@ -178,7 +177,7 @@ func TestReplaysKeepTheirAlgorithmsBounds(t *testing.T) {
 		// i ≤ j as (j+1)·T - t_j - (i·T - t_i) ≤ B·T with a running minimum.
 		// TokenBucket with the same rate and burst admits the same unit-cost
 		// requests.
-		g := replayOf(t, sc, core.GCRA)
+		g := replayOf(t, sc, store.GCRA)
 		ts := g.admittedTimes()
 		minI := time.Duration(1 << 62)
 		for j, tj := range ts {
@@ -187,7 +186,7 @@ func TestReplaysKeepTheirAlgorithmsBounds(t *testing.T) {
 				t.Fatalf("%s GCRA: more than B + d/T admitted in a span ending at %v", name, tj)
 			}
 		}
-		tb := replayOf(t, sc, core.TokenBucket)
+		tb := replayOf(t, sc, store.TokenBucket)
 		for k := range g.requests {
 			if g.requests[k].allowed != tb.requests[k].allowed {
 				t.Fatalf("%s: at %v GCRA allowed=%v, TokenBucket allowed=%v", name, g.requests[k].at, g.requests[k].allowed, tb.requests[k].allowed)
@@ -196,7 +195,7 @@ func TestReplaysKeepTheirAlgorithmsBounds(t *testing.T) {
 
 		// LeakyBucket admits like GCRA with Burst B+1, and serves the
 		// admitted one Interval apart at least, none held longer than B·T.
-		lb := replayOf(t, sc, core.LeakyBucket)
+		lb := replayOf(t, sc, store.LeakyBucket)
 		ref := gcraWithBurst(t, sc.pattern, int64(B+1))
 		var last time.Duration = -1
 		for k, r := range lb.requests {
@@ -225,13 +224,13 @@ func TestReplaysKeepTheirAlgorithmsBounds(t *testing.T) {
 func gcraWithBurst(t *testing.T, p pattern, burst int64) []bool {
 	t.Helper()
 	now := start
-	store := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
-	limit := limitFor(core.GCRA)
+	st := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
+	limit := limitFor(store.GCRA)
 	limit.Burst = burst
 	var out []bool
 	for _, at := range arrivals(p) {
 		now = start.Add(at)
-		res, err := store.Take(context.Background(), "k", 1, specs(limit)...)
+		res, err := st.Take(context.Background(), "k", 1, specs(limit)...)
 		if err != nil {
 			t.Fatal(err)
 		}

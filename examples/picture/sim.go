@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 )
@@ -52,23 +51,16 @@ var patterns = []pattern{
 
 // limitFor returns the limit every algorithm is replayed with: 1000 per 3 s,
 // Burst at its default (Rate) where the algorithm has one.
-func limitFor(alg core.Algorithm) core.Limit {
-	return core.Limit{Algorithm: alg, Rate: limitRate, Period: limitPeriod}
+func limitFor(alg store.Algorithm) store.Limit {
+	return store.Limit{Algorithm: alg, Rate: limitRate, Period: limitPeriod}
 }
 
 // algNames are the Go names of the algorithms' constants, used in titles.
-var algNames = map[core.Algorithm]string{
-	core.GCRA:          "GCRA",
-	core.TokenBucket:   "TokenBucket",
-	core.FixedWindow:   "FixedWindow",
-	core.SlidingWindow: "SlidingWindow",
-	core.SlidingLog:    "SlidingLog",
-	core.LeakyBucket:   "LeakyBucket",
-}
+var algNames = map[store.Algorithm]string{store.GCRA: "GCRA", store.TokenBucket: "TokenBucket", store.FixedWindow: "FixedWindow", store.SlidingWindow: "SlidingWindow", store.SlidingLog: "SlidingLog", store.LeakyBucket: "LeakyBucket"}
 
 // algName is the Go name of an algorithm's constant (see algNames), or
 // its string for one without.
-func algName(alg core.Algorithm) string {
+func algName(alg store.Algorithm) string {
 	if name, ok := algNames[alg]; ok {
 		return name
 	}
@@ -102,13 +94,13 @@ func (r request) served() time.Duration { return r.at + r.delay }
 
 // replay is one algorithm's run over one pattern.
 type replay struct {
-	alg      core.Algorithm
+	alg      store.Algorithm
 	requests []request
 }
 
 // simulate replays p through alg on a memory store with a fake clock that is
 // set to each request's arrival before its Take.
-func simulate(p pattern, alg core.Algorithm) (replay, error) {
+func simulate(p pattern, alg store.Algorithm) (replay, error) {
 	now := start
 	mem := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 	limit, err := limitFor(alg).Spec()

@@ -2,7 +2,7 @@
 // changes them while it serves, without a restart and without resetting
 // the clients' counters of the limits that did not change.
 //
-// The file holds one limit per line, in core.ParseLimit's syntax; # starts
+// The file holds one limit per line, in store.ParseLimit's syntax; # starts
 // a comment and blank lines are ignored:
 //
 //	# api: 10 per second, at most 1000 an hour

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/keyfuncs"
 	"github.com/sluicehq/sluice/nethttp"
 )
@@ -26,9 +27,10 @@ func newServer(path string, logger *slog.Logger) (http.Handler, *reloader, error
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := newReloader(path, logger, func(limits []core.Limit) (*core.Limiter, error) {
-		return core.New(memorystore.New(), clientIP, limits,
-			core.WithName("api"), core.WithPolicyName("api"), core.WithHeaders(core.HeadersBoth))
+	r, err := newReloader(path, logger, func(limits []store.Limit) (*core.Limiter, error) {
+		return core.New(memorystore.New(),
+			"api", clientIP, limits,
+			core.WithPolicyName("api"), core.WithHeaders(core.HeadersBoth))
 	})
 	if err != nil {
 		return nil, nil, err

@@ -12,15 +12,16 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // maxLimitsFile bounds the size of a limits file.
 const maxLimitsFile = 1 << 20
 
-// readLimits reads a limits file: one core.ParseLimit string per line, #
+// readLimits reads a limits file: one store.ParseLimit string per line, #
 // comments and blank lines ignored. It fails on the first bad line, naming
 // it, and on a file without limits.
-func readLimits(path string) ([]core.Limit, error) {
+func readLimits(path string) ([]store.Limit, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -28,7 +29,7 @@ func readLimits(path string) ([]core.Limit, error) {
 	if len(data) > maxLimitsFile {
 		return nil, fmt.Errorf("%s: %d bytes, at most %d", path, len(data), maxLimitsFile)
 	}
-	var limits []core.Limit
+	var limits []store.Limit
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, maxLimitsFile)
 	for n := 1; sc.Scan(); n++ {
@@ -39,7 +40,7 @@ func readLimits(path string) ([]core.Limit, error) {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		l, err := core.ParseLimit(line)
+		l, err := store.ParseLimit(line)
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
 		}
@@ -65,7 +66,7 @@ type reloader struct {
 
 // newReloader reads path and returns a reloader for a Limiter created from
 // it by newLimiter.
-func newReloader(path string, log *slog.Logger, newLimiter func([]core.Limit) (*core.Limiter, error)) (*reloader, error) {
+func newReloader(path string, log *slog.Logger, newLimiter func([]store.Limit) (*core.Limiter, error)) (*reloader, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -82,7 +83,7 @@ func newReloader(path string, log *slog.Logger, newLimiter func([]core.Limit) (*
 	return &reloader{path: path, limiter: l, log: log, seen: info}, nil
 }
 
-func limitStrings(ls []core.Limit) []string {
+func limitStrings(ls []store.Limit) []string {
 	out := make([]string, len(ls))
 	for i, l := range ls {
 		out[i] = l.String()

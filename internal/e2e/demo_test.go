@@ -18,7 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -216,7 +216,7 @@ const heldAfter = 3 * time.Second
 
 // exactCase is one run of TestDistributedExact.
 type exactCase struct {
-	alg   core.Algorithm
+	alg   store.Algorithm
 	burst int64 // -burst
 	want  int   // the allowance for one client
 }
@@ -239,12 +239,12 @@ type exactCase struct {
 func TestDistributedExact(t *testing.T) {
 	const rate = 500
 	cases := []exactCase{
-		{core.GCRA, 0, rate},
-		{core.TokenBucket, 0, rate},
-		{core.FixedWindow, 0, rate},
-		{core.SlidingWindow, 0, rate},
-		{core.SlidingLog, 0, rate},
-		{core.LeakyBucket, 99, 100},
+		{store.GCRA, 0, rate},
+		{store.TokenBucket, 0, rate},
+		{store.FixedWindow, 0, rate},
+		{store.SlidingWindow, 0, rate},
+		{store.SlidingLog, 0, rate},
+		{store.LeakyBucket, 99, 100},
 	}
 	topologies := []struct {
 		name  string
@@ -274,7 +274,7 @@ func TestDistributedExact(t *testing.T) {
 					hc := newHTTPClient(24)
 					defer hc.CloseIdleConnections()
 					l := load{client: hc, urls: urls, workers: 24, n: 2*rate + 100, key: func(int) string { return client }}
-					if c.alg == core.LeakyBucket {
+					if c.alg == store.LeakyBucket {
 						// Held requests wait 7.2 s per place in the queue;
 						// denials come back at once.
 						l.workers, l.timeout = 128, heldAfter
@@ -302,10 +302,10 @@ func TestDistributedExact(t *testing.T) {
 					if admitted != c.want {
 						t.Errorf("%d admitted across 3 instances, want exactly %d", admitted, c.want)
 					}
-					if c.alg == core.LeakyBucket && st.status[http.StatusOK] < 1 {
+					if c.alg == store.LeakyBucket && st.status[http.StatusOK] < 1 {
 						t.Errorf("no request served at once by the leaky bucket")
 					}
-					if c.alg != core.LeakyBucket && st.status[http.StatusTooManyRequests] != st.sent-c.want {
+					if c.alg != store.LeakyBucket && st.status[http.StatusTooManyRequests] != st.sent-c.want {
 						t.Errorf("%d×429, want %d", st.status[http.StatusTooManyRequests], st.sent-c.want)
 					}
 				})

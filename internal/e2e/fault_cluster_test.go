@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -29,7 +30,7 @@ func TestFaultClusterFailover(t *testing.T) {
 	ctx := context.Background()
 	rdb := newClusterClient(c.Addrs)
 	defer rdb.Close()
-	store, err := redisstore.New(rdb)
+	st, err := redisstore.New(rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,9 +57,9 @@ func TestFaultClusterFailover(t *testing.T) {
 	// the alternatives a user could set up without that.
 	for _, variant := range []string{"store", "reload-on-error", "reload-interval-1s"} {
 		t.Run(variant, func(t *testing.T) {
-			store := store
+			st := st
 			if variant == "reload-interval-1s" {
-				store = fastStore
+				st = fastStore
 			}
 			var opts []core.Option
 			var reloads atomic.Int64
@@ -76,9 +77,9 @@ func TestFaultClusterFailover(t *testing.T) {
 			opts = append(opts, core.WithTimeout(faultTimeout), core.WithFailurePolicy(core.FailLocal))
 			// svc takes the load, with an allowance it never exhausts, so
 			// that every decision needs the Cluster; exact checks the count.
-			svc := newService(t, store, []core.Limit{{Algorithm: core.FixedWindow, Rate: 1 << 30, Period: longPeriod()}}, opts...)
+			svc := newService(t, st, []store.Limit{{Algorithm: store.FixedWindow, Rate: 1 << 30, Period: longPeriod()}}, opts...)
 			defer svc.Close()
-			exact := newService(t, store, faultLimits(), core.WithTimeout(faultTimeout))
+			exact := newService(t, st, faultLimits(), core.WithTimeout(faultTimeout))
 			defer exact.Close()
 			hc := newHTTPClient(8)
 			defer hc.CloseIdleConnections()
@@ -235,11 +236,11 @@ func TestFaultClusterMasterDown(t *testing.T) {
 	ctx := context.Background()
 	rdb := newClusterClient(c.Addrs)
 	defer rdb.Close()
-	store, err := redisstore.New(rdb)
+	st, err := redisstore.New(rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer st.Close()
 	// The keys whose decisions ran out of time, from the kill on.
 	var deadlines struct {
 		sync.Mutex
@@ -256,7 +257,7 @@ func TestFaultClusterMasterDown(t *testing.T) {
 			deadlines.Unlock()
 		}
 	})
-	svc := newService(t, store, faultLimits(), core.WithTimeout(faultTimeout), core.WithFailurePolicy(core.FailLocal), countDeadlines)
+	svc := newService(t, st, faultLimits(), core.WithTimeout(faultTimeout), core.WithFailurePolicy(core.FailLocal), countDeadlines)
 	defer svc.Close()
 	killed := map[*redistest.Server]bool{}
 	dead := c.Nodes[0]
@@ -264,7 +265,7 @@ func TestFaultClusterMasterDown(t *testing.T) {
 	// The baseline's service: the same store and handler, with a roomy
 	// deadline, so that a slow moment of the baseline cannot open a
 	// breaker before the kill.
-	bsvc := newService(t, store, faultLimits())
+	bsvc := newService(t, st, faultLimits())
 	defer bsvc.Close()
 	liveKeys := make([]string, 0, 4)
 	baseKeys := make([]string, 0, 4)

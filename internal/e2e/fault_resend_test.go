@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -85,17 +85,17 @@ func TestFaultResend(t *testing.T) {
 // resendRun runs the load and the killer against rdb, whose masters are
 // at masters, and compares the charges with what the workers saw.
 func resendRun(t *testing.T, rdb redis.UniversalClient, masters []string, kill func(context.Context, *redis.Client) (int64, error), keys func(context.Context, *redis.Client, string) ([]string, error)) {
-	store, err := redisstore.New(rdb, redisstore.WithBreaker(0, 0))
+	st, err := redisstore.New(rdb, redisstore.WithBreaker(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer st.Close()
 	ctx := context.Background()
 	key := uniq("resend")
 	period := longPeriod()
-	one := []core.Limit{{Algorithm: core.FixedWindow, Rate: 1 << 30, Period: period}}
-	two := append(one, core.Limit{Algorithm: core.FixedWindow, Rate: 1 << 29, Period: period})
-	if _, err := store.Take(ctx, key, 1, specs(two...)...); err != nil { // scripts loaded, slot map known
+	one := []store.Limit{{Algorithm: store.FixedWindow, Rate: 1 << 30, Period: period}}
+	two := append(one, store.Limit{Algorithm: store.FixedWindow, Rate: 1 << 29, Period: period})
+	if _, err := st.Take(ctx, key, 1, specs(two...)...); err != nil { // scripts loaded, slot map known
 		t.Fatal(err)
 	}
 
@@ -145,7 +145,7 @@ func resendRun(t *testing.T, rdb redis.UniversalClient, masters []string, kill f
 				default:
 				}
 				cctx, cancel := context.WithTimeout(ctx, time.Second)
-				r, err := store.Take(cctx, key, 1, limits...)
+				r, err := st.Take(cctx, key, 1, limits...)
 				cancel()
 				switch {
 				case err != nil:
@@ -154,7 +154,7 @@ func resendRun(t *testing.T, rdb redis.UniversalClient, masters []string, kill f
 					if strings.Contains(err.Error(), "SLUICE re-sent call refused") {
 						refused.Add(1)
 					}
-					if errors.Is(err, core.ErrBreakerOpen) {
+					if errors.Is(err, store.ErrBreakerOpen) {
 						time.Sleep(time.Millisecond) // fails at once: no busy loop
 					}
 				case r.Allowed:

@@ -178,7 +178,7 @@ func chargeAndGiveBack(t *testing.T, l *hotLoad, key string) {
 func holdAndRelease(t *testing.T, l *hotLoad, key string) {
 	t.Helper()
 	ctx := context.Background()
-	limits := append(specs(core.MaxInFlight(2, 10*time.Second)), l.several[0])
+	limits := append(specs(store.MaxInFlight(2, 10*time.Second)), l.several[0])
 	var slots []int64
 	for i := range 3 {
 		r, err := l.rs.Take(ctx, key, 1, limits...)
@@ -240,9 +240,8 @@ func startHotLoad(t *testing.T, c *redistest.Cluster, keys []string) *hotLoad {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rs.Close() })
-	penalty := specs(core.Limit{Algorithm: core.FixedWindow, Rate: hotRate, Period: time.Second, Penalty: 300 * time.Millisecond})
-	several := specs(core.Limit{Algorithm: core.FixedWindow, Rate: hotRate, Period: time.Second},
-		core.Limit{Algorithm: core.FixedWindow, Rate: 1 << 20, Period: longPeriod()})
+	penalty := specs(store.Limit{Algorithm: store.FixedWindow, Rate: hotRate, Period: time.Second, Penalty: 300 * time.Millisecond})
+	several := specs(store.Limit{Algorithm: store.FixedWindow, Rate: hotRate, Period: time.Second}, store.Limit{Algorithm: store.FixedWindow, Rate: 1 << 20, Period: longPeriod()})
 	l := &hotLoad{rs: rs, penalty: penalty, several: several, keys: keys, start: time.Now(), stop: make(chan struct{}),
 		perWindow: map[string]map[int64]int{}, failWindow: map[string]map[int64]int{}, kinds: map[string]int{}}
 	for w := range 16 {
@@ -343,7 +342,7 @@ func (l *hotLoad) check(t *testing.T, after, before [3]int64) {
 // reshardErrKind names the kind of a failed Take.
 func reshardErrKind(err error) string {
 	switch s := err.Error(); {
-	case errors.Is(err, core.ErrBreakerOpen):
+	case errors.Is(err, store.ErrBreakerOpen):
 		return "breaker open"
 	case (errors.Is(err, context.DeadlineExceeded) || strings.Contains(s, "i/o timeout")) && strings.Contains(s, "TRYAGAIN"):
 		return "timeout after TRYAGAIN"

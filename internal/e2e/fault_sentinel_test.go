@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -29,15 +30,15 @@ func TestFaultSentinelFailover(t *testing.T) {
 		DialTimeout:           time.Second,
 	})
 	defer rdb.Close()
-	store, err := redisstore.New(rdb)
+	st, err := redisstore.New(rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
-	svc := newService(t, store, []core.Limit{{Algorithm: core.FixedWindow, Rate: 1 << 30, Period: longPeriod()}},
+	defer st.Close()
+	svc := newService(t, st, []store.Limit{{Algorithm: store.FixedWindow, Rate: 1 << 30, Period: longPeriod()}},
 		core.WithTimeout(faultTimeout), core.WithFailurePolicy(core.FailLocal))
 	defer svc.Close()
-	exact := newService(t, store, faultLimits(), core.WithTimeout(faultTimeout))
+	exact := newService(t, st, faultLimits(), core.WithTimeout(faultTimeout))
 	defer exact.Close()
 	hc := newHTTPClient(8)
 	defer hc.CloseIdleConnections()

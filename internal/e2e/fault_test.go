@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -32,8 +33,8 @@ const (
 )
 
 // faultLimits is one GCRA limit of faultLimit per longPeriod.
-func faultLimits() []core.Limit {
-	return []core.Limit{{Algorithm: core.GCRA, Rate: faultLimit, Period: longPeriod(), Burst: faultLimit}}
+func faultLimits() []store.Limit {
+	return []store.Limit{{Algorithm: store.GCRA, Rate: faultLimit, Period: longPeriod(), Burst: faultLimit}}
 }
 
 // exactBurst sends n requests for a fresh key with 8 workers and checks that
@@ -76,17 +77,17 @@ func TestFaultRedisKilled(t *testing.T) {
 				ctx := context.Background()
 				rdb := newRedisClient(srv.Addr)
 				defer rdb.Close()
-				store, err := redisstore.New(rdb)
+				st, err := redisstore.New(rdb)
 				if err != nil {
 					t.Fatal(err)
 				}
-				svc := newService(t, store, faultLimits(), core.WithFailurePolicy(policy), core.WithTimeout(faultTimeout))
+				svc := newService(t, st, faultLimits(), core.WithFailurePolicy(policy), core.WithTimeout(faultTimeout))
 				defer svc.Close()
 				hc := newHTTPClient(8)
 				defer hc.CloseIdleConnections()
 				// exact checks the count on the same store, refusing (not
 				// admitting locally) should a loaded machine miss a deadline.
-				exact := newService(t, store, faultLimits())
+				exact := newService(t, st, faultLimits())
 				defer exact.Close()
 
 				exactBurst(t, ctx, exact, hc, "before", 2*faultLimit+20)
@@ -204,17 +205,17 @@ func TestFaultRedisPaused(t *testing.T) {
 				ctx := context.Background()
 				rdb := newRedisClient(srv.Addr)
 				defer rdb.Close()
-				store, err := redisstore.New(rdb)
+				st, err := redisstore.New(rdb)
 				if err != nil {
 					t.Fatal(err)
 				}
-				svc := newService(t, store, faultLimits(), core.WithFailurePolicy(policy), core.WithTimeout(faultTimeout))
+				svc := newService(t, st, faultLimits(), core.WithFailurePolicy(policy), core.WithTimeout(faultTimeout))
 				defer svc.Close()
 				hc := newHTTPClient(8)
 				defer hc.CloseIdleConnections()
 				// exact checks the count on the same store, refusing (not
 				// admitting locally) should a loaded machine miss a deadline.
-				exact := newService(t, store, faultLimits())
+				exact := newService(t, st, faultLimits())
 				defer exact.Close()
 
 				key := uniq("pause")
@@ -280,13 +281,13 @@ func TestFaultScriptFlush(t *testing.T) {
 	rdb := newRedisClient(srv.Addr)
 	defer rdb.Close()
 	admin := srv.Client(t)
-	store, err := redisstore.New(rdb)
+	sto, err := redisstore.New(rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const limit, n = 300, 900
-	lims := []core.Limit{{Algorithm: core.SlidingLog, Rate: limit, Period: longPeriod()}}
-	svc := newService(t, store, lims, core.WithTimeout(2*time.Second))
+	lims := []store.Limit{{Algorithm: store.SlidingLog, Rate: limit, Period: longPeriod()}}
+	svc := newService(t, sto, lims, core.WithTimeout(2*time.Second))
 	defer svc.Close()
 	hc := newHTTPClient(8)
 	defer hc.CloseIdleConnections()

@@ -191,7 +191,7 @@ func (s tallySnapshot) String() string {
 // errKind classifies a store error for the figures.
 func errKind(err error) string {
 	switch {
-	case errors.Is(err, core.ErrBreakerOpen):
+	case errors.Is(err, store.ErrBreakerOpen):
 		return "breaker-open"
 	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		return "deadline"
@@ -221,16 +221,28 @@ type service struct {
 
 // newService starts a service limiting every request with limits in
 // store, keyed by the X-Client header.
-func newService(t testing.TB, kv store.Store, limits []core.Limit, opts ...core.Option) *service {
+func newService(t testing.TB, kv store.Store, limits []store.Limit, opts ...core.Option) *service {
+	t.Helper()
+	return newNamedService(t, kv, uniq("svc"), headerKey(t), limits, opts...)
+}
+
+// headerKey is the key function of newService: the clientHeader.
+func headerKey(t testing.TB) core.KeyFunc {
 	t.Helper()
 	key, err := keyfuncs.Header(clientHeader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newServiceKey(t, kv, key, limits, opts...)
+	return key
 }
 
-func newServiceKey(t testing.TB, kv store.Store, key core.KeyFunc, limits []core.Limit, opts ...core.Option) *service {
+func newServiceKey(t testing.TB, kv store.Store, key core.KeyFunc, limits []store.Limit, opts ...core.Option) *service {
+	return newNamedService(t, kv, uniq("svc"), key, limits, opts...)
+}
+
+// newNamedService is newServiceKey with the Limiter's name: services of
+// one name on one store share their state.
+func newNamedService(t testing.TB, kv store.Store, name string, key core.KeyFunc, limits []store.Limit, opts ...core.Option) *service {
 	t.Helper()
 	ta := newTally()
 	// By default a store failure refuses (503) and the deadline is roomy,
@@ -238,10 +250,10 @@ func newServiceKey(t testing.TB, kv store.Store, key core.KeyFunc, limits []core
 	// through a local fallback nor pass unnoticed: tests of exact counts
 	// then fail loudly. The fault tests set their own policy and deadline.
 	opts = append([]core.Option{
-		core.WithName(uniq("svc")), core.WithObserver(ta.observe),
+		core.WithObserver(ta.observe),
 		core.WithFailurePolicy(core.FailClosed), core.WithTimeout(2 * time.Second),
 	}, opts...)
-	lim, err := core.New(kv, key, limits, opts...)
+	lim, err := core.New(kv, name, key, limits, opts...)
 	if err != nil {
 		t.Fatalf("core.New: %v", err)
 	}

@@ -31,8 +31,8 @@ import (
 // hostileLimit is the allowance per key in the hostile-input tests.
 const hostileLimit = 20
 
-func hostileLimits() []core.Limit {
-	return []core.Limit{{Algorithm: core.SlidingLog, Rate: hostileLimit, Period: longPeriod()}}
+func hostileLimits() []store.Limit {
+	return []store.Limit{{Algorithm: store.SlidingLog, Rate: hostileLimit, Period: longPeriod()}}
 }
 
 // sharedStore returns a Redis store on the redis-server shared by this
@@ -391,9 +391,9 @@ func TestHostileKeysCluster(t *testing.T) {
 		big, big + "y", big[:64], big[:65], strings.Repeat("{", 1000),
 	}
 	const limit = 3
-	lims := []core.Limit{
-		{Algorithm: core.FixedWindow, Rate: limit, Period: longPeriod(), Penalty: time.Hour},
-		{Algorithm: core.SlidingLog, Rate: limit + 1, Period: longPeriod()},
+	lims := []store.Limit{
+		{Algorithm: store.FixedWindow, Rate: limit, Period: longPeriod(), Penalty: time.Hour},
+		{Algorithm: store.SlidingLog, Rate: limit + 1, Period: longPeriod()},
 	}
 	for round := 0; round <= limit; round++ {
 		for _, k := range keys {
@@ -463,35 +463,35 @@ func TestHostileKeysCluster(t *testing.T) {
 // allowance of cheaper requests.
 func TestHostileAbsurdLimits(t *testing.T) {
 	key := mustKey(t)(keyfuncs.Header(clientHeader))
-	for _, lim := range []core.Limit{
+	for _, lim := range []store.Limit{
 		{Rate: math.MaxInt64, Period: time.Nanosecond},
 		{Rate: 1, Period: time.Nanosecond},
 		{Rate: math.MaxInt64, Period: time.Second},
 		{Rate: 1, Period: math.MaxInt64},
 		{Rate: 1, Period: time.Second, Burst: math.MaxInt64},
-		{Algorithm: core.TokenBucket, Rate: math.MaxInt64 / 2, Period: time.Hour},
-		{Algorithm: core.SlidingWindow, Rate: 1 << 40, Period: 1 << 50},
-		{Algorithm: core.SlidingLog, Rate: 1 << 40, Period: time.Hour},
-		{Algorithm: core.FixedWindow, Rate: 1 << 62, Period: time.Hour},
+		{Algorithm: store.TokenBucket, Rate: math.MaxInt64 / 2, Period: time.Hour},
+		{Algorithm: store.SlidingWindow, Rate: 1 << 40, Period: 1 << 50},
+		{Algorithm: store.SlidingLog, Rate: 1 << 40, Period: time.Hour},
+		{Algorithm: store.FixedWindow, Rate: 1 << 62, Period: time.Hour},
 		{Algorithm: "nope", Rate: 1, Period: time.Second},
 		{Rate: -1, Period: time.Second},
 		{Rate: 1, Period: -time.Second},
 	} {
-		if _, err := core.New(memorystore.New(), key, []core.Limit{lim}); err == nil || !errors.Is(err, core.ErrInvalidLimit) {
+		if _, err := core.New(memorystore.New(), "test", key, []store.Limit{lim}); err == nil || !errors.Is(err, store.ErrInvalidLimit) {
 			t.Errorf("core.New with %v: err = %v, want one wrapping ErrInvalidLimit", lim, err)
 		}
 	}
 	stores := map[string]store.Store{"memory": memorystore.New(), "redis": sharedStore(t)}
 	// Absurd but enforceable: decided without error or panic.
 	for name, kv := range stores {
-		for _, lim := range []core.Limit{
+		for _, lim := range []store.Limit{
 			{Rate: 1, Period: time.Second, Penalty: (1<<53 - 1) * time.Microsecond},
 			{Rate: 1, Period: time.Microsecond},
-			{Algorithm: core.SlidingWindow, Rate: 1, Period: time.Microsecond},
-			{Algorithm: core.TokenBucket, Rate: 1 << 20, Period: time.Hour, Burst: 1 << 20},
-			{Algorithm: core.SlidingLog, Rate: store.MaxSlidingLogRate, Period: 1000 * time.Hour},
+			{Algorithm: store.SlidingWindow, Rate: 1, Period: time.Microsecond},
+			{Algorithm: store.TokenBucket, Rate: 1 << 20, Period: time.Hour, Burst: 1 << 20},
+			{Algorithm: store.SlidingLog, Rate: store.MaxSlidingLogRate, Period: 1000 * time.Hour},
 		} {
-			svc := newService(t, kv, []core.Limit{lim})
+			svc := newService(t, kv, []store.Limit{lim})
 			hc := newHTTPClient(1)
 			client := uniq("absurd")
 			rs := load{client: hc, urls: []string{svc.URL}, workers: 1, n: 3, key: func(int) string { return client }, keep: true,
@@ -512,7 +512,7 @@ func TestHostileAbsurdLimits(t *testing.T) {
 	}
 	for name, kv := range stores {
 		for _, alg := range store.Algorithms() {
-			lims := []core.Limit{{Algorithm: alg, Rate: hostileLimit, Period: longPeriod()}}
+			lims := []store.Limit{{Algorithm: alg, Rate: hostileLimit, Period: longPeriod()}}
 			huge := newService(t, kv, lims, core.WithCost(math.MaxInt64))
 			hugeFunc := newService(t, kv, lims, core.WithCostFunc(func(*http.Request) int64 { return math.MaxInt64 }))
 			client := uniq("absurd")
@@ -543,9 +543,9 @@ func TestHostileAbsurdLimits(t *testing.T) {
 // (Retry-After 1 instead of a refusal at construction).
 func TestHostilePenaltyOverflow(t *testing.T) {
 	for _, p := range []time.Duration{math.MaxInt64, math.MaxInt64 - math.MaxInt64%time.Microsecond, math.MaxInt64 - 998} {
-		lim := core.Limit{Rate: 1, Period: time.Second, Penalty: p}
+		lim := store.Limit{Rate: 1, Period: time.Second, Penalty: p}
 		err := lim.Validate()
-		if !errors.Is(err, core.ErrInvalidLimit) {
+		if !errors.Is(err, store.ErrInvalidLimit) {
 			sp, _ := lim.Spec()
 			t.Errorf("Limit{Rate: 1, Period: 1s, Penalty: %d}.Validate() = %v, want ErrInvalidLimit (Spec().Penalty = %d µs)", int64(p), err, sp.Penalty())
 		}
@@ -558,10 +558,10 @@ func TestHostilePenaltyOverflow(t *testing.T) {
 func TestHostileClockSkew(t *testing.T) {
 	kv := sharedStore(t)
 	name := uniq("skew")
-	lims := []core.Limit{{Algorithm: core.FixedWindow, Rate: hostileLimit, Period: longPeriod()}}
-	ahead := newService(t, kv, lims, core.WithName(name), core.WithSharedState(), core.WithClock(func() time.Time { return time.Now().Add(time.Hour) }))
+	lims := []store.Limit{{Algorithm: store.FixedWindow, Rate: hostileLimit, Period: longPeriod()}}
+	ahead := newNamedService(t, kv, name, headerKey(t), lims, core.WithClock(func() time.Time { return time.Now().Add(time.Hour) }))
 	defer ahead.Close()
-	behind := newService(t, kv, lims, core.WithName(name), core.WithSharedState(), core.WithClock(func() time.Time { return time.Now().Add(-time.Hour) }))
+	behind := newNamedService(t, kv, name, headerKey(t), lims, core.WithClock(func() time.Time { return time.Now().Add(-time.Hour) }))
 	defer behind.Close()
 	client := uniq("skewed")
 	hc := newHTTPClient(4)

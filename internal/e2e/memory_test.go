@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/core/store"
@@ -40,7 +39,7 @@ func TestMemoryStoreMillionKeys(t *testing.T) {
 	}
 	const maxKeys = 10_000
 	ctx := context.Background()
-	lims := []core.Limit{{Algorithm: core.SlidingLog, Rate: 10, Period: time.Hour}}
+	lims := []store.Limit{{Algorithm: store.SlidingLog, Rate: 10, Period: time.Hour}}
 
 	base := heapInUse()
 	kv := memorystore.New(memorystore.WithMaxKeys(maxKeys))
@@ -119,13 +118,13 @@ func TestRedisMemoryBaseline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lims []core.Limit
+	var lims []store.Limit
 	for _, alg := range store.Algorithms() {
-		lims = append(lims, core.Limit{Algorithm: alg, Rate: 1, Period: 2 * time.Second, Penalty: time.Second})
+		lims = append(lims, store.Limit{Algorithm: alg, Rate: 1, Period: 2 * time.Second, Penalty: time.Second})
 	}
 	// Warm up (script cache, connections), let that key lapse, then read
 	// the baseline.
-	if _, err := kv.Take(ctx, "warm-up", 1, specs(core.Limit{Rate: 1, Period: time.Millisecond})...); err != nil {
+	if _, err := kv.Take(ctx, "warm-up", 1, specs(store.Limit{Rate: 1, Period: time.Millisecond})...); err != nil {
 		t.Fatal(err)
 	}
 	waitDBSize(t, ctx, admin, 0, 30*time.Second)

@@ -32,8 +32,8 @@ const soakInstanceEnv = "SLUICE_E2E_SOAK_INSTANCE"
 // The soak's limits, per client key: a fixed window of 20 per 10 s on
 // /fw and a GCRA of 300 per 30 s with a burst of 30 on /gcra.
 var (
-	soakFixed = core.Limit{Algorithm: core.FixedWindow, Rate: 20, Period: 10 * time.Second}
-	soakGCRA  = core.Limit{Algorithm: core.GCRA, Rate: 300, Period: 30 * time.Second, Burst: 30}
+	soakFixed = store.Limit{Algorithm: store.FixedWindow, Rate: 20, Period: 10 * time.Second}
+	soakGCRA  = store.Limit{Algorithm: store.GCRA, Rate: 300, Period: 30 * time.Second, Burst: 30}
 )
 
 // soakDecision is one decision of the starved instance. Lo and Hi (Unix
@@ -147,7 +147,7 @@ func runSoakInstance(redisURL string) int {
 	}
 	rec := &soakRecorder{}
 	mux := http.NewServeMux()
-	for route, limit := range map[string]core.Limit{"fw": soakFixed, "gcra": soakGCRA} {
+	for route, limit := range map[string]store.Limit{"fw": soakFixed, "gcra": soakGCRA} {
 		h, err := soakRoute(timedStore{rs}, route, limit, rec)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -168,12 +168,12 @@ func runSoakInstance(redisURL string) int {
 
 // soakRoute is a handler answering "ok" behind a Limiter of limit on kv,
 // keyed by X-Client, all its other settings the defaults.
-func soakRoute(kv store.Store, route string, limit core.Limit, rec *soakRecorder) (http.Handler, error) {
+func soakRoute(kv store.Store, route string, limit store.Limit, rec *soakRecorder) (http.Handler, error) {
 	key, err := keyfuncs.Header(clientHeader)
 	if err != nil {
 		return nil, err
 	}
-	lim, err := core.New(kv, key, []core.Limit{limit}, core.WithName("soak-"+route), core.WithObserver(rec.observer(route)))
+	lim, err := core.New(kv, "soak-"+route, key, []store.Limit{limit}, core.WithObserver(rec.observer(route)))
 	if err != nil {
 		return nil, err
 	}

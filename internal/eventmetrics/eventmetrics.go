@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // Label values that name no limit, plan or ordinary outcome; see
@@ -52,15 +53,15 @@ const (
 // error that is not the store's (a negative cost from the cost function).
 func ErrorKind(err error) (kind int, ok bool) {
 	switch {
-	case errors.Is(err, core.ErrBreakerOpen):
+	case errors.Is(err, store.ErrBreakerOpen):
 		return kindBreakerOpen, true
-	case errors.Is(err, core.ErrOutOfMemory):
+	case errors.Is(err, store.ErrOutOfMemory):
 		return kindOOM, true
 	case errors.Is(err, context.DeadlineExceeded):
 		return kindTimeout, true
 	case errors.Is(err, context.Canceled):
 		return kindCanceled, true
-	case errors.Is(err, core.ErrNegativeCost):
+	case errors.Is(err, store.ErrNegativeCost):
 		return 0, false
 	}
 	return kindError, true
@@ -105,20 +106,20 @@ func Outcome(ev core.Event) (index int, label string) {
 // made by a Limiter may hold it.
 func Value(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
-// LimitLabel returns the limit label of l: l in core.ParseLimit's syntax
+// LimitLabel returns the limit label of l: l in store.ParseLimit's syntax
 // with the algorithm and burst defaults applied, so that equal limits get
 // equal labels however they were written ("10/s gcra burst 10"); LimitNone
 // for the zero Limit, and l.String() for an invalid one (from an Event no
 // Limiter made).
-func LimitLabel(l core.Limit) string {
-	if l == (core.Limit{}) {
+func LimitLabel(l store.Limit) string {
+	if l == (store.Limit{}) {
 		return LimitNone
 	}
 	s, err := l.Spec()
 	if err != nil {
 		return Value(l.String())
 	}
-	return Value(core.Limit{
+	return Value(store.Limit{
 		Algorithm: s.Algorithm(), Rate: l.Rate, Period: l.Period, Burst: s.Burst(), Penalty: l.Penalty,
 	}.String())
 }
@@ -126,12 +127,12 @@ func LimitLabel(l core.Limit) string {
 // LimitLabels caches LimitLabel per Limit. Its zero value is an empty
 // cache; it is safe for concurrent use, and a hit takes no lock.
 type LimitLabels struct {
-	m  atomic.Pointer[map[core.Limit]string]
+	m  atomic.Pointer[map[store.Limit]string]
 	mu sync.Mutex
 }
 
 // Label returns LimitLabel(l), cached.
-func (c *LimitLabels) Label(l core.Limit) string {
+func (c *LimitLabels) Label(l store.Limit) string {
 	if m := c.m.Load(); m != nil {
 		if s, ok := (*m)[l]; ok {
 			return s

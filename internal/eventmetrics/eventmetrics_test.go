@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 func TestErrorKind(t *testing.T) {
@@ -21,13 +22,13 @@ func TestErrorKind(t *testing.T) {
 		{context.DeadlineExceeded, KindTimeout},
 		{fmt.Errorf("take: %w", context.DeadlineExceeded), KindTimeout},
 		{context.Canceled, KindCanceled},
-		{fmt.Errorf("redis: %w", core.ErrBreakerOpen), KindBreakerOpen},
-		{fmt.Errorf("redis: %w", core.ErrOutOfMemory), KindOOM},
+		{fmt.Errorf("redis: %w", store.ErrBreakerOpen), KindBreakerOpen},
+		{fmt.Errorf("redis: %w", store.ErrOutOfMemory), KindOOM},
 		// The breaker's or OOM error wins over a deadline in the same chain.
-		{errors.Join(context.DeadlineExceeded, core.ErrBreakerOpen), KindBreakerOpen},
-		{errors.Join(context.Canceled, core.ErrOutOfMemory), KindOOM},
+		{errors.Join(context.DeadlineExceeded, store.ErrBreakerOpen), KindBreakerOpen},
+		{errors.Join(context.Canceled, store.ErrOutOfMemory), KindOOM},
 		{errors.New("connection refused"), KindError},
-		{fmt.Errorf("cost: %w", core.ErrNegativeCost), ""},
+		{fmt.Errorf("cost: %w", store.ErrNegativeCost), ""},
 	} {
 		k, ok := ErrorKind(tc.err)
 		got := ""
@@ -47,7 +48,7 @@ func TestOutcome(t *testing.T) {
 	seen := map[int]string{}
 	for o := core.Outcome(0); o <= core.OutcomeCanceled; o++ {
 		for _, allowed := range []bool{true, false} {
-			i, label := Outcome(core.Event{Outcome: o, Result: core.Result{Allowed: allowed}})
+			i, label := Outcome(core.Event{Outcome: o, Result: store.Result{Allowed: allowed}})
 			want := o.String()
 			if o == core.OutcomeFallback {
 				want = map[bool]string{true: OutcomeFallbackAllowed, false: OutcomeFallbackDenied}[allowed]
@@ -72,15 +73,14 @@ func TestOutcome(t *testing.T) {
 
 func TestLimitLabel(t *testing.T) {
 	for _, tc := range []struct {
-		limit core.Limit
+		limit store.Limit
 		want  string
 	}{
-		{core.Limit{}, LimitNone},
-		{core.PerSecond(10), "10/s gcra burst 10"},
-		{core.Limit{Algorithm: core.GCRA, Rate: 10, Period: time.Second, Burst: 10}, "10/s gcra burst 10"},
-		{core.Limit{Algorithm: core.FixedWindow, Rate: 1000, Period: 3 * time.Second, Penalty: time.Minute},
-			"1000/3s fixed_window penalty 1m"},
-		{core.Limit{Rate: -1, Period: time.Second}, core.Limit{Rate: -1, Period: time.Second}.String()},
+		{store.Limit{}, LimitNone},
+		{store.PerSecond(10), "10/s gcra burst 10"},
+		{store.Limit{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 10}, "10/s gcra burst 10"},
+		{store.Limit{Algorithm: store.FixedWindow, Rate: 1000, Period: 3 * time.Second, Penalty: time.Minute}, "1000/3s fixed_window penalty 1m"},
+		{store.Limit{Rate: -1, Period: time.Second}, store.Limit{Rate: -1, Period: time.Second}.String()},
 	} {
 		if got := LimitLabel(tc.limit); got != tc.want {
 			t.Errorf("LimitLabel(%+v) = %q, want %q", tc.limit, got, tc.want)
@@ -93,7 +93,7 @@ func TestLimitLabel(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := int64(1); j <= 50; j++ {
-				if got, want := c.Label(core.PerMinute(j)), LimitLabel(core.PerMinute(j)); got != want {
+				if got, want := c.Label(store.PerMinute(j)), LimitLabel(store.PerMinute(j)); got != want {
 					t.Errorf("cached %q, want %q", got, want)
 				}
 			}

@@ -1,4 +1,4 @@
-package core_test
+package store_test
 
 import (
 	"fmt"
@@ -8,11 +8,12 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/store"
 )
 
 func ExampleParseLimit() {
 	for _, s := range []string{"100/m", "10/s burst 20", "5000/h GCRA", "3/s leaky-bucket burst 5", "10/x"} {
-		l, err := core.ParseLimit(s)
+		l, err := store.ParseLimit(s)
 		if err != nil {
 			fmt.Println(err)
 			continue
@@ -34,17 +35,17 @@ func ExampleLimiter_SetLimits() {
 	now := time.Unix(1_700_000_000, 0)
 	clock := func() time.Time { return now } // a fake clock, for reproducible output
 	byClient := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
-	parse := func(ss ...string) []core.Limit {
-		out := make([]core.Limit, len(ss))
+	parse := func(ss ...string) []store.Limit {
+		out := make([]store.Limit, len(ss))
 		for i, s := range ss {
 			var err error
-			if out[i], err = core.ParseLimit(s); err != nil {
+			if out[i], err = store.ParseLimit(s); err != nil {
 				panic(err)
 			}
 		}
 		return out
 	}
-	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)), byClient, parse("10/m"), core.WithClock(clock))
+	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)), "test", byClient, parse("10/m"), core.WithClock(clock))
 	if err != nil {
 		panic(err)
 	}
@@ -70,7 +71,7 @@ func ExampleLimiter_SetLimits() {
 	}
 	fmt.Println("5/m and 1000/h: b served", served("b", 20), "(5/m kept its state)")
 	// An invalid set is refused as a whole; the limits in force stay.
-	if err := limiter.SetLimits([]core.Limit{core.PerSecond(50), {Algorithm: core.SlidingLog, Rate: 10, Period: time.Second, Burst: 3}}); err != nil {
+	if err := limiter.SetLimits([]store.Limit{store.PerSecond(50), {Algorithm: store.SlidingLog, Rate: 10, Period: time.Second, Burst: 3}}); err != nil {
 		fmt.Println(err)
 	}
 	fmt.Println(limiter.Limits())
