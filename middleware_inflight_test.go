@@ -73,7 +73,8 @@ var inFlightKinds = []struct {
 		m.SetTime(t0)
 		c := &fakeClock{now: t0, mini: m}
 		return inFlightEnv{
-			stores:  [2]store.Store{newRedisStore(t, redisClient(t, m.Addr())), newRedisStore(t, redisClient(t, m.Addr()))},
+			stores: [2]store.Store{newRedisStore(t, redisClient(t, m.Addr()), redisstore.WithTimeout(liveTimeout)),
+				newRedisStore(t, redisClient(t, m.Addr()), redisstore.WithTimeout(liveTimeout))},
 			advance: c.advance,
 		}
 	}},
@@ -82,7 +83,7 @@ var inFlightKinds = []struct {
 		prefix := fmt.Sprintf("inflight:%d:%d:", os.Getpid(), prefixSeq.Add(1))
 		var e inFlightEnv
 		for i := range e.stores {
-			e.stores[i] = newRedisStore(t, redisClient(t, srv.Addr), redisstore.WithPrefix(prefix))
+			e.stores[i] = newRedisStore(t, redisClient(t, srv.Addr), redisstore.WithPrefix(prefix), redisstore.WithTimeout(liveTimeout))
 		}
 		return e
 	}},
@@ -94,7 +95,7 @@ var inFlightKinds = []struct {
 func inFlightLimiter(t *testing.T, name string, s store.Store, limits ...store.Limit) *core.Limiter {
 	t.Helper()
 	key := func(*http.Request) (string, error) { return "c1", nil }
-	l, err := core.New(s, name, key, limits, core.WithTimeout(liveTimeout))
+	l, err := core.New(s, name, key, limits)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,6 +136,16 @@ func newRedisStore(t *testing.T, c redis.UniversalClient, opts ...redisstore.Opt
 	return s
 }
 
+// deadStore is a Redis store of one subtest on the dead server at addr,
+// its fallback a fresh memory store on clock (nil: real time).
+func deadStore(t *testing.T, addr string, clock *fakeClock) store.Store {
+	local := memorystore.New()
+	if clock != nil {
+		local = memorystore.New(memorystore.WithClock(clock.Now))
+	}
+	return newRedisStore(t, deadClient(t, addr), redisstore.WithFallback(local))
+}
+
 // droppingListener holds a port and closes every connection at once: a
 // Redis that is "there" but dead. Holding the port (instead of closing it)
 // means no other process can start a server on it during the test.
@@ -165,10 +175,10 @@ var storeKinds = []storeKind{
 		name: "memory",
 		fake: true,
 		prepare: func(t *testing.T) func(*testing.T) *env {
-			dead := newRedisStore(t, deadClient(t, droppingListener(t)))
+			addr := droppingListener(t)
 			return func(t *testing.T) *env {
 				c := &fakeClock{now: t0}
-				return &env{clock: c, live: memorystore.New(memorystore.WithClock(c.Now)), dead: dead}
+				return &env{clock: c, live: memorystore.New(memorystore.WithClock(c.Now)), dead: deadStore(t, addr, c)}
 			}
 		},
 	},
@@ -180,7 +190,6 @@ var storeKinds = []storeKind{
 			m := miniredis.RunT(t)
 			addr := m.Addr()
 			m.Close()
-			dead := newRedisStore(t, deadClient(t, addr))
 			return func(t *testing.T) *env {
 				m := miniredis.RunT(t)
 				m.SetTime(t0)
@@ -189,8 +198,8 @@ var storeKinds = []storeKind{
 				// pattern uses (the deny cache, off by default, would
 				// count down on the local clock, which this Redis clock
 				// does not follow).
-				live := newRedisStore(t, redisClient(t, m.Addr()))
-				return &env{clock: c, live: live, dead: dead}
+				live := newRedisStore(t, redisClient(t, m.Addr()), redisstore.WithTimeout(liveTimeout))
+				return &env{clock: c, live: live, dead: deadStore(t, addr, c)}
 			}
 		},
 	},
@@ -202,15 +211,15 @@ var storeKinds = []storeKind{
 			shared := redistest.Shared(t)
 			killed := redistest.StartServer(t)
 			killed.Kill(t)
-			dead := newRedisStore(t, deadClient(t, killed.Addr))
 			live := redisClient(t, shared.Addr)
 			return func(t *testing.T) *env {
 				// A prefix of its own per subtest: no state is shared.
 				prefix := fmt.Sprintf("mwtest:%d:%d:", os.Getpid(), prefixSeq.Add(1))
 				// The deny cache on, so that its answers go through the
 				// table too.
-				store := newRedisStore(t, live, redisstore.WithPrefix(prefix), redisstore.WithDenyCache(4096))
-				return &env{live: store, dead: dead}
+				store := newRedisStore(t, live, redisstore.WithPrefix(prefix), redisstore.WithDenyCache(4096),
+					redisstore.WithTimeout(liveTimeout))
+				return &env{live: store, dead: deadStore(t, killed.Addr, nil)}
 			}
 		},
 	},
@@ -457,9 +466,9 @@ type setup struct {
 // request's context.
 type leaveKey struct{}
 
-// liveTimeout replaces the Limiter's per-decision deadline on live stores:
+// liveTimeout replaces the Redis store's per-call deadline on live stores:
 // on a loaded machine (-race, parallel tests) a Redis answer slower than
-// core.DefaultTimeout would hand the request to the failure policy and
+// the default 100 ms would hand the request to the fallback and
 // make the figures those of a fresh local store.
 const liveTimeout = 10 * time.Second
 
@@ -486,16 +495,8 @@ func (s *setup) limiter(name string, key core.KeyFunc, limits []store.Limit, opt
 			t.Errorf("limiter %q: the dead store answered (outcome %v)", name, ev.Outcome)
 		}
 	})}
-	if !dead {
-		all = append(all, core.WithTimeout(liveTimeout))
-	}
 	if s.e.fake() {
-		all = append(all, core.WithClock(s.e.clock.Now),
-			core.WithFallbackStore(memorystore.New(memorystore.WithClock(s.e.clock.Now))))
-	} else if dead {
-		// The Limiters of a process on one store share its fallback;
-		// each scenario (and adapter) starts from a fresh one.
-		all = append(all, core.WithFallbackStore(memorystore.New()))
+		all = append(all, core.WithClock(s.e.clock.Now))
 	}
 	l, err := core.New(s.store, name, key, limits, append(all, opts...)...)
 	if err != nil {

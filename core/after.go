@@ -3,8 +3,6 @@ package core
 import (
 	"context"
 	"time"
-
-	"github.com/sluicehq/sluice/core/store"
 )
 
 // afterStep is what Decision.Done does for a request the Limiter must see
@@ -12,7 +10,6 @@ import (
 // when WithCountIf does not count the status.
 type afterStep struct {
 	lim      *Limiter
-	st       store.Refunder // the store that charged (the fallback, under FailLocal)
 	storeKey string
 	cost     int64
 	stamp    int64
@@ -33,22 +30,17 @@ func (d Decision) NeedsDone() bool { return d.after != nil || d.release != nil }
 // releases the request's MaxInFlight slot, if it took one, whatever the
 // status (see releaseSlot). With WithCountIf, when count
 // does not count status, the request's charge is given back to the store
-// that made it, within the Limiter's per-decision timeout; a failure is
+// that made it; a failure is
 // reported to observers (OutcomeGiveBackFailed) and changes nothing else.
+// The store bounds the give-back's time (the Redis store: its timeout).
 func (d Decision) Done(status int) {
 	d.releaseSlot()
 	a := d.after
 	if a == nil || a.lim.countIf(status) {
 		return
 	}
-	ctx := context.Background()
-	if a.lim.timeout > 0 && !a.lim.local {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, a.lim.timeout)
-		defer cancel()
-	}
 	start := time.Now()
-	err := a.st.Refund(ctx, a.storeKey, a.cost, a.stamp, d.l.take...)
+	err := a.lim.store.Refund(context.Background(), a.storeKey, a.cost, a.stamp, d.l.take...)
 	if err == nil || len(a.lim.observers) == 0 {
 		return
 	}
@@ -59,19 +51,10 @@ func (d Decision) Done(status int) {
 	a.lim.observe(ev, &failed)
 }
 
-// charge calls the store for a decision: Charge for a Limiter with
-// WithCountIf (whose stores New has checked are Refunders), else Take.
-func (l *Limiter) charge(ctx context.Context, s store.Store, storeKey string, cost int64, specs []store.Spec) (store.Result, error) {
-	if l.countIf == nil {
-		return s.Take(ctx, storeKey, cost, specs...)
-	}
-	return s.(store.Refunder).Charge(ctx, storeKey, cost, specs...)
-}
-
-// needsDone arranges Done's give-back for d, charged by s, when the Limiter
-// counts by outcome and d's request was charged.
-func (l *Limiter) needsDone(d *Decision, s store.Store, storeKey string, cost int64) {
+// needsDone arranges Done's give-back for d when the Limiter counts by
+// outcome and d's request was charged.
+func (l *Limiter) needsDone(d *Decision, storeKey string, cost int64) {
 	if l.countIf != nil && cost > 0 && d.Result.Allowed {
-		d.after = &afterStep{lim: l, st: s.(store.Refunder), storeKey: storeKey, cost: cost, stamp: d.Result.Stamp}
+		d.after = &afterStep{lim: l, storeKey: storeKey, cost: cost, stamp: d.Result.Stamp}
 	}
 }

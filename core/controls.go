@@ -2,18 +2,10 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/sluicehq/sluice/core/store"
-)
-
-// errNoPeek and errNoReset report a store that cannot serve Status or
-// Reset; they wrap errors.ErrUnsupported.
-var (
-	errNoPeek  = fmt.Errorf("sluice: the store cannot peek (it is not a store.Peeker): %w", errors.ErrUnsupported)
-	errNoReset = fmt.Errorf("sluice: the store cannot reset (it is not a store.Resetter): %w", errors.ErrUnsupported)
 )
 
 // Status returns the client's quota as GitHub's /rate_limit shows it, and
@@ -64,15 +56,7 @@ func (l *Limiter) StatusOf(ctx context.Context, key, plan string) (store.Result,
 }
 
 func (l *Limiter) peek(ctx context.Context, cfg *limiterConfig, key string, cost int64) (store.Result, error) {
-	p, ok := l.store.(store.Peeker)
-	if !ok {
-		return store.Result{}, errNoPeek
-	}
-	if l.timeout > 0 && !l.local {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.timeout)
-		defer cancel()
-	}
+	p := l.store
 	// Peek(0) gives the quota now; a second Peek of the request's cost
 	// whether it would pass (a peek of cost n reports Remaining after n).
 	res, err := p.Peek(ctx, l.keyPrefix+key, 0, cfg.take...)
@@ -142,18 +126,10 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if key == "" {
 		return fmt.Errorf("sluice: reset: %w", store.ErrEmptyKey)
 	}
-	r, ok := l.store.(store.Resetter)
-	if !ok {
-		return errNoReset
+	if err := l.store.Reset(ctx, l.keyPrefix+key, l.allLimits()...); err != nil {
+		return fmt.Errorf("sluice: reset: %w", err)
 	}
-	storeKey := l.keyPrefix + key
-	limits := l.allLimits()
-	err := r.Reset(ctx, storeKey, limits...)
-	local := l.forgetLocal(storeKey, limits)
-	if err == nil || local && errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	return fmt.Errorf("sluice: reset: %w", err)
+	return nil
 }
 
 // ResetRequest is Reset for the key the Limiter's key function gives r,
@@ -174,21 +150,4 @@ func (l *Limiter) ResetRequest(r *http.Request) error {
 		return fmt.Errorf("sluice: reset: %w", err)
 	}
 	return l.Reset(r.Context(), key)
-}
-
-// forgetLocal clears storeKey in the local fallback (the remembered
-// answer and the fallback store's state under limits), and reports whether
-// it held any state of it.
-func (l *Limiter) forgetLocal(storeKey string, limits []store.Spec) bool {
-	if l.shared != nil {
-		return l.shared.forget(storeKey, limits)
-	}
-	if l.fallback == nil || l.fallback == l.store {
-		return false
-	}
-	if r, ok := l.fallback.(store.Resetter); ok {
-		// A memory store fails only on bad input, or with ErrNotFound.
-		return r.Reset(context.Background(), storeKey, limits...) == nil
-	}
-	return false
 }

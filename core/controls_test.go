@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/partial"
 )
 
 // headerKey keys requests by their X-Client header.
@@ -381,7 +382,7 @@ func TestResetNothingIsAnError(t *testing.T) {
 }
 
 // downStore is a store that is down: Take and Reset fail.
-type downStore struct{}
+type downStore struct{ partial.Store }
 
 func (downStore) Take(context.Context, string, int64, ...store.Spec) (store.Result, error) {
 	return store.Result{}, errStoreDown
@@ -391,8 +392,7 @@ func (downStore) Reset(context.Context, string, ...store.Spec) error { return er
 // With the store down, Reset clears the local fallback store, which is
 // what refuses the client meanwhile, and returns the store's error.
 func TestResetStoreDownClearsFallback(t *testing.T) {
-	fallback := memorystore.New()
-	l, err := New(downStore{}, "test", headerKey, []store.Limit{store.PerHour(1)}, WithFallbackStore(fallback))
+	l, err := New(withLocal(downStore{}, memorystore.New()), "test", headerKey, []store.Limit{store.PerHour(1)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,22 +35,9 @@ func (s *refundingStore) Refund(ctx context.Context, key string, n int64, stamp 
 	return s.Store.Refund(ctx, key, n, stamp, limits...)
 }
 
-func TestCountIfNewChecksTheStores(t *testing.T) {
-	mem := memorystore.New()
-	if _, err := New(mem, "test", keyFromHeader, perSecond10, WithCountIf(nil)); !errors.Is(err, ErrInvalidOption) {
+func TestCountIfNewChecksTheFunc(t *testing.T) {
+	if _, err := New(memorystore.New(), "test", keyFromHeader, perSecond10, WithCountIf(nil)); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("WithCountIf(nil): %v, want ErrInvalidOption", err)
-	}
-	_, err := New(&scriptStore{}, "test", keyFromHeader, perSecond10, WithCountIf(failures))
-	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "Refunder") {
-		t.Errorf("a store without give-back: %v, want ErrInvalidOption naming store.Refunder", err)
-	}
-	_, err = New(mem, "test", keyFromHeader, perSecond10, WithCountIf(failures), WithFallbackStore(&scriptStore{}))
-	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "fallback") {
-		t.Errorf("a fallback store without give-back: %v, want ErrInvalidOption naming the fallback", err)
-	}
-	if _, err := New(mem, "test", keyFromHeader, perSecond10, WithCountIf(failures),
-		WithFallbackStore(&scriptStore{}), WithFailurePolicy(FailOpen)); err != nil {
-		t.Errorf("FailOpen with a fallback store without give-back: %v", err)
 	}
 }
 
@@ -102,7 +88,7 @@ func TestCountIfGiveBackFailureAndFallback(t *testing.T) {
 	down := errors.New("store down")
 	st := &refundingStore{Store: memorystore.New(), refundErr: down}
 	fb := &refundingStore{Store: memorystore.New()}
-	l := mustNew(t, st, []store.Limit{store.PerMinute(3)}, WithCountIf(failures), WithObserver(rec.observe), WithFallbackStore(fb),
+	l := mustNew(t, withLocal(st, fb), []store.Limit{store.PerMinute(3)}, WithCountIf(failures), WithObserver(rec.observe),
 		withName("login"))
 	d := l.Decide(request("a"))
 	d.Done(200)

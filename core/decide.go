@@ -2,8 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -100,49 +98,18 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 			cfg = l.dropExpiredGuards(cfg, now)
 		}
 	}
-	res, now, err := l.take(ctx, cfg, storeKey, cost, now, ev)
-	d := Decision{l: cfg, now: now}
-	switch {
-	case err == nil:
-		l.fromResult(&d, res)
-		l.needsDone(&d, l.store, storeKey, cost)
-		l.holdSlot(&d, l.store, storeKey)
-	case err == errHeld:
-		l.onFailure(ctx, &d, storeKey, cost, ev)
-		return d
-	case ctx.Err() != nil:
-		// The client is gone: no policy serves it (see OutcomeCanceled).
-		d.Action, d.Outcome, d.resp = Refuse, OutcomeCanceled, &l.unavailable
-	default:
-		l.onFailure(ctx, &d, storeKey, cost, ev)
+	sctx := ctx
+	if l.policy != FailLocal {
+		sctx = store.NoFallback(ctx)
 	}
-	if err != nil {
-		ev.Err = err
+	start := time.Now()
+	var res store.Result
+	var err error
+	if l.countIf == nil {
+		res, err = l.store.Take(sctx, storeKey, cost, cfg.take...)
+	} else {
+		res, err = l.store.Charge(sctx, storeKey, cost, cfg.take...)
 	}
-	return d
-}
-
-// take calls the store within the per-decision timeout, and returns its
-// answer, folded, and the time of the decision: when the call ended, or
-// the Limiter's clock (now when it was read already).
-func (l *Limiter) take(ctx context.Context, cfg *limiterConfig, storeKey string, cost int64, now time.Time, ev *Event) (store.Result, time.Time, error) {
-	start := time.Now() // before the deadline's clock starts: a timeout's Latency is at least the timeout
-	tctx := ctx
-	if l.timeout > 0 && !l.local {
-		var cancel context.CancelFunc
-		tctx, cancel = context.WithTimeout(ctx, l.timeout)
-		defer cancel()
-	}
-	var t ticket // the local fallback's note of the Take (its debt for the key, carried along)
-	if l.shared != nil {
-		if t = l.shared.begin(storeKey, cost); t.hold {
-			if now.IsZero() {
-				now = l.now()
-			}
-			return store.Result{}, now, errHeld
-		}
-	}
-	res, err := l.charge(tctx, l.store, storeKey, cost+t.owed, cfg.take)
 	end := time.Now()
 	ev.Latency = end.Sub(start)
 	switch {
@@ -151,57 +118,26 @@ func (l *Limiter) take(ctx context.Context, cfg *limiterConfig, storeKey string,
 	case now.IsZero():
 		now = l.now()
 	}
-	if err == nil {
-		res = cfg.fold(res)
-	}
-	if l.shared != nil {
-		l.shared.after(storeKey, t, &res, err, cfg, now)
-	}
-	if err != nil && tctx != ctx && tctx.Err() == context.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
-		// The store's client may say "i/o timeout": it is the deadline.
-		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
-	}
-	return res, now, err
-}
-
-// onFailure decides by the failure policy, the store having failed.
-func (l *Limiter) onFailure(ctx context.Context, d *Decision, storeKey string, cost int64, ev *Event) {
-	switch l.policy {
-	case FailOpen:
-		d.Action, d.Outcome = Serve, OutcomeFailedOpen
-	case FailClosed:
-		d.Action, d.Outcome, d.resp = Refuse, OutcomeFailedClosed, &l.unavailable
-	default: // FailLocal
-		start := time.Now()
-		res, err := l.takeLocal(ctx, storeKey, cost, d.l, d.now)
-		ev.Latency += time.Since(start)
-		if err != nil {
-			d.Action, d.Outcome = Serve, OutcomeFailedOpen
-			return
+	d := Decision{l: cfg, now: now}
+	switch {
+	case err == nil:
+		l.fromResult(&d, cfg.fold(res))
+		if res.Fallback != nil {
+			d.Outcome, ev.Err = OutcomeFallback, res.Fallback
 		}
-		l.fromResult(d, res)
-		l.needsDone(d, l.localStore(), storeKey, cost)
-		l.holdSlot(d, l.localStore(), storeKey)
-		d.Outcome = OutcomeFallback
+		l.needsDone(&d, storeKey, cost)
+		l.holdSlot(&d, storeKey)
+		return d
+	case ctx.Err() != nil:
+		// The client is gone: no policy serves it (see OutcomeCanceled).
+		d.Action, d.Outcome, d.resp = Refuse, OutcomeCanceled, &l.unavailable
+	case l.policy == FailClosed:
+		d.Action, d.Outcome, d.resp = Refuse, OutcomeFailedClosed, &l.unavailable
+	default: // FailOpen, or FailLocal on a store that could not decide locally
+		d.Action, d.Outcome = Serve, OutcomeFailedOpen
 	}
-}
-
-// takeLocal decides with the local fallback: the shared one, which
-// starts from the store's last answer for the key, or the Limiter's own.
-func (l *Limiter) takeLocal(ctx context.Context, storeKey string, cost int64, cfg *limiterConfig, now time.Time) (store.Result, error) {
-	if l.shared == nil {
-		return takeFolded(ctx, l.fallback, storeKey, cost, cfg)
-	}
-	return l.shared.take(ctx, l.localStore(), storeKey, cost, cfg, now)
-}
-
-// localStore returns the store the Limiter decides with while its store
-// is away: WithFallbackStore's, else the shared fallback's memory store.
-func (l *Limiter) localStore() store.Store {
-	if l.fallback != nil || l.shared == nil {
-		return l.fallback
-	}
-	return l.shared.store()
+	ev.Err = err
+	return d
 }
 
 // fromResult fills d from a store's result.

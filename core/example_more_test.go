@@ -8,8 +8,10 @@ import (
 	"net/http/httptest"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/core/store"
 )
 
@@ -31,11 +33,16 @@ func request(client string) *http.Request {
 	return r
 }
 
-// failingStore is a Store that is always down.
-type failingStore struct{}
-
-func (failingStore) Take(context.Context, string, int64, ...store.Spec) (store.Result, error) {
-	return store.Result{}, errors.New("connection refused")
+// deadRedis returns a Redis store whose server is gone: every call to
+// Redis fails (connection refused), and its local fallback decides unless
+// the Limiter's failure policy says otherwise.
+func deadRedis() *redisstore.Store {
+	client := redis.NewUniversalClient(redisstore.UniversalOptions("127.0.0.1:1"))
+	st, err := redisstore.New(client)
+	if err != nil {
+		panic(err)
+	}
+	return st
 }
 
 func ExampleNew() {
@@ -302,11 +309,13 @@ func ExampleWithObserver() {
 	// limiter=upload key=alice outcome=denied retry=1m0s
 }
 
-// When the shared store is down, the failure policy decides: a local
-// memory store (the default), serve everything, or refuse everything.
+// When Redis is down, the failure policy decides: the Redis store's local
+// fallback (the default), serve everything, or refuse everything.
 func ExampleWithFailurePolicy() {
+	st := deadRedis()
+	defer st.Close()
 	for _, p := range []core.FailurePolicy{core.FailLocal, core.FailOpen, core.FailClosed} {
-		limiter, err := core.New(failingStore{}, "test", byClient, []store.Limit{store.PerMinute(1)},
+		limiter, err := core.New(st, p.String(), byClient, []store.Limit{store.PerMinute(1)},
 			core.WithFailurePolicy(p))
 		if err != nil {
 			panic(err)
@@ -407,31 +416,6 @@ func ExampleWithDenyResponse() {
 	// 503 retry-after=60 busy, try later
 }
 
-// A store slower than the per-decision timeout counts as failed: the
-// failure policy decides instead of keeping the client waiting.
-func ExampleWithTimeout() {
-	slow := slowStore{}
-	limiter, err := core.New(slow, "test", byClient, []store.Limit{store.PerMinute(10)},
-		core.WithTimeout(20*time.Millisecond),
-		core.WithObserver(func(e core.Event) { fmt.Println(e.Outcome, errors.Is(e.Err, context.DeadlineExceeded)) }))
-	if err != nil {
-		panic(err)
-	}
-	d := limiter.Decide(request("alice"))
-	fmt.Println(d.Action, d.Result.Remaining)
-	// Output:
-	// fallback true
-	// serve 9
-}
-
-// slowStore is a Store that answers only when its context ends.
-type slowStore struct{}
-
-func (slowStore) Take(ctx context.Context, _ string, _ int64, _ ...store.Spec) (store.Result, error) {
-	<-ctx.Done()
-	return store.Result{}, ctx.Err()
-}
-
 // The memory store holds a bounded number of states; a flood of new keys
 // evicts the least valuable ones rather than growing without bound.
 func ExampleWithMaxKeys() {
@@ -481,29 +465,10 @@ func ExampleWithCost() {
 	// refuse 2
 }
 
-// FailLocal decides with the fallback store while the shared one is down;
-// give it your own memory store to bound its size.
-func ExampleWithFallbackStore() {
-	local := memorystore.New(memorystore.WithMaxKeys(10_000))
-	limiter, err := core.New(failingStore{}, "test", byClient, []store.Limit{store.PerMinute(2)},
-		core.WithFallbackStore(local))
-	if err != nil {
-		panic(err)
-	}
-	for i := 0; i < 3; i++ {
-		d := limiter.Decide(request("alice"))
-		fmt.Println(d.Outcome, d.Action, d.Result.Remaining)
-	}
-	fmt.Println("states in the fallback store:", local.Len())
-	// Output:
-	// fallback serve 1
-	// fallback serve 0
-	// fallback refuse 0
-	// states in the fallback store: 1
-}
-
 func ExampleWithUnavailableResponse() {
-	limiter, err := core.New(failingStore{}, "test", byClient, []store.Limit{store.PerMinute(2)},
+	st := deadRedis()
+	defer st.Close()
+	limiter, err := core.New(st, "test", byClient, []store.Limit{store.PerMinute(2)},
 		core.WithFailurePolicy(core.FailClosed),
 		core.WithUnavailableResponse(core.Response{
 			Status:      http.StatusServiceUnavailable,

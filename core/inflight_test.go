@@ -1,8 +1,6 @@
 package core
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -11,41 +9,6 @@ import (
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 )
-
-// takeOnly is a Store that cannot release a slot.
-type takeOnly struct{ s store.Store }
-
-func (t takeOnly) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
-	return t.s.Take(ctx, key, n, limits...)
-}
-
-// New, SetLimits and SetPlans refuse an InFlight limit on a store, or a
-// local fallback store, that cannot release slots; other limits are fine.
-func TestInFlightNeedsReleaser(t *testing.T) {
-	key := func(*http.Request) (string, error) { return "k", nil }
-	inflight := []store.Limit{store.MaxInFlight(2, time.Minute)}
-	if _, err := New(takeOnly{memorystore.New()}, "test", key, inflight); !errors.Is(err, ErrInvalidOption) {
-		t.Errorf("New on a store without Release: %v, want ErrInvalidOption", err)
-	}
-	if _, err := New(memorystore.New(), "test", key, inflight, WithFallbackStore(takeOnly{memorystore.New()})); !errors.Is(err, ErrInvalidOption) {
-		t.Errorf("New with a fallback store without Release: %v, want ErrInvalidOption", err)
-	}
-	if _, err := New(memorystore.New(), "test", key, inflight, WithFallbackStore(takeOnly{memorystore.New()}), WithFailurePolicy(FailOpen)); err != nil {
-		t.Errorf("New with an unused fallback store without Release: %v", err)
-	}
-	l, err := New(takeOnly{memorystore.New()}, "test", key, []store.Limit{store.PerMinute(10)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.SetLimits(inflight); !errors.Is(err, ErrInvalidOption) {
-		t.Errorf("SetLimits(MaxInFlight) on a store without Release: %v, want ErrInvalidOption", err)
-	}
-	plans := map[string][]store.Limit{"free": inflight}
-	of := func(*http.Request) string { return "free" }
-	if _, err := New(takeOnly{memorystore.New()}, "test", key, []store.Limit{store.PerMinute(10)}, WithPlans(of, plans)); !errors.Is(err, ErrInvalidOption) {
-		t.Errorf("a plan with MaxInFlight on a store without Release: %v, want ErrInvalidOption", err)
-	}
-}
 
 // A slot is held by the Decision that took it and given back by Done,
 // once: a second Done frees nothing more; a request refused holds none.
@@ -97,31 +60,5 @@ func TestInFlightWithCountIf(t *testing.T) {
 	b.Done(http.StatusOK) // released, and counted
 	if c := req(); c.Action != Serve || c.Result.PerLimit[1].Remaining != 0 {
 		t.Fatalf("after a 200: %v, rate remaining %d; want served, 0 left", c.Action, c.Result.PerLimit[1].Remaining)
-	}
-}
-
-// The shared fallback does not decide a key from a store's answer bound
-// by an InFlight limit (its free slots come back when requests end), and
-// charges its debts without the InFlight limits (no request would release
-// a slot a debt took).
-func TestInFlightSharedFallback(t *testing.T) {
-	key := func(*http.Request) (string, error) { return "k", nil }
-	rate := store.Limit{Algorithm: store.TokenBucket, Rate: 2, Period: time.Hour}
-	l, err := New(memorystore.New(), "test", key, []store.Limit{store.MaxInFlight(1, time.Hour), rate})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := l.cfg.Load()
-	f := newLocalFallback(takeOnly{memorystore.New()})
-	now := time.Now()
-	for binding, known := range []bool{false, true} {
-		res := store.Result{Allowed: true, Limit: 2, Remaining: 1, ResetAfter: time.Minute, Binding: binding}
-		f.remember("k", &res, cfg, now, ticket{})
-		if r := f.shard("k").m["k"]; r.known != known {
-			t.Errorf("an answer bound by limit %d: known %v, want %v", binding, r.known, known)
-		}
-	}
-	if got := withoutInFlight(cfg.take); len(got) != 1 || got[0] != cfg.take[1] {
-		t.Errorf("withoutInFlight(%v) = %v, want the rate alone", cfg.take, got)
 	}
 }

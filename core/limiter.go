@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 )
 
@@ -24,11 +23,11 @@ import (
 // process or several, share state on purpose: that is how several
 // instances of a service enforce one limit together.
 //
-// When the store fails or is slower than the per-decision timeout, the
-// failure policy decides (FailLocal by default: a local memory store with
-// the same limits). Failing fast while the store is away is the store's
-// job, shared by every Limiter on it (the Redis store has a circuit breaker
-// per server; see the redisstore package). A request whose key cannot be
+// When the store cannot decide, the failure policy says what happens
+// (FailLocal by default: the store's own local fallback decides when it
+// has one, as the Redis store does). Deadlines, a circuit breaker and the
+// local fallback are the store's, shared by every Limiter on it (see the
+// redisstore package). A request whose key cannot be
 // extracted follows the key-error rule; it never skips limiting silently.
 // The client never sees a 500 or an error text from the Limiter.
 //
@@ -50,11 +49,7 @@ type Limiter struct {
 	skip     func(*http.Request) bool
 	countIf  func(status int) bool // nil: every request counts
 
-	policy   FailurePolicy
-	fallback store.Store    // WithFallbackStore's, or the store itself; nil: shared's
-	shared   *localFallback // FailLocal on a store other than a memory store
-	timeout  time.Duration  // 0: no limiter deadline
-	local    bool           // store is a *memorystore.Store: no deadline needed
+	policy FailurePolicy
 
 	keyRule KeyErrorRule
 	// policyName and planPolicyNames name the IETF policies; see
@@ -83,29 +78,12 @@ type Limiter struct {
 	keyErrLogged atomic.Bool // the first key error was logged (logKeyError)
 }
 
-// DefaultTimeout is the per-decision deadline for a store call when
-// WithTimeout is not given. A healthy Redis answers in well under a
-// millisecond on a LAN and in a few milliseconds across zones; 100ms leaves
-// room for a GC pause or a retransmit without tripping the failure policy,
-// while a dead store costs at most this much per request until the store's
-// circuit breaker opens (and nothing afterwards).
-const DefaultTimeout = 100 * time.Millisecond
-
-// MinTimeout is the smallest per-decision deadline WithTimeout accepts
-// (other than 0, no deadline): a shorter one could not reach even a Redis
-// on the same host, and every decision would follow the failure policy.
-const MinTimeout = time.Millisecond
-
 // Errors reported to observers (Event.Err) and by New.
 var (
 	// ErrInvalidOption is wrapped by every error New returns for a bad
 	// argument or option, except an invalid Limit: that error (from New
 	// or SetLimits) wraps ErrInvalidLimit and says which limit.
 	ErrInvalidOption = errors.New("sluice: invalid limiter option")
-
-	// errHeld: the local fallback decides a key it admitted while the
-	// store was away, for a moment after the store is back (settleHold).
-	errHeld = errors.New("sluice: held by the local fallback while its debts settle")
 
 	errEmptyKey     = fmt.Errorf("%w: the key function returned an empty key and no error", ErrNoKey)
 	errNegativeCost = fmt.Errorf("%w: the cost function returned a negative cost; the default cost was charged", store.ErrNegativeCost)
@@ -138,7 +116,6 @@ func New(s store.Store, name string, key KeyFunc, limits []store.Limit, opts ...
 		name:        name,
 		key:         key,
 		cost:        1,
-		timeout:     DefaultTimeout,
 		deny:        defaultDenyResponse,
 		unavailable: defaultUnavailableResponse,
 		keyDenied:   defaultKeyDeniedResponse,
@@ -148,22 +125,10 @@ func New(s store.Store, name string, key KeyFunc, limits []store.Limit, opts ...
 	if err != nil {
 		return nil, err
 	}
-	if err := l.checkReleasers(specs); err != nil {
-		return nil, err
-	}
-	if err := l.checkRefunders(); err != nil {
-		return nil, err
-	}
 	l.cfg.Store(l.newConfig("", limits, specs, nil))
 	if l.planOf != nil {
 		if err := l.SetPlans(plans); err != nil {
 			return nil, err
-		}
-	}
-	if l.policy == FailLocal && !l.local {
-		l.useFallback()
-		if l.fallback != nil {
-			l.shared.adopt(l.fallback)
 		}
 	}
 	return l, nil
@@ -181,28 +146,9 @@ func (l *Limiter) apply(opts []Option) (map[string][]store.Limit, error) {
 			return nil, err
 		}
 	}
-	_, l.local = l.store.(*memorystore.Store)
-	if l.policy == FailLocal && l.local && l.fallback == nil {
-		l.fallback = l.store // only fails for a gone client; a second one would too
-	}
 	l.keyPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + ":"
 	l.keylessPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + "!"
 	return plans, nil
-}
-
-// checkRefunders reports, for a Limiter with WithCountIf, a store or a
-// local fallback store that cannot give a charge back.
-func (l *Limiter) checkRefunders() error {
-	if l.countIf == nil {
-		return nil
-	}
-	if _, ok := l.store.(store.Refunder); !ok {
-		return fmt.Errorf("%w: WithCountIf needs a store that can give a charge back (a store.Refunder); %T is not one", ErrInvalidOption, l.store)
-	}
-	if _, ok := l.fallback.(store.Refunder); l.policy == FailLocal && l.fallback != nil && !ok {
-		return fmt.Errorf("%w: WithCountIf needs a fallback store that can give a charge back (a store.Refunder); %T is not one", ErrInvalidOption, l.fallback)
-	}
-	return nil
 }
 
 // specsOf validates limits, as New and SetLimits do.

@@ -184,29 +184,17 @@ func TestMemoryLeakyBucketHold(t *testing.T) {
 func TestMemoryFallback(t *testing.T) {
 	clock := newFakeClock(t0)
 	local := memorystore.New(memorystore.WithClock(clock.Now))
-	l := mustNew(t, &scriptStore{take: failingTake}, []store.Limit{store.PerSecond(2)}, WithFallbackStore(local), WithClock(clock.Now))
+	l := mustNew(t, withLocal(&scriptStore{take: failingTake}, local), []store.Limit{store.PerSecond(2)}, WithClock(clock.Now))
 	for i, want := range []Action{Serve, Serve, Refuse} {
 		d, h := decideHeaders(l, request("a"))
 		if d.Action != want || d.Outcome != OutcomeFallback || h.Get(HeaderLimit) != "2" {
 			t.Fatalf("request %d: %v/%v %v, want %v/fallback with headers", i+1, d.Action, d.Outcome, h, want)
 		}
 	}
-	// The default fallback is a working memory store too.
+	// A store without a local fallback: FailLocal serves, failed open.
 	l = mustNew(t, &scriptStore{take: failingTake}, []store.Limit{store.PerMinute(2)})
-	for i, want := range []Action{Serve, Serve, Refuse} {
-		if d := l.Decide(request("a")); d.Action != want || d.Outcome != OutcomeFallback {
-			t.Fatalf("default fallback, request %d: %v/%v, want %v", i+1, d.Action, d.Outcome, want)
-		}
-	}
-}
-
-func TestMemoryStoreGetsNoDeadline(t *testing.T) {
-	l := mustNew(t, memorystore.New(), perSecond10)
-	if !l.local {
-		t.Fatal("a *memorystore.Store was not recognised: every decision would pay for a deadline")
-	}
-	if mustNew(t, &scriptStore{}, perSecond10).local {
-		t.Fatal("a remote store was taken for a local one")
+	if d := l.Decide(request("a")); d.Action != Serve || d.Outcome != OutcomeFailedOpen {
+		t.Fatalf("no local fallback: %v/%v, want serve/failed_open", d.Action, d.Outcome)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/sluicehq/sluice/core/store"
 )
@@ -158,32 +157,27 @@ func WithCountIf(count func(status int) bool) Option {
 	})
 }
 
-// FailurePolicy is what a Limiter does when its store fails, exceeds the
-// per-decision timeout, or is cut off by the circuit breaker.
+// FailurePolicy is what a Limiter does when its store fails (an error,
+// the store's timeout, an open circuit breaker). The policy travels with
+// each call (store.NoFallback), so Limiters on one store may differ.
 type FailurePolicy uint8
 
 const (
-	// FailLocal decides with a local store holding the same limits (by
-	// default one memory store shared by every Limiter of the process on
-	// the same store, made at the first failure; see WithFallbackStore).
-	// A key starts from the last answer the store gave this process for it:
-	// a key refused until T stays refused until T, and a key with r left
-	// gets at most r more until the store said it would be full again
-	// (growing back steadily meanwhile for GCRA, token and leaky bucket).
-	// Of that, or of the limit for a key it never saw, each of N instances
-	// admits only its share, 1/N rounded down (at least 1), when the store
-	// tells N (store.Fleet;
-	// the Redis store does), and what it admitted is charged to the store
-	// once it answers again: a key gets about one allowance across the
-	// fleet while the store is away (ALGORITHMS.md). Rate-limit headers are set from the
-	// local result. It is the default. If the local store fails too, the
-	// request is served (OutcomeFailedOpen).
+	// FailLocal lets the store decide locally when its backend fails, if
+	// it can: the Redis store's fallback (on by default, see
+	// redisstore.WithFallback) starts from Redis' last answer for the key,
+	// takes this instance's share of it, and charges what it admitted to
+	// Redis once it answers again. Such decisions are OutcomeFallback,
+	// with the local result's headers. A store that cannot decide (no
+	// fallback, or its local store failed too): the request is served
+	// (OutcomeFailedOpen). It is the default.
 	FailLocal FailurePolicy = iota
-	// FailOpen serves the request unlimited, without rate-limit headers.
+	// FailOpen serves the request unlimited, without rate-limit headers;
+	// the store's fallback is not used.
 	FailOpen
 	// FailClosed refuses the request with the unavailable response
 	// (default 503, see WithUnavailableResponse), without rate-limit
-	// headers.
+	// headers; the store's fallback is not used.
 	FailClosed
 )
 
@@ -201,47 +195,6 @@ func WithFailurePolicy(p FailurePolicy) Option {
 			return fmt.Errorf("%w: unknown failure policy %d", ErrInvalidOption, uint8(p))
 		}
 		o.l.policy = p
-		return nil
-	})
-}
-
-// WithFallbackStore sets the local store FailLocal decides with (for a
-// memory store with your own options), in place of the shared default
-// fallback: one memorystore.New() for all the Limiters of the process on
-// the same store, made at the first failure, holding at most
-// memorystore.DefaultMaxKeys states in all. It is called without the
-// timeout and the circuit breaker; the store's last answers still bound
-// it (see FailLocal), and Resets clear it. It has no effect under other
-// failure policies. A nil s, or one holding a nil pointer, is
-// an error wrapping ErrInvalidOption.
-func WithFallbackStore(s store.Store) Option {
-	return optionFunc(func(o *options) error {
-		if err := checkStore("fallback store", s); err != nil {
-			return err
-		}
-		o.l.fallback = s
-		return nil
-	})
-}
-
-// WithTimeout sets the per-decision deadline of a store call; past it the
-// call counts as a failure and the failure policy decides. The deadline is
-// a child of the request's context, so a client that goes away also ends
-// the call (without counting against the store). 0 sets no deadline of the
-// Limiter's own; otherwise d must be at least MinTimeout. The default is
-// DefaultTimeout. A *memorystore.Store never blocks and gets no deadline.
-//
-// The Limiter never retries a store call. A call that timed out may still
-// have been charged by the store (the script may have run), so a request
-// decided by FailLocal after a timeout may be counted both remotely and
-// locally; it is never counted twice by the same store.
-func WithTimeout(d time.Duration) Option {
-	return optionFunc(func(o *options) error {
-		if d < 0 || d > 0 && d < MinTimeout {
-			return fmt.Errorf("%w: timeout %v: want 0 (no deadline) or at least %v; a shorter one never reaches the store",
-				ErrInvalidOption, d, MinTimeout)
-		}
-		o.l.timeout = d
 		return nil
 	})
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/fallback"
+	"github.com/sluicehq/sluice/internal/partial"
 )
 
 // fakeClock is a settable clock for the Limiter (and the memory store).
@@ -38,6 +40,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 // scriptStore is a store.Store test double: it records every call and answers
 // with take (or a fixed allowed Result when take is nil).
 type scriptStore struct {
+	partial.Store
 	mu    sync.Mutex
 	calls []storeCall
 	take  func(ctx context.Context, key string, n int64) (store.Result, error)
@@ -65,6 +68,11 @@ func (s *scriptStore) Take(ctx context.Context, key string, n int64, limits ...s
 		return store.Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Second}, nil
 	}
 	return take(ctx, key, n)
+}
+
+// Charge is Take (a double without stamps).
+func (s *scriptStore) Charge(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
+	return s.Take(ctx, key, n, limits...)
 }
 
 func (s *scriptStore) Calls() []storeCall {
@@ -160,10 +168,6 @@ func TestNewRejectsBadArguments(t *testing.T) {
 		"nil cost func":       WithCostFunc(nil),
 		"nil skip":            WithSkip(nil),
 		"unknown policy":      WithFailurePolicy(FailurePolicy(9)),
-		"nil fallback":        WithFallbackStore(nil),
-		"negative timeout":    WithTimeout(-time.Millisecond),
-		"timeout below min":   WithTimeout(MinTimeout - 1),
-		"1ns timeout":         WithTimeout(time.Nanosecond),
 		"nil observer":        WithObserver(nil),
 		"unknown headers":     WithHeaders(HeaderStyle(9)),
 		"unknown key rule":    WithKeyErrorRule(KeyErrorRule(9)),
@@ -178,7 +182,7 @@ func TestNewRejectsBadArguments(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrInvalidOption", name, err)
 		}
 	}
-	if _, err := New(st, `a "quoted" \ name`, keyFromHeader, perSecond10, WithTimeout(0), WithTimeout(MinTimeout)); err != nil {
+	if _, err := New(st, `a "quoted" \ name`, keyFromHeader, perSecond10); err != nil {
 		t.Errorf("valid options rejected: %v", err)
 	}
 }
@@ -439,8 +443,8 @@ func TestFailurePolicies(t *testing.T) {
 			return deniedResult(1200 * time.Millisecond), nil
 		}}
 		rec := &recorder{}
-		l := mustNew(t, &scriptStore{take: failingTake}, perSecond10, withName("r"), WithCost(2),
-			WithFallbackStore(fb), WithObserver(rec.observe))
+		l := mustNew(t, withLocal(&scriptStore{take: failingTake}, fb), perSecond10, withName("r"), WithCost(2),
+			WithObserver(rec.observe))
 		d := l.Decide(request("a"))
 		if d.Action != Refuse || d.Outcome != OutcomeFallback || d.Response().Status != http.StatusTooManyRequests {
 			t.Fatalf("decision %v/%v/%d, want refuse/fallback/429", d.Action, d.Outcome, d.Response().Status)
@@ -459,47 +463,36 @@ func TestFailurePolicies(t *testing.T) {
 		}
 	})
 	t.Run("local store fails too", func(t *testing.T) {
-		l := mustNew(t, &scriptStore{take: failingTake}, perSecond10, WithFallbackStore(&scriptStore{take: failingTake}))
+		l := mustNew(t, withLocal(&scriptStore{take: failingTake}, &scriptStore{take: failingTake}), perSecond10)
 		if d := l.Decide(request("a")); d.Action != Serve || d.Outcome != OutcomeFailedOpen {
 			t.Fatalf("decision %v/%v, want serve/failed_open", d.Action, d.Outcome)
 		}
 	})
 }
 
-func TestTimeout(t *testing.T) {
+// A store's deadline (the Redis store's timeout) reaches the Limiter as
+// a failure after it; the Event's Latency counts the time spent in the
+// store, the deadline included.
+func TestStoreDeadline(t *testing.T) {
 	block := func(ctx context.Context, _ string, _ int64) (store.Result, error) {
 		<-ctx.Done()
 		return store.Result{}, ctx.Err()
 	}
-	st := &scriptStore{take: block}
+	st := fallback.New(&scriptStore{take: block}, fallback.Config{Timeout: 30 * time.Millisecond})
 	rec := &recorder{}
-	l := mustNew(t, st, perSecond10, WithTimeout(30*time.Millisecond), WithFailurePolicy(FailOpen), WithObserver(rec.observe))
+	l := mustNew(t, st, perSecond10, WithFailurePolicy(FailOpen), WithObserver(rec.observe))
 	start := time.Now()
 	d := l.Decide(request("a"))
 	elapsed := time.Since(start)
 	if d.Outcome != OutcomeFailedOpen {
 		t.Fatalf("outcome %v, want failed_open", d.Outcome)
 	}
-	if elapsed < 30*time.Millisecond || elapsed > 2*time.Second {
-		t.Errorf("Decide took %v with a 30ms timeout", elapsed)
+	if elapsed < 30*time.Millisecond {
+		t.Errorf("Decide took %v with a 30ms deadline", elapsed)
 	}
 	ev := rec.last(t)
 	if !errors.Is(ev.Err, context.DeadlineExceeded) || ev.Latency < 30*time.Millisecond {
 		t.Errorf("event Err %v Latency %v, want DeadlineExceeded after ≥30ms", ev.Err, ev.Latency)
-	}
-
-	// The default timeout applies when none is given.
-	st2 := &scriptStore{}
-	mustNew(t, st2, perSecond10).Decide(request("a"))
-	c := st2.Calls()[0]
-	if !c.hasDeadline || c.timeout > DefaultTimeout || c.timeout < DefaultTimeout-50*time.Millisecond {
-		t.Errorf("default: deadline %v in %v, want about %v", c.hasDeadline, c.timeout, DefaultTimeout)
-	}
-	// WithTimeout(0): no deadline of the limiter's own.
-	st3 := &scriptStore{}
-	mustNew(t, st3, perSecond10, WithTimeout(0)).Decide(request("a"))
-	if st3.Calls()[0].hasDeadline {
-		t.Error("WithTimeout(0): the store saw a deadline")
 	}
 }
 
@@ -641,7 +634,7 @@ func TestDecideConcurrent(t *testing.T) {
 		// Takes in flight, serves too.
 		return store.Result{Allowed: true, Limit: 10_000, Remaining: 5_000, ResetAfter: time.Second}, nil
 	}}
-	l := mustNew(t, st, perSecond10, WithFallbackStore(&scriptStore{}), WithHeaders(HeadersBoth))
+	l := mustNew(t, withLocal(st, &scriptStore{}), perSecond10, WithHeaders(HeadersBoth))
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
@@ -658,6 +651,11 @@ func TestDecideConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// withLocal is st with a local fallback, as the Redis store has one.
+func withLocal(st, local store.Store) store.Store {
+	return fallback.New(st, fallback.Config{Local: local})
 }
 
 // withName renames the Limiter a test helper makes (New's name), so that

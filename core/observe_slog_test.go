@@ -17,6 +17,8 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/fallback"
+	"github.com/sluicehq/sluice/internal/partial"
 )
 
 // slogCapture is a slog.Handler that keeps the records it is given.
@@ -94,7 +96,7 @@ func slogLimiter(t *testing.T, st store.Store, limits []store.Limit, logOpts []c
 }
 
 // slogFailing always fails.
-type slogFailing struct{}
+type slogFailing struct{ partial.Store }
 
 var errSlogDown = errors.New("store down")
 
@@ -142,7 +144,9 @@ func TestLogDenialsStoreFailures(t *testing.T) {
 		{core.FailLocal, slog.LevelWarn, "sluice: store unavailable, local store decided", "serve", "fallback", "1", "0"},
 	} {
 		t.Run(tc.policy.String(), func(t *testing.T) {
-			l, h := slogLimiter(t, slogFailing{}, one, []core.LogOption{core.LogRepeatInterval(0)},
+			// A store with a local fallback, as the Redis store.
+			st := fallback.New(slogFailing{}, fallback.Config{Local: memorystore.New(memorystore.WithClock(slogStopped))})
+			l, h := slogLimiter(t, st, one, []core.LogOption{core.LogRepeatInterval(0)},
 				core.WithFailurePolicy(tc.policy))
 			l.Decide(slogRequest("alice"))
 			recs := h.take()

@@ -84,11 +84,6 @@ func (l *Limiter) SetPlans(plans map[string][]store.Limit) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range specs {
-		if err := l.checkReleasers(s); err != nil {
-			return err
-		}
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.plans.Load()

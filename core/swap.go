@@ -82,9 +82,6 @@ func (l *Limiter) SetLimits(limits []store.Limit) error {
 	if err != nil {
 		return err
 	}
-	if err := l.checkReleasers(specs); err != nil {
-		return err
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.cfg.Load()

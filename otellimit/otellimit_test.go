@@ -25,6 +25,8 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/fallback"
+	"github.com/sluicehq/sluice/internal/partial"
 	"github.com/sluicehq/sluice/otellimit"
 )
 
@@ -60,6 +62,7 @@ func request(client string) *http.Request {
 // flakyStore fails while fail is set, and otherwise passes Take to a
 // memory store.
 type flakyStore struct {
+	partial.Store
 	fail atomic.Bool
 	next store.Store
 }
@@ -73,8 +76,13 @@ func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...st
 	return s.next.Take(ctx, key, n, limits...)
 }
 
+// Charge is Take (no stamps needed here).
+func (s *flakyStore) Charge(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
+	return s.Take(ctx, key, n, limits...)
+}
+
 // hangingStore answers only when the context ends.
-type hangingStore struct{}
+type hangingStore struct{ partial.Store }
 
 func (hangingStore) Take(ctx context.Context, _ string, _ int64, _ ...store.Spec) (store.Result, error) {
 	<-ctx.Done()
@@ -285,8 +293,8 @@ func TestFailingStoreFallback(t *testing.T) {
 	st := &flakyStore{next: memorystore.New(memorystore.WithClock(clock.Now))}
 	local := memorystore.New(memorystore.WithClock(clock.Now))
 	newL := func(name string, more ...core.Option) *core.Limiter {
-		return newLimiter(t, st, name, []store.Limit{store.PerSecond(3)}, append([]core.Option{
-			core.WithClock(clock.Now), core.WithFallbackStore(local), core.WithObserver(rec.Observe)}, more...)...)
+		return newLimiter(t, fallback.New(st, fallback.Config{Local: local}), name, []store.Limit{store.PerSecond(3)}, append([]core.Option{
+			core.WithClock(clock.Now), core.WithObserver(rec.Observe)}, more...)...)
 	}
 	l := newL("api")
 	shadow := newL("shadow", core.WithShadow())
@@ -332,7 +340,7 @@ func TestOutcomes(t *testing.T) {
 	decide(newLimiter(t, down, "closed", one, opts("closed", core.WithFailurePolicy(core.FailClosed))...), 2, "a")
 	decide(newLimiter(t, mem, "skip", one, opts("skip", core.WithSkip(func(*http.Request) bool { return true }))...), 2, "a")
 	decide(newLimiter(t, mem, "keyallow", one, opts("keyallow", core.WithKeyErrorRule(core.KeyErrorAllow))...), 1, "")
-	decide(newLimiter(t, hangingStore{}, "slow", one, opts("slow", core.WithTimeout(time.Millisecond),
+	decide(newLimiter(t, fallback.New(hangingStore{}, fallback.Config{Timeout: time.Millisecond}), "slow", one, opts("slow",
 		core.WithFailurePolicy(core.FailOpen))...), 1, "a")
 	// A negative cost is reported in Event.Err but is no store error.
 	decide(newLimiter(t, mem, "neg", one, opts("neg", core.WithCostFunc(func(*http.Request) int64 { return -1 }))...), 1, "a")

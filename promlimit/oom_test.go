@@ -7,10 +7,11 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/partial"
 )
 
 // oomStore fails as the Redis store does when Redis has no memory left.
-type oomStore struct{}
+type oomStore struct{ partial.Store }
 
 func (oomStore) Take(context.Context, string, int64, ...store.Spec) (store.Result, error) {
 	return store.Result{}, fmt.Errorf("redisstore: take 1 on 1 limit(s): %w: OOM command not allowed", store.ErrOutOfMemory)

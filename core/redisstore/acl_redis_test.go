@@ -67,7 +67,6 @@ func TestPingACL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st.OnReset(func(string) {})
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		start := time.Now()
 		err = st.Ping(ctx)
@@ -169,7 +168,7 @@ func TestPingWarnsOfEviction(t *testing.T) {
 // an error wrapping store.ErrOutOfMemory.
 func TestOOMError(t *testing.T) {
 	srv := redistest.StartServer(t, "--maxmemory-policy", "noeviction")
-	st, err := redisstore.New(srv.Client(t))
+	st, err := redisstore.New(srv.Client(t), redisstore.Bare()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +195,6 @@ func TestRestartReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	st.OnReset(func(string) {})
 	if err := st.Ping(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -216,9 +214,9 @@ func TestRestartReported(t *testing.T) {
 }
 
 // TestResubscribeKeepsFallback: when the subscription comes back while
-// the breaker is still open, the OnReset hooks (a Limiter's fallback) are
-// not told "" until the breaker has closed, so the fallback keeps its
-// locks while it decides.
+// the breaker is still open, the fallback is not told "" (everything may
+// have been reset) until the breaker has closed, so it keeps its locks
+// while it decides.
 func TestResubscribeKeepsFallback(t *testing.T) {
 	srv := redistest.StartServer(t)
 	var hold atomic.Bool
@@ -238,12 +236,7 @@ func TestResubscribeKeepsFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var clears atomic.Int64
-	st.OnReset(func(key string) {
-		if key == "" {
-			clears.Add(1)
-		}
-	})
+	clears := redisstore.CountClears(st)
 	if err := st.Ping(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -258,19 +251,19 @@ func TestResubscribeKeepsFallback(t *testing.T) {
 	// past it, however loaded the machine, while the probe is held.
 	time.Sleep(2 * time.Second)
 	if got := clears.Load(); got != first {
-		t.Fatalf("the hooks were told \"\" %d times while the breaker was open", got-first)
+		t.Fatalf("the fallback was told \"\" %d times while the breaker was open", got-first)
 	}
 	hold.Store(false)
 	deadline := time.Now().Add(10 * time.Second)
 	for clears.Load() == first {
 		if time.Now().After(deadline) {
-			t.Fatalf("breaker %s, hooks not told \"\" within 10s of the probe's release",
+			t.Fatalf("breaker %s, the fallback not told \"\" within 10s of the probe's release",
 				redisstore.BreakerState(st, "k", limit))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	if got := clears.Load() - first; got != 1 {
-		t.Errorf("the hooks were told \"\" %d times after the breaker closed, want 1", got)
+		t.Errorf("the fallback was told \"\" %d times after the breaker closed, want 1", got)
 	}
 	if !strings.Contains(strings.Join(w.kinds(), ","), "restart") {
 		t.Errorf("warnings %v, want a restart", w.ws)
@@ -312,7 +305,7 @@ func TestNoKeyWithoutTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer full.Close()
-	st, err := redisstore.New(aclUser(t, srv, "noexpire", "sluice:", without("+pexpire")))
+	st, err := redisstore.New(aclUser(t, srv, "noexpire", "sluice:", without("+pexpire")), redisstore.Bare()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,6 +432,7 @@ func TestFallbackKeepsLockAcrossResubscription(t *testing.T) {
 	defer probe.Close()
 	st, err := redisstore.New(redis.NewClient(redisstore.UniversalOptions(srv.Addr).Simple()),
 		redisstore.WithBreaker(1, 50*time.Millisecond), redisstore.WithWarnings(func(redisstore.Warning) {}),
+		redisstore.WithTimeout(time.Second),
 		redisstore.WithProbeCheck(func(ctx context.Context) error {
 			if hold.Load() {
 				return errors.New("held by the test")
@@ -451,8 +445,7 @@ func TestFallbackKeepsLockAcrossResubscription(t *testing.T) {
 	defer st.Close()
 	limit := store.PerMinute(1)
 	limit.Penalty = 5 * time.Minute
-	l, err := core.New(st, "test", func(*http.Request) (string, error) { return "client", nil }, []store.Limit{limit},
-		core.WithTimeout(time.Second))
+	l, err := core.New(st, "test", func(*http.Request) (string, error) { return "client", nil }, []store.Limit{limit})
 	if err != nil {
 		t.Fatal(err)
 	}

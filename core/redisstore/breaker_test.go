@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -286,8 +285,8 @@ func TestBreakerIgnoresSlowCalls(t *testing.T) {
 			for spin.Load() {
 			}
 		}()
-		judgeHealthy(t, "GOMAXPROCS=1 with a goroutine spinning, 8 workers, 100 ms deadline for 3 s", core.DefaultTimeout, func() (*takeTally, time.Duration) {
-			return hammer(t, realStore(t, srv.Addr), 8, core.DefaultTimeout, 3*time.Second)
+		judgeHealthy(t, "GOMAXPROCS=1 with a goroutine spinning, 8 workers, 100 ms deadline for 3 s", redisstore.DefaultTimeout, func() (*takeTally, time.Duration) {
+			return hammer(t, realStore(t, srv.Addr), 8, redisstore.DefaultTimeout, 3*time.Second)
 		})
 	})
 }
@@ -355,7 +354,7 @@ type takeRecord struct {
 func TestBreakerRecoversAfterPause(t *testing.T) {
 	const (
 		pause   = 2 * time.Second
-		timeout = core.DefaultTimeout
+		timeout = redisstore.DefaultTimeout
 		slack   = time.Second // for a loaded machine
 	)
 	for _, mode := range []string{"WRITE", "ALL"} {

@@ -35,7 +35,7 @@ func deadAddr(t *testing.T) string {
 func clientStore(t *testing.T, client redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
 	t.Helper()
 	t.Cleanup(func() { _ = client.Close() })
-	s, err := redisstore.New(client, opts...)
+	s, err := redisstore.New(client, append(redisstore.Bare(), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,21 +64,20 @@ func ExampleStore_withLimiter() {
 	mr.SetTime(time.Unix(1_700_000_000, 0)) // freeze the server's clock so the output is exact
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer client.Close()
-	st, err := redisstore.New(client)
+	// The deadline is generous (the default is 100 ms) so that the
+	// example's output does not depend on how busy the machine is.
+	st, err := redisstore.New(client, redisstore.WithTimeout(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
 	byClient := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
 
 	// Two instances of the service, one Redis: Limiters of one name share
-	// their state (here both are in one process on one Store). The example's deadline is generous (the
-	// default is DefaultTimeout, 100 ms) so that its output does not depend
-	// on how busy the machine running it is.
+	// their state (here both are in one process on one Store).
 	var instances []*core.Limiter
 	for i := 0; i < 2; i++ {
 		l, err := core.New(st,
-			"api", byClient, []store.Limit{store.PerMinute(3)},
-			core.WithTimeout(10*time.Second))
+			"api", byClient, []store.Limit{store.PerMinute(3)})
 		if err != nil {
 			log.Fatal(err)
 		}

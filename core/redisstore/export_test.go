@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -70,3 +71,30 @@ func PipeStats(s *Store) (pipelined, resent int64) { return pipeStats(s) }
 
 // TakeSource is the take script's source, for tests outside the package.
 var TakeSource = takeSource
+
+// CountClears counts the resets of everything ("") the Store hands to its
+// fallback from now on.
+func CountClears(s *Store) *atomic.Int64 {
+	var n atomic.Int64
+	tell := s.tell
+	s.tell = func(key string) {
+		if key == "" {
+			n.Add(1)
+		}
+		tell(key)
+	}
+	return &n
+}
+
+// Timeout returns the Store's deadline for a call to Redis.
+func Timeout(s *Store) time.Duration { return s.front.Timeout() }
+
+// DefaultTimeout is the Store's deadline for a call to Redis by default.
+const DefaultTimeout = defaultTimeout
+
+// bare is the options of a Store without deadline nor fallback, whose
+// calls show what Redis does: the tests' default (later options win).
+func bare() []Option { return []Option{WithFallback(nil), WithTimeout(0)} }
+
+// Bare is bare for tests outside the package.
+func Bare() []Option { return bare() }

@@ -24,7 +24,7 @@ func miniStore(t *testing.T, opts ...redisstore.Option) (*miniredis.Miniredis, *
 	m := miniredis.RunT(t)
 	client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
-	st, err := redisstore.New(client, opts...)
+	st, err := redisstore.New(client, append(redisstore.Bare(), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func realStore(t *testing.T, addr string, opts ...redisstore.Option) *redisstore
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true,
 		DialTimeout: time.Second, DialerRetries: 1})
 	t.Cleanup(func() { _ = client.Close() })
-	st, err := redisstore.New(client, opts...)
+	st, err := redisstore.New(client, append(redisstore.Bare(), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func TestMiniInFlightRetry(t *testing.T) {
 	}
 }
 
-var _ store.Releaser = (*Store)(nil)
+var _ store.Store = (*Store)(nil)
 
 // Charge reports the slot and the stamp of a Take with an InFlight limit,
 // and Refund of its rate charge leaves the slot alone (Release frees it).

@@ -26,14 +26,14 @@ func listeners() int {
 // client does, ends the Store's reset listener rather than leaving it to
 // retry forever, and the deny cache stays off; a later Close still
 // returns. Both ways of starting the listener are tried: the deny cache
-// and OnReset.
+// and the fallback (the default).
 func TestListenerStopsWhenClientClosed(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		opts []Option
 	}{
-		{"deny cache", []Option{WithDenyCache(64)}},
-		{"OnReset", nil},
+		{"deny cache", []Option{WithDenyCache(64), WithFallback(nil)}},
+		{"fallback", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := listeners()
@@ -43,7 +43,6 @@ func TestListenerStopsWhenClientClosed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.OnReset(func(string) {})
 			<-s.listener.subscribed
 			if got := listeners(); got < before+1 {
 				t.Fatalf("%d listener goroutines while subscribed, want at least %d", got, before+1)

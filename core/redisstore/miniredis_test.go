@@ -38,7 +38,7 @@ func newMini(tb testing.TB, opts ...Option) *mini {
 	m := miniredis.RunT(tb)
 	client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
 	tb.Cleanup(func() { _ = client.Close() })
-	s, err := New(client, opts...)
+	s, err := New(client, append(bare(), opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -23,7 +23,7 @@ const slack = 250 * time.Millisecond // time two consecutive calls may be apart
 
 func realStore(tb testing.TB, client redis.UniversalClient, opts ...Option) *Store {
 	tb.Helper()
-	s, err := New(client, opts...)
+	s, err := New(client, append(bare(), opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -10,11 +10,8 @@ import (
 // refundScript gives back what a charge took (lua/refund.lua).
 var refundScript = newScript(refundSource)
 
-// Charge is Take through the take script, which also returns Redis' clock
-// at the decision as the Result's Stamp, for Refund (store.Refunder). It
-// uses neither the lean scripts, nor the deny cache, nor leases: a key
-// charged for a core.WithCountIf Limiter always takes the exact path.
-func (s *Store) Charge(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
+// chargeRedis is Charge without the fallback (see direct).
+func (s *Store) chargeRedis(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	if err := s.check(key, n, limits); err != nil {
 		return store.Result{}, err
 	}
@@ -32,14 +29,8 @@ func (s *Store) Charge(ctx context.Context, key string, n int64, limits ...store
 	return r, err
 }
 
-// Refund gives back n units that an allowed Charge of key over limits,
-// decided at stamp (its Result's Stamp), took: one call of the refund
-// script, which applies ALGORITHMS.md's give-back to each limit at one
-// instant of Redis' clock ("Giving back a charge"). It never sets nor
-// lifts a penalty lock. It fails like Take: for bad input, with the
-// breaker's error while it is open, and with the client's error, wrapped,
-// when Redis fails (the units may then have been given back or not).
-func (s *Store) Refund(ctx context.Context, key string, n int64, stamp int64, limits ...store.Spec) error {
+// refundRedis is Refund without the fallback (see direct).
+func (s *Store) refundRedis(ctx context.Context, key string, n int64, stamp int64, limits ...store.Spec) error {
 	if err := s.check(key, n, limits); err != nil || n == 0 {
 		return err
 	}

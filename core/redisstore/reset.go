@@ -17,11 +17,8 @@ import (
 // announces the keys it cleared.
 const resetChannel = "reset"
 
-// Peek returns exactly the Result that Take would return now, without
-// charging anything or setting a penalty lock (store.Peeker): the script
-// decides the cost as Take does and writes nothing. It never answers from
-// the deny cache. It fails like Take.
-func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
+// peekRedis is Peek without the fallback (see direct).
+func (s *Store) peekRedis(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	if err := s.check(key, n, limits); err != nil {
 		return store.Result{}, err
 	}
@@ -29,20 +26,8 @@ func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...store.S
 	return r, err
 }
 
-// Reset deletes the state of key under each of limits, penalty locks
-// included, in one DEL (store.Resetter). Then, before it returns, it drops
-// what this Store keeps of the key (deny cache, leases) and announces the
-// key on the Pub/Sub channel <prefix>reset, so that every other Store on
-// the same Redis and prefix drops it too, within a round trip of Redis
-// (see WithDenyCache and WithLeases for a broken subscription).
-//
-// Reset fails with an error wrapping store.ErrNotFound when Redis held
-// nothing of the key (having still told the other processes), like Take
-// for a bad key or limit, and with the client's error, wrapped, when Redis
-// fails; the key may then be partly reset, and calling Reset again is
-// safe. When the deletion ran but the announcement failed (a user without
-// PUBLISH on the channel: see MinimalACL), the error says so.
-func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) error {
+// resetRedis is Reset without the fallback (see direct).
+func (s *Store) resetRedis(ctx context.Context, key string, limits ...store.Spec) error {
 	if err := s.check(key, 0, limits); err != nil {
 		return err
 	}
@@ -69,47 +54,8 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) err
 	return nil
 }
 
-// OnReset registers f to be called with the key of every Reset made on
-// this Redis under this prefix, through any Store in any process, shortly
-// after it (store.ResetNotifier), and with "" whenever the Store has
-// (re)subscribed to the announcements, since it may have missed some; if
-// a circuit breaker is open then (the fallbacks decide, and their locks
-// are all that holds), only once every breaker has closed again. The
-// core.Limiters of a process on the Store register once, to clear their
-// shared fallback. The first call
-// starts the Store's subscription (one connection of the client, held
-// until Close, or until the client is closed) if the deny cache has not.
-// It returns a function that removes f.
-func (s *Store) OnReset(f func(key string)) (remove func()) {
-	if f == nil {
-		return func() {}
-	}
-	h := &f
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hooks = append(s.hooks[:len(s.hooks):len(s.hooks)], h)
-	if s.listener == nil {
-		s.startListener()
-	}
-	return func() { s.removeHook(h) }
-}
-
-// removeHook removes h from the OnReset hooks. The slice is copied, not
-// changed in place: tell may be ranging over the old one.
-func (s *Store) removeHook(h *func(string)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	hooks := make([]*func(string), 0, len(s.hooks))
-	for _, o := range s.hooks {
-		if o != h {
-			hooks = append(hooks, o)
-		}
-	}
-	s.hooks = hooks
-}
-
 // announced runs what a reset of key (or of everything, for "") means for
-// this process: the deny cache drops it, and the hooks are told.
+// this process: the deny cache, the leases and the fallback drop it.
 func (s *Store) announced(key string) {
 	s.lease.forget(key) // lease mode (lease.go); nil: off
 	if s.deny != nil {
@@ -128,22 +74,13 @@ func (s *Store) announced(key string) {
 	s.tell(key)
 }
 
-// tell calls the OnReset hooks with key.
-func (s *Store) tell(key string) {
-	s.mu.Lock()
-	hooks := s.hooks
-	s.mu.Unlock()
-	for _, f := range hooks {
-		(*f)(key)
-	}
-}
-
 // breakerClosed runs after a probe closed the breaker of client's server:
-// it checks for state loss (a restart) and, once no breaker is open,
-// tells the hooks of a re-subscription they were not told of while the
-// fallbacks decided.
+// it checks for state loss (a restart), has the fallback charge Redis with
+// what it admitted meanwhile and, once no breaker is open, tells it of a
+// re-subscription it was not told of while it decided.
 func (s *Store) breakerClosed(ctx context.Context, client redis.UniversalClient) {
 	s.inspect(ctx, client)
+	s.front.Settle()
 	if !s.health.anyOpen() && s.pendingClear.CompareAndSwap(true, false) {
 		s.tell("")
 	}
@@ -158,6 +95,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.lease.close() // lease mode (lease.go): gives back every lease; nil: off
+	s.front.Close()
 	if s.health != nil {
 		s.health.close()
 	}
@@ -235,13 +173,13 @@ func (s *Store) count(ctx context.Context, l *listener) {
 	}
 }
 
-// Instances returns the number of Stores, in all processes, subscribed to
-// this Store's reset channel on this Redis and prefix (store.Fleet), as
-// last counted: every second while the Store is subscribed (from the
-// first OnReset, that is the first core.Limiter on it, or with the deny
-// cache), kept while Redis does not answer; 0 before the first count. On
-// a Redis Cluster, only the subscribers of the node asked are counted.
-func (s *Store) Instances() int { return int(s.instances.Load()) }
+// instanceCount returns the number of Stores, in all processes, subscribed
+// to this Store's reset channel on this Redis and prefix, as last counted:
+// every second while the Store is subscribed (with the fallback or the
+// deny cache on), kept while Redis does not answer; 0 before the first
+// count. On a Redis Cluster, only the subscribers of the node asked are
+// counted.
+func (s *Store) instanceCount() int { return int(s.instances.Load()) }
 
 func (l *listener) run(ctx context.Context, s *Store) {
 	first := true
@@ -293,13 +231,8 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// Release frees slot (a Result.Slot of key) in each InFlight limit of
-// limits, one ZREM each (store.Releaser); other limits, and a slot not
-// taken, are ignored. It fails like Take for a bad key or limit, at once
-// with an error wrapping store.ErrBreakerOpen while the breaker of the
-// key's server is open, and with the client's error, wrapped, when Redis
-// fails: the slot is then free at the end of its hold.
-func (s *Store) Release(ctx context.Context, key string, slot int64, limits ...store.Spec) error {
+// releaseRedis is Release without the fallback (see direct).
+func (s *Store) releaseRedis(ctx context.Context, key string, slot int64, limits ...store.Spec) error {
 	if err := s.check(key, 0, limits); err != nil {
 		return err
 	}

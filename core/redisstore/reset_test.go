@@ -29,13 +29,13 @@ func instance(t *testing.T, addr string, limits []store.Limit, opts ...redisstor
 	t.Helper()
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
-	rs, err := redisstore.New(client, opts...)
+	rs, err := redisstore.New(client, append([]redisstore.Option{redisstore.WithTimeout(10 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rs.Close() })
 	redisstore.WaitListening(t, rs)
-	l, err := core.New(rs, "api", clientKey, limits, core.WithTimeout(10*time.Second))
+	l, err := core.New(rs, "api", clientKey, limits)
 	if err != nil {
 		t.Fatal(err)
 	}

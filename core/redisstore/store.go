@@ -14,8 +14,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/arith"
+	"github.com/sluicehq/sluice/internal/fallback"
 )
 
 // DefaultPrefix starts every key the Store writes unless WithPrefix says
@@ -71,14 +73,18 @@ type Store struct {
 	inspecting  atomic.Bool    // an inspectSoon is running
 	inspections sync.WaitGroup // inspectSoon's goroutine, waited for by Close
 	// pendingClear: the subscription came back while a breaker was open;
-	// the hooks are told "" when every breaker has closed (reset.go).
+	// the fallback is told "" when every breaker has closed (reset.go).
 	pendingClear atomic.Bool
 	// instances is the last count of the reset channel's subscribers.
 	instances atomic.Int64
+	// front is every call of store.Store: the deadline and the fallback.
+	front *fallback.Store
+	// tell hands a reset announced by any process to the fallback
+	// (front.Announced; tests count them).
+	tell func(key string)
 
 	mu       sync.Mutex
-	hooks    []*func(key string) // OnReset; replaced, never changed in place
-	listener *listener           // nil until the deny cache or OnReset needs it
+	listener *listener // nil unless the fallback, the deny cache or leases need it
 }
 
 // Option configures a Store.
@@ -99,6 +105,50 @@ type settings struct {
 	check    func(context.Context, redis.UniversalClient) error // a probe's test (tests)
 	lease    *LeaseConfig                                       // nil: off (WithLeases)
 	warn     func(Warning)                                      // nil: slog (WithWarnings)
+	timeout  time.Duration
+	local    store.Store // the fallback's store; nil: off
+	now      func() time.Time
+}
+
+// defaultTimeout is the Store's deadline for a call to Redis unless
+// WithTimeout says otherwise. A healthy Redis answers in well under a
+// millisecond on a LAN and in a few milliseconds across zones; 100ms
+// leaves room for a GC pause or a retransmit without handing decisions to
+// the fallback, while a dead Redis costs at most this much per request
+// until the circuit breaker opens (and nothing afterwards).
+const defaultTimeout = 100 * time.Millisecond
+
+// WithTimeout sets the Store's deadline for each call to Redis (default
+// 100 ms); past it the call counts as failed, and the fallback decides
+// (WithFallback). The deadline is a child of the caller's context, so a
+// caller that goes away also ends the call. 0 sets no deadline of the
+// Store's own; otherwise d must be at least 1 ms. A call that timed out
+// may still have been charged by Redis (the script may have run): its
+// decision is then not charged again when the fallback's admissions are
+// written back.
+func WithTimeout(d time.Duration) Option {
+	return optionFunc(func(s *settings) { s.timeout = d })
+}
+
+// WithFallback sets the store that decides while Redis fails (an error,
+// the timeout, an open breaker): by default a memory store of this
+// process (memorystore.New()); pass one with your own size bound, or nil
+// to turn the fallback off, so that every failure reaches the caller (a
+// core.Limiter then follows its failure policy).
+//
+// The fallback starts from Redis' last answer for a key: a key refused
+// until T stays refused until T, and a key with r left gets at most r
+// more until Redis said it would be full again (growing back steadily
+// meanwhile for GCRA, token and leaky bucket). Of that, or of the limit
+// for a key it never saw, each of N processes sharing Redis admits only
+// its share, 1/N rounded down (at least 1), N being the subscribers of the
+// reset channel; and what it admitted is charged to Redis once it answers
+// again: a key gets about one allowance across the fleet while Redis is
+// away (ALGORITHMS.md, "While the store is away"). Its decisions say so
+// in Result.Fallback (core: OutcomeFallback). A Reset clears it; a call
+// made with store.NoFallback never reaches it.
+func WithFallback(local store.Store) Option {
+	return optionFunc(func(s *settings) { s.local = local })
 }
 
 // WithPrefix sets the string every key starts with; the default is
@@ -155,12 +205,12 @@ func WithDenyCache(size int) Option {
 //	client := redis.NewUniversalClient(redisstore.UniversalOptions("localhost:6379"))
 //	store, err := redisstore.New(client)
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
-	if v := reflect.ValueOf(client); client == nil || (v.Kind() == reflect.Pointer || v.Kind() == reflect.Map ||
-		v.Kind() == reflect.Func || v.Kind() == reflect.Chan) && v.IsNil() { // a typed nil panics at the first Take
+	if client == nil || isNil(client) { // a typed nil panics at the first Take
 		return nil, fmt.Errorf("redisstore: nil redis client (%T)", client)
 	}
 	s := settings{prefix: DefaultPrefix, pipeline: DefaultPipeline, clock: monoMicros,
-		failures: DefaultBreakerFailures, cooldown: DefaultBreakerCooldown}
+		failures: DefaultBreakerFailures, cooldown: DefaultBreakerCooldown, timeout: defaultTimeout,
+		local: memorystore.New()}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&s)
@@ -181,6 +231,12 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if err := checkLeases(s.lease); err != nil {
 		return nil, err
 	}
+	if s.timeout < 0 || s.timeout > 0 && s.timeout < time.Millisecond {
+		return nil, fmt.Errorf("redisstore: WithTimeout(%v): want 0 (no deadline) or at least 1ms", s.timeout)
+	}
+	if s.local != nil && isNil(s.local) {
+		return nil, fmt.Errorf("redisstore: WithFallback: a nil %T", s.local)
+	}
 	st := &Store{client: client, prefix: s.prefix, clock: s.clock, warnf: s.warn}
 	st.scripts = &runner{client: client, lost: st.inspectSoon}
 	var pipe func(redis.UniversalClient) *batcher
@@ -195,8 +251,13 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	st.health.closed = st.breakerClosed
 	st.lease = newLeases(st, s.lease) // lease.go; set before the subscription starts (it reads st.lease)
+	st.front = fallback.New(direct{st}, fallback.Config{Timeout: s.timeout, Local: s.local,
+		Instances: st.instanceCount, Now: s.now})
+	st.tell = st.front.Announced
 	if s.deny > 0 {
 		st.deny = newDenyCache(s.deny)
+	}
+	if s.deny > 0 || s.local != nil {
 		st.startListener()
 	}
 	st.lease.subscribe()
@@ -205,6 +266,16 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		st.health.reload = func() { st.cluster.kick(st.clock()) }
 	}
 	return st, nil
+}
+
+// isNil reports whether v holds a nil pointer, map, func or chan.
+func isNil(v any) bool {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }
 
 func checkPrefix(p string) error {
@@ -338,23 +409,8 @@ func (s *Store) prepare(spec store.Spec) (*prepared, error) {
 	return p, nil
 }
 
-// Take charges n (n == 0 peeks) against every limit for key, atomically:
-// either every limit allows and all are charged, or none is charged and
-// only the penalty locks of the limits that denied are set. All limits
-// are decided at one instant of Redis' clock. The Result is store.Combine's
-// of the limits' own Results, which are in the order given.
-//
-// key may be any non-empty string: a key of 1 to 64 bytes of
-// [A-Za-z0-9._:@/-] appears in the Redis key as is, any other is replaced
-// by a hash of it, so keys can neither collide nor grow Redis keys without
-// bound. Every Redis key of one Take shares one Cluster hash tag.
-//
-// Take returns an error wrapping store.ErrEmptyKey, store.ErrNegativeCost,
-// store.ErrNoLimits or store.ErrInvalidLimit for bad input, and the Redis
-// client's error, wrapped, when Redis fails; the call then charged nothing,
-// or, when it failed after it was sent (a broken connection, a timeout),
-// at most once (see the package doc, "Retries and Cluster redirects").
-func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
+// takeRedis is Take without the fallback (see direct).
+func (s *Store) takeRedis(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	if err := s.check(key, n, limits); err != nil {
 		return store.Result{}, err
 	}
@@ -434,8 +490,11 @@ func (s *Store) runCall(ctx context.Context, c scriptCall, n int64) (store.Resul
 		if s.cluster != nil {
 			s.cluster.kick(s.clock())
 		}
-		if redis.HasErrorPrefix(err, "OOM") {
+		switch {
+		case redis.HasErrorPrefix(err, "OOM"):
 			err = fmt.Errorf("%w: %w", store.ErrOutOfMemory, err)
+		case n > 0 && sent != notSent && maybeRan(err):
+			err = fmt.Errorf("%w: %w", fallback.ErrUncertain, err)
 		}
 		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, c.m, err)
 	}
@@ -445,6 +504,14 @@ func (s *Store) runCall(ctx context.Context, c scriptCall, n int64) (store.Resul
 	}
 	r, err := c.decode(reply, n)
 	return r, c.first, err
+}
+
+// maybeRan reports whether a call that was sent and failed with err may
+// have run: its connection broke or its time ran out before the reply,
+// rather than Redis replying with an error.
+func maybeRan(err error) bool {
+	var reply redis.Error
+	return !errors.As(err, &reply) && !errors.Is(err, store.ErrBreakerOpen)
 }
 
 // scriptCall is one script call for a Take: the script, its command

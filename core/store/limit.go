@@ -42,7 +42,7 @@ const (
 	// InFlight is not a rate: it caps the requests of a key in flight at
 	// once. Rate is the number of slots n and Period the hold: a Take of
 	// any cost n ≥ 1 takes one slot while fewer than Rate are taken, and
-	// Releaser.Release gives it back; a slot never given back (its holder
+	// Store.Release gives it back; a slot never given back (its holder
 	// vanished) is free again Period after it was taken. It takes no Burst
 	// nor Penalty. Result.Slot names the slot a Take took.
 	InFlight Algorithm = "in_flight"

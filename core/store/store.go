@@ -26,13 +26,18 @@ type Result struct {
 	PerLimit []Result
 
 	// Slot names the slot an allowed, charged Take took of its InFlight
-	// limits (one id for all of them), for Releaser.Release; 0 when it
-	// took none.
+	// limits (one id for all of them), for Store.Release; 0 when it took
+	// none.
 	Slot int64
 
-	// Stamp is the store's clock, in µs, at which Refunder.Charge decided,
-	// for Refunder.Refund; 0 when the store does not say (Take may).
+	// Stamp identifies the decision of a Charge for Refund (the store's
+	// clock at it, in µs); 0 from Take and Peek.
 	Stamp int64
+
+	// Fallback is set when the store decided without its backend, which
+	// failed with this error: the Redis store's local fallback while Redis
+	// is away (see package redisstore). nil when the backend decided.
+	Fallback error
 }
 
 // ResetAt returns the instant X-RateLimit-Reset names for r decided at
@@ -49,15 +54,63 @@ func (r Result) ResetAt(now time.Time) time.Time {
 	return time.Unix(sec, 0)
 }
 
-// Store decides and records rate-limit state. Implementations must be safe
-// for concurrent use and decide atomically.
+// Store decides and records rate-limit state: every store offers every
+// method, so that a wrapper (tracing, a test double) keeps them all by
+// embedding a Store. A store that cannot do one returns an error wrapping
+// errors.ErrUnsupported. Implementations must be safe for concurrent use
+// and decide atomically; the memory store and the Redis store implement
+// every method, and core/storetest checks a Store against this contract.
+//
+// Every method fails with an error wrapping ErrEmptyKey, ErrNegativeCost,
+// ErrNoLimits or ErrInvalidLimit (a Spec that fails Spec.Validate, such
+// as the zero Spec) for bad input, and with the store's own error when it
+// fails.
 type Store interface {
 	// Take charges n (n == 0 peeks) against every limit for key atomically:
-	// either all allow and all are charged, or none is charged. A limit
-	// that fails Spec.Validate (the zero Spec) is an error wrapping
-	// ErrInvalidLimit.
+	// either all allow and all are charged, or none is charged and only the
+	// penalty locks of the limits that denied are set.
 	Take(ctx context.Context, key string, n int64, limits ...Spec) (Result, error)
+	// Charge is Take, and sets the Result's Stamp, which Refund needs.
+	Charge(ctx context.Context, key string, n int64, limits ...Spec) (Result, error)
+	// Peek returns exactly the Result that Take(ctx, key, n, limits...)
+	// would return at this instant, and changes nothing: no state is
+	// charged and no penalty lock is set.
+	Peek(ctx context.Context, key string, n int64, limits ...Spec) (Result, error)
+	// Refund gives back n units that an allowed Charge of key over limits
+	// charged, stamp being its Result's Stamp, with each algorithm's
+	// give-back in ALGORITHMS.md: never more capacity than the charge
+	// took, a window's count only while that window is current (or, for
+	// SlidingWindow, the previous one), no unit of a SlidingLog after it
+	// has expired. It never sets nor lifts a penalty lock. A failed Refund
+	// gave back nothing or everything it could.
+	Refund(ctx context.Context, key string, n int64, stamp int64, limits ...Spec) error
+	// Release frees slot (a Result.Slot of key) in each InFlight limit of
+	// limits; other limits are ignored, and so is a slot already free or
+	// expired. After a failed Release the slot is free at the end of its
+	// hold.
+	Release(ctx context.Context, key string, slot int64, limits ...Spec) error
+	// Reset deletes the state of key under each of limits, penalty locks
+	// included, so that the key's next Take sees a fresh allowance; a store
+	// shared between processes also has them drop what they keep of key
+	// locally. When no limit held state for key, it returns an error
+	// wrapping ErrNotFound. A failed Reset may have cleared some of the
+	// limits and can be repeated.
+	Reset(ctx context.Context, key string, limits ...Spec) error
 }
+
+// NoFallback returns ctx marked so that a store that decides locally when
+// its backend fails (the Redis store's fallback) returns the backend's
+// error instead. core.Limiter marks its calls so under FailOpen and
+// FailClosed.
+func NoFallback(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noFallbackKey{}, true)
+}
+
+// FallbackAllowed reports whether a store may decide a call made with ctx
+// locally when its backend fails: true unless ctx comes from NoFallback.
+func FallbackAllowed(ctx context.Context) bool { return ctx.Value(noFallbackKey{}) == nil }
+
+type noFallbackKey struct{}
 
 // Errors a Store returns for bad input. They are wrapped with context; test
 // with errors.Is.
@@ -67,7 +120,7 @@ var (
 	ErrNoLimits     = errors.New("sluice: no limits")
 )
 
-// ErrNotFound is wrapped by the error Resetter.Reset returns when the key
+// ErrNotFound is wrapped by the error Store.Reset returns when the key
 // held no state under any of the limits: nothing was reset.
 var ErrNotFound = errors.New("sluice: the key has no state under any of the limits")
 
@@ -139,84 +192,4 @@ func slotOf(perLimit []Result) int64 {
 		}
 	}
 	return 0
-}
-
-// Peeker is a Store that can tell what a Take would return without
-// making it. core.Limiter.Status uses it; the memory store and the Redis store
-// implement it.
-type Peeker interface {
-	// Peek returns exactly the Result that Take(ctx, key, n, limits...)
-	// would return at this instant, and changes nothing: no state is
-	// charged and no penalty lock is set. It takes the arguments and
-	// returns the errors of Take.
-	Peek(ctx context.Context, key string, n int64, limits ...Spec) (Result, error)
-}
-
-// Resetter is a Store that can forget a key. core.Limiter.Reset uses it;
-// the memory store and the Redis store implement it.
-type Resetter interface {
-	// Reset deletes the state of key under each of limits, penalty locks
-	// included, so that the key's next Take sees a fresh allowance. A
-	// store shared between processes also drops whatever it or the other
-	// processes keep of key locally before Reset returns or shortly after
-	// (the Redis store: see its documentation). Limits that hold no state
-	// for key are ignored; when none held any, it returns an error
-	// wrapping ErrNotFound (having still told the other processes). It
-	// returns the errors of Take for a bad key or limit, and the store's
-	// error when it fails; a failed Reset may have cleared some of the
-	// limits and can be repeated.
-	Reset(ctx context.Context, key string, limits ...Spec) error
-}
-
-// Releaser is a Store that can give back an InFlight slot before its hold
-// ends. core.Limiter releases the slot of a request when its handler
-// returns; the memory store and the Redis store implement it.
-type Releaser interface {
-	// Release frees slot (a Result.Slot of key) in each InFlight limit of
-	// limits; other limits are ignored, and so is a slot already free or
-	// expired. It returns the errors of Take for a bad key or limit, and
-	// the store's error when it fails; the slot is then free at the end
-	// of its hold.
-	Release(ctx context.Context, key string, slot int64, limits ...Spec) error
-}
-
-// Refunder is a Store that can give back what it charged, for a Limiter
-// that counts requests by their outcome (core.WithCountIf). The memory
-// store and the Redis store implement it.
-type Refunder interface {
-	// Charge is Take, and sets the Result's Stamp, which Refund needs.
-	Charge(ctx context.Context, key string, n int64, limits ...Spec) (Result, error)
-	// Refund gives back n units that an allowed Charge of key over limits
-	// made at stamp charged, with each algorithm's give-back in
-	// ALGORITHMS.md: never more capacity than the charge took, a window's
-	// count only while that window is current (or, for SlidingWindow,
-	// the previous one), no unit of a SlidingLog after it has expired. It
-	// never sets nor lifts a penalty lock. It returns the errors of Take
-	// for bad input, and the store's error when it fails; a failed Refund
-	// gave back nothing or everything it could.
-	Refund(ctx context.Context, key string, n int64, stamp int64, limits ...Spec) error
-}
-
-// ResetNotifier is a Store shared between processes that tells of the
-// keys reset through any of them (the Redis store does). The core.Limiters
-// of a process on such a store register once with OnReset (at the first
-// New on the store), so that a Reset made anywhere also clears their
-// shared local fallback.
-type ResetNotifier interface {
-	// OnReset registers f, called with the store key of every Reset,
-	// made through this process or another, shortly after it; and with ""
-	// when resets may have been missed (so that everything kept locally is
-	// to be dropped). f must not block. It returns a function that removes
-	// the registration; it may be called more than once.
-	OnReset(f func(key string)) (remove func())
-}
-
-// Fleet is a Store shared between processes that knows how many of them
-// share it (the Redis store does). A core.Limiter's local fallback uses it
-// to take only its share of a key's allowance while the store is away.
-type Fleet interface {
-	// Instances returns the number of processes sharing the store, as last
-	// learned while the store answered (kept through an outage), or 0
-	// when it is not known yet.
-	Instances() int
 }

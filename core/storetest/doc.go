@@ -37,7 +37,7 @@
 //     Take.
 //   - InFlight: 20 concurrent Takes through two instances on
 //     MaxInFlight(3, 10s) admit exactly 3, each with its own Result.Slot;
-//     a released slot (store.Releaser) is free at once, through the other
+//     a released slot (Store.Release) is free at once, through the other
 //     instance, and releasing twice changes nothing; a slot never released
 //     is free once its hold has passed, not before; with a rate limit in
 //     the same Take, a refusal by either charges neither; the key's TTL is

@@ -65,17 +65,12 @@ func (s *suite) testInFlightConcurrent(t *testing.T) {
 	}
 }
 
-// release calls st's Release, failing the test when st is not a Releaser
-// or the call fails.
+// release calls st's Release, failing the test when the call fails.
 func release(tb testing.TB, st store.Store, key string, slot int64, limits ...store.Limit) {
 	tb.Helper()
-	r, ok := st.(store.Releaser)
-	if !ok {
-		tb.Fatalf("%T is not a store.Releaser", st)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := r.Release(ctx, key, slot, specs(limits)...); err != nil {
+	if err := st.Release(ctx, key, slot, specs(limits)...); err != nil {
 		tb.Fatalf("Release(%q, %d): %v", key, slot, err)
 	}
 }
@@ -84,9 +79,6 @@ func release(tb testing.TB, st store.Store, key string, slot int64, limits ...st
 // instance; releasing it again, or an id never taken, changes nothing; a
 // peek and a Take of any cost see and take what ALGORITHMS.md says.
 func (s *suite) testInFlightRelease(t *testing.T) {
-	if _, ok := s.h.NewStore(t).(store.Releaser); !ok {
-		t.Skip("the store is not a store.Releaser")
-	}
 	l := inFlight(2, 10*time.Second)
 	key, st := newKey(t), s.stores(t)
 	a := mustTake(t, st[0], key, 1, l)

@@ -19,16 +19,13 @@ func resetLimits() []store.Limit {
 	return out
 }
 
-// testReset checks store.Resetter, when the store implements it: a key
+// testReset checks Reset: a key
 // exhausted and locked through one instance, then Reset through the other,
 // gets exactly what a fresh key gets; other keys keep their state; bad
 // input fails like Take.
 func (s *suite) testReset(t *testing.T) {
 	stores := s.stores(t)
-	r, ok := stores[1].(store.Resetter)
-	if !ok {
-		t.Skip("the store is not a store.Resetter")
-	}
+	r := stores[1]
 	limits := resetLimits()
 	warmUp(t, limits, stores[:]...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -43,7 +40,7 @@ func (s *suite) testReset(t *testing.T) {
 // testResetOne exhausts two keys under l through stores[0], resets one
 // through r (stores[1]), and checks that it then gets what a fresh key gets
 // and that the other is still locked.
-func (s *suite) testResetOne(t *testing.T, ctx context.Context, stores [2]store.Store, r store.Resetter, l store.Limit) {
+func (s *suite) testResetOne(t *testing.T, ctx context.Context, stores [2]store.Store, r store.Store, l store.Limit) {
 	key, other := newKey(t), newKey(t)
 	exhaust(t, stores[0], key, l)
 	exhaust(t, stores[0], other, l)
@@ -63,7 +60,7 @@ func (s *suite) testResetOne(t *testing.T, ctx context.Context, stores [2]store.
 // testResetSeveral exhausts one key under every limit through stores[1],
 // resets them all in one call, and checks that the key is admitted again;
 // resetting a key without state says so (store.ErrNotFound).
-func testResetSeveral(t *testing.T, ctx context.Context, stores [2]store.Store, r store.Resetter, limits []store.Limit) {
+func testResetSeveral(t *testing.T, ctx context.Context, stores [2]store.Store, r store.Store, limits []store.Limit) {
 	key := newKey(t)
 	for _, l := range limits {
 		exhaust(t, stores[1], key, l)
@@ -82,7 +79,7 @@ func testResetSeveral(t *testing.T, ctx context.Context, stores [2]store.Store, 
 
 // testResetBadInput: Reset rejects an empty key, no limits and an invalid
 // limit with Take's errors; valid is a valid limit.
-func testResetBadInput(t *testing.T, ctx context.Context, r store.Resetter, valid []store.Limit) {
+func testResetBadInput(t *testing.T, ctx context.Context, r store.Store, valid []store.Limit) {
 	for _, c := range []struct {
 		key    string
 		limits []store.Limit

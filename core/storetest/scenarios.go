@@ -674,16 +674,12 @@ func (s *suite) playOnce(t *testing.T, sc scenario, steps []step, flush bool) (f
 }
 
 // checkPeek peeks at step st before it is taken, through the other store
-// instance, when the store is a store.Peeker: the Result must be the one the
+// instance: the Result must be the one the
 // Take is about to return (the Take that follows shows it charged nothing).
 func (s *suite) checkPeek(tb testing.TB, st store.Store, key string, i int, stp step, limits []store.Limit) []string {
-	p, ok := st.(store.Peeker)
-	if !ok {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	got, err := p.Peek(ctx, key, stp.n, specs(limits)...)
+	got, err := st.Peek(ctx, key, stp.n, specs(limits)...)
 	where := fmt.Sprintf("peek before step %d (at %v, n=%d, limits %v)", i, stp.at, stp.n, limits)
 	if err != nil {
 		return []string{fmt.Sprintf("%s: %v", where, err)}

@@ -30,8 +30,8 @@ Serves GET / (rate limited, answers 200 "ok"), GET /healthz and GET /metrics
 Store (default: in memory, this process only):
   -redis URL             redis://[user:password@]host:port/db
   -cluster ADDRS         Redis Cluster seed nodes, host:port,host:port,...
-  -failure POLICY        when Redis fails: local (a memory store with the same
-                         limits), open (serve unlimited) or closed (503) (default local)
+  -failure POLICY        when Redis fails: local (the Redis store's local
+                         fallback), open (serve unlimited) or closed (503) (default local)
   -timeout DURATION      per-decision deadline of a Redis call; past it -failure
                          applies (default 100ms; at least 1ms; 0: none)
 
@@ -169,7 +169,7 @@ func parseFlags(args []string, c *config) (*flagValues, error) {
 	fs.StringVar(&f.secret, "jwt-secret", "", "")
 	fs.StringVar(&f.trusted, "trusted-proxies", "", "")
 	fs.StringVar(&f.failure, "failure", "local", "")
-	fs.DurationVar(&c.timeout, "timeout", core.DefaultTimeout, "")
+	fs.DurationVar(&c.timeout, "timeout", 100*time.Millisecond, "")
 	fs.StringVar(&f.headers, "headers", "legacy", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -222,8 +222,8 @@ func (c *config) setStore(f *flagValues) error {
 			c.cluster = append(c.cluster, addr)
 		}
 	}
-	if c.timeout < 0 || c.timeout > 0 && c.timeout < core.MinTimeout {
-		return usageErrorf("-timeout %v: want 0 (no deadline) or at least %v; a shorter one never reaches Redis", c.timeout, core.MinTimeout)
+	if c.timeout < 0 || c.timeout > 0 && c.timeout < time.Millisecond {
+		return usageErrorf("-timeout %v: want 0 (no deadline) or at least 1ms; a shorter one never reaches Redis", c.timeout)
 	}
 	var ok bool
 	if c.failure, ok = failurePolicies[f.failure]; !ok {

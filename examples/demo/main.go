@@ -81,7 +81,7 @@ func openStore(ctx context.Context, cfg *config, stderr io.Writer) (store.Store,
 	if client == nil {
 		return memorystore.New(), func() {}, nil
 	}
-	rs, err := redisstore.New(client)
+	rs, err := redisstore.New(client, redisstore.WithTimeout(cfg.timeout))
 	if err != nil {
 		_ = client.Close()
 		return nil, nil, fmt.Errorf("redis store: %w", err)

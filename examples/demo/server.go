@@ -80,7 +80,6 @@ func (c *config) newLimiter(st store.Store, opts ...core.Option) (*core.Limiter,
 	opts = append([]core.Option{
 		core.WithFailurePolicy(c.failure),
 		core.WithHeaders(c.headers),
-		core.WithTimeout(c.timeout),
 	}, opts...)
 	l, err := core.New(st, c.name, key, []store.Limit{c.limit}, opts...)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -30,10 +29,7 @@ func TestFaultClusterFailover(t *testing.T) {
 	ctx := context.Background()
 	rdb := newClusterClient(c.Addrs)
 	defer rdb.Close()
-	st, err := redisstore.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newStore(t, rdb, faultTimeout)
 
 	// The third variant's client reloads its slot map whenever it is more
 	// than a second old (go-redis's default is 10 s).
@@ -45,10 +41,7 @@ func TestFaultClusterFailover(t *testing.T) {
 		ClusterStateReloadInterval: time.Second,
 	})
 	defer fast.Close()
-	fastStore, err := redisstore.New(fast)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fastStore := newStore(t, fast, faultTimeout)
 
 	killed := map[*redistest.Server]bool{}
 	// "store": the Redis store as it is, which asks the ClusterClient to
@@ -74,12 +67,12 @@ func TestFaultClusterFailover(t *testing.T) {
 					}
 				}))
 			}
-			opts = append(opts, core.WithTimeout(faultTimeout), core.WithFailurePolicy(core.FailLocal))
+			opts = append(opts, core.WithFailurePolicy(core.FailLocal))
 			// svc takes the load, with an allowance it never exhausts, so
 			// that every decision needs the Cluster; exact checks the count.
 			svc := newService(t, st, []store.Limit{{Algorithm: store.FixedWindow, Rate: 1 << 30, Period: longPeriod()}}, opts...)
 			defer svc.Close()
-			exact := newService(t, st, faultLimits(), core.WithTimeout(faultTimeout))
+			exact := newService(t, st, faultLimits())
 			defer exact.Close()
 			hc := newHTTPClient(8)
 			defer hc.CloseIdleConnections()
@@ -236,11 +229,7 @@ func TestFaultClusterMasterDown(t *testing.T) {
 	ctx := context.Background()
 	rdb := newClusterClient(c.Addrs)
 	defer rdb.Close()
-	st, err := redisstore.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := newStore(t, rdb, faultTimeout)
 	// The keys whose decisions ran out of time, from the kill on.
 	var deadlines struct {
 		sync.Mutex
@@ -257,15 +246,15 @@ func TestFaultClusterMasterDown(t *testing.T) {
 			deadlines.Unlock()
 		}
 	})
-	svc := newService(t, st, faultLimits(), core.WithTimeout(faultTimeout), core.WithFailurePolicy(core.FailLocal), countDeadlines)
+	svc := newService(t, st, faultLimits(), core.WithFailurePolicy(core.FailLocal), countDeadlines)
 	defer svc.Close()
 	killed := map[*redistest.Server]bool{}
 	dead := c.Nodes[0]
 	deadKeys, _ := keysOnNode(t, ctx, c, killed, svc, 4, dead)
-	// The baseline's service: the same store and handler, with a roomy
-	// deadline, so that a slow moment of the baseline cannot open a
-	// breaker before the kill.
-	bsvc := newService(t, st, faultLimits())
+	// The baseline's service: the same Redis and handler, on a store with
+	// a roomy deadline, so that a slow moment of the baseline cannot open
+	// a breaker before the kill.
+	bsvc := newService(t, newStore(t, rdb, roomy), faultLimits())
 	defer bsvc.Close()
 	liveKeys := make([]string, 0, 4)
 	baseKeys := make([]string, 0, 4)

@@ -85,7 +85,7 @@ func TestFaultResend(t *testing.T) {
 // resendRun runs the load and the killer against rdb, whose masters are
 // at masters, and compares the charges with what the workers saw.
 func resendRun(t *testing.T, rdb redis.UniversalClient, masters []string, kill func(context.Context, *redis.Client) (int64, error), keys func(context.Context, *redis.Client, string) ([]string, error)) {
-	st, err := redisstore.New(rdb, redisstore.WithBreaker(0, 0))
+	st, err := redisstore.New(rdb, redisstore.WithBreaker(0, 0), redisstore.WithFallback(nil), redisstore.WithTimeout(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -235,11 +234,9 @@ const hotRate = 20
 func startHotLoad(t *testing.T, c *redistest.Cluster, keys []string) *hotLoad {
 	rdb := newClusterClient(c.Addrs)
 	t.Cleanup(func() { _ = rdb.Close() })
-	rs, err := redisstore.New(rdb) // the default breaker
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rs.Close() })
+	// The default breaker; the calls' deadline is the load's own, and no
+	// fallback: every call Redis did not decide shows as failed.
+	rs := newStore(t, rdb, 0, redisstore.WithFallback(nil))
 	penalty := specs(store.Limit{Algorithm: store.FixedWindow, Rate: hotRate, Period: time.Second, Penalty: 300 * time.Millisecond})
 	several := specs(store.Limit{Algorithm: store.FixedWindow, Rate: hotRate, Period: time.Second}, store.Limit{Algorithm: store.FixedWindow, Rate: 1 << 20, Period: longPeriod()})
 	l := &hotLoad{rs: rs, penalty: penalty, several: several, keys: keys, start: time.Now(), stop: make(chan struct{}),
@@ -258,7 +255,7 @@ func startHotLoad(t *testing.T, c *redistest.Cluster, keys []string) *hotLoad {
 				if k >= 2 {
 					limits = several
 				}
-				cctx, cancel := context.WithTimeout(context.Background(), core.DefaultTimeout)
+				cctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
 				r, err := rs.Take(cctx, keys[k], 1, limits...)
 				cancel()
 				l.record(keys[k], r.Allowed, err)

@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -30,15 +29,11 @@ func TestFaultSentinelFailover(t *testing.T) {
 		DialTimeout:           time.Second,
 	})
 	defer rdb.Close()
-	st, err := redisstore.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := newStore(t, rdb, faultTimeout)
 	svc := newService(t, st, []store.Limit{{Algorithm: store.FixedWindow, Rate: 1 << 30, Period: longPeriod()}},
-		core.WithTimeout(faultTimeout), core.WithFailurePolicy(core.FailLocal))
+		core.WithFailurePolicy(core.FailLocal))
 	defer svc.Close()
-	exact := newService(t, st, faultLimits(), core.WithTimeout(faultTimeout))
+	exact := newService(t, st, faultLimits())
 	defer exact.Close()
 	hc := newHTTPClient(8)
 	defer hc.CloseIdleConnections()

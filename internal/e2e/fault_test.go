@@ -12,14 +12,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 const (
 	// faultTimeout is the Limiter's per-decision deadline in the fault tests.
-	faultTimeout = core.DefaultTimeout
+	faultTimeout = defaultTimeout
 	// faultSlack is what a request may take beyond faultTimeout under the
 	// race detector on a loaded two-core machine. It is far below what a
 	// stall on go-redis's defaults costs (a 3 s read timeout, retried), which
@@ -77,17 +76,14 @@ func TestFaultRedisKilled(t *testing.T) {
 				ctx := context.Background()
 				rdb := newRedisClient(srv.Addr)
 				defer rdb.Close()
-				st, err := redisstore.New(rdb)
-				if err != nil {
-					t.Fatal(err)
-				}
-				svc := newService(t, st, faultLimits(), core.WithFailurePolicy(policy), core.WithTimeout(faultTimeout))
+				st := newStore(t, rdb, faultTimeout)
+				svc := newService(t, st, faultLimits(), core.WithFailurePolicy(policy))
 				defer svc.Close()
 				hc := newHTTPClient(8)
 				defer hc.CloseIdleConnections()
-				// exact checks the count on the same store, refusing (not
+				// exact checks the count on the same Redis, refusing (not
 				// admitting locally) should a loaded machine miss a deadline.
-				exact := newService(t, st, faultLimits())
+				exact := newService(t, newStore(t, rdb, roomy), faultLimits())
 				defer exact.Close()
 
 				exactBurst(t, ctx, exact, hc, "before", 2*faultLimit+20)
@@ -205,17 +201,14 @@ func TestFaultRedisPaused(t *testing.T) {
 				ctx := context.Background()
 				rdb := newRedisClient(srv.Addr)
 				defer rdb.Close()
-				st, err := redisstore.New(rdb)
-				if err != nil {
-					t.Fatal(err)
-				}
-				svc := newService(t, st, faultLimits(), core.WithFailurePolicy(policy), core.WithTimeout(faultTimeout))
+				st := newStore(t, rdb, faultTimeout)
+				svc := newService(t, st, faultLimits(), core.WithFailurePolicy(policy))
 				defer svc.Close()
 				hc := newHTTPClient(8)
 				defer hc.CloseIdleConnections()
-				// exact checks the count on the same store, refusing (not
+				// exact checks the count on the same Redis, refusing (not
 				// admitting locally) should a loaded machine miss a deadline.
-				exact := newService(t, st, faultLimits())
+				exact := newService(t, newStore(t, rdb, roomy), faultLimits())
 				defer exact.Close()
 
 				key := uniq("pause")
@@ -281,13 +274,10 @@ func TestFaultScriptFlush(t *testing.T) {
 	rdb := newRedisClient(srv.Addr)
 	defer rdb.Close()
 	admin := srv.Client(t)
-	sto, err := redisstore.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sto := newStore(t, rdb, roomy)
 	const limit, n = 300, 900
 	lims := []store.Limit{{Algorithm: store.SlidingLog, Rate: limit, Period: longPeriod()}}
-	svc := newService(t, sto, lims, core.WithTimeout(2*time.Second))
+	svc := newService(t, sto, lims)
 	defer svc.Close()
 	hc := newHTTPClient(8)
 	defer hc.CloseIdleConnections()

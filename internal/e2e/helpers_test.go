@@ -50,6 +50,25 @@ func uniq(prefix string) string {
 
 var uniqSeq atomic.Int64
 
+// roomy is the deadline of the stores of services that check counts
+// exactly: no slow moment of a loaded machine runs out of it.
+const roomy = 2 * time.Second
+
+// defaultTimeout is the Redis store's deadline when none is given.
+const defaultTimeout = 100 * time.Millisecond
+
+// newStore returns a Redis store on rdb whose deadline is timeout, closed
+// when the test ends.
+func newStore(t testing.TB, rdb redis.UniversalClient, timeout time.Duration, opts ...redisstore.Option) *redisstore.Store {
+	t.Helper()
+	st, err := redisstore.New(rdb, append([]redisstore.Option{redisstore.WithTimeout(timeout)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
 // newRedisClient returns a client configured as redisstore.New recommends
 // for a limiter (redisstore.UniversalOptions): the context's deadline
 // bounds every wait, a Take is never re-sent, and a refused connection is
@@ -245,13 +264,13 @@ func newServiceKey(t testing.TB, kv store.Store, key core.KeyFunc, limits []stor
 func newNamedService(t testing.TB, kv store.Store, name string, key core.KeyFunc, limits []store.Limit, opts ...core.Option) *service {
 	t.Helper()
 	ta := newTally()
-	// By default a store failure refuses (503) and the deadline is roomy,
-	// so that a slow moment of a loaded machine can neither admit a request
-	// through a local fallback nor pass unnoticed: tests of exact counts
-	// then fail loudly. The fault tests set their own policy and deadline.
+	// By default a store failure refuses (503), so that a slow moment of a
+	// loaded machine can neither admit a request through a local fallback
+	// nor pass unnoticed: tests of exact counts then fail loudly (their
+	// stores have a roomy deadline, see newStore). The fault tests set
+	// their own policy.
 	opts = append([]core.Option{
-		core.WithObserver(ta.observe),
-		core.WithFailurePolicy(core.FailClosed), core.WithTimeout(2 * time.Second),
+		core.WithObserver(ta.observe), core.WithFailurePolicy(core.FailClosed),
 	}, opts...)
 	lim, err := core.New(kv, name, key, limits, opts...)
 	if err != nil {

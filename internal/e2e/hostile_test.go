@@ -42,11 +42,7 @@ func sharedStore(t *testing.T) *redisstore.Store {
 	srv := redistest.Shared(t)
 	rdb := newRedisClient(srv.Addr)
 	t.Cleanup(func() { _ = rdb.Close() })
-	kv, err := redisstore.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kv
+	return newStore(t, rdb, roomy)
 }
 
 // clientFrom returns an HTTP client whose connections leave from the
@@ -379,10 +375,7 @@ func TestHostileKeysCluster(t *testing.T) {
 	rdb := newClusterClient(c.Addrs)
 	defer rdb.Close()
 	prefix := uniq("hk") + ":"
-	kv, err := redisstore.New(rdb, redisstore.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := newStore(t, rdb, roomy, redisstore.WithPrefix(prefix))
 	big := strings.Repeat("x", 64<<10)
 	keys := []string{
 		"victim", "{victim}", "{victim}x", "x{victim}", "{}", "{", "}", "}{", "a}b{c",
@@ -410,7 +403,7 @@ func TestHostileKeysCluster(t *testing.T) {
 		mu  sync.Mutex
 		all []string
 	)
-	err = rdb.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+	err := rdb.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
 		ks, err := node.Keys(ctx, prefix+"*").Result()
 		mu.Lock()
 		all = append(all, ks...)

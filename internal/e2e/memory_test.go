@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core/memorystore"
-	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -114,10 +113,7 @@ func TestRedisMemoryBaseline(t *testing.T) {
 	rdb := newRedisClient(srv.Addr)
 	defer rdb.Close()
 	admin := srv.Client(t)
-	kv, err := redisstore.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := newStore(t, rdb, roomy)
 	var lims []store.Limit
 	for _, alg := range store.Algorithms() {
 		lims = append(lims, store.Limit{Algorithm: alg, Rate: 1, Period: 2 * time.Second, Penalty: time.Second})

@@ -402,7 +402,7 @@ func judgeSoak(t *testing.T, run string, start time.Time, pl []ping, rs []soakRe
 		if d.Err != "" {
 			errs[d.Err]++
 		}
-		if d.Err == "deadline" && time.Duration(d.TakeMicro)*time.Microsecond >= core.DefaultTimeout+50*time.Millisecond {
+		if d.Err == "deadline" && time.Duration(d.TakeMicro)*time.Microsecond >= defaultTimeout+50*time.Millisecond {
 			late++
 		}
 		if d.Served {

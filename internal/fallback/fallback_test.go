@@ -1,30 +1,64 @@
-package core
+package fallback
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-	"weak"
 
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 )
 
-// flakyStore is a shared store that can be taken away: a memory store
-// (the "Redis") that fails every call while down, and announces resets as
-// a Redis store does.
+// fakeClock is a settable clock for the Limiter, the fallback and the
+// memory stores.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock(t time.Time) *fakeClock { return &fakeClock{now: t} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func headerKey(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
+
+func clientRequest(client string) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("X-Client", client)
+	return r
+}
+
+func specs(limits ...store.Limit) []store.Spec {
+	out := make([]store.Spec, len(limits))
+	for i, l := range limits {
+		out[i], _ = l.Spec() // the zero Spec on error
+	}
+	return out
+}
+
+// flakyStore is a backend that can be taken away: a memory store (the
+// "Redis") that fails every call while down.
 type flakyStore struct {
 	*memorystore.Store
-	fleet int // what Instances says (store.Fleet); 0: 1
-	down  atomic.Bool
-	mu    sync.Mutex
-	hooks []*func(string)
+	down atomic.Bool
 	// hold, when set, holds each Take until it is closed, failed or not:
 	// a call in flight.
 	hold atomic.Pointer[chan struct{}]
@@ -35,8 +69,6 @@ var errDown = errors.New("store down")
 func newFlakyStore(clock *fakeClock) *flakyStore {
 	return &flakyStore{Store: memorystore.New(memorystore.WithClock(clock.Now))}
 }
-
-func (s *flakyStore) Instances() int { return max(s.fleet, 1) }
 
 func (s *flakyStore) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	if h := s.hold.Load(); h != nil {
@@ -59,31 +91,7 @@ func (s *flakyStore) Reset(ctx context.Context, key string, limits ...store.Spec
 	if s.down.Load() {
 		return errDown
 	}
-	if err := s.Store.Reset(ctx, key, limits...); err != nil {
-		return err
-	}
-	s.announce(key)
-	return nil
-}
-
-func (s *flakyStore) OnReset(f func(string)) func() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hooks = append(s.hooks, &f)
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.hooks = slices.DeleteFunc(slices.Clone(s.hooks), func(h *func(string)) bool { return h == &f })
-	}
-}
-
-func (s *flakyStore) announce(key string) {
-	s.mu.Lock()
-	hooks := s.hooks
-	s.mu.Unlock()
-	for _, f := range hooks {
-		(*f)(key)
-	}
+	return s.Store.Reset(ctx, key, limits...)
 }
 
 // pending returns the pending cost of key's record (0 without one).
@@ -96,30 +104,37 @@ func (sh *recordShard) pending(key string) int64 {
 	return 0
 }
 
-func (s *flakyStore) hookCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.hooks)
+// newFallback is a Store over s for a fleet of instances (0: 1) on clock.
+func newFallback(s store.Store, clock *fakeClock, instances int) *Store {
+	return New(s, Config{Local: memorystore.New(memorystore.WithClock(clock.Now)), Now: clock.Now,
+		Instances: func() int { return instances }})
 }
 
-// fallbackLimiter is a Limiter on a flakyStore whose fallback runs on clock.
-func fallbackLimiter(t *testing.T, clock *fakeClock, lim store.Limit) (*Limiter, *flakyStore) {
+// limiter is a Limiter named "api" on f, on clock.
+func limiter(t *testing.T, f *Store, clock *fakeClock, lim store.Limit) *core.Limiter {
 	t.Helper()
-	s := newFlakyStore(clock)
-	l, err := New(s, "api", headerKey, []store.Limit{lim}, WithClock(clock.Now),
-		WithFallbackStore(memorystore.New(memorystore.WithClock(clock.Now))))
+	l, err := core.New(f, "api", headerKey, []store.Limit{lim}, core.WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l, s
+	return l
+}
+
+// fallbackLimiter is a Limiter on a fallback Store over a flakyStore.
+func fallbackLimiter(t *testing.T, clock *fakeClock, lim store.Limit) (*core.Limiter, *flakyStore, *Store) {
+	t.Helper()
+	s := newFlakyStore(clock)
+	f := newFallback(s, clock, 1)
+	t.Cleanup(f.Close)
+	return limiter(t, f, clock, lim), s, f
 }
 
 // decideN makes n decisions for client and returns how many were served
 // and the outcome of the last.
-func decideN(l *Limiter, client string, n int) (served int, last Decision) {
+func decideN(l *core.Limiter, client string, n int) (served int, last core.Decision) {
 	for i := 0; i < n; i++ {
-		last = l.Decide(clientRequest(client, ""))
-		if last.Action == Serve {
+		last = l.Decide(clientRequest(client))
+		if last.Action == core.Serve {
 			served++
 		}
 	}
@@ -131,17 +146,17 @@ func decideN(l *Limiter, client string, n int) (served int, last Decision) {
 func TestFallbackStartsFromTheStoresAnswer(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	lim := store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: time.Minute}
-	l, s := fallbackLimiter(t, clock, lim)
+	l, s, _ := fallbackLimiter(t, clock, lim)
 	if n, _ := decideN(l, "spent", 6); n != 5 {
 		t.Fatalf("store admitted %d of 6, want 5", n)
 	}
 	if n, _ := decideN(l, "some", 2); n != 2 {
 		t.Fatalf("store admitted %d of 2", n)
 	}
-	reset := l.Decide(clientRequest("spent", "")).Result.ResetAfter
+	reset := l.Decide(clientRequest("spent")).Result.ResetAfter
 	s.down.Store(true)
 	n, d := decideN(l, "spent", 3)
-	if n != 0 || d.Outcome != OutcomeFallback || d.Result.RetryAfter <= 0 || d.Result.RetryAfter > reset {
+	if n != 0 || d.Outcome != core.OutcomeFallback || d.Result.RetryAfter <= 0 || d.Result.RetryAfter > reset {
 		t.Errorf("refused key while away: %d served, last %v %+v; want 0, retry within %v", n, d.Outcome, d.Result, reset)
 	}
 	if n, d := decideN(l, "some", 5); n != 3 || d.Result.Remaining != 0 {
@@ -151,7 +166,7 @@ func TestFallbackStartsFromTheStoresAnswer(t *testing.T) {
 		t.Errorf("unseen key: %d of 7 served while away, want the fallback's 5", n)
 	}
 	clock.Advance(reset)
-	if n, d := decideN(l, "spent", 6); n != 5 || d.Action != Refuse {
+	if n, d := decideN(l, "spent", 6); n != 5 || d.Action != core.Refuse {
 		t.Errorf("after the store's reset time: %d of 6 served (%v), want a full 5", n, d.Action)
 	}
 }
@@ -160,7 +175,7 @@ func TestFallbackStartsFromTheStoresAnswer(t *testing.T) {
 // way to the store leaves room for that Take: the store may admit it yet.
 func TestFallbackLeavesRoomForTakesInFlight(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	l, s := fallbackLimiter(t, clock, store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: time.Minute})
+	l, s, f := fallbackLimiter(t, clock, store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: time.Minute})
 	if n, _ := decideN(l, "a", 3); n != 3 {
 		t.Fatalf("store admitted %d of 3", n)
 	}
@@ -168,9 +183,9 @@ func TestFallbackLeavesRoomForTakesInFlight(t *testing.T) {
 	// the fallback has decided the others.
 	hold := make(chan struct{})
 	s.hold.Store(&hold)
-	inFlight := make(chan Decision)
-	go func() { inFlight <- l.Decide(clientRequest("a", "")) }()
-	for l.shared.shard("3:api:a").pending("3:api:a") == 0 {
+	inFlight := make(chan core.Decision)
+	go func() { inFlight <- l.Decide(clientRequest("a")) }()
+	for f.shard("3:api:a").pending("3:api:a") == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	s.hold.Store(nil)
@@ -178,7 +193,7 @@ func TestFallbackLeavesRoomForTakesInFlight(t *testing.T) {
 	n, _ := decideN(l, "a", 3)
 	s.down.Store(false)
 	close(hold)
-	if d := <-inFlight; d.Outcome != OutcomeAllowed {
+	if d := <-inFlight; d.Outcome != core.OutcomeAllowed {
 		t.Fatalf("the Take in flight: %v, want allowed by the store", d.Outcome)
 	}
 	if n != 1 {
@@ -194,16 +209,14 @@ func TestFallbackHoldsUntilTheFleetHasPaid(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	shared := memorystore.New(memorystore.WithClock(clock.Now))
 	lim := store.Limit{Algorithm: store.FixedWindow, Rate: 10, Period: time.Minute}
-	var instances [2]*Limiter
+	var instances [2]*core.Limiter
 	var stores [2]*flakyStore
 	for i := range instances {
-		stores[i] = &flakyStore{Store: shared, fleet: 2}
-		l, err := New(stores[i], "api", headerKey, []store.Limit{lim}, WithClock(clock.Now))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.shared.hold = time.Hour // outlasts the test however slow it runs
-		instances[i] = l
+		stores[i] = &flakyStore{Store: shared}
+		f := newFallback(stores[i], clock, 2)
+		f.hold = time.Hour // outlasts the test however slow it runs
+		t.Cleanup(f.Close)
+		instances[i] = limiter(t, f, clock, lim)
 		stores[i].down.Store(true)
 	}
 	served := 0
@@ -232,7 +245,7 @@ func TestFallbackHoldsUntilTheFleetHasPaid(t *testing.T) {
 // back at the limit's pace.
 func TestFallbackRefillsSteadily(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	l, s := fallbackLimiter(t, clock, store.Limit{Rate: 10, Period: time.Second}) // GCRA, burst 10
+	l, s, _ := fallbackLimiter(t, clock, store.Limit{Rate: 10, Period: time.Second}) // GCRA, burst 10
 	if n, _ := decideN(l, "a", 10); n != 10 {
 		t.Fatalf("store admitted %d of 10", n)
 	}
@@ -251,7 +264,7 @@ func TestFallbackRefillsSteadily(t *testing.T) {
 func TestFallbackForgetsOnReset(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	lim := store.Limit{Algorithm: store.FixedWindow, Rate: 2, Period: time.Hour, Penalty: time.Hour}
-	l, s := fallbackLimiter(t, clock, lim)
+	l, s, _ := fallbackLimiter(t, clock, lim)
 	decideN(l, "a", 3) // refused by the store: penalty until an hour later
 	s.down.Store(true)
 	if n, _ := decideN(l, "a", 1); n != 0 {
@@ -265,121 +278,63 @@ func TestFallbackForgetsOnReset(t *testing.T) {
 	}
 }
 
-// A Reset announced by the store (made by another process) clears what
-// the fallback holds of the key; "" clears all of it. The Limiters of a
-// store register one hook in all.
+// A Reset announced by the backend (made by another process) clears what
+// the fallback holds of the key; "" clears all of it.
 func TestFallbackHearsAnnouncedResets(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	lim := store.Limit{Rate: 1, Period: time.Hour, Penalty: time.Hour}
-	l, s := fallbackLimiter(t, clock, lim)
-	if _, err := New(s, "other", headerKey, []store.Limit{lim}); err != nil || s.hookCount() != 1 {
-		t.Fatalf("second Limiter: %v, %d hooks on the store, want 1", err, s.hookCount())
-	}
+	l, s, f := fallbackLimiter(t, clock, lim)
 	s.down.Store(true)
 	for _, k := range []string{"a", "b"} {
 		if n, _ := decideN(l, k, 2); n != 1 {
 			t.Fatalf("fallback served %d of 2 for %s", n, k)
 		}
 	}
-	s.announce("3:api:a")
-	s.announce("5:other:b") // another Limiter's key
+	f.Announced("3:api:a")
+	f.Announced("5:other:b") // another Limiter's key
 	if n, _ := decideN(l, "a", 1); n != 1 {
 		t.Error("a was announced reset but is still refused")
 	}
 	if n, _ := decideN(l, "b", 1); n != 0 {
 		t.Error("b was not reset but is served")
 	}
-	s.announce("")
+	f.Announced("")
 	if n, _ := decideN(l, "b", 1); n != 1 {
 		t.Error("after a reset of everything b is still refused")
 	}
 }
 
-// Limiters made and dropped leave nothing behind: one hook per store
-// while they live, no fallback store until the first failure (then one for
-// all), no goroutine; once they are collected, neither the hook nor the
-// fallback, and nothing holds the store.
+// A Store starts no goroutine while it owes the backend nothing; the pass
+// that charges its debts ends when they are charged, and Close waits for
+// it.
 func TestFallbackLifecycle(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	s := newFlakyStore(clock)
-	runtime.GC()
-	goroutines, made := runtime.NumGoroutine(), fallbacksMade.Load()
-	live := make([]*Limiter, 0, 2000)
-	for i := 0; i < 1000; i++ {
-		l, err := New(s, fmt.Sprint("up", i), headerKey, []store.Limit{store.PerMinute(5)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.Decide(clientRequest("a", ""))
-		live = append(live, l)
-	}
-	if got := fallbacksMade.Load() - made; got != 0 {
-		t.Errorf("%d fallback stores made before any failure, want 0", got)
+	before := runtime.NumGoroutine()
+	l, s, f := fallbackLimiter(t, clock, store.PerMinute(5))
+	decideN(l, "a", 3)
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after healthy decisions, %d before", n, before)
 	}
 	s.down.Store(true)
-	for i := 0; i < 1000; i++ {
-		l, _ := New(s, fmt.Sprint("down", i), headerKey, []store.Limit{store.PerMinute(5)})
-		if d := l.Decide(clientRequest("a", "")); d.Outcome != OutcomeFallback {
-			t.Fatalf("outcome %v while the store is down", d.Outcome)
-		}
-		live = append(live, l)
+	decideN(l, "b", 3)
+	s.down.Store(false)
+	decideN(l, "c", 1) // answered: the debts of b are charged
+	f.Close()
+	if f.owed.Load() || f.flushing.Load() {
+		t.Error("Close returned before the debts were charged")
 	}
-	runtime.GC()
-	if got := fallbacksMade.Load() - made; got != 1 {
-		t.Errorf("%d fallback stores made for 1000 Limiters on one store, want 1", got)
-	}
-	if n := s.hookCount(); n != 1 {
-		t.Errorf("%d reset hooks on the store after 2000 Limiters, want 1", n)
-	}
-	// Other tests' settling goroutines may still be ending: wait for them.
-	n := runtime.NumGoroutine()
-	for deadline := time.Now().Add(2 * time.Second); n > goroutines && time.Now().Before(deadline); n = runtime.NumGoroutine() {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n > goroutines {
-		t.Errorf("%d goroutines after 2000 Limiters, %d before", n, goroutines)
-	}
-	runtime.KeepAlive(live)
-
-	gone := func() bool { runtime.GC(); return s.hookCount() == 0 }
-	for deadline := time.Now().Add(5 * time.Second); !gone() && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := s.hookCount(); n != 0 {
-		t.Errorf("%d reset hooks on the store after its Limiters were collected, want 0", n)
-	}
-	fallbacks.Lock()
-	_, held := fallbacks.m[s]
-	fallbacks.Unlock()
-	if held {
-		t.Error("the store's fallback is still held after its Limiters were collected")
-	}
-	ws := weak.Make(s)
-
-	for deadline := time.Now().Add(5 * time.Second); ws.Value() != nil && time.Now().Before(deadline); {
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
-	}
-	if ws.Value() != nil {
-		t.Error("the store is still reachable after its Limiters were collected")
+	if r, _ := s.Store.Peek(context.Background(), "3:api:b", 0, specs(store.PerMinute(5))...); r.Remaining != 2 {
+		t.Errorf("b after Close: %d left in the backend, want 2 (3 charged)", r.Remaining)
 	}
 }
 
-// fleetStore is a flakyStore shared by a fleet of instances processes.
-type fleetStore struct {
-	*flakyStore
-	instances int
-}
-
-func (s *fleetStore) Instances() int { return s.instances }
-
-// settled waits until l's fallback has charged the store with what it
-// admitted while the store was away.
-func settled(t *testing.T, l *Limiter) {
+// settled waits until f has charged the backend with what it admitted
+// while the backend was away.
+func settled(t *testing.T, f *Store) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); l.shared.owed.Load() || l.shared.flushing.Load(); {
+	for deadline := time.Now().Add(5 * time.Second); f.owed.Load() || f.flushing.Load(); {
 		if time.Now().After(deadline) {
-			t.Fatal("the fallback's admissions were not charged to the store within 5 s")
+			t.Fatal("the fallback's admissions were not charged to the backend within 5 s")
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -390,13 +345,11 @@ func settled(t *testing.T, l *Limiter) {
 // saw; once the store answers again, what it admitted is charged there.
 func TestFallbackTakesItsShareAndSettles(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	s := &fleetStore{flakyStore: newFlakyStore(clock), instances: 3}
+	s := newFlakyStore(clock)
+	f := newFallback(s, clock, 3)
+	t.Cleanup(f.Close)
 	lim := store.Limit{Algorithm: store.FixedWindow, Rate: 20, Period: time.Hour}
-	l, err := New(s, "api", headerKey, []store.Limit{lim}, WithClock(clock.Now),
-		WithFallbackStore(memorystore.New(memorystore.WithClock(clock.Now))))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := limiter(t, f, clock, lim)
 	decideN(l, "some", 9) // 11 left
 	s.down.Store(true)
 	if n, _ := decideN(l, "some", 10); n != 3 {
@@ -406,8 +359,8 @@ func TestFallbackTakesItsShareAndSettles(t *testing.T) {
 		t.Errorf("unseen key: %d admitted while away (last %+v), want ⌊20/3⌋ = 6", n, d.Result)
 	}
 	s.down.Store(false)
-	l.Decide(clientRequest("other", "")) // the store answers again
-	settled(t, l)
+	l.Decide(clientRequest("other")) // the store answers again
+	settled(t, f)
 	for key, want := range map[string]int64{"some": 11 - 3, "new": 20 - 6} {
 		if r, _ := s.Store.Peek(context.Background(), "3:api:"+key, 0, specs(lim)...); r.Remaining != want {
 			t.Errorf("%s: %d left in the store after settling, want %d", key, r.Remaining, want)
@@ -420,12 +373,10 @@ func TestFallbackTakesItsShareAndSettles(t *testing.T) {
 func TestFallbackSettlesWhatFits(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
 	s := newFlakyStore(clock)
+	f := newFallback(s, clock, 1)
+	t.Cleanup(f.Close)
 	lim := store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: time.Hour, Penalty: 24 * time.Hour}
-	l, err := New(s, "api", headerKey, []store.Limit{lim}, WithClock(clock.Now),
-		WithFallbackStore(memorystore.New(memorystore.WithClock(clock.Now))))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := limiter(t, f, clock, lim)
 	decideN(l, "a", 2) // 3 left
 	s.down.Store(true)
 	if n, _ := decideN(l, "a", 3); n != 3 {
@@ -434,8 +385,8 @@ func TestFallbackSettlesWhatFits(t *testing.T) {
 	s.down.Store(false)
 	ctx := context.Background()
 	s.Store.Take(ctx, "3:api:a", 2, specs(lim)...) // another instance, meanwhile
-	l.Decide(clientRequest("other", ""))
-	settled(t, l)
+	l.Decide(clientRequest("other"))
+	settled(t, f)
 	if r, _ := s.Store.Peek(ctx, "3:api:a", 0, specs(lim)...); r.Remaining != 0 || !r.Allowed {
 		t.Errorf("after settling: %+v, want 0 left and no penalty lock", r)
 	}
@@ -445,18 +396,110 @@ func TestFallbackSettlesWhatFits(t *testing.T) {
 // fallback admitted for it: the store admits none of it twice.
 func TestFallbackDebtRidesOnTheNextTake(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	s := &fleetStore{flakyStore: newFlakyStore(clock), instances: 3}
+	s := newFlakyStore(clock)
+	f := newFallback(s, clock, 3)
+	t.Cleanup(f.Close)
 	lim := store.Limit{Algorithm: store.FixedWindow, Rate: 20, Period: time.Hour}
-	l, err := New(s, "api", headerKey, []store.Limit{lim}, WithClock(clock.Now),
-		WithFallbackStore(memorystore.New(memorystore.WithClock(clock.Now))))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := limiter(t, f, clock, lim)
 	s.down.Store(true)
 	decideN(l, "new", 6)
 	s.down.Store(false)
-	if d := l.Decide(clientRequest("new", "")); d.Outcome != OutcomeAllowed || d.Result.Remaining != 20-6-1 {
+	if d := l.Decide(clientRequest("new")); d.Outcome != core.OutcomeAllowed || d.Result.Remaining != 20-6-1 {
 		t.Errorf("first decision after the outage: %v %+v, want allowed with %d left", d.Outcome, d.Result, 20-6-1)
 	}
-	settled(t, l)
+	settled(t, f)
+}
+
+// The fallback does not decide a key from a backend's answer bound by an
+// InFlight limit (its free slots come back when requests end), and charges
+// its debts without the InFlight limits (no request would release a slot a
+// debt took).
+func TestFallbackInFlight(t *testing.T) {
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	rate := store.Limit{Algorithm: store.TokenBucket, Rate: 2, Period: time.Hour}
+	limits := specs(store.MaxInFlight(1, time.Hour), rate)
+	f := newFallback(newFlakyStore(clock), clock, 1)
+	for binding, known := range []bool{false, true} {
+		res := store.Result{Allowed: true, Limit: 2, Remaining: 1, ResetAfter: time.Minute, Binding: binding}
+		f.remember("k", &res, limits, ticket{})
+		if r := f.shard("k").m["k"]; r.known != known {
+			t.Errorf("an answer bound by limit %d: known %v, want %v", binding, r.known, known)
+		}
+	}
+	if got := withoutInFlight(limits); len(got) != 1 || got[0] != limits[1] {
+		t.Errorf("withoutInFlight(%v) = %v, want the rate alone", limits, got)
+	}
+}
+
+// uncertainStore fails every Take as a call that may have run (its reply
+// lost), or, when certain is set, as one that never left.
+type uncertainStore struct {
+	*flakyStore
+	certain bool
+}
+
+func (s *uncertainStore) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
+	if !s.down.Load() {
+		return s.flakyStore.Take(ctx, key, n, limits...)
+	}
+	if s.certain {
+		return store.Result{}, errDown
+	}
+	s.Store.Take(ctx, key, n, limits...) // it ran; the reply is lost
+	return store.Result{}, fmt.Errorf("%w: %w", ErrUncertain, errDown)
+}
+
+// A decision whose call to the backend may have run (ErrUncertain) is
+// decided locally but never charged to the backend again: no request is
+// counted twice. One that certainly did not run is charged once the
+// backend answers.
+func TestFallbackNeverChargesAnUncertainCallTwice(t *testing.T) {
+	for _, certain := range []bool{false, true} {
+		clock := newFakeClock(time.Unix(1_700_000_000, 0))
+		s := &uncertainStore{flakyStore: newFlakyStore(clock), certain: certain}
+		f := newFallback(s, clock, 1)
+		lim := store.Limit{Algorithm: store.FixedWindow, Rate: 10, Period: time.Hour}
+		l := limiter(t, f, clock, lim)
+		s.down.Store(true)
+		if n, d := decideN(l, "a", 4); n != 4 || d.Outcome != core.OutcomeFallback {
+			t.Fatalf("certain %v: %d of 4 served (%v) while the backend fails", certain, n, d.Outcome)
+		}
+		s.down.Store(false)
+		decideN(l, "b", 1) // answered: debts are charged
+		f.Close()
+		r, _ := s.Store.Peek(context.Background(), "3:api:a", 0, specs(lim)...)
+		if used := 10 - r.Remaining; used != 4 {
+			t.Errorf("certain %v: the backend counts %d for 4 admitted, want 4", certain, used)
+		}
+	}
+}
+
+// BenchmarkTake measures the fallback's note of each healthy Take (begin
+// and after: two locks of the key's shard) against the backend alone, on
+// a memory store over 1000 keys.
+//
+//	go test -run '^$' -bench Take -benchmem ./internal/fallback
+func BenchmarkTake(b *testing.B) {
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprint("4:test:client-", i)
+	}
+	limits := specs(store.PerHour(1_000_000_000))
+	mem := memorystore.New()
+	for _, c := range []struct {
+		name string
+		s    store.Store
+	}{{"backend", mem}, {"fallback", New(mem, Config{Local: memorystore.New()})}} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for i := 0; pb.Next(); i++ {
+					if _, err := c.s.Take(ctx, keys[i%len(keys)], 1, limits...); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
 }
