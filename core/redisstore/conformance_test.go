@@ -42,7 +42,7 @@ func newStore(tb testing.TB, client redis.UniversalClient, prefix string, opts .
 	if storeSeq.Add(1)%2 == 0 {
 		opts = append(opts, redisstore.WithDenyCache(4096))
 	}
-	s, err := redisstore.New(client, append([]redisstore.Option{redisstore.WithPrefix(prefix)}, opts...)...)
+	s, err := redisstore.New(client, append(append(redisstore.Bare(), redisstore.WithPrefix(prefix)), opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -28,7 +28,9 @@ func ExampleStore_Take() {
 	mr.SetTime(time.Unix(1_700_000_000, 0))
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer client.Close()
-	st, err := redisstore.New(client)
+	// A roomy deadline (the default is 100 ms), so that the output does not
+	// depend on how busy the machine running the example is.
+	st, err := redisstore.New(client, redisstore.WithTimeout(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}

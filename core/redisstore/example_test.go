@@ -29,7 +29,9 @@ func ExampleNew() {
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer client.Close()
 
-	st, err := redisstore.New(client, redisstore.WithPrefix("myapp:rl:"))
+	// A roomy deadline (the default is 100 ms), so that the output does not
+	// depend on how busy the machine running the example is.
+	st, err := redisstore.New(client, redisstore.WithPrefix("myapp:rl:"), redisstore.WithTimeout(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -66,7 +68,7 @@ func ExampleWithDenyCache() {
 	client.AddHook(calls) // counts the script calls the store sends
 
 	// 4096 is the default; WithDenyCache(0) turns the cache off.
-	st, err := redisstore.New(client, redisstore.WithDenyCache(4096))
+	st, err := redisstore.New(client, redisstore.WithDenyCache(4096), redisstore.WithTimeout(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -131,7 +133,7 @@ func ExampleWithPipelining() {
 
 	// At most 2 round trips in flight; concurrent Takes beyond that share
 	// pipelines. Every Take is still decided on its own, atomically.
-	st, err := redisstore.New(client, redisstore.WithPipelining(2))
+	st, err := redisstore.New(client, redisstore.WithPipelining(2), redisstore.WithTimeout(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}

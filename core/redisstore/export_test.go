@@ -76,13 +76,14 @@ var TakeSource = takeSource
 // fallback from now on.
 func CountClears(s *Store) *atomic.Int64 {
 	var n atomic.Int64
-	tell := s.tell
-	s.tell = func(key string) {
+	tell := *s.tell.Load()
+	counting := func(key string) {
 		if key == "" {
 			n.Add(1)
 		}
 		tell(key)
 	}
+	s.tell.Store(&counting)
 	return &n
 }
 

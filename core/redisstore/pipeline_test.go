@@ -64,7 +64,7 @@ func checkExact(t *testing.T, client redis.UniversalClient, flush func()) (resen
 		{Algorithm: store.FixedWindow, Rate: 50, Period: time.Hour},
 	} {
 		for _, inFlight := range []int{0, 1, 4} {
-			s, err := New(client, WithPipelining(inFlight), WithDenyCache(0))
+			s, err := New(client, append(bare(), WithPipelining(inFlight), WithDenyCache(0))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +142,7 @@ func TestRedisPipelineCanceled(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	// The breaker off: the timeout below would open it, and the test
 	// reads the state afterwards.
-	s, err := New(client, WithPipelining(1), WithBreaker(0, 0))
+	s, err := New(client, append(bare(), WithPipelining(1), WithBreaker(0, 0))...)
 	if err != nil {
 		t.Fatal(err)
 	}

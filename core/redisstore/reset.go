@@ -71,7 +71,7 @@ func (s *Store) announced(key string) {
 		s.pendingClear.Store(true)
 		return
 	}
-	s.tell(key)
+	(*s.tell.Load())(key)
 }
 
 // breakerClosed runs after a probe closed the breaker of client's server:
@@ -82,7 +82,7 @@ func (s *Store) breakerClosed(ctx context.Context, client redis.UniversalClient)
 	s.inspect(ctx, client)
 	s.front.Settle()
 	if !s.health.anyOpen() && s.pendingClear.CompareAndSwap(true, false) {
-		s.tell("")
+		(*s.tell.Load())("")
 	}
 }
 

@@ -81,7 +81,7 @@ type Store struct {
 	front *fallback.Store
 	// tell hands a reset announced by any process to the fallback
 	// (front.Announced; tests count them).
-	tell func(key string)
+	tell atomic.Pointer[func(key string)]
 
 	mu       sync.Mutex
 	listener *listener // nil unless the fallback, the deny cache or leases need it
@@ -253,7 +253,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	st.lease = newLeases(st, s.lease) // lease.go; set before the subscription starts (it reads st.lease)
 	st.front = fallback.New(direct{st}, fallback.Config{Timeout: s.timeout, Local: s.local,
 		Instances: st.instanceCount, Now: s.now})
-	st.tell = st.front.Announced
+	announce := st.front.Announced
+	st.tell.Store(&announce)
 	if s.deny > 0 {
 		st.deny = newDenyCache(s.deny)
 	}
@@ -490,11 +491,8 @@ func (s *Store) runCall(ctx context.Context, c scriptCall, n int64) (store.Resul
 		if s.cluster != nil {
 			s.cluster.kick(s.clock())
 		}
-		switch {
-		case redis.HasErrorPrefix(err, "OOM"):
+		if redis.HasErrorPrefix(err, "OOM") {
 			err = fmt.Errorf("%w: %w", store.ErrOutOfMemory, err)
-		case n > 0 && sent != notSent && maybeRan(err):
-			err = fmt.Errorf("%w: %w", fallback.ErrUncertain, err)
 		}
 		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, c.m, err)
 	}
@@ -504,14 +502,6 @@ func (s *Store) runCall(ctx context.Context, c scriptCall, n int64) (store.Resul
 	}
 	r, err := c.decode(reply, n)
 	return r, c.first, err
-}
-
-// maybeRan reports whether a call that was sent and failed with err may
-// have run: its connection broke or its time ran out before the reply,
-// rather than Redis replying with an error.
-func maybeRan(err error) bool {
-	var reply redis.Error
-	return !errors.As(err, &reply) && !errors.Is(err, store.ErrBreakerOpen)
 }
 
 // scriptCall is one script call for a Take: the script, its command

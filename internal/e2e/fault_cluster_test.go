@@ -254,7 +254,7 @@ func TestFaultClusterMasterDown(t *testing.T) {
 	// The baseline's service: the same Redis and handler, on a store with
 	// a roomy deadline, so that a slow moment of the baseline cannot open
 	// a breaker before the kill.
-	bsvc := newService(t, newStore(t, rdb, roomy), faultLimits())
+	bsvc := newService(t, exactStore(t, rdb), faultLimits())
 	defer bsvc.Close()
 	liveKeys := make([]string, 0, 4)
 	baseKeys := make([]string, 0, 4)

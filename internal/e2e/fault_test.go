@@ -83,7 +83,7 @@ func TestFaultRedisKilled(t *testing.T) {
 				defer hc.CloseIdleConnections()
 				// exact checks the count on the same Redis, refusing (not
 				// admitting locally) should a loaded machine miss a deadline.
-				exact := newService(t, newStore(t, rdb, roomy), faultLimits())
+				exact := newService(t, exactStore(t, rdb), faultLimits())
 				defer exact.Close()
 
 				exactBurst(t, ctx, exact, hc, "before", 2*faultLimit+20)
@@ -208,7 +208,7 @@ func TestFaultRedisPaused(t *testing.T) {
 				defer hc.CloseIdleConnections()
 				// exact checks the count on the same Redis, refusing (not
 				// admitting locally) should a loaded machine miss a deadline.
-				exact := newService(t, newStore(t, rdb, roomy), faultLimits())
+				exact := newService(t, exactStore(t, rdb), faultLimits())
 				defer exact.Close()
 
 				key := uniq("pause")
@@ -274,7 +274,7 @@ func TestFaultScriptFlush(t *testing.T) {
 	rdb := newRedisClient(srv.Addr)
 	defer rdb.Close()
 	admin := srv.Client(t)
-	sto := newStore(t, rdb, roomy)
+	sto := exactStore(t, rdb)
 	const limit, n = 300, 900
 	lims := []store.Limit{{Algorithm: store.SlidingLog, Rate: limit, Period: longPeriod()}}
 	svc := newService(t, sto, lims)

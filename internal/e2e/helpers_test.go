@@ -69,6 +69,15 @@ func newStore(t testing.TB, rdb redis.UniversalClient, timeout time.Duration, op
 	return st
 }
 
+// exactStore is the store of services that check counts exactly: a roomy
+// deadline, and no fallback (they refuse when Redis fails), so no
+// subscription that the fallbacks of other stores on the same Redis would
+// count as an instance of their fleet.
+func exactStore(t testing.TB, rdb redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
+	t.Helper()
+	return newStore(t, rdb, roomy, append([]redisstore.Option{redisstore.WithFallback(nil)}, opts...)...)
+}
+
 // newRedisClient returns a client configured as redisstore.New recommends
 // for a limiter (redisstore.UniversalOptions): the context's deadline
 // bounds every wait, a Take is never re-sent, and a refused connection is

@@ -42,7 +42,7 @@ func sharedStore(t *testing.T) *redisstore.Store {
 	srv := redistest.Shared(t)
 	rdb := newRedisClient(srv.Addr)
 	t.Cleanup(func() { _ = rdb.Close() })
-	return newStore(t, rdb, roomy)
+	return exactStore(t, rdb)
 }
 
 // clientFrom returns an HTTP client whose connections leave from the
@@ -375,7 +375,7 @@ func TestHostileKeysCluster(t *testing.T) {
 	rdb := newClusterClient(c.Addrs)
 	defer rdb.Close()
 	prefix := uniq("hk") + ":"
-	kv := newStore(t, rdb, roomy, redisstore.WithPrefix(prefix))
+	kv := exactStore(t, rdb, redisstore.WithPrefix(prefix))
 	big := strings.Repeat("x", 64<<10)
 	keys := []string{
 		"victim", "{victim}", "{victim}x", "x{victim}", "{}", "{", "}", "}{", "a}b{c",

@@ -113,7 +113,7 @@ func TestRedisMemoryBaseline(t *testing.T) {
 	rdb := newRedisClient(srv.Addr)
 	defer rdb.Close()
 	admin := srv.Client(t)
-	kv := newStore(t, rdb, roomy)
+	kv := exactStore(t, rdb)
 	var lims []store.Limit
 	for _, alg := range store.Algorithms() {
 		lims = append(lims, store.Limit{Algorithm: alg, Rate: 1, Period: 2 * time.Second, Penalty: time.Second})

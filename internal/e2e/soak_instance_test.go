@@ -96,20 +96,16 @@ type soakRecorder struct {
 
 func (rec *soakRecorder) observer(route string) func(core.Event) {
 	return func(ev core.Event) {
-		now := time.Now().UnixMicro()
 		d := soakDecision{Route: route, Key: ev.Key, Outcome: ev.Outcome.String(), Served: ev.Action != core.Refuse,
 			Reset: ev.Result.ResetAfter.Microseconds(), Remaining: ev.Result.Remaining, TakeMicro: ev.Latency.Microseconds()}
 		if ev.Err != nil {
 			d.Err = errKind(ev.Err)
 		}
 		if tt, ok := ev.Request.Context().Value(takeTimesKey{}).(*takeTimes); ok {
+			// The Redis store's Take: Redis or its fallback (after the
+			// call that failed, or at once for a key it holds) decided
+			// within it.
 			d.Lo, d.Hi = tt.lo, tt.hi
-			if ev.Outcome == core.OutcomeFallback {
-				// After the Take that failed; with none (the fallback
-				// holds a key it admitted while Redis settles), after
-				// the request came.
-				d.Lo, d.Hi = max(tt.hi, tt.at), now
-			}
 		}
 		rec.mu.Lock()
 		rec.all = append(rec.all, d)

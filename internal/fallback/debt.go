@@ -2,7 +2,6 @@ package fallback
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,9 +13,6 @@ import (
 // first Take of the key after it is back carries it (begin, after), and a
 // background pass (settle) charges the rest once the backend answers
 // again; meanwhile the keys the fallback admitted are held (settleHold).
-// A debt whose charge may have run although its reply was lost
-// (ErrUncertain) is dropped, not charged again: an undercount, never a
-// double charge.
 
 // settleHold is how long after the backend answers again, having failed,
 // the keys the fallback admitted are still decided by it (within its
@@ -91,7 +87,7 @@ func (f *Store) after(key string, t ticket, res *store.Result, err error, limits
 		sh.mu.Unlock()
 	}
 	switch {
-	case t.owed == 0 || errors.Is(err, ErrUncertain):
+	case t.owed == 0:
 	case err != nil:
 		sh := f.shard(key)
 		sh.mu.Lock()

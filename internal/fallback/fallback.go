@@ -31,11 +31,6 @@ const (
 	rememberShardKeys = 1024
 )
 
-// ErrUncertain is wrapped by a backend's error when the call may have run
-// although its reply was lost (sent, then the connection broke or the
-// deadline passed): what it may have charged is not written back.
-var ErrUncertain = errors.New("the call may have run")
-
 // errHeld is the cause of a decision of a key the fallback admitted while
 // the backend was away, made locally for a moment after the backend is
 // back (see settleHold).
@@ -184,7 +179,7 @@ func (f *Store) mayFallBack(ctx context.Context, err error) bool {
 // Fallback is cause, and its Stamp and Slot are negated, so that Refund
 // and Release find the local store.
 func (f *Store) decideLocally(ctx context.Context, key string, n int64, limits []store.Spec, charge bool, cause error, dry bool) (store.Result, error) {
-	res, err := f.takeLocal(ctx, key, n, limits, charge, dry, !errors.Is(cause, ErrUncertain))
+	res, err := f.takeLocal(ctx, key, n, limits, charge, dry)
 	if err != nil {
 		return store.Result{}, fmt.Errorf("%w (the local fallback failed too: %v)", cause, err)
 	}
@@ -384,9 +379,8 @@ func (r *record) budget(now time.Time, need int64) (int64, time.Time) {
 // backend's last answer for key while it holds (denied until T stays
 // denied until T; r remaining admits at most r), and by the local store;
 // of either, it admits only this instance's share (see instanceCount).
-// What it admits is owed to the backend when owe is set. A dry run
-// (Peek) changes nothing.
-func (f *Store) takeLocal(ctx context.Context, key string, n int64, limits []store.Spec, charge, dry, owe bool) (store.Result, error) {
+// What it admits is owed to the backend. A dry run (Peek) changes nothing.
+func (f *Store) takeLocal(ctx context.Context, key string, n int64, limits []store.Spec, charge, dry bool) (store.Result, error) {
 	now := f.now()
 	fleet := f.instanceCount()
 	sh := f.shard(key)
@@ -399,7 +393,7 @@ func (f *Store) takeLocal(ctx context.Context, key string, n int64, limits []sto
 	if !r.known {
 		pending := r.pending
 		sh.mu.Unlock()
-		return f.takeShare(ctx, r, sh, key, n, limits, charge, dry, owe, fleet, pending)
+		return f.takeShare(ctx, r, sh, key, n, limits, charge, dry, fleet, pending)
 	}
 	if now.Before(r.until) {
 		defer sh.mu.Unlock()
@@ -419,24 +413,17 @@ func (f *Store) takeLocal(ctx context.Context, key string, n int64, limits []sto
 		return res, err
 	}
 	r.used += n
-	if owe {
-		r.owe(n, now)
-	}
+	r.owe(n, now)
 	left := share - spent - n
 	sh.mu.Unlock()
 	res, err := f.localTake(ctx, key, n, limits, charge)
 	if err != nil || !res.Allowed {
 		sh.mu.Lock()
-		r.used = max(r.used-n, 0) // the backend may have answered since
-		if owe {
-			r.owed = max(r.owed-n, 0)
-		}
+		r.used, r.owed = max(r.used-n, 0), max(r.owed-n, 0) // the backend may have answered since
 		sh.mu.Unlock()
 		return res, err
 	}
-	if owe {
-		f.owed.Store(true)
-	}
+	f.owed.Store(true)
 	res.Remaining = min(res.Remaining, left)
 	return res, nil
 }
@@ -451,7 +438,7 @@ func (f *Store) localTake(ctx context.Context, key string, n int64, limits []sto
 // takeShare decides a key the backend gave no answer for (that still
 // holds) by the local store, admitting at most this instance's share,
 // ⌊L/n⌋ (at least 1), of the binding limit's allowance L.
-func (f *Store) takeShare(ctx context.Context, r *record, sh *recordShard, key string, n int64, limits []store.Spec, charge, dry, owe bool, fleet, pending int64) (store.Result, error) {
+func (f *Store) takeShare(ctx context.Context, r *record, sh *recordShard, key string, n int64, limits []store.Spec, charge, dry bool, fleet, pending int64) (store.Result, error) {
 	if dry || fleet > 1 || pending > 0 {
 		// Over this instance's share, the request is refused uncharged.
 		res, err := f.local.Peek(ctx, key, n, limits...)
@@ -463,12 +450,10 @@ func (f *Store) takeShare(ctx context.Context, r *record, sh *recordShard, key s
 	if err != nil || !res.Allowed || overShare(&res, fleet, pending) {
 		return res, err
 	}
-	if owe {
-		sh.mu.Lock()
-		r.owe(n, f.now())
-		sh.mu.Unlock()
-		f.owed.Store(true)
-	}
+	sh.mu.Lock()
+	r.owe(n, f.now())
+	sh.mu.Unlock()
+	f.owed.Store(true)
 	return res, nil
 }
 

@@ -431,49 +431,6 @@ func TestFallbackInFlight(t *testing.T) {
 	}
 }
 
-// uncertainStore fails every Take as a call that may have run (its reply
-// lost), or, when certain is set, as one that never left.
-type uncertainStore struct {
-	*flakyStore
-	certain bool
-}
-
-func (s *uncertainStore) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
-	if !s.down.Load() {
-		return s.flakyStore.Take(ctx, key, n, limits...)
-	}
-	if s.certain {
-		return store.Result{}, errDown
-	}
-	s.Store.Take(ctx, key, n, limits...) // it ran; the reply is lost
-	return store.Result{}, fmt.Errorf("%w: %w", ErrUncertain, errDown)
-}
-
-// A decision whose call to the backend may have run (ErrUncertain) is
-// decided locally but never charged to the backend again: no request is
-// counted twice. One that certainly did not run is charged once the
-// backend answers.
-func TestFallbackNeverChargesAnUncertainCallTwice(t *testing.T) {
-	for _, certain := range []bool{false, true} {
-		clock := newFakeClock(time.Unix(1_700_000_000, 0))
-		s := &uncertainStore{flakyStore: newFlakyStore(clock), certain: certain}
-		f := newFallback(s, clock, 1)
-		lim := store.Limit{Algorithm: store.FixedWindow, Rate: 10, Period: time.Hour}
-		l := limiter(t, f, clock, lim)
-		s.down.Store(true)
-		if n, d := decideN(l, "a", 4); n != 4 || d.Outcome != core.OutcomeFallback {
-			t.Fatalf("certain %v: %d of 4 served (%v) while the backend fails", certain, n, d.Outcome)
-		}
-		s.down.Store(false)
-		decideN(l, "b", 1) // answered: debts are charged
-		f.Close()
-		r, _ := s.Store.Peek(context.Background(), "3:api:a", 0, specs(lim)...)
-		if used := 10 - r.Remaining; used != 4 {
-			t.Errorf("certain %v: the backend counts %d for 4 admitted, want 4", certain, used)
-		}
-	}
-}
-
 // BenchmarkTake measures the fallback's note of each healthy Take (begin
 // and after: two locks of the key's shard) against the backend alone, on
 // a memory store over 1000 keys.
