@@ -214,9 +214,9 @@ func burst(t *testing.T, inst [2]http.Handler, n int, each func(*httptest.Respon
 func checkInFlightRefusal(t *testing.T, w *httptest.ResponseRecorder) {
 	t.Helper()
 	h := w.Header()
-	if h.Get(core.HeaderLimit) != "3" || h.Get(core.HeaderRemaining) != "0" || h.Get(core.HeaderRetryAfter) != "1" {
+	if h.Get("X-Ratelimit-Limit") != "3" || h.Get("X-Ratelimit-Remaining") != "0" || h.Get("Retry-After") != "1" {
 		t.Errorf("429 headers: Limit %q, Remaining %q, Retry-After %q; want 3, 0, 1",
-			h.Get(core.HeaderLimit), h.Get(core.HeaderRemaining), h.Get(core.HeaderRetryAfter))
+			h.Get("X-Ratelimit-Limit"), h.Get("X-Ratelimit-Remaining"), h.Get("Retry-After"))
 	}
 }
 

@@ -241,6 +241,21 @@ type route struct {
 	// fromContext: the handler answers "ok limit=L remaining=R", the
 	// figures core.FromContext gives it.
 	fromContext bool
+	// deny, when set, is what l's adapter writes (OnRefuse) for a request
+	// over a limit, in place of the Limiter's 429.
+	deny *core.Response
+}
+
+// writeDeny writes deny for a denial (d.Outcome denied), and otherwise
+// the Limiter's response, as an OnRefuse function would.
+func writeDeny(w http.ResponseWriter, deny *core.Response, d core.Decision) {
+	if d.Outcome != core.OutcomeDenied {
+		d.WriteResponse(w)
+		return
+	}
+	w.Header().Set("Content-Type", deny.ContentType)
+	w.WriteHeader(deny.Status)
+	_, _ = w.Write(deny.Body)
 }
 
 // globalOf returns the routes' global limiter, if any.
@@ -312,10 +327,17 @@ var adapters = []adapter{
 				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 				_, _ = io.WriteString(w, answer(r.Context(), rt))
 			})
-			for _, l := range []*core.Limiter{rt.l, rt.outer} { // inner first
-				if l != nil {
-					h = nethttp.Middleware(l)(h)
+			if rt.l != nil {
+				var opts []nethttp.Option
+				if rt.deny != nil {
+					opts = append(opts, nethttp.OnRefuse(func(w http.ResponseWriter, _ *http.Request, d core.Decision) {
+						writeDeny(w, rt.deny, d)
+					}))
 				}
+				h = nethttp.Middleware(rt.l, opts...)(h)
+			}
+			if rt.outer != nil {
+				h = nethttp.Middleware(rt.outer)(h)
 			}
 			for _, m := range methodsOf(rt) {
 				mux.Handle(m+" "+rt.path, h) // Go 1.22 pattern: r.Pattern is "GET /users/{id}"
@@ -334,7 +356,11 @@ var adapters = []adapter{
 		for _, rt := range routes {
 			var hs []gin.HandlerFunc
 			if rt.l != nil {
-				hs = append(hs, ginlimit.New(rt.l))
+				var opts []ginlimit.Option
+				if rt.deny != nil {
+					opts = append(opts, ginlimit.OnRefuse(func(c *gin.Context, d core.Decision) { writeDeny(c.Writer, rt.deny, d) }))
+				}
+				hs = append(hs, ginlimit.New(rt.l, opts...))
 			}
 			hs = append(hs, func(c *gin.Context) { p.hit(); c.String(http.StatusOK, answer(c.Request.Context(), rt)) })
 			g := &r.RouterGroup
@@ -356,7 +382,14 @@ var adapters = []adapter{
 		for _, rt := range routes {
 			var mw []echo.MiddlewareFunc
 			if rt.l != nil {
-				mw = append(mw, echolimit.New(rt.l))
+				var opts []echolimit.Option
+				if rt.deny != nil {
+					opts = append(opts, echolimit.OnRefuse(func(c echo.Context, d core.Decision) error {
+						writeDeny(c.Response(), rt.deny, d)
+						return nil
+					}))
+				}
+				mw = append(mw, echolimit.New(rt.l, opts...))
 			}
 			add, path := e.Add, colonPath(rt.path)
 			if rt.outer != nil { // a group of its own, limited by outer
@@ -634,7 +667,7 @@ func scenarios(tok jwtTokens) []scenario {
 				}
 				return []route{{path: "/api", l: s.limiter("api", k, []store.Limit{own},
 					core.WithHeaders(core.HeadersBoth), // policies named by plan, never "api.free"
-					core.WithPlanPolicyNames(map[string]string{"free": "free", "pro": "pro"}),
+					core.WithPolicyNames(map[string]string{"free": "free", "pro": "pro"}),
 					core.WithPlans(plan, map[string][]store.Limit{"free": {free}, "pro": {pro}}))}}
 			},
 			steps: []step{
@@ -696,7 +729,7 @@ func scenarios(tok jwtTokens) []scenario {
 		rows = append(rows, scenario{
 			name: "IETF headers",
 			routes: func(s *setup) []route {
-				return s.api([]store.Limit{lim}, core.WithHeaders(core.HeadersIETF), core.WithPolicyName("api"))
+				return s.api([]store.Limit{lim}, core.WithHeaders(core.HeadersIETF), core.WithPolicyNames(map[string]string{"": "api"}))
 			},
 			steps: []step{
 				{status: 200, rl: &rl{policy: pol, ietf: ietf(2, T)}},
@@ -809,8 +842,10 @@ func scenarios(tok jwtTokens) []scenario {
 		lim := store.PerHour(5)
 		T := interval(lim)
 		rows = append(rows, scenario{
-			name:   "cost",
-			routes: func(s *setup) []route { return s.api([]store.Limit{lim}, core.WithCost(2)) },
+			name: "cost",
+			routes: func(s *setup) []route {
+				return s.api([]store.Limit{lim}, core.WithCost(func(*http.Request) int64 { return 2 }))
+			},
 			steps: []step{
 				{status: 200, rl: &rl{limit: 5, remaining: 3, reset: 2 * T}},
 				{status: 200, rl: &rl{limit: 5, remaining: 1, reset: 4 * T}},
@@ -828,7 +863,7 @@ func scenarios(tok jwtTokens) []scenario {
 		rows = append(rows, scenario{
 			name: "cost function",
 			routes: func(s *setup) []route {
-				return s.api([]store.Limit{lim}, core.WithCostFunc(func(r *http.Request) int64 {
+				return s.api([]store.Limit{lim}, core.WithCost(func(r *http.Request) int64 {
 					n, err := strconv.ParseInt(r.Header.Get("X-Cost"), 10, 64)
 					if err != nil {
 						return 1
@@ -1086,7 +1121,7 @@ func scenarios(tok jwtTokens) []scenario {
 		rows = append(rows, scenario{
 			name: "JWT forged expired none, KeyErrorDeny",
 			routes: func(s *setup) []route {
-				return jwtRoutes(s, []store.Limit{lim}, core.WithKeyErrorRule(core.KeyErrorDeny))
+				return jwtRoutes(s, []store.Limit{lim}, core.WithKeyErrorRule(core.KeyErrorDeny, nil))
 			},
 			steps: []step{
 				{header: bearer(tok.forged), status: 403},
@@ -1105,7 +1140,7 @@ func scenarios(tok jwtTokens) []scenario {
 		rows = append(rows, scenario{
 			name: "JWT forged expired none, KeyErrorAllow",
 			routes: func(s *setup) []route {
-				return jwtRoutes(s, []store.Limit{lim}, core.WithKeyErrorRule(core.KeyErrorAllow))
+				return jwtRoutes(s, []store.Limit{lim}, core.WithKeyErrorRule(core.KeyErrorAllow, nil))
 			},
 			steps: []step{
 				{header: bearer(tok.forged), status: 200},
@@ -1154,7 +1189,7 @@ func scenarios(tok jwtTokens) []scenario {
 			name: "60 bad keys from one address behind a trusted proxy, another address served",
 			routes: func(s *setup) []route {
 				return jwtRoutes(s, []store.Limit{lim},
-					core.WithKeyErrorKey(mustIP(s.t, keyfuncs.WithTrustedProxies("10.0.0.0/8"))))
+					core.WithKeyErrorRule(core.KeyErrorPerAddress, mustIP(s.t, keyfuncs.WithTrustedProxies("10.0.0.0/8"))))
 			},
 			steps: append(flood(proxy, xff("198.51.100.1")),
 				step{remote: proxy, header: map[string]string{"X-Forwarded-For": "198.51.100.2", "Authorization": "Bearer " + tok.forged},
@@ -1253,7 +1288,7 @@ func scenarios(tok jwtTokens) []scenario {
 				return []route{{
 					path:   "/api",
 					global: s.limiter("global", mustIP(s.t), []store.Limit{global}),
-					l:      s.limiter("route", mustIP(s.t), []store.Limit{page}, core.WithCost(4)),
+					l:      s.limiter("route", mustIP(s.t), []store.Limit{page}, core.WithCost(func(*http.Request) int64 { return 4 })),
 				}}
 			},
 			steps: []step{
@@ -1279,7 +1314,7 @@ func scenarios(tok jwtTokens) []scenario {
 				return []route{{
 					path:        "/api",
 					global:      s.limiter("global", mustIP(s.t), []store.Limit{global}),
-					l:           s.limiter("route", mustIP(s.t), []store.Limit{page}, core.WithCost(3)),
+					l:           s.limiter("route", mustIP(s.t), []store.Limit{page}, core.WithCost(func(*http.Request) int64 { return 3 })),
 					fromContext: true,
 				}}
 			},
@@ -1344,9 +1379,11 @@ func scenarios(tok jwtTokens) []scenario {
 		rows = append(rows, scenario{
 			name: "custom deny response",
 			routes: func(s *setup) []route {
-				return s.api([]store.Limit{lim}, core.WithDenyResponse(core.Response{
+				rts := s.api([]store.Limit{lim})
+				rts[0].deny = &core.Response{
 					Status: http.StatusTeapot, ContentType: "text/plain; charset=utf-8", Body: []byte("slow down, please\n"),
-				}))
+				}
+				return rts
 			},
 			steps: []step{
 				{status: 200, rl: &rl{limit: 1, remaining: 0, reset: T}},
@@ -1487,7 +1524,7 @@ func run(t *testing.T, e *env, ad adapter, sc scenario) {
 		if wantReached && wantBody != "ok" {
 			// The handler wrote what core.FromContext gave it: the
 			// figures of the headers.
-			fromHeaders := fmt.Sprintf("ok limit=%s remaining=%s", res.Header.Get(core.HeaderLimit), res.Header.Get(core.HeaderRemaining))
+			fromHeaders := fmt.Sprintf("ok limit=%s remaining=%s", res.Header.Get("X-Ratelimit-Limit"), res.Header.Get("X-Ratelimit-Remaining"))
 			if body != fromHeaders {
 				t.Errorf("%s: the handler's FromContext says %q, the headers %q", where, body, fromHeaders)
 			}
@@ -1601,8 +1638,8 @@ func checkHold(t *testing.T, where string, e *env, heldUntil time.Duration, tm t
 }
 
 var rateLimitHeaders = []string{
-	core.HeaderLimit, core.HeaderRemaining, core.HeaderReset, core.HeaderRetryAfter,
-	core.HeaderRateLimit, core.HeaderRateLimitPolicy,
+	"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After",
+	"Ratelimit", "Ratelimit-Policy",
 }
 
 func checkRateLimitHeaders(t *testing.T, where string, h http.Header, want *rl, tm timing) {
@@ -1644,21 +1681,21 @@ func checkRateLimitHeaders(t *testing.T, where string, h http.Header, want *rl, 
 	}
 
 	if want.limit > 0 {
-		if v, _ := one(core.HeaderLimit); v != strconv.FormatInt(want.limit, 10) {
+		if v, _ := one("X-Ratelimit-Limit"); v != strconv.FormatInt(want.limit, 10) {
 			t.Errorf("%s: X-RateLimit-Limit: %q, want %d", where, v, want.limit)
 		}
-		if v, _ := one(core.HeaderRemaining); v != strconv.FormatInt(want.remaining, 10) {
+		if v, _ := one("X-Ratelimit-Remaining"); v != strconv.FormatInt(want.remaining, 10) {
 			t.Errorf("%s: X-RateLimit-Remaining: %q, want %d", where, v, want.remaining)
 		}
-		v, _ := one(core.HeaderReset)
+		v, _ := one("X-Ratelimit-Reset")
 		lo, hi := tm.epoch(want.reset)
 		inRange("X-RateLimit-Reset", v, lo, hi)
 	} else {
-		absent(core.HeaderLimit, core.HeaderRemaining, core.HeaderReset)
+		absent("X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset")
 	}
 
 	if want.retry > 0 {
-		v, ok := one(core.HeaderRetryAfter)
+		v, ok := one("Retry-After")
 		if !ok {
 			t.Errorf("%s: no Retry-After", where)
 		} else {
@@ -1666,17 +1703,17 @@ func checkRateLimitHeaders(t *testing.T, where string, h http.Header, want *rl, 
 			inRange("Retry-After", v, max(lo, 1), max(hi, 1))
 		}
 	} else {
-		absent(core.HeaderRetryAfter)
+		absent("Retry-After")
 	}
 
 	if want.policy == "" {
-		absent(core.HeaderRateLimit, core.HeaderRateLimitPolicy)
+		absent("Ratelimit", "Ratelimit-Policy")
 		return
 	}
-	if v, _ := one(core.HeaderRateLimitPolicy); v != want.policy {
+	if v, _ := one("Ratelimit-Policy"); v != want.policy {
 		t.Errorf("%s: RateLimit-Policy: %q, want %q", where, v, want.policy)
 	}
-	v, _ := one(core.HeaderRateLimit)
+	v, _ := one("Ratelimit")
 	items := strings.Split(v, ", ")
 	if len(items) != len(want.ietf) {
 		t.Errorf("%s: RateLimit: %q, want %d members", where, v, len(want.ietf))

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/core/redisstore"
 )
 
 func main() { os.Exit(run()) }
@@ -215,7 +214,7 @@ func printMachine(srv *redisServer, dur, warmup time.Duration, nkeys, pool, roun
 	fmt.Printf("%v measured + %v warm-up per case, %d round(s), %d keys, pool %s\n", dur, warmup, rounds, nkeys, poolDesc)
 	inflight := inFlight[0]
 	if inflight == 0 {
-		inflight = redisstore.DefaultPipeline
+		inflight = 2 // the Redis store's default (WithPipelining)
 	}
 	fmt.Printf("sluice-redis: %d round trips in flight before Takes share pipelines (WithPipelining)\n", inflight)
 	for _, n := range inFlight[1:] {

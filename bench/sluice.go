@@ -33,7 +33,7 @@ const (
 )
 
 // inFlight is the -inflight flag: the first value, when positive, replaces
-// redisstore.DefaultPipeline in the sluice-redis contenders; each further
+// the Redis store's default pipelining (2) in the sluice-redis contenders; each further
 // one adds contenders sluice-redis@<value>/<algorithm>, to compare
 // settings within one run.
 var inFlight = []int{0}

@@ -27,7 +27,7 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 	// concurrent SetLimits or SetPlans does not change what this decision
 	// is made with.
 	cfg := l.configFor(r)
-	cost, costErr := l.costOf(r)
+	cost, costErr := l.cost(r)
 	ev := Event{Key: key, Cost: cost, Err: costErr, KeyErr: keyErr}
 	return l.finish(r, l.consult(r.Context(), cfg, storeKey, cost, &ev), ev)
 }
@@ -47,7 +47,7 @@ func (l *Limiter) keyOf(r *http.Request) (key, storeKey string, err error) {
 }
 
 // keylessKey is the store key of a request without a key: in the
-// Limiter's keyless namespace, "a:" and the key WithKeyErrorKey's function
+// Limiter's keyless namespace, "a:" and the key WithKeyErrorRule's function
 // gives, else "p:" and the peer's address key, else (no address) nothing
 // more. The namespace differs from keyPrefix in its last byte, and a
 // decimal length ends each prefix, so no key of any Limiter reaches it.
@@ -68,21 +68,21 @@ func (l *Limiter) keylessKey(r *http.Request) string {
 func (l *Limiter) keyRefusal() Decision {
 	d := Decision{Action: Serve, Outcome: OutcomeKeyError, l: l.cfg.Load()}
 	if l.keyRule == KeyErrorDeny {
-		d.Action, d.resp = Refuse, &l.keyDenied
+		d.Action, d.resp = Refuse, &keyDeniedResponse
 	}
 	return d
 }
 
-// costOf returns what r costs; a negative cost from the cost function is
-// replaced by the default cost and reported.
-func (l *Limiter) costOf(r *http.Request) (int64, error) {
-	if l.costFunc == nil {
-		return l.cost, nil
+// cost returns what r costs; a negative cost from the cost function is
+// replaced by 1 and reported.
+func (l *Limiter) cost(r *http.Request) (int64, error) {
+	if l.costOf == nil {
+		return 1, nil
 	}
-	if c := l.costFunc(r); c >= 0 {
+	if c := l.costOf(r); c >= 0 {
 		return c, nil
 	}
-	return l.cost, errNegativeCost
+	return 1, errNegativeCost
 }
 
 // consult decides with the store, or by the failure policy when the store
@@ -125,14 +125,13 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 		if res.Fallback != nil {
 			d.Outcome, ev.Err = OutcomeFallback, res.Fallback
 		}
-		l.needsDone(&d, storeKey, cost)
-		l.holdSlot(&d, storeKey)
+		l.done(&d, storeKey, cost)
 		return d
 	case ctx.Err() != nil:
 		// The client is gone: no policy serves it (see OutcomeCanceled).
-		d.Action, d.Outcome, d.resp = Refuse, OutcomeCanceled, &l.unavailable
+		d.Action, d.Outcome, d.resp = Refuse, OutcomeCanceled, &unavailableResponse
 	case l.policy == FailClosed:
-		d.Action, d.Outcome, d.resp = Refuse, OutcomeFailedClosed, &l.unavailable
+		d.Action, d.Outcome, d.resp = Refuse, OutcomeFailedClosed, &unavailableResponse
 	default: // FailOpen, or FailLocal on a store that could not decide locally
 		d.Action, d.Outcome = Serve, OutcomeFailedOpen
 	}
@@ -145,9 +144,9 @@ func (l *Limiter) fromResult(d *Decision, res store.Result) {
 	d.Result = res
 	switch {
 	case !res.Allowed:
-		d.Action, d.Outcome, d.resp = Refuse, OutcomeDenied, &l.deny
+		d.Action, d.Outcome, d.resp = Refuse, OutcomeDenied, &denyResponse
 	case res.Delay > 0:
-		d.Action, d.Outcome, d.Delay, d.resp = Hold, OutcomeDelayed, res.Delay, &l.unavailable
+		d.Action, d.Outcome, d.Delay, d.resp = Hold, OutcomeDelayed, res.Delay, &unavailableResponse
 	default:
 		d.Action, d.Outcome = Serve, OutcomeAllowed
 	}
@@ -171,9 +170,6 @@ func (l *Limiter) finish(r *http.Request, d Decision, ev Event) Decision {
 		l.observe(ev, &d)
 		if d.after != nil {
 			d.after.ev = ev
-		}
-		if d.release != nil {
-			d.release.ev = ev
 		}
 	}
 	return d

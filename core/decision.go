@@ -44,15 +44,16 @@ const (
 	// OutcomeShadowDenied: the store denied the request, and it is served
 	// because the Limiter is in shadow mode.
 	OutcomeShadowDenied
-	// OutcomeFailedOpen: the store failed (or its breaker is open) and the
-	// request is served without a decision: FailOpen, or FailLocal when
-	// the local store failed too.
+	// OutcomeFailedOpen: the store could not decide and the request is
+	// served without limits: FailOpen, or FailLocal on a store that cannot
+	// decide locally.
 	OutcomeFailedOpen
-	// OutcomeFailedClosed: the store failed (or its breaker is open) and the
-	// request is refused with the unavailable response (503), FailClosed.
+	// OutcomeFailedClosed: the store could not decide and the request is
+	// refused with 503 (FailClosed).
 	OutcomeFailedClosed
-	// OutcomeFallback: the store failed (or its breaker is open) and the
-	// local store decided, FailLocal. Result and Action say what it decided.
+	// OutcomeFallback: the store's backend failed and its local fallback
+	// decided (FailLocal; Result.Fallback says why). Result and Action say
+	// what it decided.
 	OutcomeFallback
 	// OutcomeSkipped: the skip function exempted the request; no store was
 	// called and no headers are set.
@@ -63,12 +64,10 @@ const (
 	// the client address's bucket, and Event.KeyErr reports the failure.
 	OutcomeKeyError
 	// OutcomeCanceled: the request's context ended (the client went away,
-	// or a server deadline passed) before the store decided. The request
-	// is refused with the unavailable response, which no one may read,
-	// whatever the failure policy: serving it would let a client that
-	// drops its connections run the handler unlimited. Nothing is charged
-	// unless the store charged before the context ended. In shadow mode it
-	// is served.
+	// a server deadline passed) before the store decided. Whatever the
+	// failure policy it is refused (503, which no one may read): serving it
+	// would let a client that drops its connections run the handler
+	// unlimited. In shadow mode it is served.
 	OutcomeCanceled
 	// OutcomeGiveBackFailed is not a decision: it reports, after the
 	// handler, that the charge of a request that WithCountIf does not
@@ -105,8 +104,12 @@ func enumString(names []string, typ string, v uint8) string {
 }
 
 // Response is a complete HTTP response that an adapter writes instead of
-// calling the next handler. An empty ContentType sets no Content-Type
-// header. Body is shared between requests: do not modify it.
+// calling the next handler: 429 with {"error":"rate limit exceeded"} for a
+// request over a limit, 503 with {"error":"service unavailable"} under
+// FailClosed or for a Hold cut short, 403 with {"error":"forbidden"} under
+// KeyErrorDeny. To answer otherwise, give the adapter an OnRefuse
+// function. An empty ContentType sets no Content-Type header. Body is
+// shared between requests: do not modify it.
 type Response struct {
 	Status      int
 	ContentType string
@@ -114,29 +117,28 @@ type Response struct {
 }
 
 var (
-	defaultDenyResponse = Response{
+	denyResponse = Response{
 		Status:      http.StatusTooManyRequests,
 		ContentType: "application/json",
 		Body:        []byte(`{"error":"rate limit exceeded"}` + "\n"),
 	}
-	defaultUnavailableResponse = Response{
+	unavailableResponse = Response{
 		Status:      http.StatusServiceUnavailable,
 		ContentType: "application/json",
 		Body:        []byte(`{"error":"service unavailable"}` + "\n"),
 	}
-	defaultKeyDeniedResponse = Response{
+	keyDeniedResponse = Response{
 		Status:      http.StatusForbidden,
 		ContentType: "application/json",
 		Body:        []byte(`{"error":"forbidden"}` + "\n"),
 	}
 )
 
-// Decision is what the Limiter decided for one request. Adapters call
-// Stack (or SetHeaders) on the response headers first (before the next
-// handler runs, so the headers are on every response of a limited route),
-// then act on Action, and, when NeedsDone reports true, call Done with the
-// status once the handler has finished. Decision is a small value; it is
-// not retained by the Limiter.
+// Decision is what the Limiter decided for one request. An adapter calls
+// Stack first (the headers, on every response of a limited route), then
+// acts on Action and, when NeedsDone reports true, calls Done with the
+// status once the handler has finished. It is a small value, not retained
+// by the Limiter.
 type Decision struct {
 	// Action is what the adapter does with the request.
 	Action Action
@@ -144,24 +146,19 @@ type Decision struct {
 	Delay time.Duration
 	// Outcome is why.
 	Outcome Outcome
-	// Result is the store's (or the local fallback store's) result. It is
-	// the zero Result (Limit 0) when no store decided: skipped requests,
-	// key errors under KeyErrorDeny or KeyErrorAllow, FailOpen and
-	// FailClosed.
+	// Result is the store's result; the zero Result (Limit 0) when no
+	// store decided: skipped requests, key errors under KeyErrorDeny or
+	// KeyErrorAllow, a store that failed.
 	Result store.Result
 
 	l     *limiterConfig // the limits it was made with (nil: zero Decision)
 	now   time.Time      // when the decision was made, by the Limiter's clock
 	resp  *Response      // what to write for Refuse, or for a Hold cut short
-	after *afterStep     // what Done does (nil: nothing)
-	// release is what Done does for a MaxInFlight slot (nil: nothing).
-	release *releaseStep
+	after *doneStep      // what Done does (nil: nothing)
 }
 
-// Response returns what to write when Action is Refuse (the deny response
-// for a denial, the unavailable response under FailClosed, the key-error
-// response under KeyErrorDeny), or when a Hold is cut short (the
-// unavailable response). It is the zero Response for Serve.
+// Response returns what to write when Action is Refuse, or when a Hold is
+// cut short (see Response); the zero Response for Serve.
 func (d Decision) Response() Response {
 	if d.resp == nil {
 		return Response{}

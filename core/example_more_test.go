@@ -57,7 +57,7 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(limiter.Name(), len(limiter.Limits()), "limits")
+	fmt.Println(len(limiter.Limits()), "limits")
 
 	// Every limit is validated; at least one is required.
 	_, err = core.New(memorystore.New(), "test", byClient, []store.Limit{{Rate: 10}})
@@ -65,7 +65,7 @@ func ExampleNew() {
 	_, err = core.New(memorystore.New(), "test", byClient, nil)
 	fmt.Println(errors.Is(err, store.ErrNoLimits))
 	// Output:
-	// search 2 limits
+	// 2 limits
 	// true
 	// true
 }
@@ -168,18 +168,6 @@ func ExamplePerMinute() {
 	// "gcra" rate=100 period=1m0s burst=100
 	// "gcra" rate=5000 period=1h0m0s burst=5000
 }
-
-func ExampleRetryAfterSeconds() {
-	for _, d := range []time.Duration{time.Millisecond, 1500 * time.Millisecond, 2 * time.Second, store.InfDuration} {
-		fmt.Println(core.RetryAfterSeconds(d))
-	}
-	// Output:
-	// 1
-	// 2
-	// 2
-	// 0
-}
-
 // Combine is how a Store reports a Take over several limits: the binding
 // limit's figures, and the largest delay.
 func ExampleCombine() {
@@ -202,8 +190,8 @@ func ExampleWithClock() {
 	if err != nil {
 		panic(err)
 	}
-	h := http.Header{}
-	limiter.Decide(request("alice")).SetHeaders(h)
+	h, r := http.Header{}, request("alice")
+	limiter.Decide(r).Stack(r, h)
 	fmt.Println(h.Get("X-RateLimit-Limit"), h.Get("X-RateLimit-Remaining"), h.Get("X-RateLimit-Reset"))
 	// Output:
 	// 60 59 1700000001
@@ -216,12 +204,12 @@ func ExampleWithHeaders() {
 
 		"api", byClient,
 		[]store.Limit{{Algorithm: store.FixedWindow, Rate: 100, Period: time.Minute}},
-		core.WithClock(clock), core.WithPolicyName("api"), core.WithHeaders(core.HeadersBoth))
+		core.WithClock(clock), core.WithPolicyNames(map[string]string{"": "api"}), core.WithHeaders(core.HeadersBoth))
 	if err != nil {
 		panic(err)
 	}
-	h := http.Header{}
-	limiter.Decide(request("alice")).SetHeaders(h)
+	h, r := http.Header{}, request("alice")
+	limiter.Decide(r).Stack(r, h)
 	for _, name := range []string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Ratelimit-Policy", "Ratelimit"} {
 		fmt.Printf("%s: %s\n", name, h.Get(name))
 	}
@@ -294,7 +282,7 @@ func ExampleWithObserver() {
 	clock := func() time.Time { return now }
 	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)),
 		"upload", byClient, []store.Limit{store.PerMinute(1)},
-		core.WithClock(clock), core.WithPolicyName("upload"),
+		core.WithClock(clock), core.WithPolicyNames(map[string]string{"": "upload"}),
 		core.WithObserver(func(e core.Event) {
 			if e.Action == core.Refuse {
 				fmt.Printf("limiter=%s key=%s outcome=%s retry=%v\n", e.Limiter, e.Key, e.Outcome, e.Result.RetryAfter)
@@ -315,12 +303,12 @@ func ExampleWithFailurePolicy() {
 	st := deadRedis()
 	defer st.Close()
 	for _, p := range []core.FailurePolicy{core.FailLocal, core.FailOpen, core.FailClosed} {
-		limiter, err := core.New(st, p.String(), byClient, []store.Limit{store.PerMinute(1)},
+		limiter, err := core.New(st, fmt.Sprint("policy", p), byClient, []store.Limit{store.PerMinute(1)},
 			core.WithFailurePolicy(p))
 		if err != nil {
 			panic(err)
 		}
-		fmt.Printf("%-11s", p)
+		fmt.Printf("%-11s", []string{"local", "open", "closed"}[p])
 		for i := 0; i < 2; i++ {
 			d := limiter.Decide(request("alice"))
 			fmt.Printf(" %s/%s", d.Action, d.Outcome)
@@ -337,7 +325,7 @@ func ExampleWithFailurePolicy() {
 // or be served unlimited.
 func ExampleWithKeyErrorRule() {
 	limiter, err := core.New(memorystore.New(), "test", byClient, []store.Limit{store.PerMinute(10)},
-		core.WithKeyErrorRule(core.KeyErrorDeny))
+		core.WithKeyErrorRule(core.KeyErrorDeny, nil))
 	if err != nil {
 		panic(err)
 	}
@@ -351,9 +339,9 @@ func ExampleWithKeyErrorRule() {
 
 // Some requests cost more than others: a bulk request charges one unit per
 // item.
-func ExampleWithCostFunc() {
+func ExampleWithCost_perRequest() {
 	limiter, err := core.New(memorystore.New(), "test", byClient, []store.Limit{store.PerMinute(10)},
-		core.WithCostFunc(func(r *http.Request) int64 {
+		core.WithCost(func(r *http.Request) int64 {
 			if r.URL.Query().Has("bulk") {
 				return 4
 			}
@@ -395,27 +383,6 @@ func ExampleWithSkip() {
 	// /healthz serve skipped
 	// / serve allowed
 }
-
-func ExampleWithDenyResponse() {
-	limiter, err := core.New(memorystore.New(), "test", byClient, []store.Limit{store.PerMinute(1)},
-		core.WithDenyResponse(core.Response{
-			Status:      http.StatusServiceUnavailable,
-			ContentType: "text/plain; charset=utf-8",
-			Body:        []byte("busy, try later\n"),
-		}))
-	if err != nil {
-		panic(err)
-	}
-	limiter.Decide(request("alice"))
-	d := limiter.Decide(request("alice"))
-	w := httptest.NewRecorder()
-	d.SetHeaders(w.Header())
-	d.WriteResponse(w)
-	fmt.Print(w.Code, " retry-after=", w.Header().Get("Retry-After"), " ", w.Body.String())
-	// Output:
-	// 503 retry-after=60 busy, try later
-}
-
 // The memory store holds a bounded number of states; a flood of new keys
 // evicts the least valuable ones rather than growing without bound.
 func ExampleWithMaxKeys() {
@@ -451,7 +418,7 @@ func ExampleNew_names() {
 
 // Every request of this route costs 5 units of the limit.
 func ExampleWithCost() {
-	limiter, err := core.New(memorystore.New(), "test", byClient, []store.Limit{store.PerMinute(12)}, core.WithCost(5))
+	limiter, err := core.New(memorystore.New(), "test", byClient, []store.Limit{store.PerMinute(12)}, core.WithCost(func(*http.Request) int64 { return 5 }))
 	if err != nil {
 		panic(err)
 	}
@@ -464,49 +431,6 @@ func ExampleWithCost() {
 	// serve 2
 	// refuse 2
 }
-
-func ExampleWithUnavailableResponse() {
-	st := deadRedis()
-	defer st.Close()
-	limiter, err := core.New(st, "test", byClient, []store.Limit{store.PerMinute(2)},
-		core.WithFailurePolicy(core.FailClosed),
-		core.WithUnavailableResponse(core.Response{
-			Status:      http.StatusServiceUnavailable,
-			ContentType: "text/plain; charset=utf-8",
-			Body:        []byte("rate limiter unavailable\n"),
-		}))
-	if err != nil {
-		panic(err)
-	}
-	w := httptest.NewRecorder()
-	d := limiter.Decide(request("alice"))
-	d.SetHeaders(w.Header())
-	d.WriteResponse(w)
-	fmt.Print(d.Outcome, " ", w.Code, " ", w.Header().Get("X-RateLimit-Limit") == "", " ", w.Body.String())
-	// Output:
-	// failed_closed 503 true rate limiter unavailable
-}
-
-// An API that requires its key refuses requests without one, with a
-// response that says so.
-func ExampleWithKeyErrorResponse() {
-	limiter, err := core.New(memorystore.New(), "test", byClient, []store.Limit{store.PerMinute(10)},
-		core.WithKeyErrorRule(core.KeyErrorDeny),
-		core.WithKeyErrorResponse(core.Response{
-			Status:      http.StatusUnauthorized,
-			ContentType: "application/json",
-			Body:        []byte(`{"error":"X-Client header required"}` + "\n"),
-		}))
-	if err != nil {
-		panic(err)
-	}
-	w := httptest.NewRecorder()
-	limiter.Decide(request("")).WriteResponse(w)
-	fmt.Print(w.Code, " ", w.Body.String())
-	// Output:
-	// 401 {"error":"X-Client header required"}
-}
-
 // Without a key, requests share one bucket by default: anonymous clients
 // are limited together, never skipped.
 func ExampleKeyErrorRule() {

@@ -45,7 +45,7 @@ func Example() {
 		r.RemoteAddr = "203.0.113.7:41000"
 		w := httptest.NewRecorder()
 		mux.ServeHTTP(w, r)
-		fmt.Printf("%s: %d %q %s", path, w.Code, w.Header().Get(core.HeaderRemaining), w.Body)
+		fmt.Printf("%s: %d %q %s", path, w.Code, w.Header().Get("X-Ratelimit-Remaining"), w.Body)
 	}
 	get("/hello")
 	get("/hello")

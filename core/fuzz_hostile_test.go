@@ -142,13 +142,13 @@ func FuzzLimitArithmetic(f *testing.F) {
 
 		// Through a Limiter, the same cost is a clean decision: never a
 		// panic, never a 5xx.
-		l, err := core.New(st, "test", func(*http.Request) (string, error) { return "h", nil }, []store.Limit{lim}, core.WithCost(max(n, 0)))
+		l, err := core.New(st, "test", func(*http.Request) (string, error) { return "h", nil }, []store.Limit{lim}, core.WithCost(func(*http.Request) int64 { return max(n, 0) }))
 		if err != nil {
 			t.Fatalf("core.New with a valid limit %v: %v", lim, err)
 		}
-		rec := httptest.NewRecorder()
-		d := l.Decide(httptest.NewRequest("GET", "/", nil))
-		d.SetHeaders(rec.Header())
+		rec, r := httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil)
+		d := l.Decide(r)
+		d.Stack(r, rec.Header())
 		if d.Action == core.Refuse {
 			d.WriteResponse(rec)
 			if rec.Code != http.StatusTooManyRequests {

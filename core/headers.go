@@ -34,10 +34,9 @@ const (
 	// in which the limit's rate refills q (the Period when Burst is the
 	// default), rounded up; r is what remains and t the delta seconds until
 	// the limit is back to its full allowance, rounded up. Policies are
-	// named by WithPolicyName (and WithPlanPolicyNames for plans), or
-	// DefaultPolicyName, "default", without it: never after the Limiter's
-	// name (New) or a plan's, which are internal; "-0", "-1", ... are
-	// appended when the Limiter holds several limits.
+	// named by WithPolicyNames, else "default": never after the Limiter's
+	// name or a plan's, which are internal; "-0", "-1", ... are appended
+	// when the Limiter holds several limits.
 	HeadersIETF
 	// HeadersBoth sets both kinds.
 	HeadersBoth
@@ -46,21 +45,14 @@ const (
 	HeadersNone
 )
 
-var headerStyleNames = [...]string{HeadersLegacy: "legacy", HeadersIETF: "ietf", HeadersBoth: "both", HeadersNone: "none"}
-
-func (s HeaderStyle) String() string {
-	return enumString(headerStyleNames[:], "HeaderStyle", uint8(s))
-}
-
-// Header names, in canonical form (http.Header keys). Clients match names
-// case-insensitively.
+// The header names, in canonical form (http.Header keys).
 const (
-	HeaderLimit           = "X-Ratelimit-Limit"
-	HeaderRemaining       = "X-Ratelimit-Remaining"
-	HeaderReset           = "X-Ratelimit-Reset"
-	HeaderRetryAfter      = "Retry-After"
-	HeaderRateLimit       = "Ratelimit"
-	HeaderRateLimitPolicy = "Ratelimit-Policy"
+	headerLimit           = "X-Ratelimit-Limit"
+	headerRemaining       = "X-Ratelimit-Remaining"
+	headerReset           = "X-Ratelimit-Reset"
+	headerRetryAfter      = "Retry-After"
+	headerRateLimit       = "Ratelimit"
+	headerRateLimitPolicy = "Ratelimit-Policy"
 )
 
 // headerPlan is what a Limiter precomputes for its headers.
@@ -147,32 +139,22 @@ func ceilSeconds(d time.Duration) int64 {
 	return s
 }
 
-// RetryAfterSeconds returns the Retry-After value for a denial that may
-// pass again after d: whole seconds rounded up, at least 1. It returns 0
-// for InfDuration, a request that can never pass (its cost exceeds what
-// the limit admits at once); the Limiter then sends no Retry-After, since
-// no wait would help.
-func RetryAfterSeconds(d time.Duration) int64 {
+// retryAfterSeconds returns the Retry-After value for a denial that may
+// pass again after d: whole seconds rounded up, at least 1; 0 for
+// store.InfDuration, a request that can never pass (no wait would help).
+func retryAfterSeconds(d time.Duration) int64 {
 	if d == store.InfDuration {
 		return 0
 	}
 	return max(ceilSeconds(d), 1)
 }
 
-// SetHeaders sets the rate-limit headers the Limiter's HeaderStyle calls
-// for on h, and Retry-After when the request is refused over a limit. It
-// sets nothing when no store decided (see Decision.Result). Existing
-// values of these headers are replaced; with several Limiters on one
-// request, Stack sets the binding one's instead.
-//
-// X-RateLimit-Reset is the Decision's time by the Limiter's clock plus
-// Result.ResetAfter, in Unix seconds rounded up; Retry-After and the IETF t
-// are delta seconds rounded up. In shadow mode nothing is refused, so no
-// Retry-After is sent.
-func (d Decision) SetHeaders(h http.Header) { d.setHeaders(h, nil) }
-
-// setHeaders is SetHeaders, formatting the values in blk (in a new
-// headerBlock when blk is nil). blk must not be used again.
+// setHeaders sets on h the rate-limit headers of d's HeaderStyle, and
+// Retry-After when the request is refused over a limit; nothing when no
+// store decided. X-RateLimit-Reset is d's time by the Limiter's clock plus
+// ResetAfter, in Unix seconds rounded up; Retry-After and the IETF t are
+// delta seconds rounded up. The values are formatted in blk (a new
+// headerBlock when nil), which must not be used again.
 func (d Decision) setHeaders(h http.Header, blk *headerBlock) {
 	if d.Result.Limit == 0 || d.l == nil {
 		return
@@ -180,7 +162,7 @@ func (d Decision) setHeaders(h http.Header, blk *headerBlock) {
 	p := &d.l.headers
 	retry := int64(0)
 	if d.Action == Refuse && !d.Result.Allowed {
-		retry = RetryAfterSeconds(d.Result.RetryAfter)
+		retry = retryAfterSeconds(d.Result.RetryAfter)
 	}
 	if !p.legacy && !p.ietf && retry == 0 {
 		return
@@ -188,22 +170,22 @@ func (d Decision) setHeaders(h http.Header, blk *headerBlock) {
 	vals := d.headerValues(p, retry, blk)
 	i := 0
 	if p.legacy {
-		h[HeaderLimit] = vals[0:1:1]
-		h[HeaderRemaining] = vals[1:2:2]
-		h[HeaderReset] = vals[2:3:3]
+		h[headerLimit] = vals[0:1:1]
+		h[headerRemaining] = vals[1:2:2]
+		h[headerReset] = vals[2:3:3]
 		i = 3
 	}
 	if retry > 0 {
-		h[HeaderRetryAfter] = vals[i : i+1 : i+1]
+		h[headerRetryAfter] = vals[i : i+1 : i+1]
 		i++
 	}
 	if p.ietf {
-		h[HeaderRateLimit] = vals[i : i+1 : i+1]
-		h[HeaderRateLimitPolicy] = p.policy[:1:1]
+		h[headerRateLimit] = vals[i : i+1 : i+1]
+		h[headerRateLimitPolicy] = p.policy[:1:1]
 	}
 }
 
-// headerValues formats the values of the headers SetHeaders sets, in its
+// headerValues formats the values of the headers setHeaders sets, in its
 // order: the legacy three, Retry-After when retry > 0, the IETF RateLimit
 // field. All of them are formatted into one buffer on the stack, then
 // copied into one string that the values share; the returned slice is

@@ -29,8 +29,8 @@ func TestRetryAfterSeconds(t *testing.T) {
 		{store.InfDuration - 1, int64((store.InfDuration-1)/time.Second) + 1},
 		{store.InfDuration, 0},
 	} {
-		if got := RetryAfterSeconds(tc.d); got != tc.want {
-			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tc.d, got, tc.want)
+		if got := retryAfterSeconds(tc.d); got != tc.want {
+			t.Errorf("retryAfterSeconds(%v) = %d, want %d", tc.d, got, tc.want)
 		}
 	}
 }
@@ -90,7 +90,7 @@ func headersFor(t *testing.T, limits []store.Limit, res store.Result, now time.T
 	l := mustNew(t, st, limits, opts...)
 	d := l.Decide(request("k"))
 	h := http.Header{}
-	d.SetHeaders(h)
+	d.setHeaders(h, nil)
 	return d, h
 }
 
@@ -129,7 +129,7 @@ func TestLegacyHeadersExact(t *testing.T) {
 	// A cost that can never pass: no Retry-After.
 	res = store.Result{Allowed: false, Limit: 10, Remaining: 4, RetryAfter: store.InfDuration, ResetAfter: 600 * time.Millisecond}
 	_, h = headersFor(t, perSecond10, res, now)
-	if _, ok := h[HeaderRetryAfter]; ok || h.Get(HeaderRemaining) != "4" {
+	if _, ok := h["Retry-After"]; ok || h.Get("X-Ratelimit-Remaining") != "4" {
 		t.Fatalf("never-passing denial headers %v: want Remaining 4 and no Retry-After", h)
 	}
 }
@@ -139,20 +139,20 @@ func TestHeadersReplaceAndDoNotAlias(t *testing.T) {
 	res := store.Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: time.Second}
 	d, _ := headersFor(t, perSecond10, res, now, WithHeaders(HeadersBoth))
 	h := http.Header{"X-Ratelimit-Limit": {"999"}}
-	d.SetHeaders(h)
-	if v := h.Values(HeaderLimit); len(v) != 1 || v[0] != "10" {
+	d.setHeaders(h, nil)
+	if v := h.Values("X-Ratelimit-Limit"); len(v) != 1 || v[0] != "10" {
 		t.Fatalf("X-RateLimit-Limit %v, want replaced by [10]", v)
 	}
 	// Adding to one header must not change another's value, nor the next
 	// response's policy.
-	h.Add(HeaderRemaining, "x")
-	h.Add(HeaderRateLimitPolicy, "extra")
-	if h.Get(HeaderReset) != "1700000001" || len(h.Values(HeaderReset)) != 1 {
-		t.Fatalf("Reset changed by an Add to Remaining: %v", h.Values(HeaderReset))
+	h.Add("X-Ratelimit-Remaining", "x")
+	h.Add("Ratelimit-Policy", "extra")
+	if h.Get("X-Ratelimit-Reset") != "1700000001" || len(h.Values("X-Ratelimit-Reset")) != 1 {
+		t.Fatalf("Reset changed by an Add to Remaining: %v", h.Values("X-Ratelimit-Reset"))
 	}
 	h2 := http.Header{}
-	d.SetHeaders(h2)
-	if v := h2.Values(HeaderRateLimitPolicy); len(v) != 1 || v[0] != `"default";q=10;w=1` {
+	d.setHeaders(h2, nil)
+	if v := h2.Values("Ratelimit-Policy"); len(v) != 1 || v[0] != `"default";q=10;w=1` {
 		t.Fatalf("policy of the next response %v", v)
 	}
 }
@@ -177,8 +177,8 @@ func TestHeaderStyles(t *testing.T) {
 		if fmt.Sprint(sorted(got)) != fmt.Sprint(tc.want) {
 			t.Errorf("%v: headers %v, want %v", tc.style, sorted(got), tc.want)
 		}
-		if h.Get(HeaderRetryAfter) != "3" {
-			t.Errorf("%v: Retry-After %q, want 3", tc.style, h.Get(HeaderRetryAfter))
+		if h.Get("Retry-After") != "3" {
+			t.Errorf("%v: Retry-After %q, want 3", tc.style, h.Get("Retry-After"))
 		}
 	}
 	// HeadersNone on an allowed request: nothing at all.
@@ -200,7 +200,7 @@ func sorted(s []string) []string {
 func TestIETFHeadersExact(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	res := store.Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 1200 * time.Millisecond}
-	_, h := headersFor(t, perSecond10, res, now, WithHeaders(HeadersIETF), withName("api"), WithPolicyName("api"))
+	_, h := headersFor(t, perSecond10, res, now, WithHeaders(HeadersIETF), withName("api"), WithPolicyNames(map[string]string{"": "api"}))
 	if got := h.Get("RateLimit-Policy"); got != `"api";q=10;w=1` {
 		t.Errorf("RateLimit-Policy %q", got)
 	}
@@ -216,7 +216,7 @@ func TestIETFHeadersExact(t *testing.T) {
 		{Allowed: true, Limit: 1000, Remaining: 412, ResetAfter: 2087*time.Second + 1},
 	}
 	res = store.Combine(per)
-	d, h := headersFor(t, limits, res, now, WithHeaders(HeadersBoth), withName(`we"ird\name`), WithPolicyName(`we"ird\name`))
+	d, h := headersFor(t, limits, res, now, WithHeaders(HeadersBoth), withName(`we"ird\name`), WithPolicyNames(map[string]string{"": `we"ird\name`}))
 	if d.Action != Refuse {
 		t.Fatalf("action %v", d.Action)
 	}
@@ -229,7 +229,7 @@ func TestIETFHeadersExact(t *testing.T) {
 		t.Errorf("RateLimit %q, want %q", got, wantRL)
 	}
 	// The legacy headers describe the binding limit.
-	if h.Get(HeaderLimit) != "10" || h.Get(HeaderRetryAfter) != "1" || h.Get(HeaderReset) != "1700000001" {
+	if h.Get("X-Ratelimit-Limit") != "10" || h.Get("Retry-After") != "1" || h.Get("X-Ratelimit-Reset") != "1700000001" {
 		t.Errorf("legacy headers %v", h)
 	}
 }
@@ -246,7 +246,7 @@ func TestIETFHeadersParse(t *testing.T) {
 		{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: 3599 * time.Second},
 	}
 	for _, name := range []string{"api", `a, "b";q=1`, `\`, " ", "GET /users/{id}"} {
-		_, h := headersFor(t, limits, store.Combine(per), now, WithHeaders(HeadersIETF), withName(name), WithPolicyName(name))
+		_, h := headersFor(t, limits, store.Combine(per), now, WithHeaders(HeadersIETF), withName(name), WithPolicyNames(map[string]string{"": name}))
 		policy, err := parseSFList(h.Get("RateLimit-Policy"))
 		if err != nil {
 			t.Fatalf("name %q: RateLimit-Policy %q: %v", name, h.Get("RateLimit-Policy"), err)
@@ -359,7 +359,7 @@ func TestSetHeadersAllocs(t *testing.T) {
 		res := store.Result{Allowed: false, Limit: 1000, Remaining: 0, RetryAfter: 2 * time.Second, ResetAfter: 30 * time.Second}
 		d, _ := headersFor(t, []store.Limit{store.PerMinute(1000)}, res, time.Unix(1_700_000_000, 0), WithHeaders(style))
 		h := http.Header{}
-		allocs := testing.AllocsPerRun(200, func() { d.SetHeaders(h) })
+		allocs := testing.AllocsPerRun(200, func() { d.setHeaders(h, nil) })
 		if allocs > 2 { // the values' bytes and their slice
 			t.Errorf("%v: SetHeaders made %v allocations, want 2", style, allocs)
 		}
@@ -368,7 +368,7 @@ func TestSetHeadersAllocs(t *testing.T) {
 
 // The IETF fields never show the Limiter's or a plan's name, which are
 // internal (issue 20: "billing-v2-internal.acme-corp-enterprise" was sent
-// to clients): DefaultPolicyName without WithPolicyName, else the names
+// to clients): "default" without WithPolicyName, else the names
 // WithPolicyName and WithPlanPolicyNames give.
 func TestPolicyNamesHideInternalNames(t *testing.T) {
 	plans := map[string][]store.Limit{"acme-corp-enterprise": {store.PerMinute(5)}, "free": {store.PerMinute(2), store.PerHour(10)}}
@@ -379,10 +379,10 @@ func TestPolicyNamesHideInternalNames(t *testing.T) {
 		{nil, "acme-corp-enterprise", `"default";q=5;w=60`},
 		{nil, "free", `"default-0";q=2;w=60, "default-1";q=10;w=3600`},
 		{nil, "", `"default";q=1;w=60`},
-		{[]Option{WithPolicyName("api")}, "acme-corp-enterprise", `"api";q=5;w=60`},
-		{[]Option{WithPolicyName("api")}, "", `"api";q=1;w=60`},
-		{[]Option{WithPlanPolicyNames(map[string]string{"acme-corp-enterprise": "enterprise"})}, "acme-corp-enterprise", `"enterprise";q=5;w=60`},
-		{[]Option{WithPlanPolicyNames(map[string]string{"acme-corp-enterprise": "enterprise"})}, "free", `"default-0";q=2;w=60, "default-1";q=10;w=3600`},
+		{[]Option{WithPolicyNames(map[string]string{"": "api"})}, "acme-corp-enterprise", `"api";q=5;w=60`},
+		{[]Option{WithPolicyNames(map[string]string{"": "api"})}, "", `"api";q=1;w=60`},
+		{[]Option{WithPolicyNames(map[string]string{"acme-corp-enterprise": "enterprise"})}, "acme-corp-enterprise", `"enterprise";q=5;w=60`},
+		{[]Option{WithPolicyNames(map[string]string{"acme-corp-enterprise": "enterprise"})}, "free", `"default-0";q=2;w=60, "default-1";q=10;w=3600`},
 	} {
 		opts := append([]Option{withName("billing-v2-internal"), WithHeaders(HeadersIETF), WithPlans(planHeader, plans)}, c.opts...)
 		l, err := New(memorystore.New(), "test", headerKey, []store.Limit{store.PerMinute(1)}, opts...)
@@ -390,14 +390,14 @@ func TestPolicyNamesHideInternalNames(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := http.Header{}
-		l.Decide(clientRequest("a", c.plan)).SetHeaders(h)
-		got := h.Get(HeaderRateLimitPolicy) + " " + h.Get(HeaderRateLimit)
-		if h.Get(HeaderRateLimitPolicy) != c.want || strings.Contains(got, "billing") || strings.Contains(got, "acme") {
-			t.Errorf("plan %q: RateLimit-Policy %q, RateLimit %q; want policy %s and no internal name", c.plan, h.Get(HeaderRateLimitPolicy), h.Get(HeaderRateLimit), c.want)
+		l.Decide(clientRequest("a", c.plan)).setHeaders(h, nil)
+		got := h.Get("Ratelimit-Policy") + " " + h.Get("Ratelimit")
+		if h.Get("Ratelimit-Policy") != c.want || strings.Contains(got, "billing") || strings.Contains(got, "acme") {
+			t.Errorf("plan %q: RateLimit-Policy %q, RateLimit %q; want policy %s and no internal name", c.plan, h.Get("Ratelimit-Policy"), h.Get("Ratelimit"), c.want)
 		}
 	}
-	for _, opt := range []Option{WithPolicyName(""), WithPolicyName("caf\u00e9"), WithPlanPolicyNames(map[string]string{"free": ""}),
-		WithPlanPolicyNames(map[string]string{"free": strings.Repeat("x", 129)})} {
+	for _, opt := range []Option{WithPolicyNames(map[string]string{"": ""}), WithPolicyNames(map[string]string{"": "caf\u00e9"}), WithPolicyNames(map[string]string{"free": ""}),
+		WithPolicyNames(map[string]string{"free": strings.Repeat("x", 129)})} {
 		if _, err := New(memorystore.New(), "test", headerKey, []store.Limit{store.PerMinute(1)}, opt); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("invalid policy name: %v, want ErrInvalidOption", err)
 		}

@@ -3,7 +3,9 @@ package core
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,143 +14,120 @@ import (
 	"github.com/sluicehq/sluice/core/store"
 )
 
-// Limiter applies a set of limits to HTTP requests: it identifies the
-// client with a KeyFunc, charges the request's cost against every limit in
-// a store.Store, and turns the store's Result into a Decision that an HTTP adapter
-// (nethttp, ginlimit, echolimit) carries out.
+// Limiter applies limits to HTTP requests: it identifies the client with a
+// KeyFunc, charges the request's cost against every limit in a store, and
+// turns the store's Result into a Decision that an adapter (nethttp,
+// ginlimit, echolimit) carries out.
 //
-// Give each route or group of routes its own Limiter, with its own name:
-// the name namespaces the store keys, so Limiters of different names never
-// share state. Limiters of one name and limits on one store, in one
-// process or several, share state on purpose: that is how several
-// instances of a service enforce one limit together.
+// A Limiter's name namespaces its store keys: Limiters of different names
+// never share state, and Limiters of one name and limits on one store, in
+// one process or several, share it on purpose (instances of a service
+// enforcing one limit together). When the store cannot decide, the
+// failure policy applies; deadlines, the circuit breaker and the local
+// fallback are the store's (see package redisstore). A request without a
+// key follows the key-error rule; none skips limiting silently, and no
+// client sees an error text.
 //
-// When the store cannot decide, the failure policy says what happens
-// (FailLocal by default: the store's own local fallback decides when it
-// has one, as the Redis store does). Deadlines, a circuit breaker and the
-// local fallback are the store's, shared by every Limiter on it (see the
-// redisstore package). A request whose key cannot be
-// extracted follows the key-error rule; it never skips limiting silently.
-// The client never sees a 500 or an error text from the Limiter.
-//
-// There is no useful zero value: create Limiters with New. A Limiter is
-// safe for concurrent use by multiple goroutines. Its limits can be
-// replaced while it serves (SetLimits); the rest of its configuration is
-// fixed at construction.
+// Create Limiters with New. A Limiter is safe for concurrent use; its
+// limits and plans can be replaced while it serves (SetLimits, SetPlans),
+// the rest is fixed at construction. It owns no goroutine: it needs no
+// Close.
 type Limiter struct {
-	store     store.Store
-	key       KeyFunc
-	name      string
-	keyPrefix string // injective namespace: len(name) ":" name ":"
-	// keylessPrefix is the namespace of requests without a key:
-	// len(name) ":" name "!", which no key reaches (see keylessKey).
-	keylessPrefix string
+	store         store.Store
+	key           KeyFunc
+	name          string
+	keyPrefix     string // len(name) ":" name ":": an injective namespace
+	keylessPrefix string // len(name) ":" name "!": requests without a key
 
-	cost     int64
-	costFunc func(*http.Request) int64
-	skip     func(*http.Request) bool
-	countIf  func(status int) bool // nil: every request counts
-
-	policy FailurePolicy
-
+	costOf  func(*http.Request) int64 // nil: 1
+	skip    func(*http.Request) bool
+	countIf func(status int) bool // nil: every request counts
+	policy  FailurePolicy
 	keyRule KeyErrorRule
-	// policyName and planPolicyNames name the IETF policies; see
-	// WithPolicyName.
-	policyName      string
-	planPolicyNames map[string]string
-	addrKey         KeyFunc // WithKeyErrorKey; nil: the peer address
-	shadow          bool
-	observers       []func(Event)
-	clock           func() time.Time
-	deny            Response
-	unavailable     Response
-	keyDenied       Response
+	addrKey KeyFunc // the address key of KeyErrorPerAddress; nil: the peer's
+	shadow  bool
+	style   HeaderStyle
+	clock   func() time.Time // nil: time.Now
+	// policyNames names the IETF policies: "" the Limiter's own, else by plan.
+	policyNames map[string]string
+	observers   []func(Event)
 
-	style HeaderStyle
-	// cfg is the limits in force for requests of no plan: Decide loads it
-	// (or the request's plan's) once per request, and SetLimits replaces it
-	// (under mu) without ever modifying one.
-	cfg atomic.Pointer[limiterConfig]
-	// planOf names a request's plan (nil: no plans); plans holds the
-	// plans' configs, replaced as a whole (under mu) by SetPlans.
+	// cfg is the limits in force for requests of no plan; plans those of
+	// each plan (planOf names a request's plan; nil: no plans). Decide
+	// loads one once per request; SetLimits and SetPlans replace them
+	// under mu, never changing a published one.
+	cfg    atomic.Pointer[limiterConfig]
 	planOf func(*http.Request) string
 	plans  atomic.Pointer[planConfigs]
 	mu     sync.Mutex
 
-	keyErrLogged atomic.Bool // the first key error was logged (logKeyError)
+	keyErrLogged atomic.Bool // the first key error was logged
 }
 
-// Errors reported to observers (Event.Err) and by New.
-var (
-	// ErrInvalidOption is wrapped by every error New returns for a bad
-	// argument or option, except an invalid Limit: that error (from New
-	// or SetLimits) wraps ErrInvalidLimit and says which limit.
-	ErrInvalidOption = errors.New("sluice: invalid limiter option")
+// ErrInvalidOption is wrapped by every error New returns for a bad
+// argument or option, but an invalid Limit: that error (from New,
+// SetLimits or SetPlans) wraps store.ErrInvalidLimit and says which.
+var ErrInvalidOption = errors.New("sluice: invalid limiter option")
 
+var (
 	errEmptyKey     = fmt.Errorf("%w: the key function returned an empty key and no error", ErrNoKey)
-	errNegativeCost = fmt.Errorf("%w: the cost function returned a negative cost; the default cost was charged", store.ErrNegativeCost)
+	errNegativeCost = fmt.Errorf("%w: the cost function returned a negative cost; 1 was charged", store.ErrNegativeCost)
 )
 
 // New returns a Limiter named name that charges each request against
 // limits, for the client key identifies, in the store s (memorystore.New()
-// for one process, redisstore.New for several). The name namespaces the
-// store keys and is reported to observers, never to clients; it must be 1
-// to 128 printable ASCII characters, stable across deployments. s, key
-// and at least one limit are required: a nil s, or an interface holding a nil pointer (say a nil
-// *memorystore.Store), is an error wrapping ErrInvalidOption; every limit
-// is validated. Options set the rest; see Option.
+// for one process, redisstore.New for several). The name, 1 to 128
+// printable ASCII characters, namespaces the store keys and is reported
+// to observers, never to clients; keep it stable across deployments. A
+// nil s (or one holding a nil pointer), key or limits is an error
+// wrapping ErrInvalidOption; every limit is validated. Options set the
+// rest.
 func New(s store.Store, name string, key KeyFunc, limits []store.Limit, opts ...Option) (*Limiter, error) {
-	if err := checkStore("store", s); err != nil {
-		return nil, err
+	switch {
+	case s == nil:
+		return nil, fmt.Errorf("%w: the store is nil", ErrInvalidOption)
+	case isNil(s):
+		return nil, fmt.Errorf("%w: the store is a nil %T", ErrInvalidOption, s)
+	case key == nil:
+		return nil, fmt.Errorf("%w: key function is nil", ErrInvalidOption)
 	}
 	if err := checkName("name", name); err != nil {
 		return nil, err
-	}
-	if key == nil {
-		return nil, fmt.Errorf("%w: key function is nil", ErrInvalidOption)
 	}
 	specs, err := specsOf(limits)
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{
-		store:       s,
-		name:        name,
-		key:         key,
-		cost:        1,
-		deny:        defaultDenyResponse,
-		unavailable: defaultUnavailableResponse,
-		keyDenied:   defaultKeyDeniedResponse,
-		style:       HeadersLegacy,
-	}
-	plans, err := l.apply(opts)
-	if err != nil {
-		return nil, err
+	l := &Limiter{store: s, name: name, key: key,
+		keyPrefix:     strconv.Itoa(len(name)) + ":" + name + ":",
+		keylessPrefix: strconv.Itoa(len(name)) + ":" + name + "!"}
+	o := &options{l: l}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(o); err != nil {
+			return nil, err
+		}
 	}
 	l.cfg.Store(l.newConfig("", limits, specs, nil))
 	if l.planOf != nil {
-		if err := l.SetPlans(plans); err != nil {
+		if err := l.SetPlans(o.plans); err != nil {
 			return nil, err
 		}
 	}
 	return l, nil
 }
 
-// apply applies opts to l, a Limiter New is making, and sets what follows
-// from them; it returns the plans given with WithPlans.
-func (l *Limiter) apply(opts []Option) (map[string][]store.Limit, error) {
-	var plans map[string][]store.Limit
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt.applyLimiter(&options{l: l, style: &l.style, plans: &plans}); err != nil {
-			return nil, err
-		}
+// isNil reports whether v holds a nil pointer, map, func or chan (a typed
+// nil, such as a nil *memorystore.Store, which would fail at every request).
+func isNil(v any) bool {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
 	}
-	l.keyPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + ":"
-	l.keylessPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + "!"
-	return plans, nil
+	return false
 }
 
 // specsOf validates limits, as New and SetLimits do.
@@ -167,9 +146,6 @@ func specsOf(limits []store.Limit) ([]store.Spec, error) {
 	return specs, nil
 }
 
-// Name returns the Limiter's name, as given to New.
-func (l *Limiter) Name() string { return l.name }
-
 // Limits returns a copy of the limits the Limiter enforces, as given to
 // New or to the last SetLimits.
 func (l *Limiter) Limits() []store.Limit { return append([]store.Limit(nil), l.cfg.Load().limits...) }
@@ -179,4 +155,25 @@ func (l *Limiter) now() time.Time {
 		return l.clock()
 	}
 	return time.Now()
+}
+
+// keyErrorEffects says what each KeyErrorRule does, for the key-error log.
+var keyErrorEffects = [...]string{
+	KeyErrorPerAddress: "requests without a key are limited per client address",
+	KeyErrorDeny:       "requests without a key are refused",
+	KeyErrorAllow:      "requests without a key are served unlimited",
+}
+
+// logKeyError logs the Limiter's first key error, once, to slog.Default():
+// a key function that fails for every request (a route key read outside
+// the mux, a header no client sends) is otherwise silent.
+func (l *Limiter) logKeyError(r *http.Request, err error) {
+	if l.keyErrLogged.Load() || !l.keyErrLogged.CompareAndSwap(false, true) {
+		return
+	}
+	slog.Default().LogAttrs(r.Context(), slog.LevelWarn, "sluice: a request has no key (logged once per Limiter); check the key function",
+		slog.String("limiter", l.name),
+		slog.String("error", err.Error()),
+		slog.String("key_error_rule", [...]string{"per_address", "deny", "allow"}[l.keyRule]),
+		slog.String("effect", keyErrorEffects[l.keyRule]))
 }

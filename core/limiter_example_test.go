@@ -23,7 +23,7 @@ func ExampleLimiter_Decide() {
 
 		"api", byClient,
 		[]store.Limit{store.PerSecond(10), store.PerHour(2)},
-		core.WithPolicyName("api"), core.WithHeaders(core.HeadersIETF))
+		core.WithPolicyNames(map[string]string{"": "api"}), core.WithHeaders(core.HeadersIETF))
 	if err != nil {
 		panic(err)
 	}
@@ -31,7 +31,7 @@ func ExampleLimiter_Decide() {
 
 	serve := func(w http.ResponseWriter, r *http.Request) {
 		d := limiter.Decide(r)
-		d.SetHeaders(w.Header()) // before the handler, on every response
+		r = d.Stack(r, w.Header()) // before the handler, on every response
 		switch d.Action {
 		case core.Serve:
 			handler.ServeHTTP(w, r)

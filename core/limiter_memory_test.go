@@ -24,7 +24,7 @@ func memoryLimiter(t *testing.T, clock *fakeClock, limits []store.Limit, opts ..
 func decideHeaders(l *Limiter, r *http.Request) (Decision, http.Header) {
 	d := l.Decide(r)
 	h := http.Header{}
-	d.SetHeaders(h)
+	d.setHeaders(h, nil)
 	return d, h
 }
 
@@ -43,19 +43,19 @@ func TestMemoryGCRAHeaders(t *testing.T) {
 	}
 	for i, s := range steps {
 		d, h := decideHeaders(l, request("a"))
-		if d.Action != s.action || h.Get(HeaderLimit) != "2" || h.Get(HeaderRemaining) != s.remaining ||
-			h.Get(HeaderReset) != s.reset || h.Get(HeaderRetryAfter) != s.retryAfter {
+		if d.Action != s.action || h.Get("X-Ratelimit-Limit") != "2" || h.Get("X-Ratelimit-Remaining") != s.remaining ||
+			h.Get("X-Ratelimit-Reset") != s.reset || h.Get("Retry-After") != s.retryAfter {
 			t.Fatalf("request %d: %v %v, want %+v", i+1, d.Action, h, s)
 		}
 	}
 	// 500ms later one request has leaked out.
 	clock.Advance(500 * time.Millisecond)
 	d, h := decideHeaders(l, request("a"))
-	if d.Action != Serve || h.Get(HeaderRemaining) != "0" || h.Get(HeaderReset) != "1700000002" { // t0+0.5s + 1s = ...001.5 → ...002
+	if d.Action != Serve || h.Get("X-Ratelimit-Remaining") != "0" || h.Get("X-Ratelimit-Reset") != "1700000002" { // t0+0.5s + 1s = ...001.5 → ...002
 		t.Fatalf("after 500ms: %v %v", d.Action, h)
 	}
 	// Another client is untouched.
-	if d, h := decideHeaders(l, request("b")); d.Action != Serve || h.Get(HeaderRemaining) != "1" {
+	if d, h := decideHeaders(l, request("b")); d.Action != Serve || h.Get("X-Ratelimit-Remaining") != "1" {
 		t.Fatalf("client b: %v %v", d.Action, h)
 	}
 }
@@ -66,13 +66,13 @@ func TestMemoryRetryAfterRoundsUp(t *testing.T) {
 	l := memoryLimiter(t, clock, []store.Limit{{Rate: 1, Period: 2500 * time.Millisecond, Burst: 1}})
 	decideHeaders(l, request("a"))
 	d, h := decideHeaders(l, request("a"))
-	if d.Action != Refuse || h.Get(HeaderRetryAfter) != "3" {
+	if d.Action != Refuse || h.Get("Retry-After") != "3" {
 		t.Fatalf("%v %v, want refuse with Retry-After 3", d.Action, h)
 	}
 	// 2.4999s later: 1µs left to wait, still announced as 1 second, never 0.
 	clock.Advance(2500*time.Millisecond - time.Microsecond)
 	d, h = decideHeaders(l, request("a"))
-	if d.Action != Refuse || h.Get(HeaderRetryAfter) != "1" {
+	if d.Action != Refuse || h.Get("Retry-After") != "1" {
 		t.Fatalf("%v %v, want refuse with Retry-After 1", d.Action, h)
 	}
 	clock.Advance(time.Microsecond)
@@ -141,15 +141,15 @@ func TestMemoryKeyErrorPerAddress(t *testing.T) {
 
 func TestMemoryCostAndSeveralLimits(t *testing.T) {
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, []store.Limit{store.PerSecond(3), store.PerMinute(4)}, WithCost(2), WithHeaders(HeadersBoth), withName("c"), WithPolicyName("c"))
+	l := memoryLimiter(t, clock, []store.Limit{store.PerSecond(3), store.PerMinute(4)}, WithCost(func(*http.Request) int64 { return 2 }), WithHeaders(HeadersBoth), withName("c"), WithPolicyNames(map[string]string{"": "c"}))
 	d, h := decideHeaders(l, request("a"))
 	// Per second: 3-2 = 1 left, reset 2·333334µs → 1; per minute: 4-2 = 2 left, reset 2·15s = 30s.
 	if d.Action != Serve || h.Get("RateLimit") != `"c-0";r=1;t=1, "c-1";r=2;t=30` ||
-		h.Get("RateLimit-Policy") != `"c-0";q=3;w=1, "c-1";q=4;w=60` || h.Get(HeaderRemaining) != "1" {
+		h.Get("RateLimit-Policy") != `"c-0";q=3;w=1, "c-1";q=4;w=60` || h.Get("X-Ratelimit-Remaining") != "1" {
 		t.Fatalf("first: %v %v", d.Action, h)
 	}
 	d, h = decideHeaders(l, request("a"))
-	if d.Action != Refuse || h.Get(HeaderRetryAfter) != "1" {
+	if d.Action != Refuse || h.Get("Retry-After") != "1" {
 		t.Fatalf("second (cost 2 > 1 left): %v %v", d.Action, h)
 	}
 	clock.Advance(time.Second)
@@ -160,7 +160,7 @@ func TestMemoryCostAndSeveralLimits(t *testing.T) {
 	}
 	d, h = decideHeaders(l, request("a"))
 	// Denied by the minute limit: 4 used, the next 2 units in 2·15s minus 1s elapsed.
-	if d.Action != Refuse || d.Result.Binding != 1 || h.Get(HeaderRetryAfter) != "29" {
+	if d.Action != Refuse || d.Result.Binding != 1 || h.Get("Retry-After") != "29" {
 		t.Fatalf("minute limit: %v binding %d %v", d.Action, d.Result.Binding, h)
 	}
 }
@@ -187,7 +187,7 @@ func TestMemoryFallback(t *testing.T) {
 	l := mustNew(t, withLocal(&scriptStore{take: failingTake}, local), []store.Limit{store.PerSecond(2)}, WithClock(clock.Now))
 	for i, want := range []Action{Serve, Serve, Refuse} {
 		d, h := decideHeaders(l, request("a"))
-		if d.Action != want || d.Outcome != OutcomeFallback || h.Get(HeaderLimit) != "2" {
+		if d.Action != want || d.Outcome != OutcomeFallback || h.Get("X-Ratelimit-Limit") != "2" {
 			t.Fatalf("request %d: %v/%v %v, want %v/fallback with headers", i+1, d.Action, d.Outcome, h, want)
 		}
 	}
@@ -206,7 +206,7 @@ func TestDecideAllocs(t *testing.T) {
 	l.Decide(r) // create the state
 	allocs := testing.AllocsPerRun(500, func() {
 		d := l.Decide(r)
-		d.SetHeaders(h)
+		d.setHeaders(h, nil)
 	})
 	// The store key (name + key) and the header values (their bytes and
 	// their slice); the memory store allocates nothing for a key it knows.
@@ -227,6 +227,6 @@ func BenchmarkDecide(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		d := l.Decide(r)
-		d.SetHeaders(h)
+		d.setHeaders(h, nil)
 	}
 }

@@ -87,22 +87,22 @@ func TestSetLimitsCopiesAndReportsLimits(t *testing.T) {
 
 func TestSetLimitsHeaders(t *testing.T) {
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, mustParse(t, "2/s"), withName("api"), WithPolicyName("api"), WithHeaders(HeadersBoth))
+	l := memoryLimiter(t, clock, mustParse(t, "2/s"), withName("api"), WithPolicyNames(map[string]string{"": "api"}), WithHeaders(HeadersBoth))
 	before, h := decideHeaders(l, request("a"))
-	if h.Get(HeaderLimit) != "2" || h.Get(HeaderRateLimitPolicy) != `"api";q=2;w=1` {
+	if h.Get("X-Ratelimit-Limit") != "2" || h.Get("Ratelimit-Policy") != `"api";q=2;w=1` {
 		t.Fatalf("before: %v", h)
 	}
 	mustSet(t, l, "5/m", "100/h burst 10")
 	_, h = decideHeaders(l, request("a"))
-	if h.Get(HeaderLimit) != "5" || h.Get(HeaderRemaining) != "4" ||
-		h.Get(HeaderRateLimitPolicy) != `"api-0";q=5;w=60, "api-1";q=10;w=360` ||
-		h.Get(HeaderRateLimit) != `"api-0";r=4;t=12, "api-1";r=9;t=36` {
+	if h.Get("X-Ratelimit-Limit") != "5" || h.Get("X-Ratelimit-Remaining") != "4" ||
+		h.Get("Ratelimit-Policy") != `"api-0";q=5;w=60, "api-1";q=10;w=360` ||
+		h.Get("Ratelimit") != `"api-0";r=4;t=12, "api-1";r=9;t=36` {
 		t.Fatalf("after: %v", h)
 	}
 	// A decision made before the swap keeps the headers of its limits.
 	h = http.Header{}
-	before.SetHeaders(h)
-	if h.Get(HeaderRateLimitPolicy) != `"api";q=2;w=1` || h.Get(HeaderRateLimit) != `"api";r=1;t=1` {
+	before.setHeaders(h, nil)
+	if h.Get("Ratelimit-Policy") != `"api";q=2;w=1` || h.Get("Ratelimit") != `"api";r=1;t=1` {
 		t.Fatalf("decision from before the swap: %v", h)
 	}
 }
@@ -117,7 +117,7 @@ func TestSetLimitsKeepsUnchangedState(t *testing.T) {
 	// limit removed and one added: 3/m is the same limit and keeps its state.
 	mustSet(t, l, "50/s", "3/m gcra burst 3")
 	_, h := decideHeaders(l, request("a"))
-	if h.Get(HeaderRemaining) != "0" {
+	if h.Get("X-Ratelimit-Remaining") != "0" {
 		t.Fatalf("3/m after the swap: %v, want the third of 3", h)
 	}
 	if d := l.Decide(request("a")); d.Action != Refuse || d.Result.RetryAfter != 20*time.Second {
@@ -151,7 +151,7 @@ func TestSetLimitsTightenedKeepsOldLimitAsGuard(t *testing.T) {
 	// a used 10/m up: refused, with the new limit's figures and the old
 	// limit's wait (one emission interval of 10/m: 6s).
 	d, h := decideHeaders(l, request("a"))
-	if d.Action != Refuse || h.Get(HeaderLimit) != "5" || h.Get(HeaderRemaining) != "0" || h.Get(HeaderRetryAfter) != "6" {
+	if d.Action != Refuse || h.Get("X-Ratelimit-Limit") != "5" || h.Get("X-Ratelimit-Remaining") != "0" || h.Get("Retry-After") != "6" {
 		t.Fatalf("exhausted client after tightening: %v %v", d.Action, h)
 	}
 	// b had 7 of 10 left: the new limit's 5 bind.
@@ -179,19 +179,19 @@ func TestSetLimitsTightenedKeepsOldLimitAsGuard(t *testing.T) {
 
 func TestSetLimitsGuardFoldsIntoItsSuccessor(t *testing.T) {
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, mustParse(t, "100/h", "10/m"), withName("x"), WithPolicyName("x"), WithHeaders(HeadersBoth))
+	l := memoryLimiter(t, clock, mustParse(t, "100/h", "10/m"), withName("x"), WithPolicyNames(map[string]string{"": "x"}), WithHeaders(HeadersBoth))
 	serveN(l, "a", 8)
 	mustSet(t, l, "100/h", "5/m burst 4")
 	// 10/m has 2 left, the new 5/m (burst 4) 4: the smaller shows.
 	d, h := decideHeaders(l, request("a"))
-	if d.Action != Serve || h.Get(HeaderLimit) != "4" || h.Get(HeaderRemaining) != "1" ||
-		h.Get(HeaderRateLimit) != `"x-0";r=91;t=324, "x-1";r=1;t=54` {
+	if d.Action != Serve || h.Get("X-Ratelimit-Limit") != "4" || h.Get("X-Ratelimit-Remaining") != "1" ||
+		h.Get("Ratelimit") != `"x-0";r=91;t=324, "x-1";r=1;t=54` {
 		t.Fatalf("first after tightening: %v %v", d.Action, h)
 	}
 	serveN(l, "a", 1)
 	d, h = decideHeaders(l, request("a"))
-	if d.Action != Refuse || d.Result.Binding != 1 || h.Get(HeaderRetryAfter) != "6" ||
-		h.Get(HeaderRateLimit) != `"x-0";r=90;t=360, "x-1";r=0;t=60` {
+	if d.Action != Refuse || d.Result.Binding != 1 || h.Get("Retry-After") != "6" ||
+		h.Get("Ratelimit") != `"x-0";r=90;t=360, "x-1";r=0;t=60` {
 		t.Fatalf("refused by the guard: %v %+v %v", d.Action, d.Result, h)
 	}
 }
@@ -316,7 +316,7 @@ func TestSetLimitsConcurrent(t *testing.T) {
 		`"c";q=5;w=1`:                         "5",
 	}
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, mustParse(t, sets[0]...), withName("c"), WithPolicyName("c"), WithHeaders(HeadersBoth))
+	l := memoryLimiter(t, clock, mustParse(t, sets[0]...), withName("c"), WithPolicyNames(map[string]string{"": "c"}), WithHeaders(HeadersBoth))
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
@@ -327,10 +327,10 @@ func TestSetLimitsConcurrent(t *testing.T) {
 			for i := 0; !stop.Load(); i++ {
 				d := l.Decide(request("k" + strconv.Itoa(i%7)))
 				h := http.Header{}
-				d.SetHeaders(h)
-				pol := h.Get(HeaderRateLimitPolicy)
+				d.setHeaders(h, nil)
+				pol := h.Get("Ratelimit-Policy")
 				want, ok := policies[pol]
-				if !ok || h.Get(HeaderLimit) != want && !(want == "20" && h.Get(HeaderLimit) == "1000") {
+				if !ok || h.Get("X-Ratelimit-Limit") != want && !(want == "20" && h.Get("X-Ratelimit-Limit") == "1000") {
 					errs <- fmt.Errorf("decision %d: headers %v mix sets", i, h)
 					return
 				}

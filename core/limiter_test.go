@@ -3,9 +3,11 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -160,22 +162,17 @@ func TestNewRejectsBadArguments(t *testing.T) {
 	}
 
 	bad := map[string]Option{
-		"empty name":          withName(""),
-		"long name":           withName(strings.Repeat("a", maxNameLength+1)),
-		"control in name":     withName("a\nb"),
-		"non-ASCII name":      withName("café"),
-		"negative cost":       WithCost(-1),
-		"nil cost func":       WithCostFunc(nil),
-		"nil skip":            WithSkip(nil),
-		"unknown policy":      WithFailurePolicy(FailurePolicy(9)),
-		"nil observer":        WithObserver(nil),
-		"unknown headers":     WithHeaders(HeaderStyle(9)),
-		"unknown key rule":    WithKeyErrorRule(KeyErrorRule(9)),
-		"deny status 0":       WithDenyResponse(Response{}),
-		"deny status 600":     WithDenyResponse(Response{Status: 600}),
-		"unavailable 1xx":     WithUnavailableResponse(Response{Status: 101}),
-		"key-error status -1": WithKeyErrorResponse(Response{Status: -1}),
-		"nil clock":           WithClock(nil),
+		"empty name":       withName(""),
+		"long name":        withName(strings.Repeat("a", maxNameLength+1)),
+		"control in name":  withName("a\nb"),
+		"non-ASCII name":   withName("café"),
+		"nil cost func":    WithCost(nil),
+		"nil skip":         WithSkip(nil),
+		"unknown policy":   WithFailurePolicy(FailurePolicy(9)),
+		"nil observer":     WithObserver(nil),
+		"unknown headers":  WithHeaders(HeaderStyle(9)),
+		"unknown key rule": WithKeyErrorRule(KeyErrorRule(9), nil),
+		"nil clock":        WithClock(nil),
 	}
 	for name, opt := range bad {
 		if _, err := New(st, "test", keyFromHeader, perSecond10, opt); !errors.Is(err, ErrInvalidOption) {
@@ -264,7 +261,7 @@ func TestKeyErrorPerAddress(t *testing.T) {
 		}
 		return "", ErrNoKey
 	}
-	l3 := mustNew(t, st, perSecond10, withName("api"), WithKeyErrorKey(byHeader))
+	l3 := mustNew(t, st, perSecond10, withName("api"), WithKeyErrorRule(KeyErrorPerAddress, byHeader))
 	r := at("10.0.0.1:80")
 	r.Header.Set("X-Addr", "198.51.100.7")
 	l3.Decide(r)
@@ -276,9 +273,6 @@ func TestKeyErrorPerAddress(t *testing.T) {
 	want := []string{"3:api!p:192.0.2.1", "3:api!p:192.0.2.1", "3:api!p:2001:db8:1:200::/56", "3:api!", "3:api!a:198.51.100.7", "3:api!p:10.0.0.1"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("store keys %q, want %q", got, want)
-	}
-	if _, err := New(st, "test", keyFromHeader, perSecond10, WithKeyErrorKey(nil)); !errors.Is(err, ErrInvalidOption) {
-		t.Errorf("WithKeyErrorKey(nil): %v, want ErrInvalidOption", err)
 	}
 }
 
@@ -293,10 +287,10 @@ func TestKeyErrorDenyAndAllow(t *testing.T) {
 		{KeyErrorDeny, true, Serve, 0},
 		{KeyErrorAllow, false, Serve, 0},
 	} {
-		t.Run(tc.rule.String(), func(t *testing.T) {
+		t.Run(fmt.Sprint(tc.rule, tc.shadow), func(t *testing.T) {
 			st := &scriptStore{}
 			rec := &recorder{}
-			opts := []Option{WithKeyErrorRule(tc.rule), WithObserver(rec.observe)}
+			opts := []Option{WithKeyErrorRule(tc.rule, nil), WithObserver(rec.observe)}
 			if tc.shadow {
 				opts = append(opts, WithShadow())
 			}
@@ -312,7 +306,7 @@ func TestKeyErrorDenyAndAllow(t *testing.T) {
 				t.Errorf("store called %d times, want 0", n)
 			}
 			h := http.Header{}
-			d.SetHeaders(h)
+			d.setHeaders(h, nil)
 			if len(h) != 0 {
 				t.Errorf("headers %v set without a decision", h)
 			}
@@ -328,7 +322,7 @@ func TestKeyErrorDenyAndAllow(t *testing.T) {
 }
 
 func TestKeyErrorResponseBody(t *testing.T) {
-	l := mustNew(t, &scriptStore{}, perSecond10, WithKeyErrorRule(KeyErrorDeny))
+	l := mustNew(t, &scriptStore{}, perSecond10, WithKeyErrorRule(KeyErrorDeny, nil))
 	w := httptest.NewRecorder()
 	l.Decide(request("")).WriteResponse(w)
 	if w.Code != http.StatusForbidden || w.Header().Get("Content-Type") != "application/json" ||
@@ -340,9 +334,9 @@ func TestKeyErrorResponseBody(t *testing.T) {
 func TestCost(t *testing.T) {
 	st := &scriptStore{}
 	rec := &recorder{}
-	l := mustNew(t, st, perSecond10, withName("fixed"), WithCost(3), WithObserver(rec.observe))
+	l := mustNew(t, st, perSecond10, withName("fixed"), WithCost(func(*http.Request) int64 { return 3 }), WithObserver(rec.observe))
 	l.Decide(request("a"))
-	lf := mustNew(t, st, perSecond10, withName("func"), WithCost(2), WithObserver(rec.observe), WithCostFunc(func(r *http.Request) int64 {
+	lf := mustNew(t, st, perSecond10, withName("func"), WithObserver(rec.observe), WithCost(func(r *http.Request) int64 {
 		switch r.Method {
 		case http.MethodHead:
 			return 0
@@ -357,17 +351,17 @@ func TestCost(t *testing.T) {
 	post := request("a")
 	post.Method = http.MethodPost
 	lf.Decide(post)
-	lf.Decide(request("a")) // negative: the WithCost cost, reported
+	lf.Decide(request("a")) // negative: 1, reported
 	var got []int64
 	for _, c := range st.Calls() {
 		got = append(got, c.n)
 	}
-	if want := []int64{3, 0, 5, 2}; len(got) != 4 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || got[3] != want[3] {
+	if want := []int64{3, 0, 5, 1}; len(got) != 4 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || got[3] != want[3] {
 		t.Fatalf("costs charged %v, want %v", got, want)
 	}
 	ev := rec.last(t)
-	if ev.Cost != 2 || !errors.Is(ev.Err, store.ErrNegativeCost) {
-		t.Errorf("negative cost event: Cost %d Err %v, want 2 and ErrNegativeCost", ev.Cost, ev.Err)
+	if ev.Cost != 1 || !errors.Is(ev.Err, store.ErrNegativeCost) {
+		t.Errorf("negative cost event: Cost %d Err %v, want 1 and ErrNegativeCost", ev.Cost, ev.Err)
 	}
 }
 
@@ -387,7 +381,7 @@ func TestSkip(t *testing.T) {
 		t.Fatalf("decision %v/%v, want serve/skipped", d.Action, d.Outcome)
 	}
 	h := http.Header{}
-	d.SetHeaders(h)
+	d.setHeaders(h, nil)
 	if len(h) != 0 || st.NumCalls() != 0 || keyCalls != 0 {
 		t.Fatalf("skipped request: headers %v, %d store calls, %d key calls; want none", h, st.NumCalls(), keyCalls)
 	}
@@ -413,7 +407,7 @@ func TestFailurePolicies(t *testing.T) {
 			t.Fatalf("decision %v/%v", d.Action, d.Outcome)
 		}
 		h := http.Header{}
-		d.SetHeaders(h)
+		d.setHeaders(h, nil)
 		if len(h) != 0 {
 			t.Errorf("headers %v without a decision", h)
 		}
@@ -428,10 +422,10 @@ func TestFailurePolicies(t *testing.T) {
 			t.Fatalf("decision %v/%v", d.Action, d.Outcome)
 		}
 		w := httptest.NewRecorder()
-		d.SetHeaders(w.Header())
+		d.setHeaders(w.Header(), nil)
 		d.WriteResponse(w)
 		if w.Code != http.StatusServiceUnavailable || w.Body.String() != "{\"error\":\"service unavailable\"}\n" ||
-			w.Header().Get(HeaderRetryAfter) != "" || w.Header().Get(HeaderLimit) != "" {
+			w.Header().Get("Retry-After") != "" || w.Header().Get("X-Ratelimit-Limit") != "" {
 			t.Fatalf("response %d %q headers %v", w.Code, w.Body.String(), w.Header())
 		}
 		if strings.Contains(w.Body.String(), errStoreDown.Error()) {
@@ -443,15 +437,15 @@ func TestFailurePolicies(t *testing.T) {
 			return deniedResult(1200 * time.Millisecond), nil
 		}}
 		rec := &recorder{}
-		l := mustNew(t, withLocal(&scriptStore{take: failingTake}, fb), perSecond10, withName("r"), WithCost(2),
+		l := mustNew(t, withLocal(&scriptStore{take: failingTake}, fb), perSecond10, withName("r"), WithCost(func(*http.Request) int64 { return 2 }),
 			WithObserver(rec.observe))
 		d := l.Decide(request("a"))
 		if d.Action != Refuse || d.Outcome != OutcomeFallback || d.Response().Status != http.StatusTooManyRequests {
 			t.Fatalf("decision %v/%v/%d, want refuse/fallback/429", d.Action, d.Outcome, d.Response().Status)
 		}
 		h := http.Header{}
-		d.SetHeaders(h)
-		if h.Get(HeaderRetryAfter) != "2" || h.Get(HeaderRemaining) != "0" {
+		d.setHeaders(h, nil)
+		if h.Get("Retry-After") != "2" || h.Get("X-Ratelimit-Remaining") != "0" {
 			t.Errorf("fallback denial headers %v", h)
 		}
 		calls := fb.Calls()
@@ -505,10 +499,10 @@ func TestDeniedAndDelayed(t *testing.T) {
 		t.Fatalf("denial: %v/%v %+v", d.Action, d.Outcome, d.Result)
 	}
 	w := httptest.NewRecorder()
-	d.SetHeaders(w.Header())
+	d.setHeaders(w.Header(), nil)
 	d.WriteResponse(w)
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Content-Type") != "application/json" ||
-		w.Body.String() != "{\"error\":\"rate limit exceeded\"}\n" || w.Header().Get(HeaderRetryAfter) != "1" {
+		w.Body.String() != "{\"error\":\"rate limit exceeded\"}\n" || w.Header().Get("Retry-After") != "1" {
 		t.Fatalf("denial response %d %v %q", w.Code, w.Header(), w.Body.String())
 	}
 
@@ -521,23 +515,9 @@ func TestDeniedAndDelayed(t *testing.T) {
 		t.Errorf("a held request cut short answers %d, want 503", d.Response().Status)
 	}
 	h := http.Header{}
-	d.SetHeaders(h)
-	if h.Get(HeaderRetryAfter) != "" || h.Get(HeaderRemaining) != "1" {
+	d.setHeaders(h, nil)
+	if h.Get("Retry-After") != "" || h.Get("X-Ratelimit-Remaining") != "1" {
 		t.Errorf("held request headers %v", h)
-	}
-}
-
-func TestCustomDenyResponse(t *testing.T) {
-	body := []byte("slow down")
-	st := &scriptStore{take: func(context.Context, string, int64) (store.Result, error) { return deniedResult(time.Second), nil }}
-	l := mustNew(t, st, perSecond10, WithDenyResponse(Response{Status: 503, ContentType: "text/plain", Body: body}))
-	body[0] = 'X' // the option copied it
-	w := httptest.NewRecorder()
-	d := l.Decide(request("a"))
-	d.SetHeaders(w.Header())
-	d.WriteResponse(w)
-	if w.Code != 503 || w.Header().Get("Content-Type") != "text/plain" || w.Body.String() != "slow down" || w.Header().Get(HeaderRetryAfter) != "1" {
-		t.Fatalf("custom denial %d %v %q", w.Code, w.Header(), w.Body.String())
 	}
 }
 
@@ -551,8 +531,8 @@ func TestShadow(t *testing.T) {
 		t.Fatalf("shadow denial: %v/%v", d.Action, d.Outcome)
 	}
 	h := http.Header{}
-	d.SetHeaders(h)
-	if h.Get(HeaderRemaining) != "0" || h.Get(HeaderLimit) != "10" || h.Get(HeaderRetryAfter) != "" {
+	d.setHeaders(h, nil)
+	if h.Get("X-Ratelimit-Remaining") != "0" || h.Get("X-Ratelimit-Limit") != "10" || h.Get("Retry-After") != "" {
 		t.Errorf("shadow headers %v: want the figures and no Retry-After", h)
 	}
 	if ev := rec.last(t); !ev.Shadow || ev.Outcome != OutcomeShadowDenied || ev.Action != Serve {
@@ -571,7 +551,7 @@ func TestShadow(t *testing.T) {
 func TestObserverEvent(t *testing.T) {
 	var a, b []Event
 	st := &scriptStore{}
-	l := mustNew(t, st, perSecond10, withName("obs"), WithCost(4),
+	l := mustNew(t, st, perSecond10, withName("obs"), WithCost(func(*http.Request) int64 { return 4 }),
 		WithObserver(func(ev Event) { a = append(a, ev) }),
 		WithObserver(func(ev Event) { b = append(b, ev) }))
 	r := request("client-1")
@@ -615,8 +595,6 @@ func TestStringers(t *testing.T) {
 		{Serve.String(), "serve"}, {Hold.String(), "hold"}, {Refuse.String(), "refuse"},
 		{OutcomeShadowDenied.String(), "shadow_denied"}, {OutcomeKeyError.String(), "key_error"},
 		{OutcomeFailedOpen.String(), "failed_open"}, {OutcomeFallback.String(), "fallback"},
-		{FailLocal.String(), "local"}, {FailClosed.String(), "closed"},
-		{HeadersIETF.String(), "ietf"}, {KeyErrorPerAddress.String(), "per_address"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("String() = %q, want %q", tc.got, tc.want)
@@ -642,7 +620,7 @@ func TestDecideConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 200; i++ {
 				d := l.Decide(request("a"))
-				d.SetHeaders(http.Header{})
+				d.setHeaders(http.Header{}, nil)
 				if d.Action != Serve {
 					t.Errorf("action %v, want serve: every path here serves", d.Action)
 					return
@@ -661,11 +639,13 @@ func withLocal(st, local store.Store) store.Store {
 // withName renames the Limiter a test helper makes (New's name), so that
 // helpers taking options need no name of their own.
 func withName(name string) Option {
-	return optionFunc(func(o *options) error {
+	return func(o *options) error {
 		if err := checkName("name", name); err != nil {
 			return err
 		}
 		o.l.name = name
+		o.l.keyPrefix = strconv.Itoa(len(name)) + ":" + name + ":"
+		o.l.keylessPrefix = strconv.Itoa(len(name)) + ":" + name + "!"
 		return nil
-	})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sluicehq/sluice/core"
@@ -101,7 +102,7 @@ func TestFirstKeyErrorIsLogged(t *testing.T) {
 
 	route, err := core.New(memorystore.New(),
 		"routes", keyfuncs.Route(), []store.Limit{store.PerHour(1)},
-		core.WithKeyErrorRule(core.KeyErrorDeny))
+		core.WithKeyErrorRule(core.KeyErrorDeny, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,4 +118,42 @@ func TestFirstKeyErrorIsLogged(t *testing.T) {
 		recs[0].attrs["key_error_rule"] != "deny" {
 		t.Errorf("route key records %v, want one saying the route key is empty and asking about the mux", recs)
 	}
+}
+
+// slogCapture is a slog.Handler that keeps the records at or above level.
+type slogCapture struct {
+	level slog.Level
+	mu    sync.Mutex
+	recs  []slogRecord
+}
+
+type slogRecord struct {
+	level slog.Level
+	msg   string
+	attrs map[string]string
+}
+
+func (h *slogCapture) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+
+func (h *slogCapture) Handle(_ context.Context, r slog.Record) error {
+	rec := slogRecord{level: r.Level, msg: r.Message, attrs: map[string]string{}}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.attrs[a.Key] = a.Value.String()
+		return true
+	})
+	h.mu.Lock()
+	h.recs = append(h.recs, rec)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *slogCapture) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *slogCapture) WithGroup(string) slog.Handler      { return h }
+
+func (h *slogCapture) take() []slogRecord {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	recs := h.recs
+	h.recs = nil
+	return recs
 }

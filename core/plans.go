@@ -19,33 +19,30 @@ type planConfigs map[string]*limiterConfig
 // function, with the request; it must be safe for concurrent use and fast
 // (look the plan up in memory, not in a database per request).
 //
-// Every plan's limits are validated by New; an invalid one is reported
-// with the plan's name and the limit's index. Plan names must be 1 to
-// 128 printable ASCII characters. SetPlans replaces the plans
-// while the Limiter serves.
+// New validates every plan's limits, reporting an invalid one with the
+// plan's name and the limit's index; plan names must be 1 to 128
+// printable ASCII characters. SetPlans replaces the plans while the
+// Limiter serves.
 //
-// Each plan is enforced like a Limiter's own limits: the headers describe
-// the plan's limits (the IETF RateLimit-Policy names them as
-// WithPlanPolicyNames says, else as the Limiter's own; never by the plan's
-// name, which stays internal), and observers see the plan in Event.Plan. State is kept per client and per
-// limit, whatever the plan: a client that moves to another plan keeps the
-// state of every limit the two plans share (the same algorithm, rate,
-// period, burst and penalty) and starts afresh on the others. An upgrade
-// from "100/m" to "10000/m" therefore takes effect at once, with the new
-// plan's full allowance, and so does a downgrade; give both plans a common
-// limit when usage must carry over.
+// A plan is enforced like the Limiter's own limits: the headers describe
+// its limits (IETF policies named by WithPolicyNames, never by the plan's
+// name, which stays internal), and observers see it in Event.Plan. State
+// is kept per client and per limit whatever the plan: a client that
+// changes plan keeps the state of the limits both plans share (same
+// algorithm, rate, period, burst and penalty) and starts afresh on the
+// others, so an upgrade from "100/m" to "10000/m" takes effect at once;
+// give both plans a common limit when usage must carry over.
 func WithPlans(plan func(r *http.Request) string, plans map[string][]store.Limit) Option {
-	return optionFunc(func(o *options) error {
+	return func(o *options) error {
 		if plan == nil {
 			return fmt.Errorf("%w: WithPlans: plan function is nil", ErrInvalidOption)
 		}
 		if _, err := planSpecs(plans); err != nil {
 			return err
 		}
-		o.l.planOf = plan
-		*o.plans = plans
+		o.l.planOf, o.plans = plan, plans
 		return nil
-	})
+	}
 }
 
 // planSpecs validates plans.
@@ -178,11 +175,11 @@ func (l *Limiter) allLimits() []store.Spec {
 // publicPolicyName is the IETF policy name of the limits of plan ("": the
 // Limiter's own limits): never the Limiter's or the plan's name.
 func (l *Limiter) publicPolicyName(plan string) string {
-	if name := l.planPolicyNames[plan]; plan != "" && name != "" {
+	if name := l.policyNames[plan]; name != "" {
 		return name
 	}
-	if l.policyName != "" {
-		return l.policyName
+	if name := l.policyNames[""]; name != "" {
+		return name
 	}
-	return DefaultPolicyName
+	return "default"
 }

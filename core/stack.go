@@ -5,28 +5,23 @@ import (
 	"net/http"
 )
 
-// Stack records d as one of the Decisions made for r by the Limiters it
-// passes (a global, a group and a route Limiter, say), sets on h the
-// rate-limit headers of the binding one, and returns the request to pass
-// on, whose context gives the binding Decision to FromContext. Adapters
-// call it once per Limiter, right after Decide, in place of SetHeaders,
-// and pass the returned request on (to the next handler, or to a refusal
-// callback).
+// Stack sets on h the rate-limit headers of d, and returns the request to
+// pass on (to the next handler, or to a refusal callback), whose context
+// gives the binding Decision to FromContext. Adapters call it once per
+// Limiter, right after Decide, before the handler runs, so that every
+// response of a limited route carries the headers.
 //
-// The binding Decision is d when d refuses the request (its own headers
-// only, none when no store decided); otherwise, among the Decisions with
-// a store's Result, the one with the least Remaining (on ties, the
-// smallest Limit; on equal figures, the earlier one). A Decision without
-// one (skipped, failed open, a key error served) binds only until one
-// with a Result comes. When the binding Decision changes, the headers of
-// the former one are removed before the new one's are set.
-//
-// The first call for a request allocates its record (a context, a
-// shallow copy of r and the headers' value slices, in one allocation)
-// and the values' bytes, as many allocations as SetHeaders makes; later calls with the returned request's context
-// update that record in place and return r. A request's Limiters must
-// therefore run one after another, as middleware chains do, not
-// concurrently.
+// With several Limiters on a request (a global, a group and a route
+// Limiter), the headers are the binding Decision's: d when it refuses
+// (its own headers, none when no store decided); otherwise, of the
+// Decisions with a store's Result, the one with the least Remaining (on
+// ties the smaller Limit, then the earlier). A Decision without one
+// (skipped, failed open, a key error served) binds only until one with a
+// Result comes; the former headers are removed when the binding Decision
+// changes. The first call allocates the request's record (its context,
+// a shallow copy of r and the header values, one allocation) and the
+// values' bytes; later calls update it in place and return r, so a
+// request's Limiters must run one after another, as middleware chains do.
 func (d Decision) Stack(r *http.Request, h http.Header) *http.Request {
 	ctx := r.Context()
 	s, ok := ctx.Value(stackKey{}).(*stacked)
@@ -35,8 +30,7 @@ func (d Decision) Stack(r *http.Request, h http.Header) *http.Request {
 		d.setHeaders(h, &sr.hdr)
 		// WithContext's copy is inlined and stays on the stack: the
 		// request, its context and the header slices are one allocation,
-		// the values' bytes another, as many as SetHeaders alone
-		// (BenchmarkStack).
+		// the values' bytes another (BenchmarkStack).
 		sr.r = *r.WithContext(&sr.c)
 		return &sr.r
 	}
@@ -48,7 +42,7 @@ func (d Decision) Stack(r *http.Request, h http.Header) *http.Request {
 			delete(h, name)
 		}
 	}
-	d.SetHeaders(h)
+	d.setHeaders(h, nil)
 	s.d = d
 	return r
 }
@@ -94,9 +88,9 @@ func (c *stacked) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// stackedHeaders are the headers SetHeaders may set.
+// stackedHeaders are the headers setHeaders may set.
 var stackedHeaders = [...]string{
-	HeaderLimit, HeaderRemaining, HeaderReset, HeaderRetryAfter, HeaderRateLimit, HeaderRateLimitPolicy,
+	headerLimit, headerRemaining, headerReset, headerRetryAfter, headerRateLimit, headerRateLimitPolicy,
 }
 
 // hasFigures reports whether a store decided d, so that it has figures

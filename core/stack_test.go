@@ -31,13 +31,13 @@ func stackRun(client string, ls ...*Limiter) (http.Header, *http.Request, []Deci
 
 func wantLegacy(t *testing.T, step int, h http.Header, limit, remaining string, retry bool) {
 	t.Helper()
-	if got := h.Get(HeaderLimit); got != limit {
-		t.Errorf("step %d: %s %q, want %q", step, HeaderLimit, got, limit)
+	if got := h.Get("X-Ratelimit-Limit"); got != limit {
+		t.Errorf("step %d: %s %q, want %q", step, "X-Ratelimit-Limit", got, limit)
 	}
-	if got := h.Get(HeaderRemaining); got != remaining {
-		t.Errorf("step %d: %s %q, want %q", step, HeaderRemaining, got, remaining)
+	if got := h.Get("X-Ratelimit-Remaining"); got != remaining {
+		t.Errorf("step %d: %s %q, want %q", step, "X-Ratelimit-Remaining", got, remaining)
 	}
-	if _, ok := h[HeaderRetryAfter]; ok != retry {
+	if _, ok := h["Retry-After"]; ok != retry {
 		t.Errorf("step %d: Retry-After present %v, want %v (%v)", step, ok, retry, h)
 	}
 }
@@ -122,7 +122,7 @@ func TestStackReplacesTheFormerBindingsHeaders(t *testing.T) {
 	inner := mustNew(t, st, []store.Limit{store.PerHour(2)}, withName("inner"), WithClock(clock.Now))
 	h, _, _ := stackRun("d", outer, inner)
 	wantLegacy(t, 1, h, "2", "1", false)
-	for _, name := range []string{HeaderRateLimit, HeaderRateLimitPolicy} {
+	for _, name := range []string{"Ratelimit", "Ratelimit-Policy"} {
 		if v, ok := h[name]; ok {
 			t.Errorf("%s: %q left by the former binding Decision", name, v)
 		}
@@ -183,7 +183,7 @@ func BenchmarkStack(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			clear(h)
-			d.SetHeaders(h)
+			d.setHeaders(h, nil)
 		}
 	})
 	b.Run("first", func(b *testing.B) {
@@ -199,7 +199,7 @@ func BenchmarkStack(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			clear(h)
-			d.SetHeaders(h)
+			d.setHeaders(h, nil)
 			stackSink = r.WithContext(context.WithValue(r.Context(), key{}, &holder{d}))
 		}
 	})

@@ -13,7 +13,7 @@ type limiterConfig struct {
 	plan    string        // "" for the limits given to New or SetLimits
 	limits  []store.Limit // as given to New, SetLimits or SetPlans
 	specs   []store.Spec
-	headers headerPlan // read by Decision.SetHeaders
+	headers headerPlan // read by Decision.setHeaders
 	// take is what the store is charged: specs, then the guards' specs.
 	take   []store.Spec
 	guards []guard

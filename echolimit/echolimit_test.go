@@ -88,7 +88,7 @@ func TestPathAsPattern(t *testing.T) {
 	errorsHandled := 0
 	e := newEcho(&errorsHandled)
 	var patterns []string
-	g := e.Group("/api", echolimit.New(newLimiter(t, byRoute, []store.Limit{store.PerMinute(1)}, core.WithKeyErrorRule(core.KeyErrorDeny))))
+	g := e.Group("/api", echolimit.New(newLimiter(t, byRoute, []store.Limit{store.PerMinute(1)}, core.WithKeyErrorRule(core.KeyErrorDeny, nil))))
 	g.GET("/users/:id", func(c echo.Context) error {
 		patterns = append(patterns, c.Request().Pattern)
 		return c.String(http.StatusOK, "ok")

@@ -77,7 +77,7 @@ func TestRouteLevelAndFullPath(t *testing.T) {
 	}
 	var patterns []string
 	router := gin.New()
-	router.GET("/users/:id", ginlimit.New(newLimiter(t, byRoute, []store.Limit{store.PerMinute(1)}, core.WithKeyErrorRule(core.KeyErrorDeny))),
+	router.GET("/users/:id", ginlimit.New(newLimiter(t, byRoute, []store.Limit{store.PerMinute(1)}, core.WithKeyErrorRule(core.KeyErrorDeny, nil))),
 		func(c *gin.Context) { patterns = append(patterns, c.Request.Pattern); c.String(http.StatusOK, "ok") })
 	var codes []int
 	for _, path := range []string{"/users/1", "/users/2"} {

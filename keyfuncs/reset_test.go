@@ -13,7 +13,7 @@ import (
 )
 
 // An operator resets a client by what the client sends (its API key, its
-// address), whatever the composition of key functions: ResetRequest runs
+// address), whatever the composition of key functions: a Reset of the key the key function makes of an administrator's request runs
 // the Limiter's key function on a request that carries it. Reset with the
 // bare identifier matches nothing, and says so.
 func TestResetRequestThroughCompositions(t *testing.T) {
@@ -62,13 +62,17 @@ func TestResetRequestThroughCompositions(t *testing.T) {
 				t.Fatalf("second request: %v, want refused", d.Outcome)
 			}
 			if err := l.Reset(context.Background(), c.bare); !errors.Is(err, store.ErrNotFound) {
-				t.Errorf("Reset(%q): %v, want ErrNothingReset", c.bare, err)
+				t.Errorf("Reset(%q): %v, want ErrNotFound", c.bare, err)
 			}
-			if err := l.ResetRequest(c.admin); err != nil {
-				t.Fatalf("ResetRequest: %v", err)
+			key, err := c.key(c.admin) // what the key function makes of what the client sends
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Reset(context.Background(), key); err != nil {
+				t.Fatalf("Reset(%q): %v", key, err)
 			}
 			if d := l.Decide(c.client); d.Action != core.Serve {
-				t.Errorf("after ResetRequest: %v, want served", d.Outcome)
+				t.Errorf("after the Reset: %v, want served", d.Outcome)
 			}
 		})
 	}

@@ -16,56 +16,12 @@ import (
 	"github.com/sluicehq/sluice/internal/eventmetrics"
 )
 
-// ScopeName is the instrumentation scope (the Meter's name) of the
+// scopeName is the instrumentation scope (the Meter's name) of the
 // instruments New creates.
-const ScopeName = "github.com/sluicehq/sluice/otellimit"
+const scopeName = "github.com/sluicehq/sluice/otellimit"
 
-// DefaultNamespace prefixes every instrument name unless WithNamespace
-// gives another.
-const DefaultNamespace = "sluice"
-
-// DefaultLatencyBuckets returns the store latency histogram's default
-// explicit bucket boundaries, in seconds, the same as promlimit's: 50µs,
-// 100µs, 250µs, 500µs, 1ms, 2.5ms, 5ms, 10ms, 25ms, 50ms, 100ms, 250ms and
-// 1s; from the memory store or a Redis on the same host to well past
-// core.DefaultTimeout (100ms). Each call returns a new slice: changing it
-// changes nothing else.
-func DefaultLatencyBuckets() []float64 { return eventmetrics.DefaultLatencyBuckets() }
-
-// ErrInvalidOption is wrapped by every error New returns for a bad option.
-var ErrInvalidOption = errors.New("otellimit: invalid option")
-
-// Attribute values that name no limit, plan or ordinary outcome; the same
-// as promlimit's label values.
-const (
-	// LimitNone is the limit attribute of decisions no store made (the
-	// Event's Limit is the zero store.Limit): skipped requests, key errors
-	// under KeyErrorDeny or KeyErrorAllow, FailOpen, FailClosed and
-	// canceled requests.
-	LimitNone = eventmetrics.LimitNone
-	// PlanNone is the plan attribute of requests of no plan: the Limiter
-	// has no plans (core.WithPlans), or the request's plan is "" or
-	// unknown and the Limiter's own limits decided. The attribute is
-	// present, with this empty value; it cannot clash with a plan's name,
-	// which is never empty.
-	PlanNone = eventmetrics.PlanNone
-	// OutcomeFallbackAllowed and OutcomeFallbackDenied are the outcome
-	// attributes of core.OutcomeFallback decisions (the store failed and
-	// the local fallback store decided) that the local store allowed
-	// (served, or held under a LeakyBucket) and denied (refused, or served
-	// anyway in shadow mode).
-	OutcomeFallbackAllowed = eventmetrics.OutcomeFallbackAllowed
-	OutcomeFallbackDenied  = eventmetrics.OutcomeFallbackDenied
-)
-
-// Values of the kind attribute of the store errors counter.
-const (
-	KindTimeout     = eventmetrics.KindTimeout     // the per-decision deadline passed
-	KindCanceled    = eventmetrics.KindCanceled    // the request's context ended first
-	KindBreakerOpen = eventmetrics.KindBreakerOpen // the store was not called: its error wraps core.ErrBreakerOpen
-	KindError       = eventmetrics.KindError       // any other error from the store
-	KindOOM         = eventmetrics.KindOOM         // the store had no memory left to write: its error wraps core.ErrOutOfMemory
-)
+// defaultNamespace prefixes every name unless WithNamespace gives another.
+const defaultNamespace = "sluice"
 
 // Recorder records Limiter decisions on OpenTelemetry instruments (see the
 // package documentation for them). Create it with New and pass its Observe
@@ -120,13 +76,13 @@ type config struct {
 }
 
 // WithNamespace sets the prefix of every instrument name, joined with a
-// dot (DefaultNamespace, "sluice", by default); "" leaves the names
+// dot (defaultNamespace, "sluice", by default); "" leaves the names
 // unprefixed. It must start with an ASCII letter and hold only ASCII
 // letters, digits, '_', '.', '-' and '/', at most 200 of them.
 func WithNamespace(ns string) Option {
 	return optionFunc(func(c *config) error {
 		if ns != "" && !validNamespace(ns) {
-			return fmt.Errorf("%w: namespace %q is not a valid instrument name", ErrInvalidOption, ns)
+			return fmt.Errorf("%w: namespace %q is not a valid instrument name", core.ErrInvalidOption, ns)
 		}
 		c.namespace = ns
 		return nil
@@ -156,7 +112,7 @@ func validNamespace(ns string) bool {
 func WithLatencyBuckets(buckets ...float64) Option {
 	return optionFunc(func(c *config) error {
 		if err := eventmetrics.CheckBuckets(buckets, true); err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalidOption, err)
+			return fmt.Errorf("%w: %v", core.ErrInvalidOption, err)
 		}
 		c.buckets = append([]float64(nil), buckets...)
 		return nil
@@ -174,11 +130,11 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 		for _, kv := range attrs {
 			switch {
 			case !kv.Valid():
-				return fmt.Errorf("%w: attribute %q is not valid", ErrInvalidOption, kv.Key)
+				return fmt.Errorf("%w: attribute %q is not valid", core.ErrInvalidOption, kv.Key)
 			case eventmetrics.Reserved(string(kv.Key)):
-				return fmt.Errorf("%w: attribute %q is reserved", ErrInvalidOption, kv.Key)
+				return fmt.Errorf("%w: attribute %q is reserved", core.ErrInvalidOption, kv.Key)
 			case kv.Value.Type() == attribute.STRING && !utf8.ValidString(kv.Value.AsString()):
-				return fmt.Errorf("%w: attribute %s: value %q is not valid UTF-8", ErrInvalidOption, kv.Key, kv.Value.AsString())
+				return fmt.Errorf("%w: attribute %s: value %q is not valid UTF-8", core.ErrInvalidOption, kv.Key, kv.Value.AsString())
 			}
 		}
 		c.attrs = append(c.attrs, attrs...)
@@ -187,13 +143,13 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 }
 
 // New returns a Recorder whose instruments come from mp's Meter named
-// ScopeName. It fails for a nil mp, a bad option, and when mp refuses an
+// scopeName. It fails for a nil mp, a bad option, and when mp refuses an
 // instrument.
 func New(mp metric.MeterProvider, opts ...Option) (*Recorder, error) {
 	if mp == nil {
 		return nil, errors.New("otellimit: nil MeterProvider")
 	}
-	cfg := config{namespace: DefaultNamespace, buckets: DefaultLatencyBuckets()}
+	cfg := config{namespace: defaultNamespace, buckets: eventmetrics.DefaultLatencyBuckets()}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -203,7 +159,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Recorder, error) {
 		}
 	}
 	r := &Recorder{attrs: cfg.attrs}
-	if err := r.instruments(mp.Meter(ScopeName), cfg); err != nil {
+	if err := r.instruments(mp.Meter(scopeName), cfg); err != nil {
 		return nil, err
 	}
 	r.limiters.Store(&map[string]*limiterState{})

@@ -111,8 +111,8 @@ func collect(t *testing.T, rd sdkmetric.Reader) map[string]metricdata.Metrics {
 	}
 	out := map[string]metricdata.Metrics{}
 	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != otellimit.ScopeName {
-			t.Errorf("scope %q, want %q", sm.Scope.Name, otellimit.ScopeName)
+		if sm.Scope.Name != "github.com/sluicehq/sluice/otellimit" {
+			t.Errorf("scope %q, want %q", sm.Scope.Name, "github.com/sluicehq/sluice/otellimit")
 		}
 		for _, m := range sm.Metrics {
 			out[m.Name] = m
@@ -191,7 +191,7 @@ func TestMemoryStoreDecisions(t *testing.T) {
 	clock := newClock()
 	st := memorystore.New(memorystore.WithClock(clock.Now))
 	l := newLimiter(t, st, "api", []store.Limit{store.PerSecond(2)}, core.WithClock(clock.Now), core.WithObserver(rec.Observe),
-		core.WithKeyErrorRule(core.KeyErrorDeny))
+		core.WithKeyErrorRule(core.KeyErrorDeny, nil))
 
 	decide(l, 3, "alice") // 2 allowed, 1 denied
 	decide(l, 1, "bob")   // allowed: another client
@@ -218,7 +218,7 @@ func TestMemoryStoreDecisions(t *testing.T) {
 		}
 	}
 	hist := ms["sluice.store.latency"].Data.(metricdata.Histogram[float64]).DataPoints[0]
-	if !reflect.DeepEqual(hist.Bounds, otellimit.DefaultLatencyBuckets()) {
+	if !reflect.DeepEqual(hist.Bounds, []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}) {
 		t.Errorf("bounds %v, want DefaultLatencyBuckets", hist.Bounds)
 	}
 	// A memory store answers in well under a second: no sample in the
@@ -280,9 +280,6 @@ func TestPlanAttribute(t *testing.T) {
 		`limit="100/m gcra burst 100",limiter="api",outcome="allowed",plan="pro"`: 1,
 		`limit="1/m gcra burst 1",limiter="api",outcome="allowed",plan=""`:        2,
 	})
-	if otellimit.PlanNone != "" {
-		t.Errorf("PlanNone = %q", otellimit.PlanNone)
-	}
 }
 
 // A failing store: its errors are counted, and fallback decisions are
@@ -339,11 +336,11 @@ func TestOutcomes(t *testing.T) {
 	decide(newLimiter(t, down, "open", one, opts("open", core.WithFailurePolicy(core.FailOpen))...), 2, "a")
 	decide(newLimiter(t, down, "closed", one, opts("closed", core.WithFailurePolicy(core.FailClosed))...), 2, "a")
 	decide(newLimiter(t, mem, "skip", one, opts("skip", core.WithSkip(func(*http.Request) bool { return true }))...), 2, "a")
-	decide(newLimiter(t, mem, "keyallow", one, opts("keyallow", core.WithKeyErrorRule(core.KeyErrorAllow))...), 1, "")
+	decide(newLimiter(t, mem, "keyallow", one, opts("keyallow", core.WithKeyErrorRule(core.KeyErrorAllow, nil))...), 1, "")
 	decide(newLimiter(t, fallback.New(hangingStore{}, fallback.Config{Timeout: time.Millisecond}), "slow", one, opts("slow",
 		core.WithFailurePolicy(core.FailOpen))...), 1, "a")
 	// A negative cost is reported in Event.Err but is no store error.
-	decide(newLimiter(t, mem, "neg", one, opts("neg", core.WithCostFunc(func(*http.Request) int64 { return -1 }))...), 1, "a")
+	decide(newLimiter(t, mem, "neg", one, opts("neg", core.WithCost(func(*http.Request) int64 { return -1 }))...), 1, "a")
 
 	const one1 = `limit="1/s gcra burst 1"`
 	wantSeries(t, rd, "sluice.decisions", map[string]float64{
@@ -437,21 +434,6 @@ func TestOptions(t *testing.T) {
 	}
 }
 
-// DefaultLatencyBuckets hands out copies, equal to promlimit's.
-func TestDefaultLatencyBuckets(t *testing.T) {
-	want := []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}
-	b := otellimit.DefaultLatencyBuckets()
-	if !reflect.DeepEqual(b, want) {
-		t.Fatalf("DefaultLatencyBuckets() = %v", b)
-	}
-	for i := range b {
-		b[i] = 42
-	}
-	if got := otellimit.DefaultLatencyBuckets(); !reflect.DeepEqual(got, want) {
-		t.Errorf("after changing a copy: %v", got)
-	}
-}
-
 func TestBadOptions(t *testing.T) {
 	for name, opt := range map[string]otellimit.Option{
 		"no buckets":         otellimit.WithLatencyBuckets(),
@@ -470,7 +452,7 @@ func TestBadOptions(t *testing.T) {
 		"namespace long":     otellimit.WithNamespace(strings.Repeat("n", 201)),
 	} {
 		rec, err := otellimit.New(sdkmetric.NewMeterProvider(), opt)
-		if !errors.Is(err, otellimit.ErrInvalidOption) || rec != nil {
+		if !errors.Is(err, core.ErrInvalidOption) || rec != nil {
 			t.Errorf("%s: %v, %v; want ErrInvalidOption", name, rec, err)
 		}
 	}

@@ -1,7 +1,6 @@
 package promlimit
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -15,51 +14,8 @@ import (
 	"github.com/sluicehq/sluice/internal/eventmetrics"
 )
 
-// DefaultNamespace prefixes every metric name unless WithNamespace gives
-// another.
-const DefaultNamespace = "sluice"
-
-// DefaultLatencyBuckets returns the store latency histogram's default upper
-// bounds, in seconds: 50µs, 100µs, 250µs, 500µs, 1ms, 2.5ms, 5ms, 10ms,
-// 25ms, 50ms, 100ms, 250ms and 1s; from the memory store or a Redis on the
-// same host to well past core.DefaultTimeout (100ms), which is among them so
-// that timeouts land in the last buckets. Each call returns a new slice:
-// changing it changes nothing else.
-func DefaultLatencyBuckets() []float64 { return eventmetrics.DefaultLatencyBuckets() }
-
-// ErrInvalidOption is wrapped by every error New returns for a bad option.
-var ErrInvalidOption = errors.New("promlimit: invalid option")
-
-// Label values that name no limit, plan or ordinary outcome.
-const (
-	// LimitNone is the limit label of decisions no store made (the Event's
-	// Limit is the zero store.Limit): skipped requests, key errors under
-	// KeyErrorDeny or KeyErrorAllow, FailOpen, FailClosed and canceled
-	// requests.
-	LimitNone = eventmetrics.LimitNone
-	// PlanNone is the plan label of requests of no plan: the Limiter has no
-	// plans (core.WithPlans), or the request's plan is "" or unknown and
-	// the Limiter's own limits decided. It is empty, which Prometheus also
-	// reads as the label being absent; it cannot clash with a plan's name,
-	// which is never empty.
-	PlanNone = eventmetrics.PlanNone
-	// OutcomeFallbackAllowed and OutcomeFallbackDenied are the outcome
-	// labels of core.OutcomeFallback decisions (the store failed and the
-	// local fallback store decided) that the local store allowed (served,
-	// or held under a LeakyBucket) and denied (refused, or served anyway in
-	// shadow mode).
-	OutcomeFallbackAllowed = eventmetrics.OutcomeFallbackAllowed
-	OutcomeFallbackDenied  = eventmetrics.OutcomeFallbackDenied
-)
-
-// Values of the kind label of store_errors_total.
-const (
-	KindTimeout     = eventmetrics.KindTimeout     // the per-decision deadline passed
-	KindCanceled    = eventmetrics.KindCanceled    // the request's context ended first
-	KindBreakerOpen = eventmetrics.KindBreakerOpen // the store was not called: its error wraps core.ErrBreakerOpen
-	KindError       = eventmetrics.KindError       // any other error from the store
-	KindOOM         = eventmetrics.KindOOM         // the store had no memory left to write: its error wraps core.ErrOutOfMemory
-)
+// defaultNamespace prefixes every name unless WithNamespace gives another.
+const defaultNamespace = "sluice"
 
 // Collector is a prometheus.Collector of Limiter decisions (see the package
 // documentation for the metrics). Create it with New, which registers it,
@@ -124,14 +80,14 @@ type config struct {
 	constLabels prometheus.Labels
 }
 
-// WithNamespace sets the prefix of every metric name (DefaultNamespace,
+// WithNamespace sets the prefix of every metric name (defaultNamespace,
 // "sluice", by default); "" leaves the names unprefixed. It must be a
 // classic Prometheus metric name: ASCII letters, digits, '_' and ':', not
 // starting with a digit.
 func WithNamespace(ns string) Option {
 	return optionFunc(func(c *config) error {
 		if ns != "" && !validName(ns, true) {
-			return fmt.Errorf("%w: namespace %q is not a valid metric name", ErrInvalidOption, ns)
+			return fmt.Errorf("%w: namespace %q is not a valid metric name", core.ErrInvalidOption, ns)
 		}
 		c.namespace = ns
 		return nil
@@ -161,7 +117,7 @@ func validName(s string, colon bool) bool {
 func WithLatencyBuckets(buckets ...float64) Option {
 	return optionFunc(func(c *config) error {
 		if err := eventmetrics.CheckBuckets(buckets, false); err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalidOption, err)
+			return fmt.Errorf("%w: %v", core.ErrInvalidOption, err)
 		}
 		c.buckets = append([]float64(nil), buckets...)
 		return nil
@@ -178,11 +134,11 @@ func WithConstLabels(labels prometheus.Labels) Option {
 		for name, v := range labels {
 			switch {
 			case !validName(name, false) || strings.HasPrefix(name, "__"):
-				return fmt.Errorf("%w: constant label name %q is not a valid label name", ErrInvalidOption, name)
+				return fmt.Errorf("%w: constant label name %q is not a valid label name", core.ErrInvalidOption, name)
 			case eventmetrics.Reserved(name) || name == "le":
-				return fmt.Errorf("%w: constant label %q is reserved", ErrInvalidOption, name)
+				return fmt.Errorf("%w: constant label %q is reserved", core.ErrInvalidOption, name)
 			case !utf8.ValidString(v):
-				return fmt.Errorf("%w: constant label %s: value %q is not valid UTF-8", ErrInvalidOption, name, v)
+				return fmt.Errorf("%w: constant label %s: value %q is not valid UTF-8", core.ErrInvalidOption, name, v)
 			}
 		}
 		if c.constLabels == nil {
@@ -201,7 +157,7 @@ func WithConstLabels(labels prometheus.Labels) Option {
 // same namespace and constant labels is already registered with reg (the
 // error then wraps a prometheus.AlreadyRegisteredError).
 func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
-	cfg := config{namespace: DefaultNamespace, buckets: DefaultLatencyBuckets()}
+	cfg := config{namespace: defaultNamespace, buckets: eventmetrics.DefaultLatencyBuckets()}
 	for _, opt := range opts {
 		if opt == nil {
 			continue

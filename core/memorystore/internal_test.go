@@ -58,12 +58,12 @@ func TestMemoryShardSize(t *testing.T) {
 
 func TestMemoryStoreShardSizes(t *testing.T) {
 	for _, c := range []struct{ maxKeys, shards int }{
-		{1, 1}, {64, 1}, {127, 1}, {128, 2}, {1000, 8}, {1 << 14, 256}, {DefaultMaxKeys, 256}, {0, 256}, {-5, 256},
+		{1, 1}, {64, 1}, {127, 1}, {128, 2}, {1000, 8}, {1 << 14, 256}, {defaultMaxKeys, 256}, {0, 256}, {-5, 256},
 	} {
 		s := New(WithMaxKeys(c.maxKeys))
 		want := c.maxKeys
 		if want <= 0 {
-			want = DefaultMaxKeys
+			want = defaultMaxKeys
 		}
 		total := 0
 		for i := range s.shards {

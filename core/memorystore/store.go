@@ -14,9 +14,9 @@ import (
 	"github.com/sluicehq/sluice/internal/arith"
 )
 
-// DefaultMaxKeys is the number of states a Store holds at most unless
+// defaultMaxKeys is the number of states a Store holds at most unless
 // WithMaxKeys says otherwise.
-const DefaultMaxKeys = 1 << 20
+const defaultMaxKeys = 1 << 20
 
 const (
 	// maxMemoryShards is the most shards a Store splits into.
@@ -138,7 +138,7 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithMaxKeys bounds the number of states the store holds (one per key and
-// limit); n ≤ 0 selects DefaultMaxKeys. The bound is split evenly among the
+// limit); n ≤ 0 selects defaultMaxKeys. The bound is split evenly among the
 // shards (up to 256, each sized for at least 64 states when n allows), so a
 // shard that hashing fills more than others evicts before the store as a
 // whole holds n states. Keep n far above the number of limits one Take
@@ -160,7 +160,7 @@ func WithMaxKeys(n int) Option {
 
 // New returns an empty Store.
 func New(opts ...Option) *Store {
-	cfg := config{now: time.Now, maxKeys: DefaultMaxKeys}
+	cfg := config{now: time.Now, maxKeys: defaultMaxKeys}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&cfg)
@@ -170,7 +170,7 @@ func New(opts ...Option) *Store {
 		cfg.now = time.Now
 	}
 	if cfg.maxKeys <= 0 {
-		cfg.maxKeys = DefaultMaxKeys
+		cfg.maxKeys = defaultMaxKeys
 	}
 	shards := 1
 	for shards < maxMemoryShards && cfg.maxKeys/(2*shards) >= minShardCapacity {

@@ -10,7 +10,7 @@ import (
 )
 
 // MinimalACL is the ACL SETUSER rule list of a Redis user with every
-// permission a Store under DefaultPrefix needs and no other: its scripts'
+// permission a Store under defaultPrefix needs and no other: its scripts'
 // commands on keys under the prefix, EVAL and EVALSHA (SCRIPT LOAD is
 // optional: without it the scripts are sent by EVAL when Redis lacks
 // them), DEL and PUBLISH for Reset, SUBSCRIBE to the reset channel, INFO

@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"net/http"
@@ -103,10 +102,10 @@ func ExampleWithPrefix() {
 	defer client.Close()
 	for _, prefix := range []string{"billing:rl:", "bad{prefix}:", ""} {
 		_, err := redisstore.New(client, redisstore.WithPrefix(prefix))
-		fmt.Printf("%q ok=%v invalid=%v\n", prefix, err == nil, errors.Is(err, redisstore.ErrInvalidPrefix))
+		fmt.Printf("%q %v\n", prefix, err)
 	}
 	// Output:
-	// "billing:rl:" ok=true invalid=false
-	// "bad{prefix}:" ok=false invalid=true
-	// "" ok=false invalid=true
+	// "billing:rl:" <nil>
+	// "bad{prefix}:" redisstore: invalid key prefix "bad{prefix}:": braces would choose the Redis Cluster slot
+	// "" redisstore: invalid key prefix: empty
 }

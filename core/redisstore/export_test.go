@@ -99,3 +99,9 @@ func bare() []Option { return []Option{WithFallback(nil), WithTimeout(0)} }
 
 // Bare is bare for tests outside the package.
 func Bare() []Option { return bare() }
+
+// The breaker's defaults, for tests outside the package.
+const (
+	DefaultBreakerFailures = defaultBreakerFailures
+	DefaultBreakerCooldown = defaultBreakerCooldown
+)

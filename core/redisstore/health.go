@@ -18,8 +18,8 @@ import (
 
 // Default circuit-breaker settings (see WithBreaker).
 const (
-	DefaultBreakerFailures = 5
-	DefaultBreakerCooldown = time.Second
+	defaultBreakerFailures = 5
+	defaultBreakerCooldown = time.Second
 )
 
 // probeTimeout is the least time a probe of a server whose breaker is open
@@ -49,7 +49,7 @@ const probeTimeout = time.Second
 // (CLIENT PAUSE WRITE answers PING but holds scripts), within max(cooldown,
 // 1s); once the script runs, the probe loads the scripts and closes the
 // breaker. failures 0 turns the breakers off. The defaults are
-// DefaultBreakerFailures and DefaultBreakerCooldown; failures must be 0 to
+// defaultBreakerFailures and defaultBreakerCooldown; failures must be 0 to
 // 2^30 and cooldown, when failures > 0, 1ms to 1h.
 func WithBreaker(failures int, cooldown time.Duration) Option {
 	return optionFunc(func(s *settings) { s.failures, s.cooldown = failures, cooldown })

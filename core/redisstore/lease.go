@@ -13,12 +13,12 @@ import (
 
 // Lease mode defaults (see LeaseConfig).
 const (
-	DefaultLeaseMaxUnits = 64
-	DefaultLeaseMinUnits = 16
-	DefaultLeaseShare    = 16
-	DefaultLeaseTTL      = 250 * time.Millisecond
-	DefaultLeaseHotTakes = 40
-	DefaultLeaseMaxKeys  = 1024
+	defaultLeaseMaxUnits = 64
+	defaultLeaseMinUnits = 16
+	defaultLeaseShare    = 16
+	defaultLeaseTTL      = 250 * time.Millisecond
+	defaultLeaseHotTakes = 40
+	defaultLeaseMaxKeys  = 1024
 )
 
 // leaseShards is the number of independently locked parts of the table of
@@ -95,17 +95,17 @@ func checkLeases(c *LeaseConfig) error {
 			*v = d
 		}
 	}
-	def(&c.MaxUnits, DefaultLeaseMaxUnits)
-	def(&c.MinUnits, min(DefaultLeaseMinUnits, c.MaxUnits))
-	def(&c.Share, DefaultLeaseShare)
+	def(&c.MaxUnits, defaultLeaseMaxUnits)
+	def(&c.MinUnits, min(defaultLeaseMinUnits, c.MaxUnits))
+	def(&c.Share, defaultLeaseShare)
 	if c.TTL == 0 {
-		c.TTL = DefaultLeaseTTL
+		c.TTL = defaultLeaseTTL
 	}
 	if c.HotTakes == 0 {
-		c.HotTakes = DefaultLeaseHotTakes
+		c.HotTakes = defaultLeaseHotTakes
 	}
 	if c.MaxKeys == 0 {
-		c.MaxKeys = DefaultLeaseMaxKeys
+		c.MaxKeys = defaultLeaseMaxKeys
 	}
 	switch {
 	case c.MaxUnits < 2 || c.MaxUnits > 1<<20, c.MinUnits < 1 || c.MinUnits > c.MaxUnits,

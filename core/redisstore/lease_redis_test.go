@@ -134,7 +134,7 @@ func TestRedisLeaseHotKeyThreeProcesses(t *testing.T) {
 		lowJudged := false
 		low := B + max(0, lastStart-firstEnd)/T
 		switch gap := longestGap(starts); {
-		case gap >= DefaultLeaseTTL:
+		case gap >= defaultLeaseTTL:
 			t.Logf("lower bound not judged: no decision started for %v (the processes stalled)", gap.Round(time.Millisecond))
 		case int64(len(ds)) < 2*low:
 			t.Logf("lower bound not judged: %d decisions, under twice the %d the key allows (the processes did not keep it saturated)", len(ds), low)
@@ -177,7 +177,7 @@ const callAttempts = 3
 // mode behaves: that run is only logged, and the caller tries another.
 func judgeCalls(t *testing.T, l store.Limit, elapsed time.Duration, calls, decisions int) bool {
 	t.Helper()
-	perProc := 2*int64(elapsed/DefaultLeaseTTL) + 2
+	perProc := 2*int64(elapsed/defaultLeaseTTL) + 2
 	if l.Algorithm != store.FixedWindow { // it frees units only when a window starts
 		perProc += int64(elapsed) * l.Rate / int64(l.Period)
 	}
@@ -371,7 +371,7 @@ func TestRedisLeaseResetEverywhere(t *testing.T) {
 		}
 	}
 	t.Logf("leases dropped everywhere %v after the Reset returned", time.Since(start))
-	time.Sleep(DefaultLeaseTTL) // nothing comes back
+	time.Sleep(defaultLeaseTTL) // nothing comes back
 	if r := peekOK(t, stores[0], "reset", l); r.Remaining != 999 {
 		t.Errorf("after the Reset: Remaining %d (after a peek of 1), want 999", r.Remaining)
 	}

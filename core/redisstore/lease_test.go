@@ -96,7 +96,7 @@ func TestLeaseConfigChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	want := LeaseConfig{DefaultLeaseMaxUnits, DefaultLeaseMinUnits, DefaultLeaseShare, DefaultLeaseTTL, DefaultLeaseHotTakes, DefaultLeaseMaxKeys}
+	want := LeaseConfig{defaultLeaseMaxUnits, defaultLeaseMinUnits, defaultLeaseShare, defaultLeaseTTL, defaultLeaseHotTakes, defaultLeaseMaxKeys}
 	if s.lease.cfg != want {
 		t.Errorf("defaults %+v, want %+v", s.lease.cfg, want)
 	}

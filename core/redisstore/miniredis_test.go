@@ -640,19 +640,19 @@ func TestNewOptions(t *testing.T) {
 	if _, err := New(nil); err == nil {
 		t.Error("New(nil) succeeded")
 	}
-	for _, p := range []string{"", "a{b", "a}b", strings.Repeat("p", MaxPrefixLen+1), "a\nb", "a\x00"} {
-		if _, err := New(client, WithPrefix(p)); !errors.Is(err, ErrInvalidPrefix) {
-			t.Errorf("WithPrefix(%q): %v, want ErrInvalidPrefix", p, err)
+	for _, p := range []string{"", "a{b", "a}b", strings.Repeat("p", maxPrefixLen+1), "a\nb", "a\x00"} {
+		if _, err := New(client, WithPrefix(p)); !errors.Is(err, errInvalidPrefix) {
+			t.Errorf("WithPrefix(%q): %v, want errInvalidPrefix", p, err)
 		}
 	}
-	s, err := New(client, WithPrefix(strings.Repeat("p", MaxPrefixLen)))
+	s, err := New(client, WithPrefix(strings.Repeat("p", maxPrefixLen)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Take(context.Background(), "k", 1, specs(store.PerSecond(1))...); err != nil {
 		t.Fatal(err)
 	}
-	if keys := m.Keys(); len(keys) != 1 || !strings.HasPrefix(keys[0], strings.Repeat("p", MaxPrefixLen)+"{=k}:") {
+	if keys := m.Keys(); len(keys) != 1 || !strings.HasPrefix(keys[0], strings.Repeat("p", maxPrefixLen)+"{=k}:") {
 		t.Errorf("keys %v, want one under the custom prefix", keys)
 	}
 }

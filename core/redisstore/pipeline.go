@@ -10,13 +10,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultPipeline is the number of round trips to Redis a Store keeps in
+// defaultPipeline is the number of round trips to Redis a Store keeps in
 // flight before it queues Takes for a pipeline, unless WithPipelining says
 // otherwise. Two keep two Takes from waiting for each other and make the
 // pipelines under load long: in BENCHMARKS.md's runs it beat four at every
 // concurrency from 4 to 256 (decisions/s, p99, Redis and client CPU per
 // decision), and one made pairs of concurrent Takes wait.
-const DefaultPipeline = 2
+const defaultPipeline = 2
 
 // maxPipeline bounds WithPipelining.
 const maxPipeline = 1 << 16
@@ -27,7 +27,7 @@ const maxBatch = 512
 // WithPipelining sets how many round trips to Redis the Store has in flight
 // at once before concurrent Takes share them; 0 turns automatic pipelining
 // off (every Take is its own EVALSHA, as many in flight as the client's
-// pool allows). The default is DefaultPipeline.
+// pool allows). The default is defaultPipeline.
 //
 // With pipelining on, a Take is sent at once, alone, when fewer than
 // inFlight requests of the Store are under way, so an idle Store adds no

@@ -205,7 +205,7 @@ func TestPipeliningOption(t *testing.T) {
 		t.Errorf("WithPipelining(0): %v, pipelining %v", err, s.health.whole.pipe != nil)
 	}
 	s, err = New(client)
-	if err != nil || s.health.whole.pipe == nil || s.health.whole.pipe.max != DefaultPipeline {
+	if err != nil || s.health.whole.pipe == nil || s.health.whole.pipe.max != defaultPipeline {
 		t.Errorf("default: %v, pipelining %+v", err, s.health.whole.pipe)
 	}
 }

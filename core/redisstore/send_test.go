@@ -42,7 +42,7 @@ func (twice) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPi
 // charged once, on every script (lean, take with a penalty, several
 // limits), with and without pipelining; a peek sent twice succeeds.
 func TestResentChargedOnce(t *testing.T) {
-	for _, pipe := range []int{0, DefaultPipeline} {
+	for _, pipe := range []int{0, defaultPipeline} {
 		for _, c := range []struct {
 			name   string
 			limits []store.Limit

@@ -20,12 +20,12 @@ import (
 	"github.com/sluicehq/sluice/internal/fallback"
 )
 
-// DefaultPrefix starts every key the Store writes unless WithPrefix says
+// defaultPrefix starts every key the Store writes unless WithPrefix says
 // otherwise.
-const DefaultPrefix = "sluice:"
+const defaultPrefix = "sluice:"
 
-// MaxPrefixLen is the longest prefix WithPrefix accepts, in bytes.
-const MaxPrefixLen = 64
+// maxPrefixLen is the longest prefix WithPrefix accepts, in bytes.
+const maxPrefixLen = 64
 
 // maxPlainKey is the longest user key that goes into a Redis key as is;
 // longer keys, and keys with other bytes, are hashed.
@@ -37,8 +37,8 @@ const maxPlainKey = 64
 // arguments already formatted, which a Take would otherwise build anew.
 const maxCachedLimits = 1024
 
-// ErrInvalidPrefix is wrapped by the error New returns for a bad WithPrefix.
-var ErrInvalidPrefix = errors.New("redisstore: invalid key prefix")
+// errInvalidPrefix is wrapped by the error New returns for a bad WithPrefix.
+var errInvalidPrefix = errors.New("redisstore: invalid key prefix")
 
 // Store is a store.Store that keeps rate-limit state in Redis, a Redis
 // Cluster or any other redis.UniversalClient. Each Take is one EVALSHA of
@@ -152,8 +152,8 @@ func WithFallback(local store.Store) Option {
 }
 
 // WithPrefix sets the string every key starts with; the default is
-// DefaultPrefix, "sluice:". Use it to keep several applications apart in
-// one Redis. It must be 1 to MaxPrefixLen bytes without braces (they would
+// defaultPrefix, "sluice:". Use it to keep several applications apart in
+// one Redis. It must be 1 to maxPrefixLen bytes without braces (they would
 // choose the Cluster slot) or control characters; New reports a bad one.
 func WithPrefix(prefix string) Option {
 	return optionFunc(func(s *settings) { s.prefix = prefix })
@@ -208,8 +208,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil || isNil(client) { // a typed nil panics at the first Take
 		return nil, fmt.Errorf("redisstore: nil redis client (%T)", client)
 	}
-	s := settings{prefix: DefaultPrefix, pipeline: DefaultPipeline, clock: monoMicros,
-		failures: DefaultBreakerFailures, cooldown: DefaultBreakerCooldown, timeout: defaultTimeout,
+	s := settings{prefix: defaultPrefix, pipeline: defaultPipeline, clock: monoMicros,
+		failures: defaultBreakerFailures, cooldown: defaultBreakerCooldown, timeout: defaultTimeout,
 		local: memorystore.New()}
 	for _, o := range opts {
 		if o != nil {
@@ -282,16 +282,16 @@ func isNil(v any) bool {
 func checkPrefix(p string) error {
 	switch {
 	case p == "":
-		return fmt.Errorf("%w: empty", ErrInvalidPrefix)
-	case len(p) > MaxPrefixLen:
-		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidPrefix, len(p), MaxPrefixLen)
+		return fmt.Errorf("%w: empty", errInvalidPrefix)
+	case len(p) > maxPrefixLen:
+		return fmt.Errorf("%w: %d bytes, at most %d", errInvalidPrefix, len(p), maxPrefixLen)
 	}
 	for i := 0; i < len(p); i++ {
 		switch c := p[i]; {
 		case c == '{' || c == '}':
-			return fmt.Errorf("%w %q: braces would choose the Redis Cluster slot", ErrInvalidPrefix, p)
+			return fmt.Errorf("%w %q: braces would choose the Redis Cluster slot", errInvalidPrefix, p)
 		case c < 0x20 || c == 0x7f:
-			return fmt.Errorf("%w %q: control character at byte %d", ErrInvalidPrefix, p, i)
+			return fmt.Errorf("%w %q: control character at byte %d", errInvalidPrefix, p, i)
 		}
 	}
 	return nil

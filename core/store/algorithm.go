@@ -105,7 +105,7 @@ func tatBounds(s *Spec) string {
 // Capacity returns what s lets through at once from a full state, the
 // figure stores report as Result.Limit and the IETF quota: Burst for GCRA
 // and TokenBucket, Burst+1 for LeakyBucket (the request in service and a
-// queue of Burst), Rate for the window algorithms and InFlight.
+// queue of Burst), Rate for the window Algorithms and InFlight.
 func (s Spec) Capacity() int64 { return facts[s.alg].capacity(&s) }
 
 // Horizon returns how long after its last charge a state of s can still

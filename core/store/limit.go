@@ -12,7 +12,7 @@ import (
 // they appear in flags, configuration and (abbreviated) in storage keys.
 type Algorithm string
 
-// The algorithms sluice implements. Each behaves identically in the memory
+// The Algorithms sluice implements. Each behaves identically in the memory
 // store and in the Redis store (see ALGORITHMS.md for the exact arithmetic).
 const (
 	// GCRA is the generic cell rate algorithm with redis-cell's CL.THROTTLE
@@ -65,7 +65,7 @@ const InFlightRetryAfter = time.Second
 // limit can ever admit at once: it will never pass.
 const InfDuration = time.Duration(math.MaxInt64)
 
-// Bounds on limit sizes. Every quantity the algorithms compute is an integer
+// Bounds on limit sizes. Every quantity the Algorithms compute is an integer
 // number of microseconds (or microsecond-scaled tokens) that must stay exact
 // in a Lua number (a float64), so products are kept below 2^53.
 const (
@@ -143,7 +143,7 @@ func isAlgorithmWord(a string) bool {
 	return a != ""
 }
 
-// Spec is a validated Limit in the integer units the algorithms compute
+// Spec is a validated Limit in the integer units the Algorithms compute
 // with: every duration in microseconds, defaults applied. Stores receive
 // Specs; the only way to make a valid one is Limit.Spec. The zero Spec is
 // not valid: Validate reports it, and every store rejects it. Specs are
@@ -152,7 +152,7 @@ type Spec struct {
 	alg      Algorithm
 	rate     int64 // R: events per Period
 	period   int64 // P, µs
-	burst    int64 // B after defaults (0 for the window algorithms)
+	burst    int64 // B after defaults (0 for the window Algorithms)
 	penalty  int64 // µs, rounded up
 	interval int64 // T = ceil(P/R) µs: the emission interval of GCRA and LeakyBucket (0 otherwise)
 }
@@ -180,14 +180,14 @@ func (s Spec) Rate() int64 { return s.rate }
 func (s Spec) Period() int64 { return s.period }
 
 // Burst returns the Burst after defaults (Rate when the Limit had 0), and 0
-// for the window algorithms.
+// for the window Algorithms.
 func (s Spec) Burst() int64 { return s.burst }
 
 // Penalty returns the penalty lock in microseconds, rounded up; 0 for none.
 func (s Spec) Penalty() int64 { return s.penalty }
 
 // Interval returns T = ceil(P/R) in microseconds, the emission interval of
-// GCRA and LeakyBucket, and 0 for the other algorithms.
+// GCRA and LeakyBucket, and 0 for the other Algorithms.
 func (s Spec) Interval() int64 { return s.interval }
 
 // Spec validates l and returns it in integer microseconds.

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math"
 	"net/http"
 	"os"
 	"os/signal"
@@ -117,7 +118,7 @@ func newHandler(st store.Store, adminToken string) (http.Handler, error) {
 		}
 		retry := int64(0) // seconds until a request would pass: none to wait when one would now
 		if !res.Allowed {
-			retry = core.RetryAfterSeconds(res.RetryAfter)
+			retry = int64(math.Ceil(res.RetryAfter.Seconds())) // as Retry-After: whole seconds, rounded up
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{

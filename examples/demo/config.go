@@ -90,6 +90,8 @@ type config struct {
 	failure   core.FailurePolicy
 	timeout   time.Duration
 	headers   core.HeaderStyle
+	// the -failure and -headers values, for messages
+	failureName, headersName string
 }
 
 // failurePolicies and headerStyles are the values of -failure and
@@ -131,6 +133,7 @@ func parseConfig(args []string) (*config, error) {
 	if c.headers, ok = headerStyles[f.headers]; !ok {
 		return nil, usageErrorf("-headers %q: want legacy, ietf or both", f.headers)
 	}
+	c.headersName = f.headers
 	return &c, nil
 }
 
@@ -229,6 +232,7 @@ func (c *config) setStore(f *flagValues) error {
 	if c.failure, ok = failurePolicies[f.failure]; !ok {
 		return usageErrorf("-failure %q: want local, open or closed", f.failure)
 	}
+	c.failureName = f.failure
 	return nil
 }
 

@@ -126,7 +126,7 @@ func serve(ctx context.Context, cfg *config, handler http.Handler, stdout, stder
 		ErrorLog:          log.New(stderr, "demo: http: ", 0),
 	}
 	fmt.Fprintf(stderr, "demo: %s, GET / limited to %v per %s key, store %s, failure %s, headers %s\n",
-		cfg.framework, cfg.limit, cfg.keyDesc(), cfg.storeName(), cfg.failure, cfg.headers)
+		cfg.framework, cfg.limit, cfg.keyDesc(), cfg.storeName(), cfg.failureName, cfg.headersName)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 

@@ -144,7 +144,7 @@ func checkRedis(ctx context.Context, st *redisstore.Store, c *config, w io.Write
 		return fmt.Errorf("%s refuses the settings: %w", c.storeName(), err)
 	default:
 		fmt.Fprintf(w, "demo: %s is not answering (%v); requests follow -failure %s until it does\n",
-			c.storeName(), err, c.failure)
+			c.storeName(), err, c.failureName)
 	}
 	return nil
 }

@@ -69,7 +69,7 @@ func exactBurstKey(t *testing.T, ctx context.Context, svc *service, hc *http.Cli
 // that no goroutine is left behind.
 func TestFaultRedisKilled(t *testing.T) {
 	for _, policy := range []core.FailurePolicy{core.FailLocal, core.FailOpen, core.FailClosed} {
-		t.Run(policy.String(), func(t *testing.T) {
+		t.Run(policyName[policy], func(t *testing.T) {
 			srv := redistest.StartServer(t)
 			base := goroutines()
 			func() {
@@ -129,7 +129,7 @@ func TestFaultRedisKilled(t *testing.T) {
 
 				all := summarize(rs)
 				during := summarize(between(rs, killAt, restarted))
-				t.Logf("policy %s: whole run %s", policy, all)
+				t.Logf("policy %s: whole run %s", policyName[policy], all)
 				t.Logf("while Redis was down (%v): %s", restarted.Sub(killAt).Round(time.Millisecond), during)
 				t.Logf("decisions from the kill on: %s", outage)
 				if !ok {
@@ -172,7 +172,7 @@ func TestFaultRedisKilled(t *testing.T) {
 					t.Errorf("FailClosed served %d requests without a decision", outage.served[want])
 				}
 				if policy != core.FailClosed && during.status[http.StatusServiceUnavailable] != 0 {
-					t.Errorf("%s answered 503 %d times", policy, during.status[http.StatusServiceUnavailable])
+					t.Errorf("%s answered 503 %d times", policyName[policy], during.status[http.StatusServiceUnavailable])
 				}
 				for code := range all.status {
 					if code != http.StatusOK && code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable {
@@ -194,7 +194,7 @@ func TestFaultRedisKilled(t *testing.T) {
 func TestFaultRedisPaused(t *testing.T) {
 	const pause = 2 * time.Second
 	for _, policy := range []core.FailurePolicy{core.FailLocal, core.FailClosed} {
-		t.Run(policy.String(), func(t *testing.T) {
+		t.Run(policyName[policy], func(t *testing.T) {
 			srv := redistest.StartServer(t)
 			base := goroutines()
 			func() {
@@ -235,7 +235,7 @@ func TestFaultRedisPaused(t *testing.T) {
 
 				all := summarize(rs)
 				during := summarize(between(rs, pauseAt, end))
-				t.Logf("policy %s: whole run %s", policy, all)
+				t.Logf("policy %s: whole run %s", policyName[policy], all)
 				t.Logf("during the %v pause: %s", pause, during)
 				t.Logf("decisions from the pause on: %s", d)
 				if !ok {
@@ -344,3 +344,6 @@ func commandCalls(info, name string) int {
 	}
 	return 0
 }
+
+// policyName names each failure policy for subtests.
+var policyName = map[core.FailurePolicy]string{core.FailLocal: "local", core.FailOpen: "open", core.FailClosed: "closed"}

@@ -327,7 +327,7 @@ func TestHostileTokens(t *testing.T) {
 	})
 
 	t.Run("deny without error text", func(t *testing.T) {
-		svc := newServiceKey(t, kv, jwtKey, hostileLimits(), core.WithKeyErrorRule(core.KeyErrorDeny))
+		svc := newServiceKey(t, kv, jwtKey, hostileLimits(), core.WithKeyErrorRule(core.KeyErrorDeny, nil))
 		defer svc.Close()
 		hc := newHTTPClient(4)
 		defer hc.CloseIdleConnections()
@@ -495,8 +495,8 @@ func TestHostileAbsurdLimits(t *testing.T) {
 			d := svc.tally.snapshot()
 			retry := rs[len(rs)-1].header.Get("Retry-After")
 			t.Logf("%s, %v: %s; Retry-After of the last: %q", name, lim, st, retry)
-			if lim.Penalty > 0 && retry != strconv.FormatInt(core.RetryAfterSeconds(lim.Penalty), 10) {
-				t.Errorf("%s, %v: Retry-After %q during the penalty, want %d", name, lim, retry, core.RetryAfterSeconds(lim.Penalty))
+			if want := int64(math.Ceil(lim.Penalty.Seconds())); lim.Penalty > 0 && retry != strconv.FormatInt(want, 10) {
+				t.Errorf("%s, %v: Retry-After %q during the penalty, want %d", name, lim, retry, want)
 			}
 			if st.errs != 0 || st.status[http.StatusOK] == 0 || st.status[http.StatusOK]+st.status[http.StatusTooManyRequests] != st.sent || d.storeErrs != 0 {
 				t.Errorf("%s, %v: %s, decisions %s; want the first served, each answered 200 or 429, no store error", name, lim, st, d)
@@ -506,8 +506,8 @@ func TestHostileAbsurdLimits(t *testing.T) {
 	for name, kv := range stores {
 		for _, alg := range store.Algorithms() {
 			lims := []store.Limit{{Algorithm: alg, Rate: hostileLimit, Period: longPeriod()}}
-			huge := newService(t, kv, lims, core.WithCost(math.MaxInt64))
-			hugeFunc := newService(t, kv, lims, core.WithCostFunc(func(*http.Request) int64 { return math.MaxInt64 }))
+			huge := newService(t, kv, lims, core.WithCost(func(*http.Request) int64 { return math.MaxInt64 }))
+			hugeFunc := newService(t, kv, lims, core.WithCost(func(*http.Request) int64 { return math.MaxInt64 }))
 			client := uniq("absurd")
 			for _, svc := range []*service{huge, hugeFunc} {
 				hc := newHTTPClient(1)

@@ -1,4 +1,4 @@
-package core
+package sloglimit
 
 import (
 	"context"
@@ -8,33 +8,25 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/store"
 )
 
-// LogLevelOff, given to LogLevel, stops LogDenials from logging an outcome.
-const LogLevelOff = slog.Level(math.MaxInt)
+// LevelOff, given to WithLevel, stops an outcome from being logged.
+const LevelOff = slog.Level(math.MaxInt)
 
-// DefaultLogRepeatInterval is how often, at most, LogDenials writes a
-// record of store failures or of key errors for one Limiter, or of denials
-// for one client key of a Limiter, unless LogRepeatInterval says
-// otherwise.
-const DefaultLogRepeatInterval = 10 * time.Second
+// defaultRepeatInterval is how often, at most, a record of store failures
+// or of key errors is written for one Limiter, or of denials for one
+// client key of a Limiter, unless WithRepeatInterval says otherwise.
+const defaultRepeatInterval = 10 * time.Second
 
-// MaxLogField is the most bytes of a client-controlled field (method, path,
-// key, and the error texts, which may quote client input) LogDenials
-// writes: a longer value is cut at a character boundary and marked
-// "…(truncated)".
-const MaxLogField = 256
+// maxField is the most bytes of a client-controlled field (method, path,
+// key, and the error texts, which may quote client input) written: a
+// longer value is cut at a character boundary and marked "…(truncated)".
+const maxField = 256
 
-// LogOption configures LogDenials: LogLevel, LogKey, LogRepeatInterval, and
-// WithClock (the ClockOption a Limiter also takes).
-type LogOption interface {
-	applyLog(*logConfig)
-}
-
-type logOptionFunc func(*logConfig)
-
-func (f logOptionFunc) applyLog(c *logConfig) { f(c) }
+// An Option configures New.
+type Option func(*logConfig)
 
 type logConfig struct {
 	levels  [numOutcomes]slog.Level
@@ -43,68 +35,68 @@ type logConfig struct {
 	repeats repeats
 }
 
-const numOutcomes = int(OutcomeGiveBackFailed) + 1
+const numOutcomes = int(core.OutcomeGiveBackFailed) + 1
 
-// defaultLogLevels are LogDenials' levels by outcome.
+// defaultLogLevels are the levels by outcome.
 var defaultLogLevels = [numOutcomes]slog.Level{
-	OutcomeAllowed:      LogLevelOff,
-	OutcomeDenied:       slog.LevelInfo,
-	OutcomeDelayed:      slog.LevelDebug,
-	OutcomeShadowDenied: slog.LevelInfo,
-	OutcomeFailedOpen:   slog.LevelWarn,
-	OutcomeFailedClosed: slog.LevelError,
-	OutcomeFallback:     slog.LevelWarn,
-	OutcomeSkipped:      LogLevelOff,
-	OutcomeKeyError:     slog.LevelWarn,
-	OutcomeCanceled:     slog.LevelDebug,
+	core.OutcomeAllowed:      LevelOff,
+	core.OutcomeDenied:       slog.LevelInfo,
+	core.OutcomeDelayed:      slog.LevelDebug,
+	core.OutcomeShadowDenied: slog.LevelInfo,
+	core.OutcomeFailedOpen:   slog.LevelWarn,
+	core.OutcomeFailedClosed: slog.LevelError,
+	core.OutcomeFallback:     slog.LevelWarn,
+	core.OutcomeSkipped:      LevelOff,
+	core.OutcomeKeyError:     slog.LevelWarn,
+	core.OutcomeCanceled:     slog.LevelDebug,
 
-	OutcomeGiveBackFailed: slog.LevelWarn,
+	core.OutcomeGiveBackFailed: slog.LevelWarn,
 }
 
 var logMessages = [numOutcomes]string{
-	OutcomeAllowed:      "sluice: request allowed",
-	OutcomeDenied:       "sluice: rate limit exceeded",
-	OutcomeDelayed:      "sluice: request delayed by rate limit",
-	OutcomeShadowDenied: "sluice: rate limit exceeded (shadow mode)",
-	OutcomeFailedOpen:   "sluice: store unavailable, failing open",
-	OutcomeFailedClosed: "sluice: store unavailable, failing closed",
-	OutcomeFallback:     "sluice: store unavailable, local store decided",
-	OutcomeSkipped:      "sluice: request skipped",
-	OutcomeKeyError:     "sluice: key function failed",
-	OutcomeCanceled:     "sluice: request canceled before a decision",
+	core.OutcomeAllowed:      "sluice: request allowed",
+	core.OutcomeDenied:       "sluice: rate limit exceeded",
+	core.OutcomeDelayed:      "sluice: request delayed by rate limit",
+	core.OutcomeShadowDenied: "sluice: rate limit exceeded (shadow mode)",
+	core.OutcomeFailedOpen:   "sluice: store unavailable, failing open",
+	core.OutcomeFailedClosed: "sluice: store unavailable, failing closed",
+	core.OutcomeFallback:     "sluice: store unavailable, local store decided",
+	core.OutcomeSkipped:      "sluice: request skipped",
+	core.OutcomeKeyError:     "sluice: key function failed",
+	core.OutcomeCanceled:     "sluice: request canceled before a decision",
 
-	OutcomeGiveBackFailed: "sluice: store unavailable, a charge was not given back",
+	core.OutcomeGiveBackFailed: "sluice: store unavailable, a charge was not given back",
 }
 
-// LogLevel sets the level LogDenials logs decisions with outcome o at;
-// LogLevelOff stops logging them. It also turns on outcomes that are off by
-// default (OutcomeAllowed, OutcomeSkipped).
-func LogLevel(o Outcome, level slog.Level) LogOption {
-	return logOptionFunc(func(c *logConfig) {
+// WithLevel sets the level decisions with outcome o are logged at;
+// LevelOff stops logging them. It also turns on outcomes that are off by
+// default (core.OutcomeAllowed, core.OutcomeSkipped).
+func WithLevel(o core.Outcome, level slog.Level) Option {
+	return func(c *logConfig) {
 		if int(o) < numOutcomes {
 			c.levels[o] = level
 		}
-	})
+	}
 }
 
-// LogKey makes LogDenials log the client key (Event.Key) as the "key"
+// WithKey logs the client key (core.Event.Key) as the "key"
 // attribute, passed through redact first unless redact is nil. Keys often
 // identify people (a client address, a user id): log them raw only where
 // that is allowed, or give a redact function that truncates an address or
 // hashes the key (with a secret: a plain hash of an IPv4 address is
 // reversed by trying all 2^32).
-func LogKey(redact func(key string) string) LogOption {
-	return logOptionFunc(func(c *logConfig) {
+func WithKey(redact func(key string) string) Option {
+	return func(c *logConfig) {
 		c.key = true
 		c.redact = redact
-	})
+	}
 }
 
-// LogRepeatInterval sets how often, at most, LogDenials writes a record of
+// WithRepeatInterval sets how often, at most, a record is written of
 // each kind that comes in floods, per Limiter: store failures (failed_open,
-// failed_closed, fallback), key errors (Event.KeyErr set), and denials
+// failed_closed, fallback), key errors (core.Event.KeyErr set), and denials
 // (denied, shadow_denied) of one client key. d ≤ 0 writes every record; the
-// default is DefaultLogRepeatInterval, measured by the clock given with
+// default is defaultRepeatInterval, measured by the clock given with
 // WithClock (time.Now by default).
 //
 // The first record of a kind is written at once, the others within the
@@ -112,21 +104,27 @@ func LogKey(redact func(key string) string) LogOption {
 // suppressed, the number left out. When an interval passes with none
 // written, the next decision observed (of any Limiter, logged or not)
 // writes "sluice: similar records suppressed", with limiter, kind
-// ("store_error", "key_error" or "denied"), key (denials, under LogKey) and
+// ("store_error", "key_error" or "denied"), key (denials, under WithKey) and
 // suppressed, at the highest level left out. Denials are told apart for up
 // to 1024 client keys at a time; further keys are counted together per
 // Limiter (other_keys=true) until keys have been quiet for an interval. So
 // a flood from one client writes one record per interval, and many clients
-// one each: lower the level with LogLevel, or use a sampling slog.Handler
+// one each: lower the level with WithLevel, or use a sampling slog.Handler
 // or metrics (promlimit), where that is too many.
-func LogRepeatInterval(d time.Duration) LogOption {
-	return logOptionFunc(func(c *logConfig) { c.repeats.every = d })
+func WithRepeatInterval(d time.Duration) Option {
+	return func(c *logConfig) { c.repeats.every = d }
 }
 
-// LogDenials returns an observer, for WithObserver, that logs the decisions
+// WithClock sets the clock the repeat interval is measured with (default
+// and nil: time.Now); for tests, the fake clock the Limiter reads too.
+func WithClock(now func() time.Time) Option {
+	return func(c *logConfig) { c.repeats.now = now }
+}
+
+// New returns an observer, for core.WithObserver, that logs the decisions
 // an operator wants to see with logger (slog.Default(), looked up at each
-// record, when logger is nil). By outcome, at these levels unless LogLevel
-// says otherwise:
+// record, when logger is nil). By outcome, at these levels unless
+// WithLevel says otherwise:
 //
 //	denied, shadow_denied                               Info
 //	delayed, canceled                                   Debug
@@ -134,30 +132,30 @@ func LogRepeatInterval(d time.Duration) LogOption {
 //	failed_closed                                       Error
 //	allowed, skipped                                    not logged
 //
-// A decision made while the circuit breaker is open (Event.Err wraps
-// ErrBreakerOpen) is logged one level lower, as the failures that opened it
+// A decision made while the circuit breaker is open (core.Event.Err wraps
+// store.ErrBreakerOpen) is logged one level lower, as the failures that opened it
 // were logged in full; one with a key error under KeyErrorPerAddress at
 // least at key_error's level, and one with a negative cost at least at Warn.
 //
 // Each record has the attributes limiter, outcome, action, method, path
 // (without the query) and cost; when a store decided, limit, remaining, and
 // retry_after ("never" for a cost the limit never admits) or delay; err and
-// key_error when set; key only under LogKey. Texts the client controls are
-// cut to MaxLogField bytes. Floods are folded (see LogRepeatInterval). The
+// key_error when set; key only under WithKey. Texts the client controls are
+// cut to maxField bytes. Floods are folded (see WithRepeatInterval). The
 // observer is safe for concurrent use; when the logger is not enabled for
 // a record's level it costs one atomic load (and a clock reading while
 // left-out records wait to be counted).
-func LogDenials(logger *slog.Logger, opts ...LogOption) func(Event) {
-	cfg := &logConfig{levels: defaultLogLevels, repeats: repeats{every: DefaultLogRepeatInterval}}
+func New(logger *slog.Logger, opts ...Option) func(core.Event) {
+	cfg := &logConfig{levels: defaultLogLevels, repeats: repeats{every: defaultRepeatInterval}}
 	for _, opt := range opts {
 		if opt != nil {
-			opt.applyLog(cfg)
+			opt(cfg)
 		}
 	}
-	return func(ev Event) { cfg.log(logger, ev) }
+	return func(ev core.Event) { cfg.log(logger, ev) }
 }
 
-func (c *logConfig) log(logger *slog.Logger, ev Event) {
+func (c *logConfig) log(logger *slog.Logger, ev core.Event) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -166,7 +164,7 @@ func (c *logConfig) log(logger *slog.Logger, ev Event) {
 		ctx = ev.Request.Context()
 	}
 	level, msg := c.levelOf(ev)
-	write, suppressed := level != LogLevelOff && logger.Enabled(ctx, level), int64(0)
+	write, suppressed := level != LevelOff && logger.Enabled(ctx, level), int64(0)
 	if kind := repeatKindOf(ev); write && kind != repeatNone {
 		key := ""
 		if kind == repeatDenied {
@@ -183,16 +181,16 @@ func (c *logConfig) log(logger *slog.Logger, ev Event) {
 }
 
 // levelOf returns the level and message of ev's record.
-func (c *logConfig) levelOf(ev Event) (slog.Level, string) {
+func (c *logConfig) levelOf(ev core.Event) (slog.Level, string) {
 	level, msg := slog.LevelInfo, "sluice: decision" // an outcome this file does not know yet
 	if int(ev.Outcome) < numOutcomes {
 		level, msg = c.levels[ev.Outcome], logMessages[ev.Outcome]
 	}
-	if level != LogLevelOff && errors.Is(ev.Err, store.ErrBreakerOpen) {
+	if level != LevelOff && errors.Is(ev.Err, store.ErrBreakerOpen) {
 		level -= 4
 	}
-	if ev.KeyErr != nil && ev.Outcome != OutcomeKeyError { // KeyErrorPerAddress
-		level = atLeast(level, c.levels[OutcomeKeyError])
+	if ev.KeyErr != nil && ev.Outcome != core.OutcomeKeyError { // KeyErrorPerAddress
+		level = atLeast(level, c.levels[core.OutcomeKeyError])
 	}
 	if ev.Err != nil && errors.Is(ev.Err, store.ErrNegativeCost) {
 		level = atLeast(level, slog.LevelWarn)
@@ -202,7 +200,7 @@ func (c *logConfig) levelOf(ev Event) (slog.Level, string) {
 
 // attrs returns the attributes of ev's record; suppressed > 0 is the
 // number of similar records left out before it.
-func (c *logConfig) attrs(ev Event, suppressed int64) []slog.Attr {
+func (c *logConfig) attrs(ev core.Event, suppressed int64) []slog.Attr {
 	attrs := make([]slog.Attr, 0, 14)
 	attrs = append(attrs,
 		slog.String("limiter", ev.Limiter),
@@ -260,7 +258,7 @@ func (c *logConfig) summarize(logger *slog.Logger) {
 	}
 }
 
-// keyText is a client key as LogKey logs it: redacted, then cut.
+// keyText is a client key as WithKey logs it: redacted, then cut.
 func (c *logConfig) keyText(k string) string {
 	if c.redact != nil {
 		k = c.redact(k)
@@ -268,23 +266,23 @@ func (c *logConfig) keyText(k string) string {
 	return clip(k)
 }
 
-// clip returns s cut to MaxLogField bytes at a character boundary, marked
+// clip returns s cut to maxField bytes at a character boundary, marked
 // "…(truncated)" when cut.
 func clip(s string) string {
-	if len(s) <= MaxLogField {
+	if len(s) <= maxField {
 		return s
 	}
-	cut := MaxLogField
+	cut := maxField
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
 	return s[:cut] + "…(truncated)"
 }
 
-// atLeast returns level raised to floor; LogLevelOff counts as below every
+// atLeast returns level raised to floor; LevelOff counts as below every
 // level here.
 func atLeast(level, floor slog.Level) slog.Level {
-	if floor != LogLevelOff && (level == LogLevelOff || level < floor) {
+	if floor != LevelOff && (level == LevelOff || level < floor) {
 		return floor
 	}
 	return level

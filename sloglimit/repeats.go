@@ -1,13 +1,15 @@
-package core
+package sloglimit
 
 import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
 )
 
-// repeatKind classes the records LogDenials aggregates.
+// repeatKind classes the records New aggregates.
 type repeatKind uint8
 
 const (
@@ -30,19 +32,19 @@ func (k repeatKind) String() string {
 }
 
 // repeatKindOf returns the kind of ev's record.
-func repeatKindOf(ev Event) repeatKind {
+func repeatKindOf(ev core.Event) repeatKind {
 	switch {
-	case ev.Outcome == OutcomeFailedOpen || ev.Outcome == OutcomeFailedClosed || ev.Outcome == OutcomeFallback:
+	case ev.Outcome == core.OutcomeFailedOpen || ev.Outcome == core.OutcomeFailedClosed || ev.Outcome == core.OutcomeFallback:
 		return repeatStore
-	case ev.KeyErr != nil || ev.Outcome == OutcomeKeyError:
+	case ev.KeyErr != nil || ev.Outcome == core.OutcomeKeyError:
 		return repeatKeyError
-	case ev.Outcome == OutcomeDenied || ev.Outcome == OutcomeShadowDenied:
+	case ev.Outcome == core.OutcomeDenied || ev.Outcome == core.OutcomeShadowDenied:
 		return repeatDenied
 	}
 	return repeatNone
 }
 
-// maxRepeatKeys bounds the client keys whose denials LogDenials aggregates
+// maxRepeatKeys bounds the client keys whose denials New aggregates
 // apart, per observer; denials of further keys are aggregated together,
 // per Limiter, until some of those keys have been quiet for an interval.
 const maxRepeatKeys = 1024
@@ -51,7 +53,7 @@ type repeatKey struct {
 	limiter string
 	kind    repeatKind
 	// key is the client key of a repeatDenied state, cut to
-	// MaxLogField bytes; others marks the state of the keys past
+	// maxField bytes; others marks the state of the keys past
 	// maxRepeatKeys.
 	key    string
 	others bool
@@ -71,7 +73,7 @@ type repeatSummary struct {
 	level slog.Level
 }
 
-// repeats decides which records of a repeated kind LogDenials writes: the
+// repeats decides which records of a repeated kind New writes: the
 // first of each limiter and kind (and client key, for denials), then one
 // per interval. It is safe for concurrent use.
 type repeats struct {

@@ -1,4 +1,4 @@
-package core_test
+package sloglimit_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/fallback"
 	"github.com/sluicehq/sluice/internal/partial"
+	"github.com/sluicehq/sluice/sloglimit"
 )
 
 // slogCapture is a slog.Handler that keeps the records it is given.
@@ -80,14 +81,14 @@ func slogStopped() time.Time { return slogT0 }
 
 // slogLimiter returns a Limiter named "api" on a memory store with a
 // stopped clock, logging to a capture at level Debug.
-func slogLimiter(t *testing.T, st store.Store, limits []store.Limit, logOpts []core.LogOption, opts ...core.Option) (*core.Limiter, *slogCapture) {
+func slogLimiter(t *testing.T, st store.Store, limits []store.Limit, logOpts []sloglimit.Option, opts ...core.Option) (*core.Limiter, *slogCapture) {
 	t.Helper()
 	h := &slogCapture{level: slog.LevelDebug}
 	if st == nil {
 		st = memorystore.New(memorystore.WithClock(slogStopped))
 	}
 	opts = append([]core.Option{core.WithClock(slogStopped),
-		core.WithObserver(core.LogDenials(slog.New(h), logOpts...))}, opts...)
+		core.WithObserver(sloglimit.New(slog.New(h), logOpts...))}, opts...)
 	l, err := core.New(st, "api", slogClientKey, limits, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +113,7 @@ func wantRecord(t *testing.T, got slogRecord, level slog.Level, msg string, attr
 }
 
 func TestLogDenialsDeniedAndKeyError(t *testing.T) {
-	l, h := slogLimiter(t, nil, []store.Limit{store.PerSecond(1)}, nil, core.WithKeyErrorRule(core.KeyErrorDeny))
+	l, h := slogLimiter(t, nil, []store.Limit{store.PerSecond(1)}, nil, core.WithKeyErrorRule(core.KeyErrorDeny, nil))
 	l.Decide(slogRequest("alice")) // allowed: not logged
 	l.Decide(slogRequest("alice")) // denied
 	l.Decide(slogRequest(""))      // no key
@@ -143,10 +144,10 @@ func TestLogDenialsStoreFailures(t *testing.T) {
 		{core.FailOpen, slog.LevelWarn, "sluice: store unavailable, failing open", "serve", "failed_open", "", ""},
 		{core.FailLocal, slog.LevelWarn, "sluice: store unavailable, local store decided", "serve", "fallback", "1", "0"},
 	} {
-		t.Run(tc.policy.String(), func(t *testing.T) {
+		t.Run(policyName[tc.policy], func(t *testing.T) {
 			// A store with a local fallback, as the Redis store.
 			st := fallback.New(slogFailing{}, fallback.Config{Local: memorystore.New(memorystore.WithClock(slogStopped))})
-			l, h := slogLimiter(t, st, one, []core.LogOption{core.LogRepeatInterval(0)},
+			l, h := slogLimiter(t, st, one, []sloglimit.Option{sloglimit.WithRepeatInterval(0)},
 				core.WithFailurePolicy(tc.policy))
 			l.Decide(slogRequest("alice"))
 			recs := h.take()
@@ -169,7 +170,7 @@ func TestLogDenialsStoreFailures(t *testing.T) {
 // open is logged one level lower than the failures that opened it.
 func TestLogDenialsBreakerOpenLevel(t *testing.T) {
 	h := &slogCapture{level: slog.LevelDebug}
-	observe := core.LogDenials(slog.New(h), core.LogRepeatInterval(0))
+	observe := sloglimit.New(slog.New(h), sloglimit.WithRepeatInterval(0))
 	open := fmt.Errorf("redis: %w", store.ErrBreakerOpen)
 	observe(core.Event{Limiter: "x", Outcome: core.OutcomeFailedClosed, Err: errSlogDown})
 	observe(core.Event{Limiter: "x", Outcome: core.OutcomeFailedClosed, Err: open})
@@ -196,11 +197,11 @@ func (c *slogClock) Advance(d time.Duration) { c.now = c.now.Add(d) }
 func TestLogDenialsRepeats(t *testing.T) {
 	clock := &slogClock{now: slogT0}
 	h := &slogCapture{level: slog.LevelDebug}
-	observe := core.LogDenials(slog.New(h), core.WithClock(clock.Now))
+	observe := sloglimit.New(slog.New(h), sloglimit.WithClock(clock.Now))
 	api, err := core.New(memorystore.New(memorystore.WithClock(slogStopped)),
 		"api", slogClientKey,
 		[]store.Limit{store.PerSecond(1)}, core.WithClock(slogStopped),
-		core.WithKeyErrorRule(core.KeyErrorDeny), core.WithObserver(observe))
+		core.WithKeyErrorRule(core.KeyErrorDeny, nil), core.WithObserver(observe))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +303,7 @@ func TestLogDenialsRepeatsConcurrent(t *testing.T) {
 	now := slogT0
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	h := &slogCapture{level: slog.LevelDebug}
-	observe := core.LogDenials(slog.New(h), core.WithClock(clock))
+	observe := sloglimit.New(slog.New(h), sloglimit.WithClock(clock))
 	const goroutines, each = 8, 200
 	var wg sync.WaitGroup
 	for g := 0; g < goroutines; g++ {
@@ -319,7 +320,7 @@ func TestLogDenialsRepeatsConcurrent(t *testing.T) {
 		t.Fatalf("%d records, want 1", len(recs))
 	}
 	mu.Lock()
-	now = now.Add(core.DefaultLogRepeatInterval)
+	now = now.Add((10 * time.Second))
 	mu.Unlock()
 	observe(core.Event{Limiter: "api", Outcome: core.OutcomeSkipped})
 	recs := h.take()
@@ -358,12 +359,12 @@ func TestLogDenialsShadowAndDelayed(t *testing.T) {
 func TestLogDenialsKey(t *testing.T) {
 	one := []store.Limit{store.PerSecond(1)}
 	for name, tc := range map[string]struct {
-		opts []core.LogOption
+		opts []sloglimit.Option
 		want string // "" for no key attribute
 	}{
 		"default":  {nil, ""},
-		"raw":      {[]core.LogOption{core.LogKey(nil)}, "alice"},
-		"redacted": {[]core.LogOption{core.LogKey(func(k string) string { return k[:1] + "…" })}, "a…"},
+		"raw":      {[]sloglimit.Option{sloglimit.WithKey(nil)}, "alice"},
+		"redacted": {[]sloglimit.Option{sloglimit.WithKey(func(k string) string { return k[:1] + "…" })}, "a…"},
 	} {
 		l, h := slogLimiter(t, nil, one, tc.opts)
 		l.Decide(slogRequest("alice"))
@@ -381,9 +382,9 @@ func TestLogDenialsKey(t *testing.T) {
 func TestLogDenialsLevels(t *testing.T) {
 	one := []store.Limit{store.PerSecond(1)}
 	// Denials lowered to Debug, allowed decisions turned on at Info.
-	l, h := slogLimiter(t, nil, one, []core.LogOption{
-		core.LogLevel(core.OutcomeDenied, slog.LevelDebug),
-		core.LogLevel(core.OutcomeAllowed, slog.LevelInfo),
+	l, h := slogLimiter(t, nil, one, []sloglimit.Option{
+		sloglimit.WithLevel(core.OutcomeDenied, slog.LevelDebug),
+		sloglimit.WithLevel(core.OutcomeAllowed, slog.LevelInfo),
 		nil, // ignored
 	})
 	h.level = slog.LevelInfo
@@ -395,7 +396,7 @@ func TestLogDenialsLevels(t *testing.T) {
 	}
 
 	// Off, even for a Debug handler.
-	l, h = slogLimiter(t, nil, one, []core.LogOption{core.LogLevel(core.OutcomeDenied, core.LogLevelOff)})
+	l, h = slogLimiter(t, nil, one, []sloglimit.Option{sloglimit.WithLevel(core.OutcomeDenied, sloglimit.LevelOff)})
 	l.Decide(slogRequest("alice"))
 	l.Decide(slogRequest("alice"))
 	if recs := h.take(); len(recs) != 0 {
@@ -411,14 +412,14 @@ func TestLogDenialsLevels(t *testing.T) {
 		recs[0].attrs["key_error"] != core.ErrNoKey.Error() || recs[0].msg != "sluice: request allowed" {
 		t.Errorf("shared key error: %v", recs)
 	}
-	l, h = slogLimiter(t, nil, one, []core.LogOption{core.LogLevel(core.OutcomeKeyError, core.LogLevelOff)})
+	l, h = slogLimiter(t, nil, one, []sloglimit.Option{sloglimit.WithLevel(core.OutcomeKeyError, sloglimit.LevelOff)})
 	l.Decide(slogRequest(""))
 	if recs := h.take(); len(recs) != 0 {
 		t.Errorf("key errors off: %v", recs)
 	}
 
 	// A negative cost is a bug in the cost function: Warn.
-	l, h = slogLimiter(t, nil, one, nil, core.WithCostFunc(func(*http.Request) int64 { return -1 }))
+	l, h = slogLimiter(t, nil, one, nil, core.WithCost(func(*http.Request) int64 { return -1 }))
 	l.Decide(slogRequest("alice"))
 	recs = h.take()
 	if len(recs) != 1 || recs[0].level != slog.LevelWarn || !strings.Contains(recs[0].attrs["err"], "negative cost") {
@@ -439,7 +440,7 @@ func TestLogDenialsLevels(t *testing.T) {
 // version does not know.
 func TestLogDenialsBareEvents(t *testing.T) {
 	h := &slogCapture{level: slog.LevelDebug}
-	observe := core.LogDenials(slog.New(h))
+	observe := sloglimit.New(slog.New(h))
 	observe(core.Event{Limiter: "x", Key: "a", Outcome: core.OutcomeDenied, Cost: 2, Result: store.Result{Limit: 5, RetryAfter: time.Second}})
 	observe(core.Event{Limiter: "x", Outcome: core.Outcome(200)})
 	observe(core.Event{Limiter: "x", Key: "b", Outcome: core.OutcomeDenied, Cost: 9, Result: store.Result{Limit: 5, RetryAfter: store.InfDuration}})
@@ -463,7 +464,7 @@ func TestLogDenialsBareEvents(t *testing.T) {
 func TestLogDenialsNilLogger(t *testing.T) {
 	old := slog.Default()
 	defer slog.SetDefault(old)
-	observe := core.LogDenials(nil)
+	observe := sloglimit.New(nil)
 	h := &slogCapture{level: slog.LevelDebug}
 	slog.SetDefault(slog.New(h))
 	observe(core.Event{Limiter: "x", Outcome: core.OutcomeFailedClosed, Err: errSlogDown})
@@ -472,7 +473,7 @@ func TestLogDenialsNilLogger(t *testing.T) {
 	}
 }
 
-func ExampleLogDenials() {
+func ExampleNew() {
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey {
@@ -488,7 +489,7 @@ func ExampleLogDenials() {
 		"api", byClient,
 		[]store.Limit{store.PerSecond(1)},
 		core.WithClock(now),
-		core.WithObserver(core.LogDenials(logger)))
+		core.WithObserver(sloglimit.New(logger)))
 	if err != nil {
 		panic(err)
 	}
@@ -523,17 +524,17 @@ func TestLogDenialsFloodBounded(t *testing.T) {
 	hugeKey := strings.Repeat("k", 1<<20)
 	for _, c := range []struct {
 		name     string
-		opts     []core.LogOption
+		opts     []sloglimit.Option
 		records  int
 		maxBytes int
 	}{
-		{"aggregated", []core.LogOption{core.LogKey(nil)}, 1, 2 << 10},
-		{"every record", []core.LogOption{core.LogKey(nil), core.LogRepeatInterval(0)}, 19, 19 * 2 << 10},
+		{"aggregated", []sloglimit.Option{sloglimit.WithKey(nil)}, 1, 2 << 10},
+		{"every record", []sloglimit.Option{sloglimit.WithKey(nil), sloglimit.WithRepeatInterval(0)}, 19, 19 * 2 << 10},
 	} {
 		w := &countingWriter{}
 		h := &slogCapture{level: slog.LevelDebug}
 		json := slog.NewJSONHandler(w, nil)
-		observe := core.LogDenials(slog.New(slogTee{json, h}), c.opts...)
+		observe := sloglimit.New(slog.New(slogTee{json, h}), c.opts...)
 		l, err := core.New(memorystore.New(memorystore.WithClock(slogStopped)),
 			"api", slogClientKey, []store.Limit{store.PerSecond(1)},
 			core.WithClock(slogStopped), core.WithObserver(observe))
@@ -553,8 +554,8 @@ func TestLogDenialsFloodBounded(t *testing.T) {
 		}
 		for _, r := range recs {
 			for _, a := range []string{"path", "key"} {
-				if v := r.attrs[a]; len(v) > core.MaxLogField+len("…(truncated)") || !strings.HasSuffix(v, "…(truncated)") {
-					t.Errorf("%s: %s of %d bytes, want at most %d and marked truncated", c.name, a, len(v), core.MaxLogField)
+				if v := r.attrs[a]; len(v) > 256+len("…(truncated)") || !strings.HasSuffix(v, "…(truncated)") {
+					t.Errorf("%s: %s of %d bytes, want at most %d and marked truncated", c.name, a, len(v), 256)
 				}
 			}
 		}
@@ -580,7 +581,7 @@ func (t slogTee) WithGroup(string) slog.Handler      { return t }
 func TestLogDenialsManyKeys(t *testing.T) {
 	clock := &slogClock{now: slogT0}
 	h := &slogCapture{level: slog.LevelDebug}
-	observe := core.LogDenials(slog.New(h), core.WithClock(clock.Now))
+	observe := sloglimit.New(slog.New(h), sloglimit.WithClock(clock.Now))
 	deny := func(key string) {
 		observe(core.Event{Limiter: "api", Key: key, Outcome: core.OutcomeDenied, Cost: 1, Result: store.Result{Limit: 1, RetryAfter: time.Second}})
 	}
@@ -591,7 +592,7 @@ func TestLogDenialsManyKeys(t *testing.T) {
 	if recs := h.take(); len(recs) != 1024+1 {
 		t.Fatalf("%d records of denials of %d keys, want 1025 (1024 keys apart, then the others together)", len(recs), keys)
 	}
-	clock.Advance(core.DefaultLogRepeatInterval)
+	clock.Advance((10 * time.Second))
 	observe(core.Event{Limiter: "api", Outcome: core.OutcomeAllowed})
 	summaries, others := 0, ""
 	for _, r := range h.take() {
@@ -606,13 +607,16 @@ func TestLogDenialsManyKeys(t *testing.T) {
 	}
 	// Two intervals later the quiet keys are dropped: a new key is told
 	// apart again.
-	clock.Advance(2 * core.DefaultLogRepeatInterval)
+	clock.Advance(2 * (10 * time.Second))
 	deny("newcomer")
 	deny("newcomer")
-	clock.Advance(core.DefaultLogRepeatInterval)
+	clock.Advance((10 * time.Second))
 	observe(core.Event{Limiter: "api", Outcome: core.OutcomeAllowed})
 	recs := h.take()
 	if len(recs) != 2 || recs[1].attrs["other_keys"] != "" || recs[1].attrs["suppressed"] != "1" {
 		t.Errorf("a new key after the quiet ones were dropped: %v", recs)
 	}
 }
+
+// policyName names each failure policy for subtests.
+var policyName = map[core.FailurePolicy]string{core.FailLocal: "local", core.FailOpen: "open", core.FailClosed: "closed"}
