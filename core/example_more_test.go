@@ -168,6 +168,7 @@ func ExamplePerMinute() {
 	// "gcra" rate=100 period=1m0s burst=100
 	// "gcra" rate=5000 period=1h0m0s burst=5000
 }
+
 // Combine is how a Store reports a Take over several limits: the binding
 // limit's figures, and the largest delay.
 func ExampleCombine() {
@@ -383,6 +384,7 @@ func ExampleWithSkip() {
 	// /healthz serve skipped
 	// / serve allowed
 }
+
 // The memory store holds a bounded number of states; a flood of new keys
 // evicts the least valuable ones rather than growing without bound.
 func ExampleWithMaxKeys() {
@@ -431,6 +433,7 @@ func ExampleWithCost() {
 	// serve 2
 	// refuse 2
 }
+
 // Without a key, requests share one bucket by default: anonymous clients
 // are limited together, never skipped.
 func ExampleKeyErrorRule() {
