@@ -666,7 +666,7 @@ func scenarios(tok jwtTokens) []scenario {
 					s.t.Fatal(err)
 				}
 				return []route{{path: "/api", l: s.limiter("api", k, []store.Limit{own},
-					core.WithHeaders(core.HeadersBoth), // policies named by plan, never "api.free"
+					core.WithHeaders(core.HeadersLegacy|core.HeadersIETF), // policies named by plan, never "api.free"
 					core.WithPolicyNames(map[string]string{"free": "free", "pro": "pro"}),
 					core.WithPlans(plan, map[string][]store.Limit{"free": {free}, "pro": {pro}}))}}
 			},
@@ -710,7 +710,7 @@ func scenarios(tok jwtTokens) []scenario {
 			name:      "moving time serves again " + string(lim.Algorithm),
 			fakeClock: true,
 			routes: func(s *setup) []route {
-				return s.api([]store.Limit{lim}, core.WithHeaders(core.HeadersNone))
+				return s.api([]store.Limit{lim}, core.WithHeaders(0))
 			},
 			steps: []step{
 				{status: 200},
@@ -782,7 +782,7 @@ func scenarios(tok jwtTokens) []scenario {
 			name:      "several limits 10 per s and 12 per h, binding one",
 			fakeClock: true,
 			routes: func(s *setup) []route {
-				return []route{{path: "/api", l: s.limiter("multi", mustIP(s.t), []store.Limit{perSec, perHour}, core.WithHeaders(core.HeadersBoth))}}
+				return []route{{path: "/api", l: s.limiter("multi", mustIP(s.t), []store.Limit{perSec, perHour}, core.WithHeaders(core.HeadersLegacy|core.HeadersIETF))}}
 			},
 			steps: steps,
 		})
@@ -810,7 +810,7 @@ func scenarios(tok jwtTokens) []scenario {
 		rows = append(rows, scenario{
 			name: "several limits 100 per h and 3 per min",
 			routes: func(s *setup) []route {
-				return []route{{path: "/api", l: s.limiter("multi", mustIP(s.t), []store.Limit{perHour, perMin}, core.WithHeaders(core.HeadersBoth))}}
+				return []route{{path: "/api", l: s.limiter("multi", mustIP(s.t), []store.Limit{perHour, perMin}, core.WithHeaders(core.HeadersLegacy|core.HeadersIETF))}}
 			},
 			steps: steps,
 		})

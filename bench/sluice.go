@@ -13,13 +13,13 @@ import (
 
 // sluiceLimit is q as a sluice Limit of algorithm alg (see quota).
 // SlidingLog keeps one entry per admitted event, so its window is capped at
-// store.MaxSlidingLogRate (still never reached in a case).
+// 100_000 (still never reached in a case).
 func sluiceLimit(alg store.Algorithm, q quota) store.Limit {
 	switch alg {
 	case store.GCRA, store.TokenBucket, store.LeakyBucket:
 		return store.Limit{Algorithm: alg, Rate: q.rate, Period: q.period, Burst: q.burst}
 	case store.SlidingLog:
-		return store.Limit{Algorithm: alg, Rate: min(q.window, store.MaxSlidingLogRate), Period: q.windowPeriod}
+		return store.Limit{Algorithm: alg, Rate: min(q.window, 100_000), Period: q.windowPeriod}
 	default:
 		return store.Limit{Algorithm: alg, Rate: q.window, Period: q.windowPeriod}
 	}

@@ -97,7 +97,7 @@ func TestPlans(t *testing.T) {
 	if n, _ := admitted("a", "pro"); n != 5 {
 		t.Errorf("client moved from free to pro: %d admitted, want pro's 5", n)
 	}
-	if got := l.Plans(); len(got) != 2 || len(got["pro"]) != 2 {
+	if got := *l.plans.Load(); len(got) != 2 || len(got["pro"].limits) != 2 {
 		t.Errorf("Plans() = %v", got)
 	}
 }

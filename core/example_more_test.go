@@ -169,19 +169,6 @@ func ExamplePerMinute() {
 	// "gcra" rate=5000 period=1h0m0s burst=5000
 }
 
-// Combine is how a Store reports a Take over several limits: the binding
-// limit's figures, and the largest delay.
-func ExampleCombine() {
-	res := store.Combine([]store.Result{
-		{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: 2 * time.Second, ResetAfter: 5 * time.Second},
-		{Allowed: true, Limit: 1000, Remaining: 990, ResetAfter: time.Hour},
-		{Allowed: false, Limit: 100, Remaining: 0, RetryAfter: time.Minute, ResetAfter: time.Minute},
-	})
-	fmt.Println(res.Allowed, res.Binding, res.Limit, res.RetryAfter, len(res.PerLimit))
-	// Output:
-	// false 2 100 1m0s 3
-}
-
 // The same fake clock in the store and the Limiter makes every figure,
 // X-RateLimit-Reset included, reproducible.
 func ExampleWithClock() {
@@ -205,7 +192,7 @@ func ExampleWithHeaders() {
 
 		"api", byClient,
 		[]store.Limit{{Algorithm: store.FixedWindow, Rate: 100, Period: time.Minute}},
-		core.WithClock(clock), core.WithPolicyNames(map[string]string{"": "api"}), core.WithHeaders(core.HeadersBoth))
+		core.WithClock(clock), core.WithPolicyNames(map[string]string{"": "api"}), core.WithHeaders(core.HeadersLegacy|core.HeadersIETF))
 	if err != nil {
 		panic(err)
 	}

@@ -9,8 +9,10 @@ import (
 	"github.com/sluicehq/sluice/core/store"
 )
 
-// HeaderStyle selects the rate-limit headers a Limiter sets on responses.
-// Whatever the style, a refused request over the limit gets Retry-After.
+// HeaderStyle selects the rate-limit headers a Limiter sets on responses:
+// HeadersLegacy (the default), HeadersIETF, both (HeadersLegacy|HeadersIETF)
+// or none (0). Whatever the style, a request refused over a limit gets
+// Retry-After.
 type HeaderStyle uint8
 
 const (
@@ -23,7 +25,7 @@ const (
 	//	                               back to its full allowance (rounded up)
 	//
 	// It is the default.
-	HeadersLegacy HeaderStyle = iota
+	HeadersLegacy HeaderStyle = 1 << iota
 	// HeadersIETF sets the fields of draft-ietf-httpapi-ratelimit-headers
 	// (draft 08 and later), one list member per limit:
 	//
@@ -38,11 +40,6 @@ const (
 	// name or a plan's, which are internal; "-0", "-1", ... are appended
 	// when the Limiter holds several limits.
 	HeadersIETF
-	// HeadersBoth sets both kinds.
-	HeadersBoth
-	// HeadersNone sets no rate-limit headers; refusals still carry
-	// Retry-After.
-	HeadersNone
 )
 
 // The header names, in canonical form (http.Header keys).
@@ -68,8 +65,8 @@ type headerPlan struct {
 
 func newHeaderPlan(style HeaderStyle, name string, specs []store.Spec) headerPlan {
 	p := headerPlan{
-		legacy: style == HeadersLegacy || style == HeadersBoth,
-		ietf:   style == HeadersIETF || style == HeadersBoth,
+		legacy: style&HeadersLegacy != 0,
+		ietf:   style&HeadersIETF != 0,
 	}
 	if !p.ietf {
 		return p

@@ -98,7 +98,7 @@ func New(s store.Store, name string, key KeyFunc, limits []store.Limit, opts ...
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{store: s, name: name, key: key,
+	l := &Limiter{store: s, name: name, key: key, style: HeadersLegacy,
 		keyPrefix:     strconv.Itoa(len(name)) + ":" + name + ":",
 		keylessPrefix: strconv.Itoa(len(name)) + ":" + name + "!"}
 	o := &options{l: l}

@@ -141,7 +141,7 @@ func TestMemoryKeyErrorPerAddress(t *testing.T) {
 
 func TestMemoryCostAndSeveralLimits(t *testing.T) {
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, []store.Limit{store.PerSecond(3), store.PerMinute(4)}, WithCost(func(*http.Request) int64 { return 2 }), WithHeaders(HeadersBoth), withName("c"), WithPolicyNames(map[string]string{"": "c"}))
+	l := memoryLimiter(t, clock, []store.Limit{store.PerSecond(3), store.PerMinute(4)}, WithCost(func(*http.Request) int64 { return 2 }), WithHeaders(HeadersLegacy|HeadersIETF), withName("c"), WithPolicyNames(map[string]string{"": "c"}))
 	d, h := decideHeaders(l, request("a"))
 	// Per second: 3-2 = 1 left, reset 2·333334µs → 1; per minute: 4-2 = 2 left, reset 2·15s = 30s.
 	if d.Action != Serve || h.Get("RateLimit") != `"c-0";r=1;t=1, "c-1";r=2;t=30` ||

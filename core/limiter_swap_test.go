@@ -87,7 +87,7 @@ func TestSetLimitsCopiesAndReportsLimits(t *testing.T) {
 
 func TestSetLimitsHeaders(t *testing.T) {
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, mustParse(t, "2/s"), withName("api"), WithPolicyNames(map[string]string{"": "api"}), WithHeaders(HeadersBoth))
+	l := memoryLimiter(t, clock, mustParse(t, "2/s"), withName("api"), WithPolicyNames(map[string]string{"": "api"}), WithHeaders(HeadersLegacy|HeadersIETF))
 	before, h := decideHeaders(l, request("a"))
 	if h.Get("X-Ratelimit-Limit") != "2" || h.Get("Ratelimit-Policy") != `"api";q=2;w=1` {
 		t.Fatalf("before: %v", h)
@@ -179,7 +179,7 @@ func TestSetLimitsTightenedKeepsOldLimitAsGuard(t *testing.T) {
 
 func TestSetLimitsGuardFoldsIntoItsSuccessor(t *testing.T) {
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, mustParse(t, "100/h", "10/m"), withName("x"), WithPolicyNames(map[string]string{"": "x"}), WithHeaders(HeadersBoth))
+	l := memoryLimiter(t, clock, mustParse(t, "100/h", "10/m"), withName("x"), WithPolicyNames(map[string]string{"": "x"}), WithHeaders(HeadersLegacy|HeadersIETF))
 	serveN(l, "a", 8)
 	mustSet(t, l, "100/h", "5/m burst 4")
 	// 10/m has 2 left, the new 5/m (burst 4) 4: the smaller shows.
@@ -316,7 +316,7 @@ func TestSetLimitsConcurrent(t *testing.T) {
 		`"c";q=5;w=1`:                         "5",
 	}
 	clock := newFakeClock(t0)
-	l := memoryLimiter(t, clock, mustParse(t, sets[0]...), withName("c"), WithPolicyNames(map[string]string{"": "c"}), WithHeaders(HeadersBoth))
+	l := memoryLimiter(t, clock, mustParse(t, sets[0]...), withName("c"), WithPolicyNames(map[string]string{"": "c"}), WithHeaders(HeadersLegacy|HeadersIETF))
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)

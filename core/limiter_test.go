@@ -612,7 +612,7 @@ func TestDecideConcurrent(t *testing.T) {
 		// Takes in flight, serves too.
 		return store.Result{Allowed: true, Limit: 10_000, Remaining: 5_000, ResetAfter: time.Second}, nil
 	}}
-	l := mustNew(t, withLocal(st, &scriptStore{}), perSecond10, WithHeaders(HeadersBoth))
+	l := mustNew(t, withLocal(st, &scriptStore{}), perSecond10, WithHeaders(HeadersLegacy|HeadersIETF))
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)

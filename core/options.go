@@ -150,7 +150,7 @@ func WithShadow() Option {
 // The default is HeadersLegacy.
 func WithHeaders(style HeaderStyle) Option {
 	return func(o *options) error {
-		if style > HeadersNone {
+		if style&^(HeadersLegacy|HeadersIETF) != 0 {
 			return fmt.Errorf("%w: unknown header style %d", ErrInvalidOption, style)
 		}
 		o.l.style = style

@@ -97,20 +97,6 @@ func (l *Limiter) SetPlans(plans map[string][]store.Limit) error {
 	return nil
 }
 
-// Plans returns a copy of the plans set by WithPlans or the last SetPlans
-// (nil without plans).
-func (l *Limiter) Plans() map[string][]store.Limit {
-	ps := l.plans.Load()
-	if ps == nil {
-		return nil
-	}
-	out := make(map[string][]store.Limit, len(*ps))
-	for name, c := range *ps {
-		out[name] = append([]store.Limit(nil), c.limits...)
-	}
-	return out
-}
-
 // configFor returns the config in force for r's plan.
 func (l *Limiter) configFor(r *http.Request) *limiterConfig {
 	if l.planOf == nil {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/arith"
 )
 
 // limiterConfig is a set of limits in force and what the Limiter derives
@@ -215,7 +216,7 @@ func (c *limiterConfig) fold(res store.Result) store.Result {
 		s.ResetAfter = max(s.ResetAfter, gr.ResetAfter)
 		s.Delay = max(s.Delay, gr.Delay)
 	}
-	out := store.Combine(own)
+	out := arith.Combine(own)
 	out.Slot = res.Slot
 	return out
 }

@@ -8,8 +8,8 @@ import (
 )
 
 // maxInFlightRetry is the longest retry (µs) of a request an InFlight
-// limit refuses (see store.InFlightRetryAfter).
-const maxInFlightRetry = int64(store.InFlightRetryAfter / time.Microsecond)
+// limit refuses (see time.Second).
+const maxInFlightRetry = int64(time.Second / time.Microsecond)
 
 // hold is one taken slot of an InFlight limit: its id and the instant (µs)
 // from which it is free even if never released.

@@ -3,12 +3,13 @@ package memorystore
 import (
 	"context"
 	"errors"
-	"github.com/sluicehq/sluice/core/store"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // White-box checks of how Store stores keys and sizes its shards.

@@ -208,7 +208,7 @@ func (s *Store) Len() int {
 }
 
 // Take charges n against every limit for key, atomically, and reports the
-// decision (see store.Store and store.Combine). All limits are evaluated at
+// decision (see store.Result). All limits are evaluated at
 // one instant against the state before the call; either every limit allows and every
 // one is charged, or nothing is charged except the penalty locks of the
 // limits that denied. n == 0 peeks: it is decided like any request and
@@ -312,20 +312,6 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) err
 	return nil
 }
 
-// Clear forgets every state. A core.Limiter calls it on its fallback
-// store when its shared store reports that resets may have been missed.
-func (s *Store) Clear() {
-	if s == nil {
-		return
-	}
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		sh.states = nil
-		sh.mu.Unlock()
-	}
-}
-
 // storedKey returns the form a key is stored under: itself, or for a key
 // longer than maxStoredKeyLen its SHA-256 digest, so a flood of huge keys
 // cannot hold more than a few dozen bytes per state.
@@ -422,7 +408,7 @@ func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Sp
 	for i := range evs {
 		evs[i].o.fill(&perLimit[i])
 	}
-	*res = store.Combine(perLimit)
+	*res = arith.Combine(perLimit)
 	res.Stamp = now
 	return nil
 }

@@ -141,7 +141,7 @@ func TestRedisTakeBounded(t *testing.T) {
 		}
 	}
 
-	R := int64(store.MaxSlidingLogRate)
+	R := int64(100_000)
 	l := store.Limit{Algorithm: store.SlidingLog, Rate: R, Period: time.Hour}
 	for i, limits := range [][]store.Limit{{l}, {l, loose}} {
 		script := [...]string{"log.lua", "take.lua"}[i]

@@ -16,8 +16,9 @@ import (
 // Take charges n (n == 0 peeks) against every limit for key, atomically:
 // either every limit allows and all are charged, or none is charged and
 // only the penalty locks of the limits that denied are set. All limits
-// are decided at one instant of Redis' clock. The Result is store.Combine's
-// of the limits' own Results, which are in the order given.
+// are decided at one instant of Redis' clock. The Result describes the
+// binding limit, PerLimit holding each limit's own in the order given (see
+// store.Result).
 //
 // key may be any non-empty string: a key of 1 to 64 bytes of
 // [A-Za-z0-9._:@/-] appears in the Redis key as is, any other is replaced

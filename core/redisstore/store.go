@@ -663,7 +663,7 @@ func decode(reply []int64, m int) (store.Result, error) {
 			Delay:      arith.Micros(v[5]),
 		}
 	}
-	return store.Combine(per), nil
+	return arith.Combine(per), nil
 }
 
 // costArg is n for the scripts (negative: a dry run of -n). Every limit's

@@ -70,7 +70,7 @@ var facts = map[Algorithm]*algorithmFacts{
 		capacity: func(s *Spec) int64 { return s.rate },
 		horizon:  func(s *Spec) int64 { return s.period },
 		bounds: func(s *Spec) string {
-			if s.rate > MaxSlidingLogRate {
+			if s.rate > maxSlidingLogRate {
 				return "sliding_log keeps one entry per admitted request: rate must be at most 100000"
 			}
 			return ""
@@ -81,7 +81,7 @@ var facts = map[Algorithm]*algorithmFacts{
 		capacity: func(s *Spec) int64 { return s.rate },
 		horizon:  func(s *Spec) int64 { return s.period },
 		bounds: func(s *Spec) string {
-			if s.rate > MaxInFlightSlots {
+			if s.rate > maxInFlightSlots {
 				return "in_flight keeps one entry per slot taken: rate must be at most 100000"
 			}
 			return ""

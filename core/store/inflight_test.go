@@ -17,7 +17,7 @@ func TestInFlightLimit(t *testing.T) {
 		{Algorithm: store.InFlight, Rate: -1, Period: time.Second},
 		{Algorithm: store.InFlight, Rate: 3, Period: 0},
 		{Algorithm: store.InFlight, Rate: 3, Period: time.Second + time.Nanosecond},
-		{Algorithm: store.InFlight, Rate: store.MaxInFlightSlots + 1, Period: time.Second},
+		{Algorithm: store.InFlight, Rate: 100_000 + 1, Period: time.Second},
 		{Algorithm: store.InFlight, Rate: 3, Period: time.Second, Burst: 4},
 		{Algorithm: store.InFlight, Rate: 3, Period: time.Second, Penalty: time.Second},
 	}

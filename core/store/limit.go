@@ -33,7 +33,7 @@ const (
 	// SlidingLog admits at most Rate in any trailing Period, exactly, by
 	// keeping one timestamp per admitted request (with its cost), whatever
 	// the cost. Memory is O(Rate) per key: up to one entry per unit when
-	// every request costs 1.
+	// every request costs 1; Rate is at most 100,000.
 	SlidingLog Algorithm = "sliding_log"
 	// LeakyBucket shapes traffic like nginx limit_req without nodelay:
 	// requests leave at Rate per Period; up to Burst more wait in the queue,
@@ -43,8 +43,11 @@ const (
 	// once. Rate is the number of slots n and Period the hold: a Take of
 	// any cost n ≥ 1 takes one slot while fewer than Rate are taken, and
 	// Store.Release gives it back; a slot never given back (its holder
-	// vanished) is free again Period after it was taken. It takes no Burst
-	// nor Penalty. Result.Slot names the slot a Take took.
+	// vanished) is free again Period after it was taken. A refusal's
+	// RetryAfter is the time until the earliest slot expires, at most 1 s
+	// (a slot is usually released long before, which no store can
+	// foresee). It takes no Burst nor Penalty; Rate is at most 100,000.
+	// Result.Slot names the slot a Take took.
 	InFlight Algorithm = "in_flight"
 )
 
@@ -55,12 +58,6 @@ func Algorithms() []Algorithm {
 	return []Algorithm{GCRA, TokenBucket, FixedWindow, SlidingWindow, SlidingLog, LeakyBucket}
 }
 
-// InFlightRetryAfter is the longest RetryAfter of a request an InFlight
-// limit refuses: the time until its earliest slot expires, but at most
-// this. A slot is usually released long before it expires, when its
-// request ends, which no store can foresee.
-const InFlightRetryAfter = time.Second
-
 // InfDuration is the RetryAfter of a request whose cost exceeds what the
 // limit can ever admit at once: it will never pass.
 const InfDuration = time.Duration(math.MaxInt64)
@@ -69,12 +66,12 @@ const InfDuration = time.Duration(math.MaxInt64)
 // number of microseconds (or microsecond-scaled tokens) that must stay exact
 // in a Lua number (a float64), so products are kept below 2^53.
 const (
-	// MaxSlidingLogRate is the largest Rate a SlidingLog limit accepts: it
+	// maxSlidingLogRate is the largest Rate a SlidingLog limit accepts: it
 	// stores one entry per admitted request, up to Rate of them.
-	MaxSlidingLogRate = 100_000
-	// MaxInFlightSlots is the largest Rate an InFlight limit accepts: it
+	maxSlidingLogRate = 100_000
+	// maxInFlightSlots is the largest Rate an InFlight limit accepts: it
 	// stores one entry per slot taken, up to Rate of them.
-	MaxInFlightSlots = 100_000
+	maxInFlightSlots = 100_000
 	maxExact         = 1 << 53
 )
 
@@ -273,7 +270,7 @@ func PerHour(rate int64) Limit {
 // handler returns (see core.Decision.Done). A slot whose holder vanished
 // is free again hold after it was taken, so hold must exceed the longest
 // request. A refusal's RetryAfter is the time until the earliest slot
-// expires, at most InFlightRetryAfter. It combines with rate limits in one
+// expires, at most 1 s. It combines with rate limits in one
 // atomic decision. See InFlight.
 func MaxInFlight(n int64, hold time.Duration) Limit {
 	return Limit{Algorithm: InFlight, Rate: n, Period: hold}

@@ -14,17 +14,17 @@ import (
 // maxLimitStringLength bounds the length of the string ParseLimit accepts.
 const maxLimitStringLength = 256
 
-// ParseError is the error ParseLimit and Limit.UnmarshalText return. It wraps ErrInvalidLimit:
-// test with errors.Is(err, ErrInvalidLimit). When the string is well formed
-// but the limit it describes is not valid, it wraps Validate's error.
-type ParseError struct {
+// parseError is the error ParseLimit and Limit.UnmarshalText return. It
+// wraps ErrInvalidLimit, or, when the string is well formed but the limit
+// it describes is not valid, Validate's error.
+type parseError struct {
 	Input  string // the string parsed
 	Offset int    // byte offset in Input of the part at fault; 0 when Validate refused the limit as a whole
 	Msg    string // what is wrong, without the input
 	Err    error  // ErrInvalidLimit, or the error of Limit.Validate
 }
 
-func (e *ParseError) Error() string {
+func (e *parseError) Error() string {
 	in := e.Input
 	if len(in) > 64 {
 		// Keep messages readable (and logs bounded) for a long input.
@@ -38,7 +38,7 @@ func (e *ParseError) Error() string {
 }
 
 // Unwrap returns ErrInvalidLimit, or the error of Limit.Validate.
-func (e *ParseError) Unwrap() error { return e.Err }
+func (e *parseError) Unwrap() error { return e.Err }
 
 // ParseLimit parses a limit written the way people say it: "100/m" (GCRA,
 // burst 100), "10/s burst 20", "3/s leaky_bucket burst 5", "1000/3s
@@ -59,13 +59,13 @@ func (e *ParseError) Unwrap() error { return e.Err }
 // any order, each at most once. Without an algorithm or burst they stay
 // zero: GCRA and the algorithm's default burst. The result is validated
 // (Limit.Validate): "10/s sliding_log burst 5" fails, as windows take no
-// burst. Errors are *ParseError values wrapping ErrInvalidLimit that quote
+// burst. Errors wrap ErrInvalidLimit; they quote
 // the input and say what is wrong; inputs over 256 bytes are rejected.
 // ParseLimit(l.String()) returns l for every valid Limit l. It is safe for
 // concurrent use.
 func ParseLimit(s string) (Limit, error) {
 	if len(s) > maxLimitStringLength {
-		return Limit{}, &ParseError{Input: s, Msg: fmt.Sprintf("too long: %d bytes, at most %d", len(s), maxLimitStringLength), Err: ErrInvalidLimit}
+		return Limit{}, &parseError{Input: s, Msg: fmt.Sprintf("too long: %d bytes, at most %d", len(s), maxLimitStringLength), Err: ErrInvalidLimit}
 	}
 	p := limitParser{in: s}
 	l, err := p.parse()
@@ -79,7 +79,7 @@ func ParseLimit(s string) (Limit, error) {
 		if rest, ok := strings.CutPrefix(msg, ErrInvalidLimit.Error()+" "+l.String()+": "); ok {
 			msg = rest
 		}
-		return Limit{}, &ParseError{Input: s, Msg: msg, Err: err}
+		return Limit{}, &parseError{Input: s, Msg: msg, Err: err}
 	}
 	return l, nil
 }
@@ -94,7 +94,7 @@ func (l Limit) MarshalText() ([]byte, error) {
 }
 
 // UnmarshalText parses text as ParseLimit does and sets *l to the
-// result. On error, a *ParseError, *l is left unchanged.
+// result. On error, a *parseError, *l is left unchanged.
 func (l *Limit) UnmarshalText(text []byte) error {
 	v, err := ParseLimit(string(text))
 	if err != nil {
@@ -126,7 +126,7 @@ func isSpace(c byte) bool {
 }
 
 func (p *limitParser) fail(off int, format string, args ...any) error {
-	return &ParseError{Input: p.in, Offset: off, Msg: fmt.Sprintf(format, args...), Err: ErrInvalidLimit}
+	return &parseError{Input: p.in, Offset: off, Msg: fmt.Sprintf(format, args...), Err: ErrInvalidLimit}
 }
 
 // parse reads "RATE/PERIOD" and then the options in any order.

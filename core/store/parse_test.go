@@ -1,4 +1,4 @@
-package store_test
+package store
 
 import (
 	"encoding/json"
@@ -8,44 +8,42 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/core/store"
 )
 
 func TestParseLimit(t *testing.T) {
 	cases := []struct {
 		in   string
-		want store.Limit
+		want Limit
 	}{
-		{"100/m", store.Limit{Rate: 100, Period: time.Minute}},
-		{"10/s burst 20", store.Limit{Rate: 10, Period: time.Second, Burst: 20}},
-		{"5000/h gcra", store.Limit{Algorithm: store.GCRA, Rate: 5000, Period: time.Hour}},
-		{"3/s leaky_bucket burst 5", store.Limit{Algorithm: store.LeakyBucket, Rate: 3, Period: time.Second, Burst: 5}},
-		{"1000/3s fixed_window penalty 1m", store.Limit{Algorithm: store.FixedWindow, Rate: 1000, Period: 3 * time.Second, Penalty: time.Minute}},
-		{"5/1m30s", store.Limit{Rate: 5, Period: 90 * time.Second}},
-		{"100/10s", store.Limit{Rate: 100, Period: 10 * time.Second}},
-		{"  7/D  ", store.Limit{Rate: 7, Period: 24 * time.Hour}},
-		{"7/day", store.Limit{Rate: 7, Period: 24 * time.Hour}},
-		{"7/2d", store.Limit{Rate: 7, Period: 48 * time.Hour}},
-		{"7/1d12h", store.Limit{Rate: 7, Period: 36 * time.Hour}},
-		{"1/second", store.Limit{Rate: 1, Period: time.Second}},
-		{"1/Sec", store.Limit{Rate: 1, Period: time.Second}},
-		{"1/min", store.Limit{Rate: 1, Period: time.Minute}},
-		{"1/minute", store.Limit{Rate: 1, Period: time.Minute}},
-		{"1/hour", store.Limit{Rate: 1, Period: time.Hour}},
-		{"1/10min", store.Limit{Rate: 1, Period: 10 * time.Minute}},
-		{"1/1.5h", store.Limit{Rate: 1, Period: 90 * time.Minute}},
-		{"1/500ms", store.Limit{Rate: 1, Period: 500 * time.Millisecond}},
-		{"1/250us", store.Limit{Rate: 1, Period: 250 * time.Microsecond}},
-		{"1/250µs", store.Limit{Rate: 1, Period: 250 * time.Microsecond}},
-		{"1/ms", store.Limit{Rate: 1, Period: time.Millisecond}},
-		{"10/S BURST 20 TOKEN-BUCKET", store.Limit{Algorithm: store.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}},
-		{"10/s\ttoken_bucket\tburst 20", store.Limit{Algorithm: store.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}},
-		{"10/s penalty 1.5s burst 0 sliding-window", store.Limit{Algorithm: store.SlidingWindow, Rate: 10, Period: time.Second, Penalty: 1500 * time.Millisecond}},
-		{"10/m sliding_log penalty 1ns", store.Limit{Algorithm: store.SlidingLog, Rate: 10, Period: time.Minute, Penalty: time.Nanosecond}},
+		{"100/m", Limit{Rate: 100, Period: time.Minute}},
+		{"10/s burst 20", Limit{Rate: 10, Period: time.Second, Burst: 20}},
+		{"5000/h gcra", Limit{Algorithm: GCRA, Rate: 5000, Period: time.Hour}},
+		{"3/s leaky_bucket burst 5", Limit{Algorithm: LeakyBucket, Rate: 3, Period: time.Second, Burst: 5}},
+		{"1000/3s fixed_window penalty 1m", Limit{Algorithm: FixedWindow, Rate: 1000, Period: 3 * time.Second, Penalty: time.Minute}},
+		{"5/1m30s", Limit{Rate: 5, Period: 90 * time.Second}},
+		{"100/10s", Limit{Rate: 100, Period: 10 * time.Second}},
+		{"  7/D  ", Limit{Rate: 7, Period: 24 * time.Hour}},
+		{"7/day", Limit{Rate: 7, Period: 24 * time.Hour}},
+		{"7/2d", Limit{Rate: 7, Period: 48 * time.Hour}},
+		{"7/1d12h", Limit{Rate: 7, Period: 36 * time.Hour}},
+		{"1/second", Limit{Rate: 1, Period: time.Second}},
+		{"1/Sec", Limit{Rate: 1, Period: time.Second}},
+		{"1/min", Limit{Rate: 1, Period: time.Minute}},
+		{"1/minute", Limit{Rate: 1, Period: time.Minute}},
+		{"1/hour", Limit{Rate: 1, Period: time.Hour}},
+		{"1/10min", Limit{Rate: 1, Period: 10 * time.Minute}},
+		{"1/1.5h", Limit{Rate: 1, Period: 90 * time.Minute}},
+		{"1/500ms", Limit{Rate: 1, Period: 500 * time.Millisecond}},
+		{"1/250us", Limit{Rate: 1, Period: 250 * time.Microsecond}},
+		{"1/250µs", Limit{Rate: 1, Period: 250 * time.Microsecond}},
+		{"1/ms", Limit{Rate: 1, Period: time.Millisecond}},
+		{"10/S BURST 20 TOKEN-BUCKET", Limit{Algorithm: TokenBucket, Rate: 10, Period: time.Second, Burst: 20}},
+		{"10/s\ttoken_bucket\tburst 20", Limit{Algorithm: TokenBucket, Rate: 10, Period: time.Second, Burst: 20}},
+		{"10/s penalty 1.5s burst 0 sliding-window", Limit{Algorithm: SlidingWindow, Rate: 10, Period: time.Second, Penalty: 1500 * time.Millisecond}},
+		{"10/m sliding_log penalty 1ns", Limit{Algorithm: SlidingLog, Rate: 10, Period: time.Minute, Penalty: time.Nanosecond}},
 	}
 	for _, tc := range cases {
-		got, err := store.ParseLimit(tc.in)
+		got, err := ParseLimit(tc.in)
 		if err != nil {
 			t.Errorf("ParseLimit(%q): %v", tc.in, err)
 			continue
@@ -53,7 +51,7 @@ func TestParseLimit(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("ParseLimit(%q) = %#v, want %#v", tc.in, got, tc.want)
 		}
-		if back, err := store.ParseLimit(got.String()); err != nil || back != got {
+		if back, err := ParseLimit(got.String()); err != nil || back != got {
 			t.Errorf("ParseLimit(%q.String() = %q) = %#v, %v", tc.in, got.String(), back, err)
 		}
 	}
@@ -98,12 +96,12 @@ func TestParseLimitErrors(t *testing.T) {
 		{strings.Repeat("1", 300) + "/s", `too long: 302 bytes`, 0},
 	}
 	for _, tc := range cases {
-		l, err := store.ParseLimit(tc.in)
+		l, err := ParseLimit(tc.in)
 		if err == nil {
 			t.Errorf("ParseLimit(%q) = %v, want an error", tc.in, l)
 			continue
 		}
-		if !errors.Is(err, store.ErrInvalidLimit) {
+		if !errors.Is(err, ErrInvalidLimit) {
 			t.Errorf("ParseLimit(%q): %v does not wrap ErrInvalidLimit", tc.in, err)
 		}
 		if !strings.Contains(err.Error(), tc.msg) {
@@ -112,13 +110,13 @@ func TestParseLimitErrors(t *testing.T) {
 		if !strings.HasPrefix(err.Error(), "sluice: limit ") || strings.Count(err.Error(), "sluice:") != 1 {
 			t.Errorf("ParseLimit(%q): %q, want one \"sluice: limit\" prefix", tc.in, err)
 		}
-		var pe *store.ParseError
+		var pe *parseError
 		if !errors.As(err, &pe) {
-			t.Errorf("ParseLimit(%q): %T, want *ParseError", tc.in, err)
+			t.Errorf("ParseLimit(%q): %T, want *parseError", tc.in, err)
 		} else if pe.Offset != tc.offset || pe.Input != tc.in {
 			t.Errorf("ParseLimit(%q): offset %d input %q, want %d", tc.in, pe.Offset, pe.Input, tc.offset)
 		}
-		if l != (store.Limit{}) {
+		if l != (Limit{}) {
 			t.Errorf("ParseLimit(%q) returned %v with an error", tc.in, l)
 		}
 	}
@@ -127,8 +125,8 @@ func TestParseLimitErrors(t *testing.T) {
 // TestParseLimitValidateError: a well-formed but invalid limit reports the
 // very error Validate returns, for errors.Is against it.
 func TestParseLimitValidateError(t *testing.T) {
-	_, err := store.ParseLimit("10/s fixed_window burst 3")
-	want := store.Limit{Algorithm: store.FixedWindow, Rate: 10, Period: time.Second, Burst: 3}.Validate()
+	_, err := ParseLimit("10/s fixed_window burst 3")
+	want := Limit{Algorithm: FixedWindow, Rate: 10, Period: time.Second, Burst: 3}.Validate()
 	if want == nil || errors.Unwrap(err) == nil || errors.Unwrap(err).Error() != want.Error() {
 		t.Fatalf("got %v (unwraps to %v), want it to wrap %v", err, errors.Unwrap(err), want)
 	}
@@ -136,11 +134,11 @@ func TestParseLimitValidateError(t *testing.T) {
 
 // randomValidLimit draws a valid Limit with varied fields, including the
 // zero Algorithm, odd periods and sub-microsecond penalties.
-func randomValidLimit(r *rand.Rand) store.Limit {
+func randomValidLimit(r *rand.Rand) Limit {
 	for {
-		var l store.Limit
-		if i := r.IntN(len(store.Algorithms()) + 1); i < len(store.Algorithms()) {
-			l.Algorithm = store.Algorithms()[i]
+		var l Limit
+		if i := r.IntN(len(Algorithms()) + 1); i < len(Algorithms()) {
+			l.Algorithm = Algorithms()[i]
 		}
 		switch r.IntN(4) {
 		case 0:
@@ -174,24 +172,24 @@ func TestLimitStringRoundTrip(t *testing.T) {
 	for i := 0; i < 5000; i++ {
 		l := randomValidLimit(r)
 		s := l.String()
-		back, err := store.ParseLimit(s)
+		back, err := ParseLimit(s)
 		if err != nil || back != l {
 			t.Fatalf("%#v renders as %q, which parses as %#v, %v", l, s, back, err)
 		}
 	}
 	for _, c := range []struct {
-		l    store.Limit
+		l    Limit
 		want string
 	}{
-		{store.Limit{Rate: 100, Period: time.Minute}, "100/m"},
-		{store.Limit{Algorithm: store.GCRA, Rate: 30, Period: time.Minute, Burst: 16}, "30/m gcra burst 16"},
-		{store.Limit{Algorithm: store.FixedWindow, Rate: 1000, Period: 3 * time.Second, Penalty: time.Minute}, "1000/3s fixed_window penalty 1m"},
-		{store.Limit{Algorithm: store.TokenBucket, Rate: 5, Period: 90 * time.Second}, "5/1m30s token_bucket"},
-		{store.Limit{Rate: 5, Period: 36*time.Hour + 1500*time.Millisecond}, "5/1d12h1.5s"},
-		{store.Limit{Rate: 5, Period: 2 * time.Microsecond, Penalty: 3}, "5/2us penalty 3ns"},
-		{store.Limit{Rate: 5, Period: time.Hour + time.Microsecond}, "5/1h1us"},
+		{Limit{Rate: 100, Period: time.Minute}, "100/m"},
+		{Limit{Algorithm: GCRA, Rate: 30, Period: time.Minute, Burst: 16}, "30/m gcra burst 16"},
+		{Limit{Algorithm: FixedWindow, Rate: 1000, Period: 3 * time.Second, Penalty: time.Minute}, "1000/3s fixed_window penalty 1m"},
+		{Limit{Algorithm: TokenBucket, Rate: 5, Period: 90 * time.Second}, "5/1m30s token_bucket"},
+		{Limit{Rate: 5, Period: 36*time.Hour + 1500*time.Millisecond}, "5/1d12h1.5s"},
+		{Limit{Rate: 5, Period: 2 * time.Microsecond, Penalty: 3}, "5/2us penalty 3ns"},
+		{Limit{Rate: 5, Period: time.Hour + time.Microsecond}, "5/1h1us"},
 		// Invalid limits still render, for error messages.
-		{store.Limit{Algorithm: "nope x", Rate: -1}, `-1/0s algorithm "nope x"`},
+		{Limit{Algorithm: "nope x", Rate: -1}, `-1/0s algorithm "nope x"`},
 	} {
 		if got := c.l.String(); got != c.want {
 			t.Errorf("%#v.String() = %q, want %q", c.l, got, c.want)
@@ -200,13 +198,13 @@ func TestLimitStringRoundTrip(t *testing.T) {
 }
 
 func TestLimitText(t *testing.T) {
-	var l store.Limit
+	var l Limit
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	fs.TextVar(&l, "limit", store.PerSecond(10), "the limit")
+	fs.TextVar(&l, "limit", PerSecond(10), "the limit")
 	if err := fs.Parse([]string{"-limit", "5/m token_bucket burst 2"}); err != nil {
 		t.Fatal(err)
 	}
-	if want := (store.Limit{Algorithm: store.TokenBucket, Rate: 5, Period: time.Minute, Burst: 2}); l != want {
+	if want := (Limit{Algorithm: TokenBucket, Rate: 5, Period: time.Minute, Burst: 2}); l != want {
 		t.Fatalf("flag: %v, want %v", l, want)
 	}
 	fs.SetOutput(new(strings.Builder))
@@ -214,7 +212,7 @@ func TestLimitText(t *testing.T) {
 		t.Fatalf("bad flag: %v", err)
 	}
 
-	var cfg struct{ Limits []store.Limit }
+	var cfg struct{ Limits []Limit }
 	if err := json.Unmarshal([]byte(`{"Limits": ["10/s burst 20", "1000/h sliding_log"]}`), &cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -224,14 +222,14 @@ func TestLimitText(t *testing.T) {
 	}
 	// An invalid limit marshals (a config with a zero Limit can be
 	// written), and unmarshaling it says what is wrong.
-	out, err = json.Marshal(store.Limit{Algorithm: store.SlidingLog, Rate: 5, Period: time.Second, Burst: 2})
+	out, err = json.Marshal(Limit{Algorithm: SlidingLog, Rate: 5, Period: time.Second, Burst: 2})
 	if err != nil || string(out) != `"5/s sliding_log burst 2"` {
 		t.Fatalf("marshal of an invalid limit: %s, %v", out, err)
 	}
-	if err := json.Unmarshal(out, &l); !errors.Is(err, store.ErrInvalidLimit) || !strings.Contains(err.Error(), "sliding_log takes no burst") {
+	if err := json.Unmarshal(out, &l); !errors.Is(err, ErrInvalidLimit) || !strings.Contains(err.Error(), "sliding_log takes no burst") {
 		t.Fatalf("unmarshal of an invalid limit: %v", err)
 	}
-	before := store.Limit{Rate: 1, Period: time.Second}
+	before := Limit{Rate: 1, Period: time.Second}
 	l = before
 	if err := l.UnmarshalText([]byte("nonsense")); err == nil || l != before {
 		t.Fatalf("failed UnmarshalText: %v, limit %v", err, l)
@@ -247,12 +245,12 @@ func FuzzParseLimit(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		l, err := store.ParseLimit(s)
+		l, err := ParseLimit(s)
 		if err != nil {
-			if !errors.Is(err, store.ErrInvalidLimit) {
+			if !errors.Is(err, ErrInvalidLimit) {
 				t.Fatalf("ParseLimit(%q): %v does not wrap ErrInvalidLimit", s, err)
 			}
-			var pe *store.ParseError
+			var pe *parseError
 			if !errors.As(err, &pe) || pe.Offset < 0 || pe.Offset > len(s) {
 				t.Fatalf("ParseLimit(%q): %#v", s, err)
 			}
@@ -261,7 +259,7 @@ func FuzzParseLimit(f *testing.F) {
 		if err := l.Validate(); err != nil {
 			t.Fatalf("ParseLimit(%q) = %v, which is invalid: %v", s, l, err)
 		}
-		back, err := store.ParseLimit(l.String())
+		back, err := ParseLimit(l.String())
 		if err != nil || back != l {
 			t.Fatalf("ParseLimit(%q) = %#v; its String %q parses as %#v, %v", s, l, l.String(), back, err)
 		}

@@ -50,7 +50,7 @@ func (s *suite) testInFlightConcurrent(t *testing.T) {
 			t.Errorf("take %d: allowed with slot %d, want a new nonzero id (taken: %v)", i, r.Slot, slots)
 		case r.Allowed:
 			slots[r.Slot] = true
-		case r.Slot != 0 || r.Remaining != 0 || r.Limit != 3 || r.RetryAfter <= 0 || r.RetryAfter > store.InFlightRetryAfter:
+		case r.Slot != 0 || r.Remaining != 0 || r.Limit != 3 || r.RetryAfter <= 0 || r.RetryAfter > time.Second:
 			t.Errorf("take %d: %s slot=%d, want denied limit=3 remaining=0 retry in (0, 1s], slot 0", i, fmtResult(r), r.Slot)
 		}
 	}

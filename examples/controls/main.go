@@ -96,7 +96,7 @@ func newHandler(st store.Store, adminToken string) (http.Handler, error) {
 	api, err := core.New(st,
 		"api", apiKey, []store.Limit{store.PerMinute(10)},
 
-		core.WithHeaders(core.HeadersBoth),
+		core.WithHeaders(core.HeadersLegacy|core.HeadersIETF),
 		core.WithPlans(planOf, map[string][]store.Limit{
 			"free": {store.PerMinute(100)},
 			"pro":  {store.PerMinute(10_000)},

@@ -30,7 +30,7 @@ func newServer(path string, logger *slog.Logger) (http.Handler, *reloader, error
 	r, err := newReloader(path, logger, func(limits []store.Limit) (*core.Limiter, error) {
 		return core.New(memorystore.New(),
 			"api", clientIP, limits,
-			core.WithPolicyNames(map[string]string{"": "api"}), core.WithHeaders(core.HeadersBoth))
+			core.WithPolicyNames(map[string]string{"": "api"}), core.WithHeaders(core.HeadersLegacy|core.HeadersIETF))
 	})
 	if err != nil {
 		return nil, nil, err

@@ -6,6 +6,8 @@ package arith
 import (
 	"math"
 	"time"
+
+	"github.com/sluicehq/sluice/core/store"
 )
 
 // CeilDiv is ceil(a/b) for a ≥ 0, b > 0, without the overflow of
@@ -49,4 +51,62 @@ func SlidingWindowRetry(r, p, e, c, prev, n int64) int64 {
 		e2 = max(0, p-(r-n)*p/c)
 	}
 	return (p - e) + e2
+}
+
+// Combine returns the overall Result of a Take over several limits from
+// each limit's own Result, in the order the limits were given: the binding
+// limit's figures (see store.Result), Delay the largest of all, and
+// PerLimit set to perLimit when it holds more than one. perLimit must not
+// be empty.
+func Combine(perLimit []store.Result) store.Result {
+	if len(perLimit) == 1 {
+		r := perLimit[0]
+		r.Binding, r.PerLimit = 0, nil
+		return r
+	}
+	allowed := true
+	for i := range perLimit {
+		if !perLimit[i].Allowed {
+			allowed = false
+			break
+		}
+	}
+	binding := -1
+	var delay time.Duration
+	for i := range perLimit {
+		r := &perLimit[i]
+		if r.Delay > delay {
+			delay = r.Delay
+		}
+		switch {
+		case allowed:
+			if binding < 0 || r.Remaining < perLimit[binding].Remaining {
+				binding = i
+			}
+		case !r.Allowed:
+			if binding < 0 || r.RetryAfter > perLimit[binding].RetryAfter {
+				binding = i
+			}
+		}
+	}
+	out := perLimit[binding]
+	out.Binding = binding
+	out.Slot = slotOf(perLimit)
+	out.PerLimit = perLimit
+	if allowed {
+		out.Delay = delay
+	} else {
+		out.Delay = 0
+	}
+	return out
+}
+
+// slotOf returns the slot of a Take's limits: the one their Results name.
+func slotOf(perLimit []store.Result) int64 {
+	for i := range perLimit {
+		if perLimit[i].Slot != 0 {
+			return perLimit[i].Slot
+		}
+	}
+	return 0
 }

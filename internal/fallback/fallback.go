@@ -317,12 +317,15 @@ func (f *Store) remember(key string, res *store.Result, limits []store.Spec, t t
 }
 
 // clear forgets every remembered answer (not what is owed to the
-// backend) and clears the local store when it can (a memory store).
+// backend), and the local state of every key it remembers.
 func (f *Store) clear() {
 	for i := range f.recs {
 		sh := &f.recs[i]
 		sh.mu.Lock()
 		for k, r := range sh.m {
+			if f.local != nil && len(r.limits) > 0 {
+				_ = f.local.Reset(context.Background(), k, r.limits...) // fails only without state
+			}
 			if r.owed == 0 {
 				delete(sh.m, k)
 			} else { // still to be charged to the backend
@@ -330,9 +333,6 @@ func (f *Store) clear() {
 			}
 		}
 		sh.mu.Unlock()
-	}
-	if c, ok := f.local.(interface{ Clear() }); ok {
-		c.Clear()
 	}
 }
 
