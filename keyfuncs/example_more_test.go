@@ -36,8 +36,8 @@ func ExampleIP() {
 }
 
 // Behind proxies that write the RFC 7239 Forwarded header.
-func ExampleWithForwarded() {
-	key, err := keyfuncs.IP(keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwarded())
+func ExampleWithForwardingHeader() {
+	key, err := keyfuncs.IP(keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwardingHeader("Forwarded"))
 	if err != nil {
 		panic(err)
 	}
@@ -51,10 +51,10 @@ func ExampleWithForwarded() {
 
 // Behind a proxy that sets a single client address, such as nginx's
 // X-Real-IP or Cloudflare's CF-Connecting-IP.
-func ExampleWithClientIPHeader() {
+func ExampleWithForwardingHeader_singleAddress() {
 	key, err := keyfuncs.IP(
 		keyfuncs.WithTrustedProxies("192.0.2.10"),
-		keyfuncs.WithClientIPHeader("X-Real-IP"))
+		keyfuncs.WithForwardingHeader("X-Real-IP"))
 	if err != nil {
 		panic(err)
 	}
@@ -226,7 +226,7 @@ func ExampleHMACSecret() {
 		fmt.Println(key(r))
 	}
 
-	// Secrets shorter than MinHMACSecretBytes are refused.
+	// Secrets shorter than 32 bytes are refused.
 	_, err = keyfuncs.JWT("sub", keyfuncs.HMACSecret([]byte("short")))
 	fmt.Println(err != nil)
 	// Output:
@@ -290,11 +290,15 @@ func ExampleWithOptionalExpiration() {
 	// service-a <nil>
 }
 
-// Trusted proxies as parsed prefixes, and X-Forwarded-For said explicitly.
-func ExampleWithTrustedPrefixes() {
-	key, err := keyfuncs.IP(
-		keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")),
-		keyfuncs.WithXForwardedFor())
+// Trusted proxies from parsed prefixes, and X-Forwarded-For named
+// explicitly.
+func ExampleWithTrustedProxies() {
+	internal := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
+	var proxies []string
+	for _, p := range internal {
+		proxies = append(proxies, p.String())
+	}
+	key, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(proxies...), keyfuncs.WithForwardingHeader("X-Forwarded-For"))
 	if err != nil {
 		panic(err)
 	}

@@ -170,7 +170,7 @@ func FuzzIPBehindProxy(f *testing.F) {
 	opts := keyfuncs.WithTrustedProxies(trusted.String())
 	fns := map[string]core.KeyFunc{}
 	for name, extra := range map[string][]keyfuncs.IPOption{
-		"xff": nil, "forwarded": {keyfuncs.WithForwarded()}, "real-ip": {keyfuncs.WithClientIPHeader("X-Real-IP")},
+		"xff": nil, "forwarded": {keyfuncs.WithForwardingHeader("Forwarded")}, "real-ip": {keyfuncs.WithForwardingHeader("X-Real-IP")},
 	} {
 		fn, err := keyfuncs.IP(append([]keyfuncs.IPOption{opts}, extra...)...)
 		if err != nil {

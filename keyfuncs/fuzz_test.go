@@ -17,7 +17,7 @@ func validIPKey(key string) bool {
 		return a.Is4() && a.String() == key
 	}
 	p, err := netip.ParsePrefix(key)
-	return err == nil && p.Addr().Is6() && !p.Addr().Is4In6() && p.Bits() == keyfuncs.DefaultIPv6PrefixBits &&
+	return err == nil && p.Addr().Is6() && !p.Addr().Is4In6() && p.Bits() == 56 &&
 		p == p.Masked() && p.String() == key &&
 		!netip.MustParsePrefix("2002::/16").Overlaps(p) && !netip.MustParsePrefix("2001::/32").Overlaps(p)
 }
@@ -51,8 +51,8 @@ func FuzzIP(f *testing.F) {
 	trustedOpts := keyfuncs.WithTrustedProxies("10.0.0.0/8", "fd00::/8")
 	trusted := map[string]core.KeyFunc{
 		"xff":       mustIP(f, trustedOpts),
-		"forwarded": mustIP(f, trustedOpts, keyfuncs.WithForwarded()),
-		"header":    mustIP(f, trustedOpts, keyfuncs.WithClientIPHeader("X-Real-IP")),
+		"forwarded": mustIP(f, trustedOpts, keyfuncs.WithForwardingHeader("Forwarded")),
+		"header":    mustIP(f, trustedOpts, keyfuncs.WithForwardingHeader("X-Real-IP")),
 	}
 	// Every non-public range and the documentation ranges (IP refuses
 	// trusting all addresses, even in parts).

@@ -8,9 +8,9 @@ import (
 	"github.com/sluicehq/sluice/core"
 )
 
-// DefaultHeaderMaxLength is the longest header value Header accepts as a key
+// defaultHeaderMaxLength is the longest header value Header accepts as a key
 // unless WithMaxLength says otherwise.
-const DefaultHeaderMaxLength = 512
+const defaultHeaderMaxLength = 512
 
 // HeaderOption configures Header.
 type HeaderOption interface{ apply(*headerConfig) }
@@ -25,9 +25,8 @@ type headerConfig struct {
 }
 
 // WithMaxLength sets the longest value, in bytes, that Header accepts as a
-// key (n > 0); a longer value is an error. The default is
-// DefaultHeaderMaxLength. The bound keeps storage keys small whatever a
-// client sends.
+// key (n > 0); a longer value is an error. The default is 512. The bound
+// keeps storage keys small whatever a client sends.
 func WithMaxLength(n int) HeaderOption {
 	return headerOptionFunc(func(c *headerConfig) { c.maxLength = n })
 }
@@ -43,7 +42,7 @@ func WithMaxLength(n int) HeaderOption {
 // another error. Header returns an error for an invalid header name or
 // maximum length. The returned KeyFunc is safe for concurrent use.
 func Header(name string, opts ...HeaderOption) (core.KeyFunc, error) {
-	cfg := headerConfig{maxLength: DefaultHeaderMaxLength}
+	cfg := headerConfig{maxLength: defaultHeaderMaxLength}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&cfg)

@@ -11,31 +11,13 @@ import (
 	"github.com/sluicehq/sluice/internal/clientaddr"
 )
 
-// DefaultIPv6PrefixBits is the prefix length IP groups IPv6 clients by
-// unless WithIPv6Prefix says otherwise: every address of one /56 shares one
-// key.
-//
-// A /64 is the smallest network an IPv6 host gets, and it can pick any of
-// its 2^64 addresses for each request; but providers delegate more to one
-// customer: residential ISPs usually a /56 (256 /64s), business lines and
-// tunnel brokers a /48 (65,536 /64s), as RIPE-690 recommends. Keyed by /64,
-// such a customer multiplies its allowance by 256 or 65,536 (measured: 2,560
-// requests over the /64s of one /56 all served against a limit of 10). /56
-// is the usual residential delegation and the default of express-rate-limit
-// 8. The cost: networks that give each customer a single /64 out of a shared
-// /56 (mobile carriers, some hosting providers) put up to 256 customers in
-// one bucket.
-//
-// Choose WithIPv6Prefix(64) when most clients are on mobile networks or
-// hosting that hand out one /64 per customer, and a shared bucket would hurt
-// more than a multiplied allowance; choose WithIPv6Prefix(48) when clients
-// are sites with /48s, or to add a second, coarser limit beside the
-// per-client one (a Limiter keyed by /48 stacked before one keyed by /56).
-const DefaultIPv6PrefixBits = 56
-
-// DefaultIPv4PrefixBits is the prefix length IP groups IPv4 clients by
-// unless WithIPv4Prefix says otherwise: each address on its own.
-const DefaultIPv4PrefixBits = 32
+// Default groups: IPv4 clients by address, IPv6 clients by /56 (see
+// WithIPv6Prefix for why). The Limiter's per-address buckets for requests
+// without a key group peers alike (internal/clientaddr).
+const (
+	defaultIPv4Bits = 32
+	defaultIPv6Bits = clientaddr.IPv6Bits
+)
 
 // IPOption configures IP.
 type IPOption interface{ apply(*ipConfig) }
@@ -55,12 +37,10 @@ const (
 )
 
 type ipConfig struct {
-	cidrs      []string
-	prefixes   []netip.Prefix
-	sources    []proxySource // every source option given, in order
-	headerName string
-	ipv6Bits   int
-	ipv4Bits   int
+	proxies  []string
+	headers  []string // every WithForwardingHeader name, in order
+	ipv6Bits int
+	ipv4Bits int
 }
 
 // WithTrustedProxies declares the proxies in front of the server, as CIDR
@@ -69,7 +49,7 @@ type ipConfig struct {
 // lies inside one of them, and skips only them when walking it. The option
 // may be given several times; the lists add up. IPv4-mapped prefixes
 // ("::ffff:10.0.0.0/104") become IPv4 ones; an IPv6 prefix never covers
-// IPv4 or IPv4-mapped addresses.
+// IPv4 or IPv4-mapped addresses. A netip.Prefix p is given as p.String().
 //
 // Every client inside a trusted prefix can choose its key, so IP refuses,
 // with an error naming the prefix: invalid text; a prefix covering every
@@ -80,58 +60,59 @@ type ipConfig struct {
 // (IPv6). Public means outside the private, shared (CGNAT), loopback,
 // link-local and unique local ranges, which may be trusted at any width.
 // Cloudflare's and CloudFront's lists fit (docs/threat-model.md, threat 13).
-func WithTrustedProxies(cidrs ...string) IPOption {
-	cidrs = append([]string(nil), cidrs...)
-	return ipOptionFunc(func(c *ipConfig) { c.cidrs = append(c.cidrs, cidrs...) })
+func WithTrustedProxies(proxies ...string) IPOption {
+	proxies = append([]string(nil), proxies...)
+	return ipOptionFunc(func(c *ipConfig) { c.proxies = append(c.proxies, proxies...) })
 }
 
-// WithTrustedPrefixes is WithTrustedProxies for already parsed prefixes,
-// with the same bounds. Invalid (zero) prefixes make IP return an error.
-func WithTrustedPrefixes(prefixes ...netip.Prefix) IPOption {
-	prefixes = append([]netip.Prefix(nil), prefixes...)
-	return ipOptionFunc(func(c *ipConfig) { c.prefixes = append(c.prefixes, prefixes...) })
-}
-
-// WithXForwardedFor makes IP read the client address from X-Forwarded-For
-// when the peer is a trusted proxy. It is the default; the option exists to
-// say so explicitly. At most one of WithXForwardedFor, WithForwarded and
-// WithClientIPHeader may be given.
-func WithXForwardedFor() IPOption {
-	return ipOptionFunc(func(c *ipConfig) { c.sources = append(c.sources, sourceXForwardedFor) })
-}
-
-// WithForwarded makes IP read the client address from the RFC 7239
-// Forwarded header (its for= parameters) instead of X-Forwarded-For when the
-// peer is a trusted proxy. X-Forwarded-For is then ignored.
-func WithForwarded() IPOption {
-	return ipOptionFunc(func(c *ipConfig) { c.sources = append(c.sources, sourceForwarded) })
-}
-
-// WithClientIPHeader makes IP read the client address from a header that a
-// trusted proxy sets to a single address, such as nginx's "X-Real-IP" or
-// Cloudflare's "CF-Connecting-IP", instead of X-Forwarded-For. The proxy must
-// overwrite the header: IP takes its value as the client when the peer is
-// trusted, whatever the address, and rejects a request carrying the header
-// more than once or with a list of addresses.
-func WithClientIPHeader(name string) IPOption {
-	return ipOptionFunc(func(c *ipConfig) {
-		c.sources = append(c.sources, sourceClientIPHeader)
-		c.headerName = name
-	})
+// WithForwardingHeader names the header a trusted proxy writes the client
+// address to; IP reads it, and no other, when the peer is a trusted proxy
+// (WithTrustedProxies). The default is "X-Forwarded-For". Names are
+// case-insensitive:
+//
+//   - "X-Forwarded-For": a list of addresses, each proxy appending the one
+//     it received the request from.
+//   - "Forwarded": the RFC 7239 header, whose for= parameters are read the
+//     same way.
+//   - any other name, such as nginx's "X-Real-IP" or Cloudflare's
+//     "CF-Connecting-IP": a header the proxy sets to the one client
+//     address, overwriting what the client sent. IP takes its value as the
+//     client whatever the address, and rejects a request carrying the
+//     header more than once or with a list of addresses.
+//
+// IP returns an error for an invalid name, for the option given twice
+// with different names, and for the option without a trusted proxy.
+func WithForwardingHeader(name string) IPOption {
+	return ipOptionFunc(func(c *ipConfig) { c.headers = append(c.headers, name) })
 }
 
 // WithIPv6Prefix groups IPv6 clients by their first bits bits (0 < bits ≤
-// 128): one customer usually holds a whole /56 or /48 and can rotate
-// addresses inside it at will. The default is DefaultIPv6PrefixBits (56),
-// whose doc says when to choose 48 or 64; 128 keys every address on its
-// own. It never applies to IPv4 or IPv4-mapped addresses, nor to 6to4 and
-// Teredo addresses, which are keyed by the IPv4 address they embed (see IP).
+// 128); the default is 56: every address of one /56 shares one key. It
+// never applies to IPv4 or IPv4-mapped addresses, nor to 6to4 and Teredo
+// addresses, which are keyed by the IPv4 address they embed (see IP).
+//
+// A /64 is the smallest network an IPv6 host gets, and it can pick any of
+// its 2^64 addresses for each request; but providers delegate more to one
+// customer: residential ISPs usually a /56 (256 /64s), business lines and
+// tunnel brokers a /48 (65,536 /64s), as RIPE-690 recommends. Keyed by /64,
+// such a customer multiplies its allowance by 256 or 65,536 (measured: 2,560
+// requests over the /64s of one /56 all served against a limit of 10). /56
+// is the usual residential delegation and the default of express-rate-limit
+// 8. The cost: networks that give each customer a single /64 out of a shared
+// /56 (mobile carriers, some hosting providers) put up to 256 customers in
+// one bucket.
+//
+// Choose 64 when most clients are on mobile networks or hosting that hand
+// out one /64 per customer, and a shared bucket would hurt more than a
+// multiplied allowance; choose 48 when clients are sites with /48s, or to
+// add a second, coarser limit beside the per-client one (a Limiter keyed by
+// /48 stacked before one keyed by /56); 128 keys every address on its own.
 func WithIPv6Prefix(bits int) IPOption {
 	return ipOptionFunc(func(c *ipConfig) { c.ipv6Bits = bits })
 }
 
 // WithIPv4Prefix groups IPv4 clients by their first bits bits (0 < bits ≤
-// 32). The default is DefaultIPv4PrefixBits (32): each address on its own.
+// 32). The default is 32: each address on its own.
 func WithIPv4Prefix(bits int) IPOption {
 	return ipOptionFunc(func(c *ipConfig) { c.ipv4Bits = bits })
 }
@@ -149,13 +130,13 @@ type ipKeyer struct {
 
 // IP returns a KeyFunc, safe for concurrent use, that keys requests by
 // client IP address. It fails on invalid options: a bad or too wide trusted
-// prefix (see WithTrustedProxies), a prefix length out of range, several
-// forwarding-header options, or one without a trusted proxy.
+// prefix (see WithTrustedProxies), a prefix length out of range, or a bad
+// WithForwardingHeader.
 //
 // The client is the connection's peer (r.RemoteAddr), and forwarding
 // headers are ignored, unless the peer is a trusted proxy. Then IP reads
-// one header kind (X-Forwarded-For, or see WithForwarded and
-// WithClientIPHeader), its lines merged in order, from the right: the
+// one header (X-Forwarded-For, or the one WithForwardingHeader names), its
+// lines merged in order, from the right: the
 // first untrusted address is the client; when all of the last 32 entries
 // are trusted, the left-most of them; when the header is absent, the peer.
 // Entries left of the client's are never parsed: they cost nothing.
@@ -172,7 +153,7 @@ type ipKeyer struct {
 // without for=), is an error wrapping core.ErrNoKey; a malformed address
 // where one is needed is another error.
 func IP(opts ...IPOption) (core.KeyFunc, error) {
-	cfg := ipConfig{ipv6Bits: DefaultIPv6PrefixBits, ipv4Bits: DefaultIPv4PrefixBits}
+	cfg := ipConfig{ipv6Bits: defaultIPv6Bits, ipv4Bits: defaultIPv4Bits}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&cfg)
@@ -189,24 +170,38 @@ func IP(opts ...IPOption) (core.KeyFunc, error) {
 	if k.trusted, err = trustedPrefixes(cfg); err != nil {
 		return nil, err
 	}
-	switch len(cfg.sources) {
-	case 0:
-		k.source = sourceXForwardedFor
-	case 1:
-		k.source = cfg.sources[0]
-		if len(k.trusted) == 0 {
-			return nil, errors.New("keyfuncs: a forwarding header option has no effect without WithTrustedProxies")
-		}
-	default:
-		return nil, errors.New("keyfuncs: give at most one of WithXForwardedFor, WithForwarded, WithClientIPHeader")
+	if k.source, k.headerName, err = forwardingHeader(cfg.headers); err != nil {
+		return nil, err
 	}
-	if k.source == sourceClientIPHeader {
-		if !validHeaderName(cfg.headerName) {
-			return nil, fmt.Errorf("keyfuncs: invalid header name %q", cfg.headerName)
-		}
-		k.headerName = http.CanonicalHeaderKey(cfg.headerName)
+	if len(cfg.headers) > 0 && len(k.trusted) == 0 {
+		return nil, errors.New("keyfuncs: WithForwardingHeader has no effect without WithTrustedProxies")
 	}
 	return k.key, nil
+}
+
+// forwardingHeader returns the source and canonical header name that the
+// WithForwardingHeader names given select.
+func forwardingHeader(names []string) (proxySource, string, error) {
+	if len(names) == 0 {
+		return sourceXForwardedFor, "", nil
+	}
+	name := names[0]
+	if !validHeaderName(name) {
+		return 0, "", fmt.Errorf("keyfuncs: invalid forwarding header name %q", name)
+	}
+	name = http.CanonicalHeaderKey(name)
+	for _, other := range names[1:] {
+		if http.CanonicalHeaderKey(other) != name {
+			return 0, "", fmt.Errorf("keyfuncs: WithForwardingHeader given twice (%q, %q): a proxy writes one header", name, other)
+		}
+	}
+	switch name {
+	case "X-Forwarded-For":
+		return sourceXForwardedFor, "", nil
+	case "Forwarded":
+		return sourceForwarded, "", nil
+	}
+	return sourceClientIPHeader, name, nil
 }
 
 func (k *ipKeyer) isTrusted(a netip.Addr) bool {

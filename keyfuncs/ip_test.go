@@ -168,8 +168,9 @@ func TestIPXForwardedFor(t *testing.T) {
 		opts []keyfuncs.IPOption
 	}{
 		{"default", trusted},
-		{"explicit", append(append([]keyfuncs.IPOption(nil), trusted...), keyfuncs.WithXForwardedFor())},
-		{"prefixes", []keyfuncs.IPOption{keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8"))}},
+		{"explicit", append(append([]keyfuncs.IPOption(nil), trusted...), keyfuncs.WithForwardingHeader("X-Forwarded-For"))},
+		{"any case", append(append([]keyfuncs.IPOption(nil), trusted...), keyfuncs.WithForwardingHeader("x-forwarded-for"))},
+		{"netip prefixes", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(netip.MustParsePrefix("10.0.0.0/8").String(), netip.MustParsePrefix("fd00::/8").String())}},
 	} {
 		fn := mustIP(t, mode.opts...)
 		for _, tt := range tests {
@@ -181,7 +182,7 @@ func TestIPXForwardedFor(t *testing.T) {
 }
 
 func TestIPForwarded(t *testing.T) {
-	fn := mustIP(t, keyfuncs.WithTrustedProxies("10.0.0.0/8", "2001:db8:ffff::/48"), keyfuncs.WithForwarded())
+	fn := mustIP(t, keyfuncs.WithTrustedProxies("10.0.0.0/8", "2001:db8:ffff::/48"), keyfuncs.WithForwardingHeader("forwarded"))
 	fwd := func(v string) hdr { return hdr{"Forwarded", v} }
 	tests := []struct {
 		name    string
@@ -239,7 +240,7 @@ func TestIPForwarded(t *testing.T) {
 }
 
 func TestIPClientIPHeader(t *testing.T) {
-	fn := mustIP(t, keyfuncs.WithTrustedProxies("173.245.48.0/20"), keyfuncs.WithClientIPHeader("cf-connecting-ip"))
+	fn := mustIP(t, keyfuncs.WithTrustedProxies("173.245.48.0/20"), keyfuncs.WithForwardingHeader("cf-connecting-ip"))
 	cf := func(v string) hdr { return hdr{"CF-Connecting-IP", v} }
 	tests := []struct {
 		name    string
@@ -326,7 +327,7 @@ func TestIPTrustedProxyForms(t *testing.T) {
 		{"::/96 does not cover IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/96")}, "10.0.0.1:1", false},
 		{"::/96 does not cover mapped IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/96")}, "[::ffff:10.0.0.1]:1", false},
 		{"lists add up", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithTrustedProxies("192.0.2.0/24")}, "192.0.2.1:1", true},
-		{"netip prefix, mapped", []keyfuncs.IPOption{keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("::ffff:10.0.0.0/104"))}, "10.0.0.1:1", true},
+		{"netip prefix, mapped", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(netip.MustParsePrefix("::ffff:10.0.0.0/104").String())}, "10.0.0.1:1", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -351,20 +352,20 @@ func TestIPConfigErrors(t *testing.T) {
 		{"not an address", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("proxy.internal")}},
 		{"empty string", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("")}},
 		{"CIDR with zone", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("fe80::%eth0/64")}},
-		{"zero prefix", []keyfuncs.IPOption{keyfuncs.WithTrustedPrefixes(netip.Prefix{})}},
+		{"zero netip prefix", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(netip.Prefix{}.String())}},
 		{"IPv6 prefix 0", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(0)}},
 		{"IPv6 prefix 129", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(129)}},
 		{"IPv6 prefix negative", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(-64)}},
 		{"IPv4 prefix 0", []keyfuncs.IPOption{keyfuncs.WithIPv4Prefix(0)}},
 		{"IPv4 prefix 33", []keyfuncs.IPOption{keyfuncs.WithIPv4Prefix(33)}},
-		{"Forwarded without trusted proxies", []keyfuncs.IPOption{keyfuncs.WithForwarded()}},
-		{"header without trusted proxies", []keyfuncs.IPOption{keyfuncs.WithClientIPHeader("X-Real-IP")}},
-		{"XFF without trusted proxies", []keyfuncs.IPOption{keyfuncs.WithXForwardedFor()}},
-		{"empty trusted list and a header", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(), keyfuncs.WithForwarded()}},
-		{"two header kinds", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwarded(), keyfuncs.WithXForwardedFor()}},
-		{"two client headers", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithClientIPHeader("X-Real-IP"), keyfuncs.WithClientIPHeader("CF-Connecting-IP")}},
-		{"empty header name", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithClientIPHeader("")}},
-		{"invalid header name", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithClientIPHeader("X Real IP")}},
+		{"Forwarded without trusted proxies", []keyfuncs.IPOption{keyfuncs.WithForwardingHeader("Forwarded")}},
+		{"header without trusted proxies", []keyfuncs.IPOption{keyfuncs.WithForwardingHeader("X-Real-IP")}},
+		{"XFF without trusted proxies", []keyfuncs.IPOption{keyfuncs.WithForwardingHeader("X-Forwarded-For")}},
+		{"empty trusted list and a header", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(), keyfuncs.WithForwardingHeader("Forwarded")}},
+		{"two header kinds", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwardingHeader("Forwarded"), keyfuncs.WithForwardingHeader("X-Forwarded-For")}},
+		{"two client headers", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwardingHeader("X-Real-IP"), keyfuncs.WithForwardingHeader("CF-Connecting-IP")}},
+		{"empty header name", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwardingHeader("")}},
+		{"invalid header name", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwardingHeader("X Real IP")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -386,6 +387,7 @@ func TestIPConfigErrors(t *testing.T) {
 		{keyfuncs.WithIPv6Prefix(128), keyfuncs.WithIPv4Prefix(32)},
 		{nil},
 		{keyfuncs.WithTrustedProxies()},
+		{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwardingHeader("X-Real-IP"), keyfuncs.WithForwardingHeader("x-real-ip")}, // one header, twice
 	} {
 		if _, err := keyfuncs.IP(opts...); err != nil {
 			t.Errorf("IP(%d options): %v", len(opts), err)
@@ -404,9 +406,6 @@ func TestIPRefusesTrustingEveryone(t *testing.T) {
 		keyfuncs.WithTrustedProxies("2001:db8::/0"),
 		keyfuncs.WithTrustedProxies("::ffff:0.0.0.0/96"), // IPv4-mapped: all of IPv4
 		keyfuncs.WithTrustedProxies(" ::ffff:10.0.0.0/96 "),
-		keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("0.0.0.0/0")),
-		keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("::/0")),
-		keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("::ffff:0.0.0.0/96")),
 	} {
 		fn, err := keyfuncs.IP(opt)
 		if err == nil || fn != nil {
@@ -448,7 +447,7 @@ func TestIPLongForgedPrefix(t *testing.T) {
 }
 
 func TestIPConcurrent(t *testing.T) {
-	fn := mustIP(t, keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwarded())
+	fn := mustIP(t, keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwardingHeader("Forwarded"))
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
@@ -470,9 +469,6 @@ func TestIPConcurrent(t *testing.T) {
 // requests over the 256 /64s of one /56 were served against a limit of 10
 // when IPv6 was grouped by /64), and the next /56 is another.
 func TestIPDefaultGroupsIPv6By56(t *testing.T) {
-	if keyfuncs.DefaultIPv6PrefixBits != 56 {
-		t.Fatalf("DefaultIPv6PrefixBits = %d, want 56", keyfuncs.DefaultIPv6PrefixBits)
-	}
 	for name, fn := range map[string]core.KeyFunc{
 		"peer":   mustIP(t),
 		"behind": mustIP(t, keyfuncs.WithTrustedProxies("10.0.0.0/8")),
@@ -590,15 +586,13 @@ func TestIPRefusesWidePublicTrust(t *testing.T) {
 		{every12(), `"0.0.0.0/12"`},
 	}
 	for _, tt := range refused {
-		for _, opt := range []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(tt.cidrs...), trustedPrefixes(tt.cidrs)} {
-			fn, err := keyfuncs.IP(opt)
-			if err == nil || fn != nil {
-				t.Errorf("IP accepted %.80v", tt.cidrs)
-				continue
-			}
-			if msg := err.Error(); !strings.Contains(msg, tt.names) || !strings.Contains(msg, "public") {
-				t.Errorf("%.60v: error %q does not name %s", tt.cidrs, msg, tt.names)
-			}
+		fn, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(tt.cidrs...))
+		if err == nil || fn != nil {
+			t.Errorf("IP accepted %.80v", tt.cidrs)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, tt.names) || !strings.Contains(msg, "public") {
+			t.Errorf("%.60v: error %q does not name %s", tt.cidrs, msg, tt.names)
 		}
 	}
 	cloudflare := []string{ // www.cloudflare.com/ips, 2026
@@ -623,14 +617,6 @@ func TestIPRefusesWidePublicTrust(t *testing.T) {
 			t.Errorf("%.60v: %v", cidrs, err)
 		}
 	}
-}
-
-func trustedPrefixes(cidrs []string) keyfuncs.IPOption {
-	var ps []netip.Prefix
-	for _, c := range cidrs {
-		ps = append(ps, netip.MustParsePrefix(c))
-	}
-	return keyfuncs.WithTrustedPrefixes(ps...)
 }
 
 // forgedPrefix returns about size bytes of client-written forwarding
@@ -658,7 +644,7 @@ func TestIPForwardingWalkBounded(t *testing.T) {
 		opts := []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8")}
 		appended := "203.0.113.7, 10.0.0.2"
 		if header == "Forwarded" {
-			opts = append(opts, keyfuncs.WithForwarded())
+			opts = append(opts, keyfuncs.WithForwardingHeader("Forwarded"))
 			appended = `for="203.0.113.7:4711";proto=https, for=10.0.0.2`
 		}
 		fn := mustIP(t, opts...)
@@ -684,7 +670,7 @@ func TestIPForwardingWalkHopLimit(t *testing.T) {
 		opts := []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8")}
 		entry := func(a string) string { return a }
 		if header == "Forwarded" {
-			opts = append(opts, keyfuncs.WithForwarded())
+			opts = append(opts, keyfuncs.WithForwardingHeader("Forwarded"))
 			entry = func(a string) string { return "for=" + a }
 		}
 		var tail []string
@@ -710,7 +696,7 @@ func BenchmarkIPForwardingPrefix(b *testing.B) {
 		opts := []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8")}
 		appended := "203.0.113.7"
 		if header == "Forwarded" {
-			opts = append(opts, keyfuncs.WithForwarded())
+			opts = append(opts, keyfuncs.WithForwardingHeader("Forwarded"))
 			appended = "for=203.0.113.7"
 		}
 		fn := mustIP(b, opts...)
@@ -729,9 +715,17 @@ func BenchmarkIPForwardingPrefix(b *testing.B) {
 }
 
 // The Limiter's per-address bucket for requests without a key
-// (internal/clientaddr) groups IPv6 peers as IP does by default.
-func TestDefaultIPv6PrefixMatchesKeyErrorBuckets(t *testing.T) {
-	if keyfuncs.DefaultIPv6PrefixBits != clientaddr.IPv6Bits {
-		t.Fatalf("DefaultIPv6PrefixBits %d, clientaddr.IPv6Bits %d: keep them equal", keyfuncs.DefaultIPv6PrefixBits, clientaddr.IPv6Bits)
+// (internal/clientaddr) groups peers as IP does by default.
+func TestDefaultGroupsMatchKeyErrorBuckets(t *testing.T) {
+	fn := mustIP(t)
+	for _, peer := range []string{
+		"203.0.113.7:1", "[::ffff:203.0.113.7]:1", "[2001:db8:1:2ff::1]:1", "[2001:db8:1:3ff::1]:1",
+		"[fe80::1%eth0]:1", "[2002:c000:207::1]:1", "[2001:0:4136:e378:8000:63bf:3fff:fdd2]:1",
+	} {
+		got, err := fn(newRequest(peer))
+		want, ok := clientaddr.PeerKey(peer)
+		if err != nil || !ok || got != want {
+			t.Errorf("%s: IP key %q (%v), key-error bucket %q (%v)", peer, got, err, want, ok)
+		}
 	}
 }

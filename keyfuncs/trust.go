@@ -2,7 +2,6 @@ package keyfuncs
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"math/big"
 	"net/netip"
@@ -39,18 +38,12 @@ func trustedPrefixes(cfg ipConfig) ([]netip.Prefix, error) {
 		trusted []netip.Prefix
 		texts   []string // as the user wrote each, for errors
 	)
-	for _, s := range cfg.cidrs {
+	for _, s := range cfg.proxies {
 		p, err := parseTrusted(s)
 		if err != nil {
 			return nil, err
 		}
 		trusted, texts = append(trusted, p), append(texts, strings.TrimSpace(s))
-	}
-	for _, p := range cfg.prefixes {
-		if !p.IsValid() {
-			return nil, errors.New("keyfuncs: invalid trusted prefix (zero netip.Prefix)")
-		}
-		trusted, texts = append(trusted, normalizePrefix(p)), append(texts, p.String())
 	}
 	for i, p := range trusted {
 		if err := checkTrusted(p, texts[i]); err != nil {

@@ -9,7 +9,7 @@ import "net/netip"
 
 // IPv6Bits is the prefix length IPv6 peers are grouped by: one customer
 // usually holds a whole /56 and can use any of its addresses (see
-// keyfuncs.DefaultIPv6PrefixBits).
+// keyfuncs.WithIPv6Prefix). keyfuncs.IP groups by it by default.
 const IPv6Bits = 56
 
 // PeerKey returns the key of the peer address in remoteAddr (an
