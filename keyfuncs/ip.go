@@ -88,8 +88,9 @@ func WithForwardingHeader(name string) IPOption {
 
 // WithIPv6Prefix groups IPv6 clients by their first bits bits (0 < bits ≤
 // 128); the default is 56: every address of one /56 shares one key. It
-// never applies to IPv4 or IPv4-mapped addresses, nor to 6to4 and Teredo
-// addresses, which are keyed by the IPv4 address they embed (see IP).
+// never applies to IPv4 or IPv4-mapped addresses, nor to the IPv6 forms
+// of IPv4 clients, which are keyed by the IPv4 address they embed (see
+// IP).
 //
 // A /64 is the smallest network an IPv6 host gets, and it can pick any of
 // its 2^64 addresses for each request; but providers delegate more to one
@@ -144,9 +145,17 @@ type ipKeyer struct {
 // The key is the client address, normalised (IPv4-mapped IPv6 becomes
 // IPv4; zones, ports and brackets are dropped) and masked to its group
 // (WithIPv6Prefix, WithIPv4Prefix): "2001:db8:1::/56" by default for IPv6,
-// the bare address at full length ("203.0.113.7"). 6to4 (2002::/16) and
-// Teredo (2001::/32) addresses are keyed as the IPv4 address they embed.
-// docs/threat-model.md (threats 1 and 3) gives the reasons.
+// the bare address at full length ("203.0.113.7"). IPv6 addresses that
+// stand for one IPv4 host are keyed as the IPv4 address they embed: 6to4
+// (2002::/16, RFC 3056), Teredo (2001::/32, RFC 4380: the client's
+// address), the NAT64 well-known prefix (64:ff9b::/96, RFC 6052), SIIT's
+// IPv4-translated (::ffff:0:0:0/96) and the IPv4-compatible (::/96, but
+// "::1") forms. In the local-use translation prefix (64:ff9b:1::/48, RFC
+// 8215), where the IPv4 address sits depends on the translator's prefix
+// length, each address is its own key. A translator using a prefix of your
+// own network (an RFC 6052 network-specific prefix) is not recognised:
+// its clients are grouped by /56. docs/threat-model.md (threats 1 and 3)
+// gives the reasons.
 //
 // An empty RemoteAddr, or a trusted proxy reporting a hidden client
 // ("unknown", an RFC 7239 obfuscated identifier, a Forwarded element

@@ -537,6 +537,33 @@ func TestIPTeredoKeyedByClientIPv4(t *testing.T) {
 	checkKey(t, fn, newRequest("[2001:1:4136:e378:8000:63bf:3fff:fdd2]:1"), ok, "2001:1:4136:e300::/56")
 }
 
+// IPv4 clients written as IPv6 by a translator in front of the server
+// (NAT64/SIIT: the well-known prefix 64:ff9b::/96, IPv4-translated
+// ::ffff:0:0:0/96) or in the deprecated IPv4-compatible form (::/96) are
+// keyed by the IPv4 address they embed; grouped by /56, every IPv4 client
+// of the translator shared one bucket (issue 29). Inside the local-use
+// prefix 64:ff9b:1::/48, where the IPv4 address sits depends on the
+// translator's prefix length, each address is its own key.
+func TestIPTranslatedKeyedByEmbeddedIPv4(t *testing.T) {
+	fn := mustIP(t, keyfuncs.WithTrustedProxies("10.0.0.0/8"))
+	for _, tt := range []struct{ peer, key string }{
+		{"[64:ff9b::c000:207]:1", "192.0.2.7"},
+		{"[64:ff9b::192.0.2.8]:1", "192.0.2.8"},
+		{"[::ffff:0:c000:207]:1", "192.0.2.7"},
+		{"[::c000:209]:1", "192.0.2.9"},
+		{"[64:ff9b:1::c000:207]:1", "64:ff9b:1::c000:207"},       // a /96 translator
+		{"[64:ff9b:1::c000:208]:1", "64:ff9b:1::c000:208"},       // its neighbour, apart
+		{"[64:ff9b:1:0:c0:2:700:0]:1", "64:ff9b:1:0:c0:2:700:0"}, // a /64 translator: 192.0.2.7 at bits 72-103
+		{"[64:ff9b:1:0:c0:2:800:0]:1", "64:ff9b:1:0:c0:2:800:0"},
+		{"[::1]:1", "::/56"},                        // loopback, not 0.0.0.1
+		{"[64:ff9b::1:c000:207]:1", "64:ff9b::/56"}, // outside the /96: plain IPv6
+	} {
+		checkKey(t, fn, newRequest(tt.peer), ok, tt.key)
+	}
+	checkKey(t, fn, newRequest("10.0.0.1:1", hdr{"X-Forwarded-For", "64:ff9b::cb00:7107"}), ok, "203.0.113.7")
+	checkKey(t, mustIP(t, keyfuncs.WithIPv4Prefix(24)), newRequest("[64:ff9b::c000:207]:1"), ok, "192.0.2.0/24")
+}
+
 // A trusted prefix, or a set of them, covering more public addresses than
 // the documented bound lets a large part of the internet choose its key
 // (issue 20: "2000::/3", the halves of a family and "::ffff:0.0.0.0/97"
