@@ -59,7 +59,13 @@ type ipConfig struct {
 // counted once) covers more public addresses than a /8 (IPv4) or a /24
 // (IPv6). Public means outside the private, shared (CGNAT), loopback,
 // link-local and unique local ranges, which may be trusted at any width.
-// Cloudflare's and CloudFront's lists fit (docs/threat-model.md, threat 13).
+// An IPv6 prefix inside a range whose addresses stand for IPv4 hosts
+// (6to4, Teredo, NAT64 and SIIT prefixes, IPv4-compatible addresses; see
+// IP) counts as the IPv4 space it embeds, with the IPv4 prefixes: so
+// "2001::/32" (Teredo), "64:ff9b::/96" (NAT64) and "::/96" cover every
+// IPv4 address and are refused like "0.0.0.0/0", and "2002:c000::/24" is
+// 192.0.0.0/8. Cloudflare's and CloudFront's lists fit
+// (docs/threat-model.md, threat 13).
 func WithTrustedProxies(proxies ...string) IPOption {
 	proxies = append([]string(nil), proxies...)
 	return ipOptionFunc(func(c *ipConfig) { c.proxies = append(c.proxies, proxies...) })

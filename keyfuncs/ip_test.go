@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -324,8 +325,8 @@ func TestIPTrustedProxyForms(t *testing.T) {
 		{"unmasked CIDR", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.1.2.3/8")}, "10.9.9.9:1", true},
 		{"surrounding spaces", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(" 10.0.0.0/8 ")}, "10.9.9.9:1", true},
 		{"link-local with zone", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("fe80::/10")}, "[fe80::1%eth0]:1", true},
-		{"::/96 does not cover IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/96")}, "10.0.0.1:1", false},
-		{"::/96 does not cover mapped IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/96")}, "[::ffff:10.0.0.1]:1", false},
+		{"::/112 does not cover IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/112")}, "10.0.0.1:1", false},
+		{"::/112 does not cover mapped IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/112")}, "[::ffff:10.0.0.1]:1", false},
 		{"lists add up", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithTrustedProxies("192.0.2.0/24")}, "192.0.2.1:1", true},
 		{"netip prefix, mapped", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(netip.MustParsePrefix("::ffff:10.0.0.0/104").String())}, "10.0.0.1:1", true},
 	}
@@ -570,14 +571,16 @@ func TestIPTranslatedKeyedByEmbeddedIPv4(t *testing.T) {
 // were accepted). IP refuses them and names the prefix; private, loopback,
 // link-local, shared and unique local ranges of any width, and the lists of
 // real CDNs, are accepted.
-func TestIPRefusesWidePublicTrust(t *testing.T) {
-	slash12s := func(n int) []string { // n distinct public IPv4 /12s, from 16.0.0.0/12
-		var out []string
-		for i := 0; i < n; i++ {
-			out = append(out, netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(16 + i/16), byte(i % 16 << 4), 0, 0}), 12).String())
-		}
-		return out
+// slash12s returns n distinct public IPv4 /12s, from 16.0.0.0/12.
+func slash12s(n int) []string {
+	var out []string
+	for i := 0; i < n; i++ {
+		out = append(out, netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(16 + i/16), byte(i % 16 << 4), 0, 0}), 12).String())
 	}
+	return out
+}
+
+func TestIPRefusesWidePublicTrust(t *testing.T) {
 	slash28s := func(n int) []string { // n distinct public IPv6 /28s, from 2400::/28
 		var out []string
 		for i := 0; i < n; i++ {
@@ -642,6 +645,66 @@ func TestIPRefusesWidePublicTrust(t *testing.T) {
 	} {
 		if _, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(cidrs...)); err != nil {
 			t.Errorf("%.60v: %v", cidrs, err)
+		}
+	}
+}
+
+// A trusted IPv6 prefix that embeds IPv4 addresses is measured by the IPv4
+// space it embeds (issue 29, item 3): 2001::/32 is 2^96 of IPv6, within the
+// /28 bound, but every IPv4 host can take a Teredo address (with 2001::/32
+// trusted, 100 requests with a rotating X-Forwarded-For got 100 served
+// against 1 an hour), and a NAT64 or SIIT translator writes every IPv4
+// client into its prefix.
+func TestIPRefusesWideEmbeddedTrust(t *testing.T) {
+	every := []string{
+		"2001::/32",             // Teredo
+		"2001:0:4136:e378::/64", // one Teredo server: its clients are every IPv4 host
+		"2001::/31",
+		"64:ff9b::/96",        // NAT64 well-known prefix
+		"64:ff9b:1::/48",      // local-use translation prefix
+		"64:ff9b:1:abcd::/96", // a translator inside it
+		"::ffff:0:0:0/96",     // SIIT IPv4-translated
+		"::/96",               // IPv4-compatible
+		"::/64",               // holds several of them
+		"2002::/16",           // 6to4 (also too wide as IPv6)
+	}
+	for _, cidr := range every {
+		fn, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(cidr))
+		if err == nil || fn != nil {
+			t.Errorf("IP accepted %s", cidr)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, strconv.Quote(cidr)) || !strings.Contains(msg, "IPv") {
+			t.Errorf("%s: unclear error %q", cidr, msg)
+		}
+	}
+	for cidr, want := range map[string]string{
+		"2002::/27":          "0.0.0.0/11 in the form of 6to4",             // 2^21 hosts
+		"2002:c000::/24":     "192.0.0.0/8 in the form of 6to4",            // 2^24 less 192.168.0.0/16
+		"64:ff9b::/104":      "0.0.0.0/8 in the form of the NAT64",         // 2^24
+		"2001::f000:0/100":   "0.0.0.0/4 in the form of Teredo",            // stored inverted: 0fff… → 0.0.0.0/4
+		"::ffff:0:c000:0/98": "192.0.0.0/2 in the form of IPv4-translated", // 2^30
+	} {
+		_, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(cidr))
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "public IPv4") {
+			t.Errorf("%s: error %v, want one naming %s", cidr, err, want)
+		}
+	}
+	// IPv4 prefixes and the IPv4 space embedded by IPv6 ones count
+	// together, a space trusted in both forms once.
+	if _, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(append(slash12s(16), "2002:7000::/28")...)); err == nil {
+		t.Error("IP accepted 16 IPv4 /12s and a 6to4 /28 (a 17th /12)")
+	}
+	if _, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(append(slash12s(16), "2002:1000::/28", "64:ff9b::1000:0/108")...)); err != nil {
+		t.Errorf("16.0.0.0/12 in three forms: %v", err)
+	}
+	// Narrow prefixes of these ranges pass: one 6to4 host, a /24 behind a
+	// translator, one Teredo client, loopback; and 2002::/28, which embeds
+	// 0.0.0.0/12, as many IPv4 hosts as 16.0.0.0/12.
+	for _, cidr := range []string{"2002:cb00:7107::/48", "64:ff9b::cb00:7100/120", "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+		"64:ff9b:1::c000:200/120", "::1", "::ffff:0:c000:200/120", "2002::/28", "2001:db8::/32"} {
+		if _, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(cidr)); err != nil {
+			t.Errorf("%s: %v", cidr, err)
 		}
 	}
 }
