@@ -50,6 +50,9 @@ type ipConfig struct {
 // may be given several times; the lists add up. IPv4-mapped prefixes
 // ("::ffff:10.0.0.0/104") become IPv4 ones; an IPv6 prefix never covers
 // IPv4 or IPv4-mapped addresses. A netip.Prefix p is given as p.String().
+// "unix:" trusts peers on Unix sockets (a reverse proxy connecting through
+// one; the spelling is nginx's): without it, such a peer, the same for
+// every client, makes IP fail (see IP).
 //
 // Every client inside a trusted prefix can choose its key, so IP refuses,
 // with an error naming the prefix: invalid text; a prefix covering every
@@ -128,11 +131,12 @@ func WithIPv4Prefix(bits int) IPOption {
 // never modified after IP returns, so its key method is safe for concurrent
 // use.
 type ipKeyer struct {
-	trusted    []netip.Prefix
-	source     proxySource
-	headerName string // canonical form, for sourceClientIPHeader
-	ipv6Bits   int
-	ipv4Bits   int
+	trusted      []netip.Prefix
+	trustSockets bool // unixProxies was given
+	source       proxySource
+	headerName   string // canonical form, for sourceClientIPHeader
+	ipv6Bits     int
+	ipv4Bits     int
 }
 
 // IP returns a KeyFunc, safe for concurrent use, that keys requests by
@@ -163,10 +167,18 @@ type ipKeyer struct {
 // its clients are grouped by /56. docs/threat-model.md (threats 1 and 3)
 // gives the reasons.
 //
-// An empty RemoteAddr, or a trusted proxy reporting a hidden client
-// ("unknown", an RFC 7239 obfuscated identifier, a Forwarded element
-// without for=), is an error wrapping core.ErrNoKey; a malformed address
-// where one is needed is another error.
+// A peer on a Unix socket (RemoteAddr "@", "@name", a path, or "" on the
+// BSDs) is one peer for every client, so keying by it would put them all
+// in one bucket: unless WithTrustedProxies lists "unix:", IP fails with an
+// error saying so (the Limiter logs the first key error), an empty
+// RemoteAddr with one wrapping core.ErrNoKey. With "unix:" such a peer is
+// a trusted proxy whose header must name the client: an absent or empty
+// header is an error, not a shared key.
+//
+// A trusted proxy reporting a hidden client ("unknown", an RFC 7239
+// obfuscated identifier, a Forwarded element without for=) is an error
+// wrapping core.ErrNoKey; a malformed address where one is needed is
+// another error.
 func IP(opts ...IPOption) (core.KeyFunc, error) {
 	cfg := ipConfig{ipv6Bits: defaultIPv6Bits, ipv4Bits: defaultIPv4Bits}
 	for _, opt := range opts {
@@ -182,13 +194,13 @@ func IP(opts ...IPOption) (core.KeyFunc, error) {
 		return nil, fmt.Errorf("keyfuncs: IPv4 prefix length %d out of range (1..32)", cfg.ipv4Bits)
 	}
 	var err error
-	if k.trusted, err = trustedPrefixes(cfg); err != nil {
+	if k.trusted, k.trustSockets, err = trustedPrefixes(cfg); err != nil {
 		return nil, err
 	}
 	if k.source, k.headerName, err = forwardingHeader(cfg.headers); err != nil {
 		return nil, err
 	}
-	if len(cfg.headers) > 0 && len(k.trusted) == 0 {
+	if len(cfg.headers) > 0 && len(k.trusted) == 0 && !k.trustSockets {
 		return nil, errors.New("keyfuncs: WithForwardingHeader has no effect without WithTrustedProxies")
 	}
 	return k.key, nil
@@ -244,24 +256,53 @@ func (k *ipKeyer) keyOf(a netip.Addr) string { return clientaddr.Key(a, k.ipv4Bi
 
 // clientAddr finds the normalised client address of r.
 func (k *ipKeyer) clientAddr(r *http.Request) (netip.Addr, error) {
-	if r.RemoteAddr == "" {
-		return netip.Addr{}, fmt.Errorf("keyfuncs: empty RemoteAddr: %w", core.ErrNoKey)
+	socket := clientaddr.IsSocket(r.RemoteAddr)
+	switch {
+	case socket && !k.trustSockets && r.RemoteAddr == "":
+		return netip.Addr{}, fmt.Errorf("keyfuncs: empty RemoteAddr (a Unix socket? see WithTrustedProxies(%q)): %w", unixProxies, core.ErrNoKey)
+	case socket && !k.trustSockets:
+		return netip.Addr{}, fmt.Errorf("keyfuncs: peer %s is a Unix socket, the same for every client, so it cannot tell clients apart; "+
+			"if a reverse proxy connects through it, trust it with WithTrustedProxies(%q) and have it send the client's address in %s",
+			quoteShort(r.RemoteAddr), unixProxies, k.header())
 	}
-	peer, err := parseNode(r.RemoteAddr, false)
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("keyfuncs: RemoteAddr: %w", err)
+	var peer netip.Addr // invalid for a socket
+	if !socket {
+		var err error
+		if peer, err = parseNode(r.RemoteAddr, false); err != nil {
+			return netip.Addr{}, fmt.Errorf("keyfuncs: RemoteAddr: %w", err)
+		}
+		if !k.isTrusted(peer) {
+			return peer, nil
+		}
 	}
-	if !k.isTrusted(peer) {
-		return peer, nil
-	}
+	var (
+		a   netip.Addr
+		err error
+	)
 	switch k.source {
 	case sourceForwarded:
-		return k.walkForwarded(r.Header.Values("Forwarded"), peer)
+		a, err = k.walkForwarded(r.Header.Values("Forwarded"), peer)
 	case sourceClientIPHeader:
-		return k.readClientIPHeader(r.Header.Values(k.headerName), peer)
+		a, err = k.readClientIPHeader(r.Header.Values(k.headerName), peer)
 	default:
-		return k.walkXForwardedFor(r.Header.Values("X-Forwarded-For"), peer)
+		a, err = k.walkXForwardedFor(r.Header.Values("X-Forwarded-For"), peer)
 	}
+	if err == nil && !a.IsValid() {
+		return netip.Addr{}, fmt.Errorf("keyfuncs: the trusted Unix socket peer %s sent no client address in %s: "+
+			"have the proxy send it", quoteShort(r.RemoteAddr), k.header())
+	}
+	return a, err
+}
+
+// header names the header k reads behind a trusted proxy.
+func (k *ipKeyer) header() string {
+	switch k.source {
+	case sourceForwarded:
+		return "Forwarded"
+	case sourceClientIPHeader:
+		return k.headerName
+	}
+	return "X-Forwarded-For"
 }
 
 // maxHops bounds the entries IP reads from the right of a forwarding

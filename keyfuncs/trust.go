@@ -34,27 +34,33 @@ var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("fc00::/7"),       // unique local (RFC 4193)
 }
 
-// trustedPrefixes returns the validated, normalised trusted prefixes of cfg.
-func trustedPrefixes(cfg ipConfig) ([]netip.Prefix, error) {
-	var (
-		trusted []netip.Prefix
-		parts   []coverage // what each covers, for the bounds
-	)
+// unixProxies, among the trusted proxies, trusts peers on Unix sockets
+// (nginx's set_real_ip_from spelling).
+const unixProxies = "unix:"
+
+// trustedPrefixes returns the validated, normalised trusted prefixes of
+// cfg, and whether unixProxies is among them.
+func trustedPrefixes(cfg ipConfig) (trusted []netip.Prefix, sockets bool, err error) {
+	var parts []coverage // what each covers, for the bounds
 	for _, s := range cfg.proxies {
+		if strings.TrimSpace(s) == unixProxies {
+			sockets = true
+			continue
+		}
 		p, err := parseTrusted(s)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		c, err := measure(p, describePrefix(p, strings.TrimSpace(s)))
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		trusted, parts = append(trusted, p), append(parts, c...)
 	}
 	if err := checkTotal(parts); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return trusted, nil
+	return trusted, sockets, nil
 }
 
 // A coverage is what a trusted prefix covers in one family: an IPv4 prefix

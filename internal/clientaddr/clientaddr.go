@@ -7,7 +7,11 @@
 // trusted proxies.
 package clientaddr
 
-import "net/netip"
+import (
+	"log/slog"
+	"net/netip"
+	"sync/atomic"
+)
 
 // IPv6Bits is the prefix length IPv6 peers are grouped by: one customer
 // usually holds a whole /56 and can use any of its addresses (see
@@ -82,18 +86,57 @@ func IPv4At(b [16]byte, off int, invert bool) netip.Addr {
 // http.Request's RemoteAddr: "host:port", or a bare host as some servers
 // and tests set it), as Key groups it with IPv4 by address and IPv6 by
 // /56. ok is false when remoteAddr holds no IP address (an empty
-// RemoteAddr, a Unix socket).
+// RemoteAddr, a Unix socket). Requests from a Unix socket peer then share
+// one bucket, since their peer is the same for every client: the first
+// such peer is logged, once per process, with what to do (warnSocket).
 func PeerKey(remoteAddr string) (key string, ok bool) {
 	a, err := netip.ParseAddr(remoteAddr)
 	if err != nil {
 		ap, err := netip.ParseAddrPort(remoteAddr)
 		if err != nil {
+			if remoteAddr != "" && IsSocket(remoteAddr) {
+				warnSocket(remoteAddr)
+			}
 			return "", false
 		}
 		a = ap.Addr()
 	}
 	a = a.WithZone("").Unmap()
 	return Key(a, 32, IPv6Bits), true
+}
+
+// socketWarned is set once warnSocket has logged.
+var socketWarned atomic.Bool
+
+// warnSocket logs, once per process, that requests without a key from
+// Unix socket peers share one bucket. It is the one place that sees it:
+// keyfuncs.IP fails loudly on such a peer, but a Limiter keyed otherwise
+// (a token, a header) charges its keyless requests by the peer alone.
+func warnSocket(remoteAddr string) {
+	if socketWarned.Load() || !socketWarned.CompareAndSwap(false, true) {
+		return
+	}
+	slog.Default().Warn("sluice: requests without a key come from a Unix socket peer, the same for every client, "+
+		"so they share one bucket (logged once); if a reverse proxy connects through the socket, have the Limiter "+
+		"find the client's address with core.WithKeyErrorKey(keyfuncs.IP(keyfuncs.WithTrustedProxies(\"unix:\")))",
+		slog.String("remote_addr", cut(remoteAddr)))
+}
+
+// cut bounds a client-influenced text for a log record.
+func cut(s string) string {
+	const maxLen = 64
+	if len(s) > maxLen {
+		return s[:maxLen] + "…"
+	}
+	return s
+}
+
+// IsSocket reports whether remoteAddr, an http.Request's RemoteAddr, is
+// that of a Unix socket peer rather than an IP address: "@" (an unnamed
+// socket on Linux), "@name" (an abstract one), a path, or "" (an unnamed
+// socket on the BSDs and macOS, or no address at all).
+func IsSocket(remoteAddr string) bool {
+	return remoteAddr == "" || remoteAddr[0] == '@' || remoteAddr[0] == '/'
 }
 
 // Key returns the key of the unmapped, zoneless address a. An address of

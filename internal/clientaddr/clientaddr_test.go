@@ -1,6 +1,11 @@
 package clientaddr
 
-import "testing"
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+)
 
 func TestPeerKey(t *testing.T) {
 	for _, c := range []struct {
@@ -31,6 +36,44 @@ func TestPeerKey(t *testing.T) {
 		got, ok := PeerKey(c.in)
 		if got != c.want || ok != c.ok {
 			t.Errorf("PeerKey(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// Requests without a key from Unix socket peers share one bucket (their
+// peer is every client's), so the first is logged, once, with what to do;
+// an empty RemoteAddr (no address) and IP peers are not.
+func TestPeerKeyWarnsOfSocketPeers(t *testing.T) {
+	var buf bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(old); socketWarned.Store(false) })
+	socketWarned.Store(false)
+
+	for _, addr := range []string{"", "192.0.2.7:1", "[2001:db8::1]:1"} {
+		PeerKey(addr)
+	}
+	if buf.Len() != 0 {
+		t.Fatalf("warned for IP peers or an empty address: %s", buf.String())
+	}
+	for _, addr := range []string{"@", "/run/nginx.sock", "@"} {
+		if k, ok := PeerKey(addr); ok || k != "" {
+			t.Errorf("PeerKey(%q) = %q, %v; want no key", addr, k, ok)
+		}
+	}
+	if n := strings.Count(buf.String(), "level=WARN"); n != 1 || !strings.Contains(buf.String(), `WithTrustedProxies(\"unix:\")`) ||
+		!strings.Contains(buf.String(), "remote_addr=@") {
+		t.Errorf("%d warnings: %s", n, buf.String())
+	}
+}
+
+func TestIsSocket(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"": true, "@": true, "@proxy": true, "/run/app.sock": true,
+		"192.0.2.7:1": false, "[::1]:80": false, "example.com:80": false, "not-an-ip": false,
+	} {
+		if got := IsSocket(addr); got != want {
+			t.Errorf("IsSocket(%q) = %v, want %v", addr, got, want)
 		}
 	}
 }
