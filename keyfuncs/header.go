@@ -74,7 +74,8 @@ func Header(name string, opts ...HeaderOption) (core.KeyFunc, error) {
 }
 
 // errNoPattern is wrapped by Route's error for a request without a pattern.
-var errNoPattern = errors.New("keyfuncs: route key empty: is the middleware inside the mux? (r.Pattern is not set)")
+var errNoPattern = errors.New("keyfuncs: route key empty: is the middleware inside the mux? " +
+	"(r.Pattern is not set: the middleware wraps the router, or no route serves the request's method and path)")
 
 // Route returns a KeyFunc that keys requests by their route template, the
 // pattern that matched them, so that every URL of one route shares a limit:
@@ -86,10 +87,14 @@ var errNoPattern = errors.New("keyfuncs: route key empty: is the middleware insi
 // runs; sluice's adapters do, with the method as ServeMux has it: ginlimit
 // sets "GET /users/:id" from the method and gin's c.FullPath(), echolimit
 // from the method and echo's c.Path(). So GET and POST on one route have
-// their own keys (with ServeMux, when registered with their methods). Route never falls back to
-// the raw URL path, which would give each URL its own limit: an empty
-// r.Pattern (no route matched, or a router that does not set it) is an error
-// wrapping core.ErrNoKey.
+// their own keys (with ServeMux, when registered with their methods). A
+// method the router does not serve sets no pattern (ServeMux and gin
+// answer 405 or 404 without one; echolimit leaves it empty on echo's 405),
+// so a client cannot make a key per invented method. Route never falls
+// back to the raw URL path, which would give each URL its own limit: an
+// empty r.Pattern (no route matched, or a router that does not set it) is
+// an error wrapping core.ErrNoKey, and the Limiter's key-error rule
+// applies (by default, a bucket per client address).
 //
 // The returned KeyFunc is safe for concurrent use.
 func Route() core.KeyFunc {
