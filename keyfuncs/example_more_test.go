@@ -203,9 +203,9 @@ func ExampleWithTokenCookie() {
 	}).SignedString(secret)
 	r := httptest.NewRequest("GET", "/", nil)
 	r.AddCookie(&http.Cookie{Name: "session", Value: tok})
-	fmt.Println(key(r)) // a number claim keys as its JSON text
+	fmt.Println(key(r)) // a number claim keys as "#" and its JSON text
 	// Output:
-	// 42 <nil>
+	// #42 <nil>
 }
 
 // Several secrets allow rotation: tokens signed with the old one stay

@@ -345,7 +345,9 @@ const maxLeeway = 5 * time.Minute
 // algorithm that key allows; "exp" required (see WithOptionalExpiration) and
 // in the future; "nbf" and "iat", when present, not in the future; issuer
 // and audience when WithIssuer or WithAudience ask for them. A string claim
-// is the key as is; a number is the key in its JSON text ("42").
+// is the key as is, a leading "#" doubled; a number is "#" and its JSON
+// text ("#42"): so "sub": "42" and "sub": 42, two identities an issuer may
+// give two users, never share a key.
 //
 // Errors tell three cases apart:
 //   - no token (no Authorization header, another scheme, no cookie), or a
@@ -469,9 +471,12 @@ func (v *jwtKeyer) key(r *http.Request) (string, error) {
 		if c == "" {
 			return "", fmt.Errorf("keyfuncs: token has an empty %q claim: %w", v.claim, core.ErrNoKey)
 		}
+		if c[0] == numberMark {
+			return string(numberMark) + c, nil
+		}
 		return c, nil
 	case json.Number:
-		return c.String(), nil
+		return string(numberMark) + c.String(), nil
 	default:
 		return "", fmt.Errorf("keyfuncs: token claim %q is a %s, want a string or a number", v.claim, jsonKind(c))
 	}
@@ -521,6 +526,10 @@ func (v *jwtKeyer) token(r *http.Request) (string, error) {
 		return tok, nil
 	}
 }
+
+// numberMark starts the key of a number claim, and is doubled at the start
+// of a string claim's, so that the two types never share a key.
+const numberMark = '#'
 
 func jsonKind(v any) string {
 	switch v.(type) {
