@@ -21,7 +21,7 @@ import (
 // the one keyed by the token. A client over its address's limit is then
 // refused before any token of its is verified.
 func Example_ipLimitBeforeJWT() {
-	secret := []byte("an-example-secret-of-32-bytes!!!")
+	secret := []byte("kZ8-rQ2vN6xW0tLm4Hc9YbS1fJ7dPgE3") // from crypto/rand in real use
 	user, err := keyfuncs.JWT("sub", keyfuncs.HMACSecret(secret))
 	if err != nil {
 		panic(err)

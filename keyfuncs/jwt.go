@@ -72,11 +72,15 @@ type JWTKey struct {
 // JWT refuses, with an error wrapping ErrWeakSecret, a secret shorter than
 // 32 bytes or of visibly low entropy: fewer than 8 distinct byte values,
 // one byte value making up more than half of it, a repeated pattern
-// ("abcabc…", even cut short), or mostly a run of evenly spaced bytes
-// ("abcdef…"). A short or guessable secret can be found offline from any
-// one token, after which anyone can forge identities; generate it with
-// crypto/rand (hex or base64 text of enough random bytes passes). The
-// secrets are copied.
+// ("abcabc…", even cut short), mostly a run of evenly spaced bytes
+// ("abcdef…"), or one found in fewer than 2^100 guesses by an attacker who
+// reads it as common words of secrets and placeholders, runs ("123456"),
+// repeats, years and separators, in the manner of zxcvbn: jwt.io's sample
+// "your-256-bit-secret" padded to 32 bytes takes about 2^51,
+// "CHANGE_ME_IN_PRODUCTION_12345678" 2^61. A short or guessable secret can
+// be found offline from any one token, after which anyone can forge
+// identities; generate it with crypto/rand (the hex or base64 text of 16
+// random bytes or more passes). The secrets are copied.
 func HMACSecret(secrets ...[]byte) JWTKey {
 	return hmacKey(secrets, minHMACSecretBytes, "HS256", "HS384", "HS512")
 }
@@ -208,6 +212,7 @@ func KeyLookup(fn jwt.Keyfunc, algorithms ...string) JWTKey {
 // one in a jwt.VerificationKeySet) that HMACSecret would refuse for the
 // token's algorithm fails the token with an error wrapping ErrWeakSecret.
 func checkedSecrets(fn jwt.Keyfunc) jwt.Keyfunc {
+	verdicts := new(verdictCache)
 	return func(t *jwt.Token) (any, error) {
 		k, err := fn(t)
 		if err != nil {
@@ -222,7 +227,7 @@ func checkedSecrets(fn jwt.Keyfunc) jwt.Keyfunc {
 		}
 		for _, vk := range keys {
 			if b, ok := vk.([]byte); ok {
-				if why := secretFault(b, hmacMinBytes[t.Method.Alg()]); why != "" {
+				if why := verdicts.fault(b, hmacMinBytes[t.Method.Alg()]); why != "" {
 					return nil, fmt.Errorf("%w: key lookup for %s: %s", ErrWeakSecret, t.Method.Alg(), why)
 				}
 			}

@@ -37,11 +37,12 @@ func TestHMACSecretRefusesWeak(t *testing.T) {
 		}
 	}
 	for name, key := range map[string]keyfuncs.JWTKey{
-		"32 bytes":     keyfuncs.HMACSecret(good32),
-		"48 bytes":     keyfuncs.HMACSecret(good64[:48]),
-		"64 bytes":     keyfuncs.HMACSecret(good64),
-		"UUID text":    keyfuncs.HMACSecret([]byte("550e8400-e29b-41d4-a716-446655440000")),
-		"a passphrase": keyfuncs.HMACSecret([]byte("correct horse battery staple 1987")),
+		"32 bytes":        keyfuncs.HMACSecret(good32),
+		"48 bytes":        keyfuncs.HMACSecret(good64[:48]),
+		"64 bytes":        keyfuncs.HMACSecret(good64),
+		"UUID text":       keyfuncs.HMACSecret([]byte("550e8400-e29b-41d4-a716-446655440000")),
+		"a passphrase":    keyfuncs.HMACSecret([]byte("plinth quagmire vortex obelisk zephyr")),
+		"hex of 16 bytes": keyfuncs.HMACSecret([]byte("7f3a9c21e08b4d56a1c7e92f30b85d4c")),
 	} {
 		if _, err := keyfuncs.JWT("sub", key); err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -110,4 +111,38 @@ func TestKeyLookupRefusesWeakSecret(t *testing.T) {
 	}
 	good := mustJWT(t, "sub", keyfuncs.KeyLookup(func(*jwt.Token) (any, error) { return keys(t).secret, nil }, "HS256"))
 	checkKey(t, good, newRequest("192.0.2.1:1", bearer(sign(t, jwt.SigningMethodHS256, keys(t).secret, claims("alice")))), ok, "alice")
+}
+
+// Samples and placeholders people paste as secrets are refused (issue 29,
+// item 5: each of the first three passed, being long enough, varied enough
+// and without a short period): they are read as common words, runs of
+// consecutive characters, repeats, years and separators, and cost far
+// fewer guesses than a random secret.
+func TestHMACSecretRefusesSamples(t *testing.T) {
+	for _, s := range []string{
+		"your-256-bit-secret-your-256-bit", // jwt.io's sample, padded to 32 bytes
+		"password1234567890password123456",
+		"CHANGE_ME_IN_PRODUCTION_12345678",
+		"correct horse battery staple 1987", // xkcd 936
+		"SuperSecretKeyForJWTSigning12345",
+		"my-super-secret-jwt-key-for-dev-2024",
+		"this-is-a-placeholder-secret-change-me",
+		"s3cr3t-k3y-f0r-t3st1ng-purp0s3s-0nly",
+		"your-512-bit-secret-your-512-bit-secret-your-512-bit-secret-your", // HS512's sample
+	} {
+		_, err := keyfuncs.JWT("sub", keyfuncs.HMACSecret([]byte(s)))
+		if !errors.Is(err, keyfuncs.ErrWeakSecret) {
+			t.Errorf("%q: %v, want ErrWeakSecret", s, err)
+		}
+	}
+	// KeyLookup's secrets are checked alike, on every token (the verdict
+	// is remembered).
+	sample := []byte("your-256-bit-secret-your-256-bit")
+	fn := mustJWT(t, "sub", keyfuncs.KeyLookup(func(*jwt.Token) (any, error) { return sample, nil }, "HS256"))
+	for range 2 {
+		_, err := fn(newRequest("192.0.2.1:1", bearer(sign(t, jwt.SigningMethodHS256, sample, claims("alice")))))
+		if !errors.Is(err, keyfuncs.ErrInvalidToken) || !errors.Is(err, keyfuncs.ErrWeakSecret) {
+			t.Errorf("KeyLookup returning jwt.io's sample: %v, want ErrInvalidToken and ErrWeakSecret", err)
+		}
+	}
 }
