@@ -147,10 +147,10 @@ type ipKeyer struct {
 // The client is the connection's peer (r.RemoteAddr), and forwarding
 // headers are ignored, unless the peer is a trusted proxy. Then IP reads
 // one header (X-Forwarded-For, or the one WithForwardingHeader names), its
-// lines merged in order, from the right: the
-// first untrusted address is the client; when all of the last 32 entries
-// are trusted, the left-most of them; when the header is absent, the peer.
-// Entries left of the client's are never parsed: they cost nothing.
+// lines merged in order, from the right: the first untrusted address is
+// the client; when all of the last 32 entries are trusted, the left-most
+// of them; when the header is absent, the peer. Entries left of the
+// client's are never parsed: they cost nothing.
 //
 // The key is the client address, normalised (IPv4-mapped IPv6 becomes
 // IPv4; zones, ports and brackets are dropped) and masked to its group
