@@ -62,7 +62,7 @@ func (m *middleware) handler(next echo.HandlerFunc) echo.HandlerFunc {
 	l, onRefuse := m.l, m.onRefuse
 	return func(c echo.Context) error {
 		r := c.Request()
-		if p := route.Pattern(r.Method, c.Path()); p != "" {
+		if p := pattern(c, r.Method); p != "" {
 			r.Pattern = p
 		}
 		d := l.Decide(r)
@@ -118,4 +118,35 @@ func serve(next echo.HandlerFunc, c echo.Context, d core.Decision) error {
 	}
 	d.Done(status)
 	return err
+}
+
+// pattern returns the route pattern of a request that echo routed to a
+// handler for its method ("GET /users/:id"), or "". A method the router
+// does not serve adds no key: echo answers 405 (and OPTIONS, for which it
+// writes the Allow header) with the Context.Path of the route, and keying
+// them "M0 /users/:id" would let a client make a key per invented method.
+// A method outside the standard ones gets the template alone: echo also
+// hands any method to a RouteNotFound handler, and nothing on the Context
+// tells that from a route registered for the method.
+func pattern(c echo.Context, method string) string {
+	path := c.Path()
+	if path == "" || c.Get(echo.ContextKeyHeaderAllow) != nil {
+		return ""
+	}
+	if !standardMethod(method) {
+		return path
+	}
+	return route.Pattern(method, path)
+}
+
+// standardMethod reports whether m is one of the methods echo's router
+// keeps apart by name: RFC 9110's, PATCH, and WebDAV's PROPFIND and
+// REPORT.
+func standardMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+		http.MethodConnect, http.MethodOptions, http.MethodTrace, "PROPFIND", "REPORT":
+		return true
+	}
+	return false
 }

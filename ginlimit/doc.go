@@ -18,6 +18,21 @@
 //
 // The client never sees a 500 or an error text from the limiter.
 //
+// # Client addresses
+//
+// The Limiter's key function says who the client is; gin's client-IP
+// settings (Engine.SetTrustedProxies, RemoteIPHeaders, TrustedPlatform,
+// the Context.ClientIP they drive) are not used: keyfuncs.IP reads
+// forwarding headers only from the proxies given to
+// keyfuncs.WithTrustedProxies, and never, as gin does by default, from
+// every peer. A deployment that declares its proxies to gin alone would
+// have every client keyed by its proxy, so the middleware examines the
+// first 1,024 requests it serves and, when gin resolves one's client
+// through a proxy or platform header its settings trust, logs a warning
+// once (slog.Default) naming the option to set. Declare the proxies to
+// keyfuncs.IP; to have c.ClientIP() agree, give gin the same list, or
+// none (Engine.SetTrustedProxies(nil)).
+//
 //	api := router.Group("/api", ginlimit.New(apiLimiter))
 //	router.GET("/login", ginlimit.New(loginLimiter), login)
 package ginlimit

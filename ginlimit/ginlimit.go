@@ -47,7 +47,9 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 		}
 	}
 	onRefuse := cfg.onRefuse
+	ipCheck := newGinIPCheck()
 	return func(c *gin.Context) {
+		ipCheck.examine(c)
 		r := c.Request
 		if p := route.Pattern(r.Method, c.FullPath()); p != "" {
 			r.Pattern = p

@@ -36,8 +36,8 @@ func ExampleIP() {
 }
 
 // Behind proxies that write the RFC 7239 Forwarded header.
-func ExampleWithForwarded() {
-	key, err := keyfuncs.IP(keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwarded())
+func ExampleWithForwardingHeader() {
+	key, err := keyfuncs.IP(keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwardingHeader("Forwarded"))
 	if err != nil {
 		panic(err)
 	}
@@ -51,10 +51,10 @@ func ExampleWithForwarded() {
 
 // Behind a proxy that sets a single client address, such as nginx's
 // X-Real-IP or Cloudflare's CF-Connecting-IP.
-func ExampleWithClientIPHeader() {
+func ExampleWithForwardingHeader_singleAddress() {
 	key, err := keyfuncs.IP(
 		keyfuncs.WithTrustedProxies("192.0.2.10"),
-		keyfuncs.WithClientIPHeader("X-Real-IP"))
+		keyfuncs.WithForwardingHeader("X-Real-IP"))
 	if err != nil {
 		panic(err)
 	}
@@ -158,8 +158,8 @@ func ExamplePublicKeys() {
 // The accepted algorithms are fixed up front, never taken from the token.
 func ExampleKeyLookup() {
 	secrets := map[string][]byte{
-		"2025": []byte("old-secret-still-valid-32-bytes!"),
-		"2026": []byte("new-secret-in-rotation-32-bytes!"),
+		"2025": []byte("Tn4q-Wd8LzX1c7Vb_R5mK0sH3yGjP9aF"),
+		"2026": []byte("eB6u_Mx2NcQ9vZ4kJ0rT8wL3hY7pSdG1"),
 	}
 	lookup := func(t *jwt.Token) (any, error) {
 		kid, _ := t.Header["kid"].(string)
@@ -193,7 +193,7 @@ func ExampleKeyLookup() {
 
 // Browser sessions carry the token in a cookie.
 func ExampleWithTokenCookie() {
-	secret := []byte("an-example-secret-of-32-bytes!!!")
+	secret := []byte("kZ8-rQ2vN6xW0tLm4Hc9YbS1fJ7dPgE3") // from crypto/rand in real use
 	key, err := keyfuncs.JWT("uid", keyfuncs.HMACSecret(secret), keyfuncs.WithTokenCookie("session"))
 	if err != nil {
 		panic(err)
@@ -203,16 +203,16 @@ func ExampleWithTokenCookie() {
 	}).SignedString(secret)
 	r := httptest.NewRequest("GET", "/", nil)
 	r.AddCookie(&http.Cookie{Name: "session", Value: tok})
-	fmt.Println(key(r)) // a number claim keys as its JSON text
+	fmt.Println(key(r)) // a number claim keys as "#" and its JSON text
 	// Output:
-	// 42 <nil>
+	// #42 <nil>
 }
 
 // Several secrets allow rotation: tokens signed with the old one stay
 // valid until it is removed.
 func ExampleHMACSecret() {
-	oldSecret := []byte("old-secret-still-valid-32-bytes!")
-	newSecret := []byte("new-secret-in-rotation-32-bytes!")
+	oldSecret := []byte("Tn4q-Wd8LzX1c7Vb_R5mK0sH3yGjP9aF")
+	newSecret := []byte("eB6u_Mx2NcQ9vZ4kJ0rT8wL3hY7pSdG1")
 	key, err := keyfuncs.JWT("sub", keyfuncs.HMACSecret(newSecret, oldSecret))
 	if err != nil {
 		panic(err)
@@ -226,7 +226,7 @@ func ExampleHMACSecret() {
 		fmt.Println(key(r))
 	}
 
-	// Secrets shorter than MinHMACSecretBytes are refused.
+	// Secrets shorter than 32 bytes are refused.
 	_, err = keyfuncs.JWT("sub", keyfuncs.HMACSecret([]byte("short")))
 	fmt.Println(err != nil)
 	// Output:
@@ -238,7 +238,7 @@ func ExampleHMACSecret() {
 // Tokens must be meant for this API, and a little clock skew between the
 // issuer and this server is tolerated.
 func ExampleWithAudience() {
-	secret := []byte("an-example-secret-of-32-bytes!!!")
+	secret := []byte("kZ8-rQ2vN6xW0tLm4Hc9YbS1fJ7dPgE3") // from crypto/rand in real use
 	now := time.Unix(1_700_000_000, 0)
 	key, err := keyfuncs.JWT("sub", keyfuncs.HMACSecret(secret),
 		keyfuncs.WithAudience("https://api.example"),
@@ -268,7 +268,7 @@ func ExampleWithAudience() {
 // Tokens without "exp" are refused unless WithOptionalExpiration says
 // otherwise.
 func ExampleWithOptionalExpiration() {
-	secret := []byte("an-example-secret-of-32-bytes!!!")
+	secret := []byte("kZ8-rQ2vN6xW0tLm4Hc9YbS1fJ7dPgE3") // from crypto/rand in real use
 	tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "service-a"}).SignedString(secret)
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("Authorization", "Bearer "+tok)
@@ -290,11 +290,15 @@ func ExampleWithOptionalExpiration() {
 	// service-a <nil>
 }
 
-// Trusted proxies as parsed prefixes, and X-Forwarded-For said explicitly.
-func ExampleWithTrustedPrefixes() {
-	key, err := keyfuncs.IP(
-		keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")),
-		keyfuncs.WithXForwardedFor())
+// Trusted proxies from parsed prefixes, and X-Forwarded-For named
+// explicitly.
+func ExampleWithTrustedProxies() {
+	internal := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
+	var proxies []string
+	for _, p := range internal {
+		proxies = append(proxies, p.String())
+	}
+	key, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(proxies...), keyfuncs.WithForwardingHeader("X-Forwarded-For"))
 	if err != nil {
 		panic(err)
 	}

@@ -83,7 +83,7 @@ func ExampleJoin() {
 // prefixes the key, so a user named "203.0.113.7" and the address
 // 203.0.113.7 never share a bucket; a forged token falls back to the IP.
 func ExampleFallback() {
-	secret := []byte("an-example-secret-of-32-bytes!!!")
+	secret := []byte("kZ8-rQ2vN6xW0tLm4Hc9YbS1fJ7dPgE3") // from crypto/rand in real use
 	user, err := keyfuncs.JWT("sub", keyfuncs.HMACSecret(secret))
 	if err != nil {
 		panic(err)
@@ -147,7 +147,7 @@ func ExampleRoute() {
 // A JWT KeyFunc tells an anonymous request (core.ErrNoKey) from one with a
 // bad token (ErrInvalidToken), so a Limiter can treat them apart.
 func ExampleJWT() {
-	secret := []byte("an-example-secret-of-32-bytes!!!")
+	secret := []byte("kZ8-rQ2vN6xW0tLm4Hc9YbS1fJ7dPgE3") // from crypto/rand in real use
 	key, err := keyfuncs.JWT("sub", keyfuncs.HMACSecret(secret), keyfuncs.WithIssuer("https://auth.example"))
 	if err != nil {
 		panic(err)

@@ -119,12 +119,16 @@ func FuzzJWTHostile(f *testing.F) {
 				t.Fatalf("key %q from a token without a future exp: %q", k, payload)
 			}
 			switch sub := c["sub"].(type) {
-			case string:
-				if sub != k {
+			case string: // as is, a leading '#' doubled
+				want := sub
+				if strings.HasPrefix(sub, "#") {
+					want = "#" + sub
+				}
+				if k != want {
 					t.Fatalf("key %q, sub %q", k, sub)
 				}
-			case json.Number:
-				if sub.String() != k {
+			case json.Number: // '#' and its text
+				if "#"+sub.String() != k {
 					t.Fatalf("key %q, sub %s", k, sub)
 				}
 			default:
@@ -155,7 +159,8 @@ func after(n json.Number, now time.Time) bool {
 // even when the client's part of a Forwarded line is malformed (it is
 // never read): a client can neither pick its bucket nor spend a victim's. Two clients
 // share a key exactly when they are in one group: one /56 for IPv6, one
-// IPv4 address for IPv4 and for the 6to4 and Teredo addresses embedding it.
+// IPv4 address for IPv4 and for the 6to4, Teredo, NAT64, SIIT and
+// IPv4-compatible addresses embedding it.
 func FuzzIPBehindProxy(f *testing.F) {
 	f.Add("198.51.100.1, 203.0.113.9", `for=203.0.113.9`, []byte{203, 0, 113, 7}, []byte{203, 0, 113, 8})
 	f.Add("", "", []byte{0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 2, 1, 2, 3, 4, 5, 6, 7, 8}, []byte{0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 2, 9, 9, 9, 9, 9, 9, 9, 9})
@@ -166,11 +171,15 @@ func FuzzIPBehindProxy(f *testing.F) {
 	f.Add("", "", []byte{0x20, 0x02, 203, 0, 113, 7, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1}, []byte{203, 0, 113, 7})
 	f.Add("", "", []byte{0x20, 0x01, 0, 0, 0x41, 0x36, 0xe3, 0x78, 0x80, 0, 0x63, 0xbf, 0x3f, 0xff, 0xfd, 0xd2}, []byte{192, 0, 2, 45})
 	f.Add("", "", []byte{0x20, 0x01, 0, 0, 1, 2, 3, 4, 0, 0, 0, 1, 0x3f, 0xff, 0xfd, 0xd2}, []byte{0x20, 0x02, 192, 0, 2, 45, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 1})
+	f.Add("", "", []byte{0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0, 192, 0, 2, 45}, []byte{0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0, 192, 0, 2, 46})
+	f.Add("", "", []byte{0, 0x64, 0xff, 0x9b, 0, 1, 0, 0, 0, 0, 0, 0, 192, 0, 2, 45}, []byte{0, 0x64, 0xff, 0x9b, 0, 1, 0, 0, 0, 0, 0, 0, 192, 0, 2, 46})
+	f.Add("", "", []byte{0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 192, 0, 2, 45}, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 192, 0, 2, 45})
+	f.Add("", "", []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2})
 	trusted := netip.MustParsePrefix("10.0.0.0/8")
 	opts := keyfuncs.WithTrustedProxies(trusted.String())
 	fns := map[string]core.KeyFunc{}
 	for name, extra := range map[string][]keyfuncs.IPOption{
-		"xff": nil, "forwarded": {keyfuncs.WithForwarded()}, "real-ip": {keyfuncs.WithClientIPHeader("X-Real-IP")},
+		"xff": nil, "forwarded": {keyfuncs.WithForwardingHeader("Forwarded")}, "real-ip": {keyfuncs.WithForwardingHeader("X-Real-IP")},
 	} {
 		fn, err := keyfuncs.IP(append([]keyfuncs.IPOption{opts}, extra...)...)
 		if err != nil {
@@ -218,8 +227,9 @@ func FuzzIPBehindProxy(f *testing.F) {
 }
 
 // groupOf is the group of the client address a under IP's documented
-// defaults: the IPv4 address (embedded in a 6to4 or Teredo address, or
-// not), or the IPv6 /56.
+// defaults: the IPv4 address (embedded in a 6to4, Teredo, NAT64, SIIT or
+// IPv4-compatible address, or not), an address of 64:ff9b:1::/48 on its
+// own, or the IPv6 /56.
 func groupOf(a netip.Addr) netip.Prefix {
 	b := a.AsSlice()
 	switch {
@@ -227,6 +237,11 @@ func groupOf(a netip.Addr) netip.Prefix {
 		a = netip.AddrFrom4([4]byte(b[2:6]))
 	case netip.MustParsePrefix("2001::/32").Contains(a):
 		a = netip.AddrFrom4([4]byte{b[12] ^ 0xff, b[13] ^ 0xff, b[14] ^ 0xff, b[15] ^ 0xff})
+	case netip.MustParsePrefix("64:ff9b:1::/48").Contains(a):
+		return netip.PrefixFrom(a, 128)
+	case netip.MustParsePrefix("64:ff9b::/96").Contains(a), netip.MustParsePrefix("::ffff:0:0:0/96").Contains(a),
+		netip.MustParsePrefix("::/96").Contains(a) && b[12] != 0:
+		a = netip.AddrFrom4([4]byte(b[12:16]))
 	}
 	if a.Is4() {
 		return netip.PrefixFrom(a, 32)
@@ -238,7 +253,7 @@ func groupOf(a netip.Addr) netip.Prefix {
 // groupKey is IP's documented default key for the client address a: the
 // text of its group, the bare address for IPv4.
 func groupKey(a netip.Addr) string {
-	if p := groupOf(a); p.Addr().Is4() {
+	if p := groupOf(a); p.Addr().Is4() || p.IsSingleIP() {
 		return p.Addr().String()
 	}
 	return groupOf(a).String()

@@ -10,16 +10,18 @@ import (
 )
 
 // validIPKey reports whether key has the shape IP's default grouping
-// produces: a canonical IPv4 address, or a canonical, masked IPv6 /56 that
-// is neither 6to4 nor Teredo (those are keyed by their IPv4 address).
+// produces: a canonical IPv4 address; a canonical address of the local-use
+// translation prefix 64:ff9b:1::/48 (keyed whole); or a canonical, masked
+// IPv6 /56 outside 6to4, Teredo and 64:ff9b:1::/48 (keyed otherwise).
 func validIPKey(key string) bool {
 	if a, err := netip.ParseAddr(key); err == nil {
-		return a.Is4() && a.String() == key
+		return a.String() == key && (a.Is4() || netip.MustParsePrefix("64:ff9b:1::/48").Contains(a))
 	}
 	p, err := netip.ParsePrefix(key)
-	return err == nil && p.Addr().Is6() && !p.Addr().Is4In6() && p.Bits() == keyfuncs.DefaultIPv6PrefixBits &&
+	return err == nil && p.Addr().Is6() && !p.Addr().Is4In6() && p.Bits() == 56 &&
 		p == p.Masked() && p.String() == key &&
-		!netip.MustParsePrefix("2002::/16").Overlaps(p) && !netip.MustParsePrefix("2001::/32").Overlaps(p)
+		!netip.MustParsePrefix("2002::/16").Overlaps(p) && !netip.MustParsePrefix("2001::/32").Overlaps(p) &&
+		!netip.MustParsePrefix("64:ff9b:1::/48").Overlaps(p)
 }
 
 // keyAddr returns the address a valid key stands for (the prefix's base).
@@ -51,8 +53,8 @@ func FuzzIP(f *testing.F) {
 	trustedOpts := keyfuncs.WithTrustedProxies("10.0.0.0/8", "fd00::/8")
 	trusted := map[string]core.KeyFunc{
 		"xff":       mustIP(f, trustedOpts),
-		"forwarded": mustIP(f, trustedOpts, keyfuncs.WithForwarded()),
-		"header":    mustIP(f, trustedOpts, keyfuncs.WithClientIPHeader("X-Real-IP")),
+		"forwarded": mustIP(f, trustedOpts, keyfuncs.WithForwardingHeader("Forwarded")),
+		"header":    mustIP(f, trustedOpts, keyfuncs.WithForwardingHeader("X-Real-IP")),
 	}
 	// Every non-public range and the documentation ranges (IP refuses
 	// trusting all addresses, even in parts).

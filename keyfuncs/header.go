@@ -8,9 +8,9 @@ import (
 	"github.com/sluicehq/sluice/core"
 )
 
-// DefaultHeaderMaxLength is the longest header value Header accepts as a key
+// defaultHeaderMaxLength is the longest header value Header accepts as a key
 // unless WithMaxLength says otherwise.
-const DefaultHeaderMaxLength = 512
+const defaultHeaderMaxLength = 512
 
 // HeaderOption configures Header.
 type HeaderOption interface{ apply(*headerConfig) }
@@ -25,9 +25,8 @@ type headerConfig struct {
 }
 
 // WithMaxLength sets the longest value, in bytes, that Header accepts as a
-// key (n > 0); a longer value is an error. The default is
-// DefaultHeaderMaxLength. The bound keeps storage keys small whatever a
-// client sends.
+// key (n > 0); a longer value is an error. The default is 512. The bound
+// keeps storage keys small whatever a client sends.
 func WithMaxLength(n int) HeaderOption {
 	return headerOptionFunc(func(c *headerConfig) { c.maxLength = n })
 }
@@ -43,7 +42,7 @@ func WithMaxLength(n int) HeaderOption {
 // another error. Header returns an error for an invalid header name or
 // maximum length. The returned KeyFunc is safe for concurrent use.
 func Header(name string, opts ...HeaderOption) (core.KeyFunc, error) {
-	cfg := headerConfig{maxLength: DefaultHeaderMaxLength}
+	cfg := headerConfig{maxLength: defaultHeaderMaxLength}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&cfg)
@@ -75,7 +74,8 @@ func Header(name string, opts ...HeaderOption) (core.KeyFunc, error) {
 }
 
 // errNoPattern is wrapped by Route's error for a request without a pattern.
-var errNoPattern = errors.New("keyfuncs: route key empty: is the middleware inside the mux? (r.Pattern is not set)")
+var errNoPattern = errors.New("keyfuncs: route key empty: is the middleware inside the mux? " +
+	"(r.Pattern is not set: the middleware wraps the router, or no route serves the request's method and path)")
 
 // Route returns a KeyFunc that keys requests by their route template, the
 // pattern that matched them, so that every URL of one route shares a limit:
@@ -87,10 +87,14 @@ var errNoPattern = errors.New("keyfuncs: route key empty: is the middleware insi
 // runs; sluice's adapters do, with the method as ServeMux has it: ginlimit
 // sets "GET /users/:id" from the method and gin's c.FullPath(), echolimit
 // from the method and echo's c.Path(). So GET and POST on one route have
-// their own keys (with ServeMux, when registered with their methods). Route never falls back to
-// the raw URL path, which would give each URL its own limit: an empty
-// r.Pattern (no route matched, or a router that does not set it) is an error
-// wrapping core.ErrNoKey.
+// their own keys (with ServeMux, when registered with their methods). A
+// method the router does not serve sets no pattern (ServeMux and gin
+// answer 405 or 404 without one; echolimit leaves it empty on echo's 405),
+// so a client cannot make a key per invented method. Route never falls
+// back to the raw URL path, which would give each URL its own limit: an
+// empty r.Pattern (no route matched, or a router that does not set it) is
+// an error wrapping core.ErrNoKey, and the Limiter's key-error rule
+// applies (by default, a bucket per client address).
 //
 // The returned KeyFunc is safe for concurrent use.
 func Route() core.KeyFunc {

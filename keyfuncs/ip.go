@@ -11,31 +11,13 @@ import (
 	"github.com/sluicehq/sluice/internal/clientaddr"
 )
 
-// DefaultIPv6PrefixBits is the prefix length IP groups IPv6 clients by
-// unless WithIPv6Prefix says otherwise: every address of one /56 shares one
-// key.
-//
-// A /64 is the smallest network an IPv6 host gets, and it can pick any of
-// its 2^64 addresses for each request; but providers delegate more to one
-// customer: residential ISPs usually a /56 (256 /64s), business lines and
-// tunnel brokers a /48 (65,536 /64s), as RIPE-690 recommends. Keyed by /64,
-// such a customer multiplies its allowance by 256 or 65,536 (measured: 2,560
-// requests over the /64s of one /56 all served against a limit of 10). /56
-// is the usual residential delegation and the default of express-rate-limit
-// 8. The cost: networks that give each customer a single /64 out of a shared
-// /56 (mobile carriers, some hosting providers) put up to 256 customers in
-// one bucket.
-//
-// Choose WithIPv6Prefix(64) when most clients are on mobile networks or
-// hosting that hand out one /64 per customer, and a shared bucket would hurt
-// more than a multiplied allowance; choose WithIPv6Prefix(48) when clients
-// are sites with /48s, or to add a second, coarser limit beside the
-// per-client one (a Limiter keyed by /48 stacked before one keyed by /56).
-const DefaultIPv6PrefixBits = 56
-
-// DefaultIPv4PrefixBits is the prefix length IP groups IPv4 clients by
-// unless WithIPv4Prefix says otherwise: each address on its own.
-const DefaultIPv4PrefixBits = 32
+// Default groups: IPv4 clients by address, IPv6 clients by /56 (see
+// WithIPv6Prefix for why). The Limiter's per-address buckets for requests
+// without a key group peers alike (internal/clientaddr).
+const (
+	defaultIPv4Bits = 32
+	defaultIPv6Bits = clientaddr.IPv6Bits
+)
 
 // IPOption configures IP.
 type IPOption interface{ apply(*ipConfig) }
@@ -55,12 +37,10 @@ const (
 )
 
 type ipConfig struct {
-	cidrs      []string
-	prefixes   []netip.Prefix
-	sources    []proxySource // every source option given, in order
-	headerName string
-	ipv6Bits   int
-	ipv4Bits   int
+	proxies  []string
+	headers  []string // every WithForwardingHeader name, in order
+	ipv6Bits int
+	ipv4Bits int
 }
 
 // WithTrustedProxies declares the proxies in front of the server, as CIDR
@@ -69,7 +49,10 @@ type ipConfig struct {
 // lies inside one of them, and skips only them when walking it. The option
 // may be given several times; the lists add up. IPv4-mapped prefixes
 // ("::ffff:10.0.0.0/104") become IPv4 ones; an IPv6 prefix never covers
-// IPv4 or IPv4-mapped addresses.
+// IPv4 or IPv4-mapped addresses. A netip.Prefix p is given as p.String().
+// "unix:" trusts peers on Unix sockets (a reverse proxy connecting through
+// one; the spelling is nginx's): without it, such a peer, the same for
+// every client, makes IP fail (see IP).
 //
 // Every client inside a trusted prefix can choose its key, so IP refuses,
 // with an error naming the prefix: invalid text; a prefix covering every
@@ -79,59 +62,67 @@ type ipConfig struct {
 // counted once) covers more public addresses than a /8 (IPv4) or a /24
 // (IPv6). Public means outside the private, shared (CGNAT), loopback,
 // link-local and unique local ranges, which may be trusted at any width.
-// Cloudflare's and CloudFront's lists fit (docs/threat-model.md, threat 13).
-func WithTrustedProxies(cidrs ...string) IPOption {
-	cidrs = append([]string(nil), cidrs...)
-	return ipOptionFunc(func(c *ipConfig) { c.cidrs = append(c.cidrs, cidrs...) })
+// An IPv6 prefix inside a range whose addresses stand for IPv4 hosts
+// (6to4, Teredo, NAT64 and SIIT prefixes, IPv4-compatible addresses; see
+// IP) counts as the IPv4 space it embeds, with the IPv4 prefixes: so
+// "2001::/32" (Teredo), "64:ff9b::/96" (NAT64) and "::/96" cover every
+// IPv4 address and are refused like "0.0.0.0/0", and "2002:c000::/24" is
+// 192.0.0.0/8. Cloudflare's and CloudFront's lists fit
+// (docs/threat-model.md, threat 13).
+func WithTrustedProxies(proxies ...string) IPOption {
+	proxies = append([]string(nil), proxies...)
+	return ipOptionFunc(func(c *ipConfig) { c.proxies = append(c.proxies, proxies...) })
 }
 
-// WithTrustedPrefixes is WithTrustedProxies for already parsed prefixes,
-// with the same bounds. Invalid (zero) prefixes make IP return an error.
-func WithTrustedPrefixes(prefixes ...netip.Prefix) IPOption {
-	prefixes = append([]netip.Prefix(nil), prefixes...)
-	return ipOptionFunc(func(c *ipConfig) { c.prefixes = append(c.prefixes, prefixes...) })
-}
-
-// WithXForwardedFor makes IP read the client address from X-Forwarded-For
-// when the peer is a trusted proxy. It is the default; the option exists to
-// say so explicitly. At most one of WithXForwardedFor, WithForwarded and
-// WithClientIPHeader may be given.
-func WithXForwardedFor() IPOption {
-	return ipOptionFunc(func(c *ipConfig) { c.sources = append(c.sources, sourceXForwardedFor) })
-}
-
-// WithForwarded makes IP read the client address from the RFC 7239
-// Forwarded header (its for= parameters) instead of X-Forwarded-For when the
-// peer is a trusted proxy. X-Forwarded-For is then ignored.
-func WithForwarded() IPOption {
-	return ipOptionFunc(func(c *ipConfig) { c.sources = append(c.sources, sourceForwarded) })
-}
-
-// WithClientIPHeader makes IP read the client address from a header that a
-// trusted proxy sets to a single address, such as nginx's "X-Real-IP" or
-// Cloudflare's "CF-Connecting-IP", instead of X-Forwarded-For. The proxy must
-// overwrite the header: IP takes its value as the client when the peer is
-// trusted, whatever the address, and rejects a request carrying the header
-// more than once or with a list of addresses.
-func WithClientIPHeader(name string) IPOption {
-	return ipOptionFunc(func(c *ipConfig) {
-		c.sources = append(c.sources, sourceClientIPHeader)
-		c.headerName = name
-	})
+// WithForwardingHeader names the header a trusted proxy writes the client
+// address to; IP reads it, and no other, when the peer is a trusted proxy
+// (WithTrustedProxies). The default is "X-Forwarded-For". Names are
+// case-insensitive:
+//
+//   - "X-Forwarded-For": a list of addresses, each proxy appending the one
+//     it received the request from.
+//   - "Forwarded": the RFC 7239 header, whose for= parameters are read the
+//     same way.
+//   - any other name, such as nginx's "X-Real-IP" or Cloudflare's
+//     "CF-Connecting-IP": a header the proxy sets to the one client
+//     address, overwriting what the client sent. IP takes its value as the
+//     client whatever the address, and rejects a request carrying the
+//     header more than once or with a list of addresses.
+//
+// IP returns an error for an invalid name, for the option given twice
+// with different names, and for the option without a trusted proxy.
+func WithForwardingHeader(name string) IPOption {
+	return ipOptionFunc(func(c *ipConfig) { c.headers = append(c.headers, name) })
 }
 
 // WithIPv6Prefix groups IPv6 clients by their first bits bits (0 < bits ≤
-// 128): one customer usually holds a whole /56 or /48 and can rotate
-// addresses inside it at will. The default is DefaultIPv6PrefixBits (56),
-// whose doc says when to choose 48 or 64; 128 keys every address on its
-// own. It never applies to IPv4 or IPv4-mapped addresses, nor to 6to4 and
-// Teredo addresses, which are keyed by the IPv4 address they embed (see IP).
+// 128); the default is 56: every address of one /56 shares one key. It
+// never applies to IPv4 or IPv4-mapped addresses, nor to the IPv6 forms
+// of IPv4 clients, which are keyed by the IPv4 address they embed (see
+// IP).
+//
+// A /64 is the smallest network an IPv6 host gets, and it can pick any of
+// its 2^64 addresses for each request; but providers delegate more to one
+// customer: residential ISPs usually a /56 (256 /64s), business lines and
+// tunnel brokers a /48 (65,536 /64s), as RIPE-690 recommends. Keyed by /64,
+// such a customer multiplies its allowance by 256 or 65,536 (measured: 2,560
+// requests over the /64s of one /56 all served against a limit of 10). /56
+// is the usual residential delegation and the default of express-rate-limit
+// 8. The cost: networks that give each customer a single /64 out of a shared
+// /56 (mobile carriers, some hosting providers) put up to 256 customers in
+// one bucket.
+//
+// Choose 64 when most clients are on mobile networks or hosting that hand
+// out one /64 per customer, and a shared bucket would hurt more than a
+// multiplied allowance; choose 48 when clients are sites with /48s, or to
+// add a second, coarser limit beside the per-client one (a Limiter keyed by
+// /48 stacked before one keyed by /56); 128 keys every address on its own.
 func WithIPv6Prefix(bits int) IPOption {
 	return ipOptionFunc(func(c *ipConfig) { c.ipv6Bits = bits })
 }
 
 // WithIPv4Prefix groups IPv4 clients by their first bits bits (0 < bits ≤
-// 32). The default is DefaultIPv4PrefixBits (32): each address on its own.
+// 32). The default is 32: each address on its own.
 func WithIPv4Prefix(bits int) IPOption {
 	return ipOptionFunc(func(c *ipConfig) { c.ipv4Bits = bits })
 }
@@ -140,39 +131,56 @@ func WithIPv4Prefix(bits int) IPOption {
 // never modified after IP returns, so its key method is safe for concurrent
 // use.
 type ipKeyer struct {
-	trusted    []netip.Prefix
-	source     proxySource
-	headerName string // canonical form, for sourceClientIPHeader
-	ipv6Bits   int
-	ipv4Bits   int
+	trusted      []netip.Prefix
+	trustSockets bool // unixProxies was given
+	source       proxySource
+	headerName   string // canonical form, for sourceClientIPHeader
+	ipv6Bits     int
+	ipv4Bits     int
 }
 
 // IP returns a KeyFunc, safe for concurrent use, that keys requests by
 // client IP address. It fails on invalid options: a bad or too wide trusted
-// prefix (see WithTrustedProxies), a prefix length out of range, several
-// forwarding-header options, or one without a trusted proxy.
+// prefix (see WithTrustedProxies), a prefix length out of range, or a bad
+// WithForwardingHeader.
 //
 // The client is the connection's peer (r.RemoteAddr), and forwarding
 // headers are ignored, unless the peer is a trusted proxy. Then IP reads
-// one header kind (X-Forwarded-For, or see WithForwarded and
-// WithClientIPHeader), its lines merged in order, from the right: the
-// first untrusted address is the client; when all of the last 32 entries
-// are trusted, the left-most of them; when the header is absent, the peer.
-// Entries left of the client's are never parsed: they cost nothing.
+// one header (X-Forwarded-For, or the one WithForwardingHeader names), its
+// lines merged in order, from the right: the first untrusted address is
+// the client; when all of the last 32 entries are trusted, the left-most
+// of them; when the header is absent, the peer. Entries left of the
+// client's are never parsed: they cost nothing.
 //
 // The key is the client address, normalised (IPv4-mapped IPv6 becomes
 // IPv4; zones, ports and brackets are dropped) and masked to its group
 // (WithIPv6Prefix, WithIPv4Prefix): "2001:db8:1::/56" by default for IPv6,
-// the bare address at full length ("203.0.113.7"). 6to4 (2002::/16) and
-// Teredo (2001::/32) addresses are keyed as the IPv4 address they embed.
-// docs/threat-model.md (threats 1 and 3) gives the reasons.
+// the bare address at full length ("203.0.113.7"). IPv6 addresses that
+// stand for one IPv4 host are keyed as the IPv4 address they embed: 6to4
+// (2002::/16, RFC 3056), Teredo (2001::/32, RFC 4380: the client's
+// address), the NAT64 well-known prefix (64:ff9b::/96, RFC 6052), SIIT's
+// IPv4-translated (::ffff:0:0:0/96) and the IPv4-compatible (::/96, but
+// "::1") forms. In the local-use translation prefix (64:ff9b:1::/48, RFC
+// 8215), where the IPv4 address sits depends on the translator's prefix
+// length, each address is its own key. A translator using a prefix of your
+// own network (an RFC 6052 network-specific prefix) is not recognised:
+// its clients are grouped by /56. docs/threat-model.md (threats 1 and 3)
+// gives the reasons.
 //
-// An empty RemoteAddr, or a trusted proxy reporting a hidden client
-// ("unknown", an RFC 7239 obfuscated identifier, a Forwarded element
-// without for=), is an error wrapping core.ErrNoKey; a malformed address
-// where one is needed is another error.
+// A peer on a Unix socket (RemoteAddr "@", "@name", a path, or "" on the
+// BSDs) is one peer for every client, so keying by it would put them all
+// in one bucket: unless WithTrustedProxies lists "unix:", IP fails with an
+// error saying so (the Limiter logs the first key error), an empty
+// RemoteAddr with one wrapping core.ErrNoKey. With "unix:" such a peer is
+// a trusted proxy whose header must name the client: an absent or empty
+// header is an error, not a shared key.
+//
+// A trusted proxy reporting a hidden client ("unknown", an RFC 7239
+// obfuscated identifier, a Forwarded element without for=) is an error
+// wrapping core.ErrNoKey; a malformed address where one is needed is
+// another error.
 func IP(opts ...IPOption) (core.KeyFunc, error) {
-	cfg := ipConfig{ipv6Bits: DefaultIPv6PrefixBits, ipv4Bits: DefaultIPv4PrefixBits}
+	cfg := ipConfig{ipv6Bits: defaultIPv6Bits, ipv4Bits: defaultIPv4Bits}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&cfg)
@@ -186,27 +194,41 @@ func IP(opts ...IPOption) (core.KeyFunc, error) {
 		return nil, fmt.Errorf("keyfuncs: IPv4 prefix length %d out of range (1..32)", cfg.ipv4Bits)
 	}
 	var err error
-	if k.trusted, err = trustedPrefixes(cfg); err != nil {
+	if k.trusted, k.trustSockets, err = trustedPrefixes(cfg); err != nil {
 		return nil, err
 	}
-	switch len(cfg.sources) {
-	case 0:
-		k.source = sourceXForwardedFor
-	case 1:
-		k.source = cfg.sources[0]
-		if len(k.trusted) == 0 {
-			return nil, errors.New("keyfuncs: a forwarding header option has no effect without WithTrustedProxies")
-		}
-	default:
-		return nil, errors.New("keyfuncs: give at most one of WithXForwardedFor, WithForwarded, WithClientIPHeader")
+	if k.source, k.headerName, err = forwardingHeader(cfg.headers); err != nil {
+		return nil, err
 	}
-	if k.source == sourceClientIPHeader {
-		if !validHeaderName(cfg.headerName) {
-			return nil, fmt.Errorf("keyfuncs: invalid header name %q", cfg.headerName)
-		}
-		k.headerName = http.CanonicalHeaderKey(cfg.headerName)
+	if len(cfg.headers) > 0 && len(k.trusted) == 0 && !k.trustSockets {
+		return nil, errors.New("keyfuncs: WithForwardingHeader has no effect without WithTrustedProxies")
 	}
 	return k.key, nil
+}
+
+// forwardingHeader returns the source and canonical header name that the
+// WithForwardingHeader names given select.
+func forwardingHeader(names []string) (proxySource, string, error) {
+	if len(names) == 0 {
+		return sourceXForwardedFor, "", nil
+	}
+	name := names[0]
+	if !validHeaderName(name) {
+		return 0, "", fmt.Errorf("keyfuncs: invalid forwarding header name %q", name)
+	}
+	name = http.CanonicalHeaderKey(name)
+	for _, other := range names[1:] {
+		if http.CanonicalHeaderKey(other) != name {
+			return 0, "", fmt.Errorf("keyfuncs: WithForwardingHeader given twice (%q, %q): a proxy writes one header", name, other)
+		}
+	}
+	switch name {
+	case "X-Forwarded-For":
+		return sourceXForwardedFor, "", nil
+	case "Forwarded":
+		return sourceForwarded, "", nil
+	}
+	return sourceClientIPHeader, name, nil
 }
 
 func (k *ipKeyer) isTrusted(a netip.Addr) bool {
@@ -234,24 +256,53 @@ func (k *ipKeyer) keyOf(a netip.Addr) string { return clientaddr.Key(a, k.ipv4Bi
 
 // clientAddr finds the normalised client address of r.
 func (k *ipKeyer) clientAddr(r *http.Request) (netip.Addr, error) {
-	if r.RemoteAddr == "" {
-		return netip.Addr{}, fmt.Errorf("keyfuncs: empty RemoteAddr: %w", core.ErrNoKey)
+	socket := clientaddr.IsSocket(r.RemoteAddr)
+	switch {
+	case socket && !k.trustSockets && r.RemoteAddr == "":
+		return netip.Addr{}, fmt.Errorf("keyfuncs: empty RemoteAddr (a Unix socket? see WithTrustedProxies(%q)): %w", unixProxies, core.ErrNoKey)
+	case socket && !k.trustSockets:
+		return netip.Addr{}, fmt.Errorf("keyfuncs: peer %s is a Unix socket, the same for every client, so it cannot tell clients apart; "+
+			"if a reverse proxy connects through it, trust it with WithTrustedProxies(%q) and have it send the client's address in %s",
+			quoteShort(r.RemoteAddr), unixProxies, k.header())
 	}
-	peer, err := parseNode(r.RemoteAddr, false)
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("keyfuncs: RemoteAddr: %w", err)
+	var peer netip.Addr // invalid for a socket
+	if !socket {
+		var err error
+		if peer, err = parseNode(r.RemoteAddr, false); err != nil {
+			return netip.Addr{}, fmt.Errorf("keyfuncs: RemoteAddr: %w", err)
+		}
+		if !k.isTrusted(peer) {
+			return peer, nil
+		}
 	}
-	if !k.isTrusted(peer) {
-		return peer, nil
-	}
+	var (
+		a   netip.Addr
+		err error
+	)
 	switch k.source {
 	case sourceForwarded:
-		return k.walkForwarded(r.Header.Values("Forwarded"), peer)
+		a, err = k.walkForwarded(r.Header.Values("Forwarded"), peer)
 	case sourceClientIPHeader:
-		return k.readClientIPHeader(r.Header.Values(k.headerName), peer)
+		a, err = k.readClientIPHeader(r.Header.Values(k.headerName), peer)
 	default:
-		return k.walkXForwardedFor(r.Header.Values("X-Forwarded-For"), peer)
+		a, err = k.walkXForwardedFor(r.Header.Values("X-Forwarded-For"), peer)
 	}
+	if err == nil && !a.IsValid() {
+		return netip.Addr{}, fmt.Errorf("keyfuncs: the trusted Unix socket peer %s sent no client address in %s: "+
+			"have the proxy send it", quoteShort(r.RemoteAddr), k.header())
+	}
+	return a, err
+}
+
+// header names the header k reads behind a trusted proxy.
+func (k *ipKeyer) header() string {
+	switch k.source {
+	case sourceForwarded:
+		return "Forwarded"
+	case sourceClientIPHeader:
+		return k.headerName
+	}
+	return "X-Forwarded-For"
 }
 
 // maxHops bounds the entries IP reads from the right of a forwarding

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -168,8 +169,9 @@ func TestIPXForwardedFor(t *testing.T) {
 		opts []keyfuncs.IPOption
 	}{
 		{"default", trusted},
-		{"explicit", append(append([]keyfuncs.IPOption(nil), trusted...), keyfuncs.WithXForwardedFor())},
-		{"prefixes", []keyfuncs.IPOption{keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8"))}},
+		{"explicit", append(append([]keyfuncs.IPOption(nil), trusted...), keyfuncs.WithForwardingHeader("X-Forwarded-For"))},
+		{"any case", append(append([]keyfuncs.IPOption(nil), trusted...), keyfuncs.WithForwardingHeader("x-forwarded-for"))},
+		{"netip prefixes", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(netip.MustParsePrefix("10.0.0.0/8").String(), netip.MustParsePrefix("fd00::/8").String())}},
 	} {
 		fn := mustIP(t, mode.opts...)
 		for _, tt := range tests {
@@ -181,7 +183,7 @@ func TestIPXForwardedFor(t *testing.T) {
 }
 
 func TestIPForwarded(t *testing.T) {
-	fn := mustIP(t, keyfuncs.WithTrustedProxies("10.0.0.0/8", "2001:db8:ffff::/48"), keyfuncs.WithForwarded())
+	fn := mustIP(t, keyfuncs.WithTrustedProxies("10.0.0.0/8", "2001:db8:ffff::/48"), keyfuncs.WithForwardingHeader("forwarded"))
 	fwd := func(v string) hdr { return hdr{"Forwarded", v} }
 	tests := []struct {
 		name    string
@@ -239,7 +241,7 @@ func TestIPForwarded(t *testing.T) {
 }
 
 func TestIPClientIPHeader(t *testing.T) {
-	fn := mustIP(t, keyfuncs.WithTrustedProxies("173.245.48.0/20"), keyfuncs.WithClientIPHeader("cf-connecting-ip"))
+	fn := mustIP(t, keyfuncs.WithTrustedProxies("173.245.48.0/20"), keyfuncs.WithForwardingHeader("cf-connecting-ip"))
 	cf := func(v string) hdr { return hdr{"CF-Connecting-IP", v} }
 	tests := []struct {
 		name    string
@@ -323,10 +325,10 @@ func TestIPTrustedProxyForms(t *testing.T) {
 		{"unmasked CIDR", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.1.2.3/8")}, "10.9.9.9:1", true},
 		{"surrounding spaces", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(" 10.0.0.0/8 ")}, "10.9.9.9:1", true},
 		{"link-local with zone", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("fe80::/10")}, "[fe80::1%eth0]:1", true},
-		{"::/96 does not cover IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/96")}, "10.0.0.1:1", false},
-		{"::/96 does not cover mapped IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/96")}, "[::ffff:10.0.0.1]:1", false},
+		{"::/112 does not cover IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/112")}, "10.0.0.1:1", false},
+		{"::/112 does not cover mapped IPv4", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("::/112")}, "[::ffff:10.0.0.1]:1", false},
 		{"lists add up", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithTrustedProxies("192.0.2.0/24")}, "192.0.2.1:1", true},
-		{"netip prefix, mapped", []keyfuncs.IPOption{keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("::ffff:10.0.0.0/104"))}, "10.0.0.1:1", true},
+		{"netip prefix, mapped", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(netip.MustParsePrefix("::ffff:10.0.0.0/104").String())}, "10.0.0.1:1", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -351,20 +353,20 @@ func TestIPConfigErrors(t *testing.T) {
 		{"not an address", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("proxy.internal")}},
 		{"empty string", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("")}},
 		{"CIDR with zone", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("fe80::%eth0/64")}},
-		{"zero prefix", []keyfuncs.IPOption{keyfuncs.WithTrustedPrefixes(netip.Prefix{})}},
+		{"zero netip prefix", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(netip.Prefix{}.String())}},
 		{"IPv6 prefix 0", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(0)}},
 		{"IPv6 prefix 129", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(129)}},
 		{"IPv6 prefix negative", []keyfuncs.IPOption{keyfuncs.WithIPv6Prefix(-64)}},
 		{"IPv4 prefix 0", []keyfuncs.IPOption{keyfuncs.WithIPv4Prefix(0)}},
 		{"IPv4 prefix 33", []keyfuncs.IPOption{keyfuncs.WithIPv4Prefix(33)}},
-		{"Forwarded without trusted proxies", []keyfuncs.IPOption{keyfuncs.WithForwarded()}},
-		{"header without trusted proxies", []keyfuncs.IPOption{keyfuncs.WithClientIPHeader("X-Real-IP")}},
-		{"XFF without trusted proxies", []keyfuncs.IPOption{keyfuncs.WithXForwardedFor()}},
-		{"empty trusted list and a header", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(), keyfuncs.WithForwarded()}},
-		{"two header kinds", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwarded(), keyfuncs.WithXForwardedFor()}},
-		{"two client headers", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithClientIPHeader("X-Real-IP"), keyfuncs.WithClientIPHeader("CF-Connecting-IP")}},
-		{"empty header name", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithClientIPHeader("")}},
-		{"invalid header name", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithClientIPHeader("X Real IP")}},
+		{"Forwarded without trusted proxies", []keyfuncs.IPOption{keyfuncs.WithForwardingHeader("Forwarded")}},
+		{"header without trusted proxies", []keyfuncs.IPOption{keyfuncs.WithForwardingHeader("X-Real-IP")}},
+		{"XFF without trusted proxies", []keyfuncs.IPOption{keyfuncs.WithForwardingHeader("X-Forwarded-For")}},
+		{"empty trusted list and a header", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(), keyfuncs.WithForwardingHeader("Forwarded")}},
+		{"two header kinds", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwardingHeader("Forwarded"), keyfuncs.WithForwardingHeader("X-Forwarded-For")}},
+		{"two client headers", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwardingHeader("X-Real-IP"), keyfuncs.WithForwardingHeader("CF-Connecting-IP")}},
+		{"empty header name", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwardingHeader("")}},
+		{"invalid header name", []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwardingHeader("X Real IP")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -386,6 +388,7 @@ func TestIPConfigErrors(t *testing.T) {
 		{keyfuncs.WithIPv6Prefix(128), keyfuncs.WithIPv4Prefix(32)},
 		{nil},
 		{keyfuncs.WithTrustedProxies()},
+		{keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwardingHeader("X-Real-IP"), keyfuncs.WithForwardingHeader("x-real-ip")}, // one header, twice
 	} {
 		if _, err := keyfuncs.IP(opts...); err != nil {
 			t.Errorf("IP(%d options): %v", len(opts), err)
@@ -404,9 +407,6 @@ func TestIPRefusesTrustingEveryone(t *testing.T) {
 		keyfuncs.WithTrustedProxies("2001:db8::/0"),
 		keyfuncs.WithTrustedProxies("::ffff:0.0.0.0/96"), // IPv4-mapped: all of IPv4
 		keyfuncs.WithTrustedProxies(" ::ffff:10.0.0.0/96 "),
-		keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("0.0.0.0/0")),
-		keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("::/0")),
-		keyfuncs.WithTrustedPrefixes(netip.MustParsePrefix("::ffff:0.0.0.0/96")),
 	} {
 		fn, err := keyfuncs.IP(opt)
 		if err == nil || fn != nil {
@@ -448,7 +448,7 @@ func TestIPLongForgedPrefix(t *testing.T) {
 }
 
 func TestIPConcurrent(t *testing.T) {
-	fn := mustIP(t, keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwarded())
+	fn := mustIP(t, keyfuncs.WithTrustedProxies("10.0.0.0/8"), keyfuncs.WithForwardingHeader("Forwarded"))
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
@@ -470,9 +470,6 @@ func TestIPConcurrent(t *testing.T) {
 // requests over the 256 /64s of one /56 were served against a limit of 10
 // when IPv6 was grouped by /64), and the next /56 is another.
 func TestIPDefaultGroupsIPv6By56(t *testing.T) {
-	if keyfuncs.DefaultIPv6PrefixBits != 56 {
-		t.Fatalf("DefaultIPv6PrefixBits = %d, want 56", keyfuncs.DefaultIPv6PrefixBits)
-	}
 	for name, fn := range map[string]core.KeyFunc{
 		"peer":   mustIP(t),
 		"behind": mustIP(t, keyfuncs.WithTrustedProxies("10.0.0.0/8")),
@@ -541,20 +538,49 @@ func TestIPTeredoKeyedByClientIPv4(t *testing.T) {
 	checkKey(t, fn, newRequest("[2001:1:4136:e378:8000:63bf:3fff:fdd2]:1"), ok, "2001:1:4136:e300::/56")
 }
 
+// IPv4 clients written as IPv6 by a translator in front of the server
+// (NAT64/SIIT: the well-known prefix 64:ff9b::/96, IPv4-translated
+// ::ffff:0:0:0/96) or in the deprecated IPv4-compatible form (::/96) are
+// keyed by the IPv4 address they embed; grouped by /56, every IPv4 client
+// of the translator shared one bucket (issue 29). Inside the local-use
+// prefix 64:ff9b:1::/48, where the IPv4 address sits depends on the
+// translator's prefix length, each address is its own key.
+func TestIPTranslatedKeyedByEmbeddedIPv4(t *testing.T) {
+	fn := mustIP(t, keyfuncs.WithTrustedProxies("10.0.0.0/8"))
+	for _, tt := range []struct{ peer, key string }{
+		{"[64:ff9b::c000:207]:1", "192.0.2.7"},
+		{"[64:ff9b::192.0.2.8]:1", "192.0.2.8"},
+		{"[::ffff:0:c000:207]:1", "192.0.2.7"},
+		{"[::c000:209]:1", "192.0.2.9"},
+		{"[64:ff9b:1::c000:207]:1", "64:ff9b:1::c000:207"},       // a /96 translator
+		{"[64:ff9b:1::c000:208]:1", "64:ff9b:1::c000:208"},       // its neighbour, apart
+		{"[64:ff9b:1:0:c0:2:700:0]:1", "64:ff9b:1:0:c0:2:700:0"}, // a /64 translator: 192.0.2.7 at bits 72-103
+		{"[64:ff9b:1:0:c0:2:800:0]:1", "64:ff9b:1:0:c0:2:800:0"},
+		{"[::1]:1", "::/56"},                        // loopback, not 0.0.0.1
+		{"[64:ff9b::1:c000:207]:1", "64:ff9b::/56"}, // outside the /96: plain IPv6
+	} {
+		checkKey(t, fn, newRequest(tt.peer), ok, tt.key)
+	}
+	checkKey(t, fn, newRequest("10.0.0.1:1", hdr{"X-Forwarded-For", "64:ff9b::cb00:7107"}), ok, "203.0.113.7")
+	checkKey(t, mustIP(t, keyfuncs.WithIPv4Prefix(24)), newRequest("[64:ff9b::c000:207]:1"), ok, "192.0.2.0/24")
+}
+
 // A trusted prefix, or a set of them, covering more public addresses than
 // the documented bound lets a large part of the internet choose its key
 // (issue 20: "2000::/3", the halves of a family and "::ffff:0.0.0.0/97"
 // were accepted). IP refuses them and names the prefix; private, loopback,
 // link-local, shared and unique local ranges of any width, and the lists of
 // real CDNs, are accepted.
-func TestIPRefusesWidePublicTrust(t *testing.T) {
-	slash12s := func(n int) []string { // n distinct public IPv4 /12s, from 16.0.0.0/12
-		var out []string
-		for i := 0; i < n; i++ {
-			out = append(out, netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(16 + i/16), byte(i % 16 << 4), 0, 0}), 12).String())
-		}
-		return out
+// slash12s returns n distinct public IPv4 /12s, from 16.0.0.0/12.
+func slash12s(n int) []string {
+	var out []string
+	for i := 0; i < n; i++ {
+		out = append(out, netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(16 + i/16), byte(i % 16 << 4), 0, 0}), 12).String())
 	}
+	return out
+}
+
+func TestIPRefusesWidePublicTrust(t *testing.T) {
 	slash28s := func(n int) []string { // n distinct public IPv6 /28s, from 2400::/28
 		var out []string
 		for i := 0; i < n; i++ {
@@ -590,15 +616,13 @@ func TestIPRefusesWidePublicTrust(t *testing.T) {
 		{every12(), `"0.0.0.0/12"`},
 	}
 	for _, tt := range refused {
-		for _, opt := range []keyfuncs.IPOption{keyfuncs.WithTrustedProxies(tt.cidrs...), trustedPrefixes(tt.cidrs)} {
-			fn, err := keyfuncs.IP(opt)
-			if err == nil || fn != nil {
-				t.Errorf("IP accepted %.80v", tt.cidrs)
-				continue
-			}
-			if msg := err.Error(); !strings.Contains(msg, tt.names) || !strings.Contains(msg, "public") {
-				t.Errorf("%.60v: error %q does not name %s", tt.cidrs, msg, tt.names)
-			}
+		fn, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(tt.cidrs...))
+		if err == nil || fn != nil {
+			t.Errorf("IP accepted %.80v", tt.cidrs)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, tt.names) || !strings.Contains(msg, "public") {
+			t.Errorf("%.60v: error %q does not name %s", tt.cidrs, msg, tt.names)
 		}
 	}
 	cloudflare := []string{ // www.cloudflare.com/ips, 2026
@@ -625,12 +649,64 @@ func TestIPRefusesWidePublicTrust(t *testing.T) {
 	}
 }
 
-func trustedPrefixes(cidrs []string) keyfuncs.IPOption {
-	var ps []netip.Prefix
-	for _, c := range cidrs {
-		ps = append(ps, netip.MustParsePrefix(c))
+// A trusted IPv6 prefix that embeds IPv4 addresses is measured by the IPv4
+// space it embeds (issue 29, item 3): 2001::/32 is 2^96 of IPv6, within the
+// /28 bound, but every IPv4 host can take a Teredo address (with 2001::/32
+// trusted, 100 requests with a rotating X-Forwarded-For got 100 served
+// against 1 an hour), and a NAT64 or SIIT translator writes every IPv4
+// client into its prefix.
+func TestIPRefusesWideEmbeddedTrust(t *testing.T) {
+	every := []string{
+		"2001::/32",             // Teredo
+		"2001:0:4136:e378::/64", // one Teredo server: its clients are every IPv4 host
+		"2001::/31",
+		"64:ff9b::/96",        // NAT64 well-known prefix
+		"64:ff9b:1::/48",      // local-use translation prefix
+		"64:ff9b:1:abcd::/96", // a translator inside it
+		"::ffff:0:0:0/96",     // SIIT IPv4-translated
+		"::/96",               // IPv4-compatible
+		"::/64",               // holds several of them
+		"2002::/16",           // 6to4 (also too wide as IPv6)
 	}
-	return keyfuncs.WithTrustedPrefixes(ps...)
+	for _, cidr := range every {
+		fn, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(cidr))
+		if err == nil || fn != nil {
+			t.Errorf("IP accepted %s", cidr)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, strconv.Quote(cidr)) || !strings.Contains(msg, "IPv") {
+			t.Errorf("%s: unclear error %q", cidr, msg)
+		}
+	}
+	for cidr, want := range map[string]string{
+		"2002::/27":          "0.0.0.0/11 in the form of 6to4",             // 2^21 hosts
+		"2002:c000::/24":     "192.0.0.0/8 in the form of 6to4",            // 2^24 less 192.168.0.0/16
+		"64:ff9b::/104":      "0.0.0.0/8 in the form of the NAT64",         // 2^24
+		"2001::f000:0/100":   "0.0.0.0/4 in the form of Teredo",            // stored inverted: 0fff… → 0.0.0.0/4
+		"::ffff:0:c000:0/98": "192.0.0.0/2 in the form of IPv4-translated", // 2^30
+	} {
+		_, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(cidr))
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "public IPv4") {
+			t.Errorf("%s: error %v, want one naming %s", cidr, err, want)
+		}
+	}
+	// IPv4 prefixes and the IPv4 space embedded by IPv6 ones count
+	// together, a space trusted in both forms once.
+	if _, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(append(slash12s(16), "2002:7000::/28")...)); err == nil {
+		t.Error("IP accepted 16 IPv4 /12s and a 6to4 /28 (a 17th /12)")
+	}
+	if _, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(append(slash12s(16), "2002:1000::/28", "64:ff9b::1000:0/108")...)); err != nil {
+		t.Errorf("16.0.0.0/12 in three forms: %v", err)
+	}
+	// Narrow prefixes of these ranges pass: one 6to4 host, a /24 behind a
+	// translator, one Teredo client, loopback; and 2002::/28, which embeds
+	// 0.0.0.0/12, as many IPv4 hosts as 16.0.0.0/12.
+	for _, cidr := range []string{"2002:cb00:7107::/48", "64:ff9b::cb00:7100/120", "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+		"64:ff9b:1::c000:200/120", "::1", "::ffff:0:c000:200/120", "2002::/28", "2001:db8::/32"} {
+		if _, err := keyfuncs.IP(keyfuncs.WithTrustedProxies(cidr)); err != nil {
+			t.Errorf("%s: %v", cidr, err)
+		}
+	}
 }
 
 // forgedPrefix returns about size bytes of client-written forwarding
@@ -658,7 +734,7 @@ func TestIPForwardingWalkBounded(t *testing.T) {
 		opts := []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8")}
 		appended := "203.0.113.7, 10.0.0.2"
 		if header == "Forwarded" {
-			opts = append(opts, keyfuncs.WithForwarded())
+			opts = append(opts, keyfuncs.WithForwardingHeader("Forwarded"))
 			appended = `for="203.0.113.7:4711";proto=https, for=10.0.0.2`
 		}
 		fn := mustIP(t, opts...)
@@ -684,7 +760,7 @@ func TestIPForwardingWalkHopLimit(t *testing.T) {
 		opts := []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8")}
 		entry := func(a string) string { return a }
 		if header == "Forwarded" {
-			opts = append(opts, keyfuncs.WithForwarded())
+			opts = append(opts, keyfuncs.WithForwardingHeader("Forwarded"))
 			entry = func(a string) string { return "for=" + a }
 		}
 		var tail []string
@@ -710,7 +786,7 @@ func BenchmarkIPForwardingPrefix(b *testing.B) {
 		opts := []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("10.0.0.0/8")}
 		appended := "203.0.113.7"
 		if header == "Forwarded" {
-			opts = append(opts, keyfuncs.WithForwarded())
+			opts = append(opts, keyfuncs.WithForwardingHeader("Forwarded"))
 			appended = "for=203.0.113.7"
 		}
 		fn := mustIP(b, opts...)
@@ -729,9 +805,17 @@ func BenchmarkIPForwardingPrefix(b *testing.B) {
 }
 
 // The Limiter's per-address bucket for requests without a key
-// (internal/clientaddr) groups IPv6 peers as IP does by default.
-func TestDefaultIPv6PrefixMatchesKeyErrorBuckets(t *testing.T) {
-	if keyfuncs.DefaultIPv6PrefixBits != clientaddr.IPv6Bits {
-		t.Fatalf("DefaultIPv6PrefixBits %d, clientaddr.IPv6Bits %d: keep them equal", keyfuncs.DefaultIPv6PrefixBits, clientaddr.IPv6Bits)
+// (internal/clientaddr) groups peers as IP does by default.
+func TestDefaultGroupsMatchKeyErrorBuckets(t *testing.T) {
+	fn := mustIP(t)
+	for _, peer := range []string{
+		"203.0.113.7:1", "[::ffff:203.0.113.7]:1", "[2001:db8:1:2ff::1]:1", "[2001:db8:1:3ff::1]:1",
+		"[fe80::1%eth0]:1", "[2002:c000:207::1]:1", "[2001:0:4136:e378:8000:63bf:3fff:fdd2]:1",
+	} {
+		got, err := fn(newRequest(peer))
+		want, ok := clientaddr.PeerKey(peer)
+		if err != nil || !ok || got != want {
+			t.Errorf("%s: IP key %q (%v), key-error bucket %q (%v)", peer, got, err, want, ok)
+		}
 	}
 }

@@ -27,16 +27,16 @@ import (
 // request with a bad token is suspect, and a Limiter may treat them apart.
 var ErrInvalidToken = errors.New("keyfuncs: invalid token")
 
-// DefaultTokenMaxLength is the longest token, in bytes, that JWT parses
+// defaultTokenMaxLength is the longest token, in bytes, that JWT parses
 // unless WithTokenMaxLength says otherwise. Tokens seen in practice are
 // well under 4 KiB; a longer one is refused before any decoding, so that a
 // forged megabyte token costs its sender more than it costs the server.
-const DefaultTokenMaxLength = 8192
+const defaultTokenMaxLength = 8192
 
 // Minimum key sizes JWT accepts.
 const (
-	MinHMACSecretBytes = 32   // RFC 7518 §3.2: at least the HS256 hash size (48 for HS384, 64 for HS512)
-	MinRSABits         = 2048 // RFC 7518 §3.3
+	minHMACSecretBytes = 32   // RFC 7518 §3.2: the HS256 hash size (48 for HS384, 64 for HS512)
+	minRSABits         = 2048 // RFC 7518 §3.3
 )
 
 // ErrWeakSecret is wrapped by the error for an HMAC secret that JWT refuses:
@@ -66,30 +66,23 @@ type JWTKey struct {
 // Each algorithm is verified only with the secrets at least as long as its
 // hash (32 bytes for HS256, 48 for HS384, 64 for HS512, RFC 7518 §3.2): an
 // HS512 token meets no 32-byte secret and fails with an error wrapping
-// ErrInvalidToken and ErrWeakSecret. Use HMACSecretFor to name the
-// algorithm and have a secret too short for it refused at construction.
+// ErrInvalidToken and ErrWeakSecret. To accept one algorithm only, use
+// KeyLookup with that algorithm.
 //
 // JWT refuses, with an error wrapping ErrWeakSecret, a secret shorter than
-// MinHMACSecretBytes or of visibly low entropy: fewer than 8 distinct byte
-// values, one byte value making up more than half of it, a repeated
-// pattern ("abcabc…", even cut short), or mostly a run of evenly spaced
-// bytes ("abcdef…"). A short or guessable secret can be found offline from
-// any one token, after which anyone can forge identities; generate it with
-// crypto/rand (hex or base64 text of enough random bytes passes). The
-// secrets are copied.
+// 32 bytes or of visibly low entropy: fewer than 8 distinct byte values,
+// one byte value making up more than half of it, a repeated pattern
+// ("abcabc…", even cut short), mostly a run of evenly spaced bytes
+// ("abcdef…"), or one found in fewer than 2^100 guesses by an attacker who
+// reads it as common words of secrets and placeholders, runs ("123456"),
+// repeats, years and separators, in the manner of zxcvbn: jwt.io's sample
+// "your-256-bit-secret" padded to 32 bytes takes about 2^51,
+// "CHANGE_ME_IN_PRODUCTION_12345678" 2^61. A short or guessable secret can
+// be found offline from any one token, after which anyone can forge
+// identities; generate it with crypto/rand (the hex or base64 text of 16
+// random bytes or more passes). The secrets are copied.
 func HMACSecret(secrets ...[]byte) JWTKey {
-	return hmacKey(secrets, MinHMACSecretBytes, "HS256", "HS384", "HS512")
-}
-
-// HMACSecretFor is HMACSecret for tokens of the one algorithm alg ("HS256",
-// "HS384" or "HS512"): JWT refuses a secret shorter than alg's hash size,
-// with an error wrapping ErrWeakSecret.
-func HMACSecretFor(alg string, secrets ...[]byte) JWTKey {
-	n, ok := hmacMinBytes[alg]
-	if !ok {
-		return JWTKey{err: fmt.Errorf("keyfuncs: HMACSecretFor: %q is not an HMAC algorithm (HS256, HS384, HS512)", alg)}
-	}
-	return hmacKey(secrets, n, alg)
+	return hmacKey(secrets, minHMACSecretBytes, "HS256", "HS384", "HS512")
 }
 
 // hmacKey checks and copies secrets, each at least minLen bytes, and
@@ -117,7 +110,7 @@ func hmacKey(secrets [][]byte, minLen int, algs ...string) JWTKey {
 // matching keys (several allow rotation). Each key's type decides the
 // algorithms accepted with it:
 //
-//	*rsa.PublicKey (at least MinRSABits)  RS256, RS384, RS512, PS256, PS384, PS512
+//	*rsa.PublicKey (at least 2048 bits)   RS256, RS384, RS512, PS256, PS384, PS512
 //	*ecdsa.PublicKey on P-256/P-384/P-521 ES256 / ES384 / ES512 respectively
 //	ed25519.PublicKey                     EdDSA
 //
@@ -135,8 +128,8 @@ func PublicKeys(keys ...crypto.PublicKey) JWTKey {
 			if k == nil || k.N == nil {
 				return JWTKey{err: fmt.Errorf("keyfuncs: public key %d: nil RSA key", i)}
 			}
-			if k.N.BitLen() < MinRSABits {
-				return JWTKey{err: fmt.Errorf("keyfuncs: public key %d: RSA key of %d bits, want at least %d", i, k.N.BitLen(), MinRSABits)}
+			if k.N.BitLen() < minRSABits {
+				return JWTKey{err: fmt.Errorf("keyfuncs: public key %d: RSA key of %d bits, want at least %d", i, k.N.BitLen(), minRSABits)}
 			}
 			methods = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}
 		case *ecdsa.PublicKey:
@@ -184,9 +177,9 @@ func PublicKeys(keys ...crypto.PublicKey) JWTKey {
 // signature is checked, so the accepted algorithms must not depend on it.
 // "none" is refused, and so is mixing HMAC algorithms with public-key ones,
 // which is what algorithm-confusion attacks exploit. An HMAC secret fn
-// returns is checked as HMACSecretFor would check it for the token's
-// algorithm, on every token: a weak one fails the token with an error
-// wrapping ErrInvalidToken and ErrWeakSecret.
+// returns is checked as HMACSecret checks its secrets, against the hash
+// size of the token's algorithm, on every token: a weak one fails the
+// token with an error wrapping ErrInvalidToken and ErrWeakSecret.
 func KeyLookup(fn jwt.Keyfunc, algorithms ...string) JWTKey {
 	if fn == nil {
 		return JWTKey{err: errors.New("keyfuncs: KeyLookup needs a jwt.Keyfunc")}
@@ -219,6 +212,7 @@ func KeyLookup(fn jwt.Keyfunc, algorithms ...string) JWTKey {
 // one in a jwt.VerificationKeySet) that HMACSecret would refuse for the
 // token's algorithm fails the token with an error wrapping ErrWeakSecret.
 func checkedSecrets(fn jwt.Keyfunc) jwt.Keyfunc {
+	verdicts := new(verdictCache)
 	return func(t *jwt.Token) (any, error) {
 		k, err := fn(t)
 		if err != nil {
@@ -233,7 +227,7 @@ func checkedSecrets(fn jwt.Keyfunc) jwt.Keyfunc {
 		}
 		for _, vk := range keys {
 			if b, ok := vk.([]byte); ok {
-				if why := secretFault(b, hmacMinBytes[t.Method.Alg()]); why != "" {
+				if why := verdicts.fault(b, hmacMinBytes[t.Method.Alg()]); why != "" {
 					return nil, fmt.Errorf("%w: key lookup for %s: %s", ErrWeakSecret, t.Method.Alg(), why)
 				}
 			}
@@ -304,7 +298,8 @@ func WithTokenCookie(name string) JWTOption {
 
 // WithTokenMaxLength sets the longest token, in bytes, that JWT accepts
 // (n > 0); a longer one is an error wrapping ErrInvalidToken, found before
-// any base64, JSON or signature work. The default is DefaultTokenMaxLength.
+// any base64, JSON or signature work. The default is 8192: tokens seen in
+// practice are well under 4 KiB.
 // As WithMaxLength does for Header, the bound keeps the cost of a request
 // small whatever a client sends.
 func WithTokenMaxLength(n int) JWTOption {
@@ -355,7 +350,9 @@ const maxLeeway = 5 * time.Minute
 // algorithm that key allows; "exp" required (see WithOptionalExpiration) and
 // in the future; "nbf" and "iat", when present, not in the future; issuer
 // and audience when WithIssuer or WithAudience ask for them. A string claim
-// is the key as is; a number is the key in its JSON text ("42").
+// is the key as is, a leading "#" doubled; a number is "#" and its JSON
+// text ("#42"): so "sub": "42" and "sub": 42, two identities an issuer may
+// give two users, never share a key.
 //
 // Errors tell three cases apart:
 //   - no token (no Authorization header, another scheme, no cookie), or a
@@ -383,7 +380,7 @@ func JWT(claim string, key JWTKey, opts ...JWTOption) (core.KeyFunc, error) {
 	if key.keyfunc == nil {
 		return nil, errors.New("keyfuncs: JWT needs a key (HMACSecret, PublicKeys or KeyLookup)")
 	}
-	cfg := jwtConfig{maxLength: DefaultTokenMaxLength}
+	cfg := jwtConfig{maxLength: defaultTokenMaxLength}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&cfg)
@@ -479,9 +476,12 @@ func (v *jwtKeyer) key(r *http.Request) (string, error) {
 		if c == "" {
 			return "", fmt.Errorf("keyfuncs: token has an empty %q claim: %w", v.claim, core.ErrNoKey)
 		}
+		if c[0] == numberMark {
+			return string(numberMark) + c, nil
+		}
 		return c, nil
 	case json.Number:
-		return c.String(), nil
+		return string(numberMark) + c.String(), nil
 	default:
 		return "", fmt.Errorf("keyfuncs: token claim %q is a %s, want a string or a number", v.claim, jsonKind(c))
 	}
@@ -531,6 +531,10 @@ func (v *jwtKeyer) token(r *http.Request) (string, error) {
 		return tok, nil
 	}
 }
+
+// numberMark starts the key of a number claim, and is doubled at the start
+// of a string claim's, so that the two types never share a key.
+const numberMark = '#'
 
 func jsonKind(v any) string {
 	switch v.(type) {

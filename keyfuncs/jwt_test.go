@@ -167,8 +167,8 @@ func TestJWTVerification(t *testing.T) {
 		{name: "key set picks EdDSA", fn: allPublic, tok: sign(t, jwt.SigningMethodEdDSA, k.ed, claims("dave")), key: "dave"},
 		{name: "rotated secret, old", fn: rotated, tok: valid, key: "alice"},
 		{name: "rotated secret, new", fn: rotated, tok: sign(t, jwt.SigningMethodHS256, k.secret2, claims("alice")), key: "alice"},
-		{name: "numeric claim", fn: hmacKey, tok: sign(t, jwt.SigningMethodHS256, k.secret, claims(42)), key: "42"},
-		{name: "large numeric claim exact", fn: hmacKey, tok: sign(t, jwt.SigningMethodHS256, k.secret, claims(json.Number("12345678901234567890"))), key: "12345678901234567890"},
+		{name: "numeric claim", fn: hmacKey, tok: sign(t, jwt.SigningMethodHS256, k.secret, claims(42)), key: "#42"},
+		{name: "large numeric claim exact", fn: hmacKey, tok: sign(t, jwt.SigningMethodHS256, k.secret, claims(json.Number("12345678901234567890"))), key: "#12345678901234567890"},
 
 		{name: "forged payload", fn: hmacKey, tok: tamper(t, valid, claims("mallory")), want: badData, is: jwt.ErrTokenSignatureInvalid},
 		{name: "wrong HMAC secret", fn: hmacKey, tok: sign(t, jwt.SigningMethodHS256, k.secret2, claims("alice")), want: badData, is: jwt.ErrTokenSignatureInvalid},
@@ -461,4 +461,32 @@ func TestJWTConcurrent(t *testing.T) {
 		}(g)
 	}
 	wg.Wait()
+}
+
+// A claim is keyed with its type (issue 29, item 5): "sub": "42" and
+// "sub": 42 are two identities an issuer may give two users, and keyed
+// alike they shared one bucket. The encoding is injective: a number is "#"
+// and its text, a string starting with "#" gets another.
+func TestJWTClaimKeyedByType(t *testing.T) {
+	k := keys(t)
+	fn := mustJWT(t, "sub", keyfuncs.HMACSecret(k.secret))
+	keyOf := func(sub any) string {
+		t.Helper()
+		got, err := fn(newRequest("192.0.2.1:1", bearer(sign(t, jwt.SigningMethodHS256, k.secret, claims(sub)))))
+		if err != nil {
+			t.Fatalf("sub %#v: %v", sub, err)
+		}
+		return got
+	}
+	seen := map[string]any{}
+	for _, sub := range []any{"42", 42, "#42", "##42", 4.5, "#4.5", "4.5", json.Number("-1"), "#-1", "-1", "alice", "#alice", "##alice"} {
+		got := keyOf(sub)
+		if prev, dup := seen[got]; dup {
+			t.Errorf("sub %#v and %#v share key %q", prev, sub, got)
+		}
+		seen[got] = sub
+	}
+	if got := keyOf("alice"); got != "alice" {
+		t.Errorf(`string claim "alice" keyed %q, want it as is`, got)
+	}
 }

@@ -2,12 +2,13 @@ package keyfuncs
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"math/big"
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/clientaddr"
 )
 
 // Bounds on the public address space trusted proxies may cover, as the
@@ -33,100 +34,172 @@ var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("fc00::/7"),       // unique local (RFC 4193)
 }
 
-// trustedPrefixes returns the validated, normalised trusted prefixes of cfg.
-func trustedPrefixes(cfg ipConfig) ([]netip.Prefix, error) {
-	var (
-		trusted []netip.Prefix
-		texts   []string // as the user wrote each, for errors
-	)
-	for _, s := range cfg.cidrs {
+// unixProxies, among the trusted proxies, trusts peers on Unix sockets
+// (nginx's set_real_ip_from spelling).
+const unixProxies = "unix:"
+
+// trustedPrefixes returns the validated, normalised trusted prefixes of
+// cfg, and whether unixProxies is among them.
+func trustedPrefixes(cfg ipConfig) (trusted []netip.Prefix, sockets bool, err error) {
+	var parts []coverage // what each covers, for the bounds
+	for _, s := range cfg.proxies {
+		if strings.TrimSpace(s) == unixProxies {
+			sockets = true
+			continue
+		}
 		p, err := parseTrusted(s)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		trusted, texts = append(trusted, p), append(texts, strings.TrimSpace(s))
-	}
-	for _, p := range cfg.prefixes {
-		if !p.IsValid() {
-			return nil, errors.New("keyfuncs: invalid trusted prefix (zero netip.Prefix)")
+		c, err := measure(p, describePrefix(p, strings.TrimSpace(s)))
+		if err != nil {
+			return nil, false, err
 		}
-		trusted, texts = append(trusted, normalizePrefix(p)), append(texts, p.String())
+		trusted, parts = append(trusted, p), append(parts, c...)
 	}
-	for i, p := range trusted {
-		if err := checkTrusted(p, texts[i]); err != nil {
-			return nil, err
+	if err := checkTotal(parts); err != nil {
+		return nil, false, err
+	}
+	return trusted, sockets, nil
+}
+
+// A coverage is what a trusted prefix covers in one family: an IPv4 prefix
+// (the trusted prefix itself, or the IPv4 space an IPv6 one embeds), or an
+// IPv6 prefix, whose public addresses outside the embedding ranges count.
+type coverage struct {
+	p    netip.Prefix
+	name string   // for errors: the trusted prefix, and what p is of it
+	size *big.Int // public addresses of p in its family
+}
+
+// measure returns what the normalised trusted prefix p (named name) covers,
+// or an error when p covers every address of a family, or more public
+// addresses of one than a prefix's bound allows.
+//
+// An IPv6 prefix inside a range that embeds IPv4 addresses
+// (clientaddr.Embeddings) covers the IPv4 hosts its addresses stand for:
+// any IPv4 client could connect from such an address (through a 6to4 relay
+// or a Teredo server) or is written as one (by a NAT64 or SIIT translator),
+// so 2001::/32, a mere 2^96 of IPv6, is every IPv4 host. So it counts by
+// the IPv4 prefix it fixes, under the IPv4 bounds; an IPv6 prefix holding
+// a whole range embeds all of IPv4.
+func measure(p netip.Prefix, name string) ([]coverage, error) {
+	if p.Bits() == 0 {
+		return nil, everyone(name, p.Addr().Is4(), "")
+	}
+	if p.Addr().Is4() {
+		c := coverage{p, name, publicSize(p)}
+		return []coverage{c}, checkBound(c, maxPrefixIPv4Bits)
+	}
+	if publicSize(p).Sign() == 0 {
+		return nil, nil // loopback, link-local, unique local: no client
+	}
+	var (
+		rest     = coverage{p, name, publicSize(p)}
+		embedded []coverage
+		via      string // an embedding range p holds whole
+	)
+	for _, e := range clientaddr.Embeddings {
+		switch {
+		case e.Prefix.Contains(p.Addr()) && e.Prefix.Bits() <= p.Bits(): // p inside e
+			fixed := min(max(p.Bits()-e.Offset, 0), 32)
+			v4 := netip.PrefixFrom(clientaddr.IPv4At(p.Addr().As16(), e.Offset, e.Invert), fixed).Masked()
+			if fixed == 0 {
+				via = e.Name
+				break
+			}
+			embedded = append(embedded, coverage{v4, fmt.Sprintf("%s (%s in the form of %s)", name, v4, e.Name), publicSize(v4)})
+			rest.size = new(big.Int)
+		case p.Contains(e.Prefix.Addr()): // e inside p
+			rest.size.Sub(rest.size, publicSize(e.Prefix))
+			via = e.Name
 		}
 	}
-	if err := checkTrustedTotal(trusted, texts); err != nil {
+	if err := checkBound(rest, maxPrefixIPv6Bits); err != nil {
 		return nil, err
 	}
-	return trusted, nil
+	if via != "" {
+		return nil, everyone(name, true, via)
+	}
+	for _, c := range embedded {
+		if err := checkBound(c, maxPrefixIPv4Bits); err != nil {
+			return nil, err
+		}
+	}
+	return append(embedded, rest), nil
 }
 
-// checkTrusted refuses a normalised trusted prefix p (written text) that
-// covers every address of its family, or more public addresses than the
-// bound of its family.
-func checkTrusted(p netip.Prefix, text string) error {
-	family, bound := familyBound(p, maxPrefixIPv4Bits, maxPrefixIPv6Bits)
-	if p.Bits() == 0 {
-		return fmt.Errorf("keyfuncs: trusted proxy %s covers every %s address, so every client could choose its own key "+
-			"by sending a forwarding header; list the proxies' own addresses or networks", describePrefix(p, text), family)
+// everyone is the error for a trusted prefix (named name) covering every
+// IPv4 or IPv6 address; via names the form in which it embeds IPv4, if so.
+func everyone(name string, v4 bool, via string) error {
+	family := "IPv6"
+	if v4 {
+		family = "IPv4"
 	}
-	if n := publicSize(p); n.Cmp(sizeOf(p.Addr().BitLen(), bound)) > 0 {
-		return fmt.Errorf("keyfuncs: trusted proxy %s covers %s public %s addresses, more than a /%d holds: every client there "+
-			"could choose its own key by sending a forwarding header; list the proxies' own addresses or networks",
-			describePrefix(p, text), approxPow2(n), family, bound)
+	how := ""
+	if via != "" {
+		how = fmt.Sprintf(" (it holds %s)", via)
 	}
-	return nil
+	return fmt.Errorf("keyfuncs: trusted proxy %s covers every %s address%s, so every client could choose its own key "+
+		"by sending a forwarding header; list the proxies' own addresses or networks", name, family, how)
 }
 
-// checkTrustedTotal refuses trusted prefixes whose union covers more public
-// addresses of a family than its bound, naming the widest of them.
-func checkTrustedTotal(trusted []netip.Prefix, texts []string) error {
-	order := make([]int, len(trusted))
-	for i := range order {
-		order[i] = i
+// checkBound refuses a coverage of more public addresses than a prefix of
+// length bound holds.
+func checkBound(c coverage, bound int) error {
+	if c.size.Cmp(sizeOf(c.p.Addr().BitLen(), bound)) <= 0 {
+		return nil
 	}
-	slices.SortFunc(order, func(a, b int) int {
-		return cmp.Or(trusted[a].Addr().Compare(trusted[b].Addr()), cmp.Compare(trusted[a].Bits(), trusted[b].Bits()))
+	return fmt.Errorf("keyfuncs: trusted proxy %s covers %s public %s addresses, more than a /%d holds: every client there "+
+		"could choose its own key by sending a forwarding header; list the proxies' own addresses or networks",
+		c.name, approxPow2(c.size), family(c.p), bound)
+}
+
+// checkTotal refuses coverages whose union covers more public addresses
+// of a family than its bound, naming the widest of them. IPv4 prefixes and
+// the IPv4 space IPv6 ones embed count together.
+func checkTotal(parts []coverage) error {
+	slices.SortFunc(parts, func(a, b coverage) int {
+		return cmp.Or(a.p.Addr().Compare(b.p.Addr()), cmp.Compare(a.p.Bits(), b.p.Bits()))
 	})
 	// Sorted by start, shorter first: a prefix overlapping the last kept
-	// one lies inside it (prefixes nest or are disjoint).
-	union := map[int][]int{} // bit length of the family → indexes kept
+	// one lies inside it (prefixes nest or are disjoint), and so does its
+	// IPv6 rest (an IPv6 prefix inside another holds no embedding range
+	// the outer one does not).
+	union := map[int][]coverage{} // bit length of the family → kept
 	var last netip.Prefix
-	for _, i := range order {
-		if p := trusted[i]; !last.IsValid() || !last.Overlaps(p) {
-			last = p
-			union[p.Addr().BitLen()] = append(union[p.Addr().BitLen()], i)
+	for _, c := range parts {
+		if !last.IsValid() || !last.Overlaps(c.p) {
+			last = c.p
+			union[c.p.Addr().BitLen()] = append(union[c.p.Addr().BitLen()], c)
 		}
 	}
-	for _, kept := range union {
-		family, bound := familyBound(trusted[kept[0]], maxTotalIPv4Bits, maxTotalIPv6Bits)
-		total, sizes := new(big.Int), make([]*big.Int, len(kept))
-		for j, i := range kept {
-			sizes[j] = publicSize(trusted[i])
-			total.Add(total, sizes[j])
+	for bitLen, kept := range union {
+		bound := maxTotalIPv6Bits
+		if bitLen == 32 {
+			bound = maxTotalIPv4Bits
 		}
-		if total.Cmp(sizeOf(trusted[kept[0]].Addr().BitLen(), bound)) <= 0 {
+		total := new(big.Int)
+		for _, c := range kept {
+			total.Add(total, c.size)
+		}
+		if total.Cmp(sizeOf(bitLen, bound)) <= 0 {
 			continue
 		}
 		return fmt.Errorf("keyfuncs: trusted proxies together cover %s public %s addresses, more than a /%d holds; the widest: %s",
-			approxPow2(total), family, bound, widest(trusted, texts, kept, sizes))
+			approxPow2(total), family(kept[0].p), bound, widest(kept))
 	}
 	return nil
 }
 
-// widest names the (at most three) kept prefixes with the most public
+// widest names the (at most three) kept coverages with the most public
 // addresses.
-func widest(trusted []netip.Prefix, texts []string, kept []int, sizes []*big.Int) string {
-	idx := make([]int, len(kept))
-	for j := range idx {
-		idx[j] = j
-	}
-	slices.SortStableFunc(idx, func(a, b int) int { return sizes[b].Cmp(sizes[a]) })
+func widest(kept []coverage) string {
+	kept = slices.Clone(kept)
+	slices.SortStableFunc(kept, func(a, b coverage) int { return b.size.Cmp(a.size) })
 	var names []string
-	for _, j := range idx[:min(3, len(idx))] {
-		names = append(names, describePrefix(trusted[kept[j]], texts[kept[j]]))
+	for _, c := range kept[:min(3, len(kept))] {
+		names = append(names, c.name)
 	}
 	if len(kept) > 3 {
 		names = append(names, fmt.Sprintf("and %d more", len(kept)-3))
@@ -134,16 +207,17 @@ func widest(trusted []netip.Prefix, texts []string, kept []int, sizes []*big.Int
 	return strings.Join(names, ", ")
 }
 
-// familyBound returns the family name of p and the bound that applies to it.
-func familyBound(p netip.Prefix, v4, v6 int) (string, int) {
+// family names the address family of p.
+func family(p netip.Prefix) string {
 	if p.Addr().Is4() {
-		return "IPv4", v4
+		return "IPv4"
 	}
-	return "IPv6", v6
+	return "IPv6"
 }
 
 // publicSize returns the number of addresses of the masked prefix p outside
-// the nonPublic ranges.
+// the nonPublic ranges and, for IPv6, outside the ranges that embed IPv4
+// addresses (which count as the IPv4 space they embed: see measure).
 func publicSize(p netip.Prefix) *big.Int {
 	n := sizeOf(p.Addr().BitLen(), p.Bits())
 	for _, q := range nonPublic {

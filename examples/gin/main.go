@@ -108,9 +108,14 @@ func limiters(st store.Store) (api, login *core.Limiter, err error) {
 // routes returns the server's routes, limited by api and login.
 //
 // The limiters key clients themselves (keyfuncs.IP reads the peer
-// address), so gin's own client-IP settings play no part.
+// address): gin's own client-IP settings play no part, and ginlimit logs
+// once if they resolve clients through a proxy. The router trusts none
+// either, so that handlers' c.ClientIP() agrees with the limiters.
 func routes(api, login *core.Limiter) http.Handler {
 	router := gin.New()
+	if err := router.SetTrustedProxies(nil); err != nil {
+		panic(err) // unreachable: nil is a valid list
+	}
 	router.Use(gin.Recovery())
 	group := router.Group("/api", ginlimit.New(api)) // every route of the group
 	group.GET("/items/:id", func(c *gin.Context) {

@@ -189,9 +189,9 @@ func TestHostileBehindTrustedProxy(t *testing.T) {
 			opts := []keyfuncs.IPOption{keyfuncs.WithTrustedProxies("127.0.0.1")}
 			switch mode {
 			case "forwarded":
-				opts = append(opts, keyfuncs.WithForwarded())
+				opts = append(opts, keyfuncs.WithForwardingHeader("Forwarded"))
 			case "real-ip":
-				opts = append(opts, keyfuncs.WithClientIPHeader("X-Real-IP"))
+				opts = append(opts, keyfuncs.WithForwardingHeader("X-Real-IP"))
 			}
 			svc := newServiceKey(t, kv, mustKey(t)(keyfuncs.IP(opts...)), hostileLimits())
 			defer svc.Close()
