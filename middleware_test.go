@@ -1157,7 +1157,7 @@ func scenarios(tok jwtTokens) []scenario {
 		// address's allowance only; the next client without a key, from
 		// another address, is served with a full allowance. Without
 		// proxies the address is the peer; behind a trusted proxy it is
-		// the one keyfuncs.IP resolves, given with WithKeyErrorKey.
+		// the one keyfuncs.IP resolves, given with WithKeyErrorRule.
 		lim := store.PerHour(2)
 		T := interval(lim)
 		xff := func(v string) map[string]string { return map[string]string{"X-Forwarded-For": v} }

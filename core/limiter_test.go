@@ -224,7 +224,7 @@ func TestNameNamespacesStoreKeys(t *testing.T) {
 
 // Under KeyErrorPerAddress (the default) a request without a key is
 // charged to its address's bucket, in a namespace of the Limiter's own: by
-// the peer, by WithKeyErrorKey's function when given and it succeeds, and
+// the peer, by WithKeyErrorRule's function when given and it succeeds, and
 // all requests without any address together.
 func TestKeyErrorPerAddress(t *testing.T) {
 	st := &scriptStore{}

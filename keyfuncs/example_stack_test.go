@@ -69,7 +69,7 @@ func Example_ipLimitBeforeJWT() {
 
 // The stacked Limiters behind a load balancer: both find the client
 // through the balancer, the token Limiter's requests without a valid token
-// too (core.WithKeyErrorKey). Without that option they would be charged by
+// too (core.WithKeyErrorRule with KeyErrorPerAddress). Without that option they would be charged by
 // their peer, the balancer, and one anonymous client over its limit would
 // get every other one refused.
 func Example_stackedBehindProxy() {
@@ -88,7 +88,7 @@ func Example_stackedBehindProxy() {
 		panic(err)
 	}
 	perUser, err := core.New(st, "user", jwtKey, []store.Limit{store.PerMinute(1)},
-		core.WithKeyErrorKey(ipKey)) // without a valid token: by client address
+		core.WithKeyErrorRule(core.KeyErrorPerAddress, ipKey)) // without a valid token: by client address
 	if err != nil {
 		panic(err)
 	}

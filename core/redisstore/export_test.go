@@ -63,7 +63,7 @@ func WithProbeCheck(check func(context.Context) error) Option {
 	})
 }
 
-// Limit is core.Limit, for BreakerState's callers.
+// Limit is store.Limit, for BreakerState's callers.
 type Limit = store.Limit
 
 // PipeStats is pipeStats, for the external tests.

@@ -118,7 +118,7 @@ func warnSocket(remoteAddr string) {
 	}
 	slog.Default().Warn("sluice: requests without a key come from a Unix socket peer, the same for every client, "+
 		"so they share one bucket (logged once); if a reverse proxy connects through the socket, have the Limiter "+
-		"find the client's address with core.WithKeyErrorKey(keyfuncs.IP(keyfuncs.WithTrustedProxies(\"unix:\")))",
+		"find the client's address with core.WithKeyErrorRule(core.KeyErrorPerAddress, keyfuncs.IP(keyfuncs.WithTrustedProxies(\"unix:\")))",
 		slog.String("remote_addr", cut(remoteAddr)))
 }
 
