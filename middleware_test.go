@@ -241,21 +241,6 @@ type route struct {
 	// fromContext: the handler answers "ok limit=L remaining=R", the
 	// figures core.FromContext gives it.
 	fromContext bool
-	// deny, when set, is what l's adapter writes (OnRefuse) for a request
-	// over a limit, in place of the Limiter's 429.
-	deny *core.Response
-}
-
-// writeDeny writes deny for a denial (d.Outcome denied), and otherwise
-// the Limiter's response, as an OnRefuse function would.
-func writeDeny(w http.ResponseWriter, deny *core.Response, d core.Decision) {
-	if d.Outcome != core.OutcomeDenied {
-		d.WriteResponse(w)
-		return
-	}
-	w.Header().Set("Content-Type", deny.ContentType)
-	w.WriteHeader(deny.Status)
-	_, _ = w.Write(deny.Body)
 }
 
 // globalOf returns the routes' global limiter, if any.
@@ -328,13 +313,7 @@ var adapters = []adapter{
 				_, _ = io.WriteString(w, answer(r.Context(), rt))
 			})
 			if rt.l != nil {
-				var opts []nethttp.Option
-				if rt.deny != nil {
-					opts = append(opts, nethttp.OnRefuse(func(w http.ResponseWriter, _ *http.Request, d core.Decision) {
-						writeDeny(w, rt.deny, d)
-					}))
-				}
-				h = nethttp.Middleware(rt.l, opts...)(h)
+				h = nethttp.Middleware(rt.l)(h)
 			}
 			if rt.outer != nil {
 				h = nethttp.Middleware(rt.outer)(h)
@@ -356,11 +335,7 @@ var adapters = []adapter{
 		for _, rt := range routes {
 			var hs []gin.HandlerFunc
 			if rt.l != nil {
-				var opts []ginlimit.Option
-				if rt.deny != nil {
-					opts = append(opts, ginlimit.OnRefuse(func(c *gin.Context, d core.Decision) { writeDeny(c.Writer, rt.deny, d) }))
-				}
-				hs = append(hs, ginlimit.New(rt.l, opts...))
+				hs = append(hs, ginlimit.New(rt.l))
 			}
 			hs = append(hs, func(c *gin.Context) { p.hit(); c.String(http.StatusOK, answer(c.Request.Context(), rt)) })
 			g := &r.RouterGroup
@@ -382,14 +357,7 @@ var adapters = []adapter{
 		for _, rt := range routes {
 			var mw []echo.MiddlewareFunc
 			if rt.l != nil {
-				var opts []echolimit.Option
-				if rt.deny != nil {
-					opts = append(opts, echolimit.OnRefuse(func(c echo.Context, d core.Decision) error {
-						writeDeny(c.Response(), rt.deny, d)
-						return nil
-					}))
-				}
-				mw = append(mw, echolimit.New(rt.l, opts...))
+				mw = append(mw, echolimit.New(rt.l))
 			}
 			add, path := e.Add, colonPath(rt.path)
 			if rt.outer != nil { // a group of its own, limited by outer
@@ -1379,11 +1347,12 @@ func scenarios(tok jwtTokens) []scenario {
 		rows = append(rows, scenario{
 			name: "custom deny response",
 			routes: func(s *setup) []route {
-				rts := s.api([]store.Limit{lim})
-				rts[0].deny = &core.Response{
-					Status: http.StatusTeapot, ContentType: "text/plain; charset=utf-8", Body: []byte("slow down, please\n"),
-				}
-				return rts
+				return s.api([]store.Limit{lim}, core.WithRefusal(func(_ *http.Request, d core.Decision) core.Response {
+					if d.Outcome != core.OutcomeDenied {
+						return d.Response()
+					}
+					return core.Response{Status: http.StatusTeapot, ContentType: "text/plain; charset=utf-8", Body: []byte("slow down, please\n")}
+				}))
 			},
 			steps: []step{
 				{status: 200, rl: &rl{limit: 1, remaining: 0, reset: T}},

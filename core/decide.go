@@ -165,6 +165,10 @@ func (l *Limiter) finish(r *http.Request, d Decision, ev Event) Decision {
 		}
 		d.Action, d.Delay, d.resp = Serve, 0, nil
 	}
+	if l.refusal != nil && d.resp != nil {
+		resp := l.refusal(r, d)
+		d.resp = &resp
+	}
 	if len(l.observers) > 0 {
 		ev.Request = r
 		l.observe(ev, &d)

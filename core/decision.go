@@ -107,9 +107,8 @@ func enumString(names []string, typ string, v uint8) string {
 // calling the next handler: 429 with {"error":"rate limit exceeded"} for a
 // request over a limit, 503 with {"error":"service unavailable"} under
 // FailClosed or for a Hold cut short, 403 with {"error":"forbidden"} under
-// KeyErrorDeny. To answer otherwise, give the adapter an OnRefuse
-// function. An empty ContentType sets no Content-Type header. Body is
-// shared between requests: do not modify it.
+// KeyErrorDeny; WithRefusal sets others. An empty ContentType sets no
+// Content-Type header. Body is shared between requests: do not modify it.
 type Response struct {
 	Status      int
 	ContentType string

@@ -63,7 +63,7 @@ func ExampleNew() {
 	_, err = core.New(memorystore.New(), "test", byClient, []store.Limit{{Rate: 10}})
 	fmt.Println(errors.Is(err, store.ErrInvalidLimit))
 	_, err = core.New(memorystore.New(), "test", byClient, nil)
-	fmt.Println(errors.Is(err, store.ErrNoLimits))
+	fmt.Println(errors.Is(err, store.ErrInvalidLimit))
 	// Output:
 	// 2 limits
 	// true

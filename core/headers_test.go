@@ -167,7 +167,7 @@ func TestHeaderStyles(t *testing.T) {
 	}{
 		{HeadersLegacy, []string{"Retry-After", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"}},
 		{HeadersIETF, []string{"Ratelimit", "Ratelimit-Policy", "Retry-After"}},
-		{HeadersLegacy|HeadersIETF, []string{"Ratelimit", "Ratelimit-Policy", "Retry-After", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"}},
+		{HeadersLegacy | HeadersIETF, []string{"Ratelimit", "Ratelimit-Policy", "Retry-After", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"}},
 		{0, []string{"Retry-After"}},
 	} {
 		_, h := headersFor(t, perSecond10, denied, now, WithHeaders(tc.style))
@@ -356,7 +356,7 @@ func parseSFList(s string) ([]sfItem, error) {
 }
 
 func TestSetHeadersAllocs(t *testing.T) {
-	for _, style := range []HeaderStyle{HeadersLegacy, HeadersIETF, HeadersLegacy|HeadersIETF} {
+	for _, style := range []HeaderStyle{HeadersLegacy, HeadersIETF, HeadersLegacy | HeadersIETF} {
 		res := store.Result{Allowed: false, Limit: 1000, Remaining: 0, RetryAfter: 2 * time.Second, ResetAfter: 30 * time.Second}
 		d, _ := headersFor(t, []store.Limit{store.PerMinute(1000)}, res, time.Unix(1_700_000_000, 0), WithHeaders(style))
 		h := http.Header{}

@@ -50,6 +50,7 @@ type Limiter struct {
 	clock   func() time.Time // nil: time.Now
 	// policyNames names the IETF policies: "" the Limiter's own, else by plan.
 	policyNames map[string]string
+	refusal     func(*http.Request, Decision) Response // WithRefusal; nil: the defaults
 	observers   []func(Event)
 
 	// cfg is the limits in force for requests of no plan; plans those of
@@ -133,7 +134,7 @@ func isNil(v any) bool {
 // specsOf validates limits, as New and SetLimits do.
 func specsOf(limits []store.Limit) ([]store.Spec, error) {
 	if len(limits) == 0 {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, store.ErrNoLimits)
+		return nil, fmt.Errorf("%w: %w: no limits", ErrInvalidOption, store.ErrInvalidLimit)
 	}
 	specs := make([]store.Spec, len(limits))
 	for i, lim := range limits {

@@ -52,7 +52,7 @@ func TestSetLimitsRejectsInvalid(t *testing.T) {
 	clock := newFakeClock(t0)
 	l := memoryLimiter(t, clock, mustParse(t, "3/m"))
 	serveN(l, "a", 1)
-	if err := l.SetLimits(nil); !errors.Is(err, ErrInvalidOption) || !errors.Is(err, store.ErrNoLimits) {
+	if err := l.SetLimits(nil); !errors.Is(err, ErrInvalidOption) || !errors.Is(err, store.ErrInvalidLimit) {
 		t.Errorf("SetLimits(nil) = %v", err)
 	}
 	bad := []store.Limit{store.PerSecond(5), {Rate: 10, Period: time.Second, Algorithm: store.FixedWindow, Burst: 3}}

@@ -153,8 +153,8 @@ func TestNewRejectsBadArguments(t *testing.T) {
 	if _, err := New(st, "test", nil, perSecond10); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("nil key: err = %v, want ErrInvalidOption", err)
 	}
-	if _, err := New(st, "test", keyFromHeader, nil); !errors.Is(err, store.ErrNoLimits) {
-		t.Errorf("no limits: err = %v, want store.ErrNoLimits", err)
+	if _, err := New(st, "test", keyFromHeader, nil); !errors.Is(err, store.ErrInvalidLimit) {
+		t.Errorf("no limits: err = %v, want store.ErrInvalidLimit", err)
 	}
 	_, err := New(st, "test", keyFromHeader, []store.Limit{store.PerSecond(1), {Rate: 0, Period: time.Second}})
 	if !errors.Is(err, store.ErrInvalidLimit) || !strings.Contains(err.Error(), "limit 1") {

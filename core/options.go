@@ -221,6 +221,22 @@ func WithKeyErrorRule(rule KeyErrorRule, addr KeyFunc) Option {
 	}
 }
 
+// WithRefusal sets the response refused requests get: f returns it for r
+// and its Decision d, whose Response is the default (429 over a limit, 503
+// when the store could not decide or a Hold was cut short, 403 under
+// KeyErrorDeny) and whose Outcome says why. The adapters write it after
+// the rate-limit headers, Retry-After included. f is called for each
+// refused or held request; it must be safe for concurrent use.
+func WithRefusal(f func(r *http.Request, d Decision) Response) Option {
+	return func(o *options) error {
+		if f == nil {
+			return fmt.Errorf("%w: refusal function is nil", ErrInvalidOption)
+		}
+		o.l.refusal = f
+		return nil
+	}
+}
+
 // WithClock sets the clock a Limiter reads for X-RateLimit-Reset and for
 // its guards' horizons (SetLimits); the default is time.Now. It is meant
 // for tests: give the Limiter and the memory store (memorystore.WithClock)

@@ -57,7 +57,7 @@ func (l *Limiter) newConfig(plan string, limits []store.Limit, specs []store.Spe
 
 // SetLimits replaces the limits the Limiter enforces, while it serves.
 // limits are validated as in New; on error (wrapping ErrInvalidOption and
-// store.ErrNoLimits, or ErrInvalidLimit) nothing changes. The swap is
+// store.ErrInvalidLimit) nothing changes. The swap is
 // atomic: each decision is made entirely with the old limits or entirely
 // with the new ones, headers included (the IETF policies are numbered in
 // the new order); decisions in flight finish with the limits they started

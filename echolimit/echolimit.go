@@ -10,27 +10,6 @@ import (
 	"github.com/sluicehq/sluice/internal/route"
 )
 
-// An Option configures the middleware (see OnRefuse). The core.Limiter
-// holds everything else (limits, key, cost, failure policy, headers,
-// responses).
-// Options apply in order, a later one winning; nil options are skipped.
-type Option func(*config)
-
-type config struct {
-	onRefuse func(echo.Context, core.Decision) error
-}
-
-// OnRefuse makes the middleware return f(c, d) instead of writing the
-// Limiter's response when a request is refused, or when a held request's
-// context ends first. The rate-limit headers (and Retry-After) are set when
-// f runs; d.Outcome says why the request is refused and d.Response() what
-// the middleware would have written. f either writes a response and
-// returns nil, or returns an error (such as echo.NewHTTPError) for echo's
-// HTTPErrorHandler to answer; the next handler is not called.
-func OnRefuse(f func(c echo.Context, d core.Decision) error) Option {
-	return func(c *config) { c.onRefuse = f }
-}
-
 // New returns echo middleware that limits requests with l. It panics if l
 // is nil: that is a programming error, and serving unlimited instead would
 // hide it. The middleware is safe for concurrent use.
@@ -38,28 +17,19 @@ func OnRefuse(f func(c echo.Context, d core.Decision) error) Option {
 // With several Limiters on a route (e.Use, a group's, the route's), the
 // response carries the binding one's headers, and a handler reads that
 // Decision with core.FromContext(c.Request().Context()).
-func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
+func New(l *core.Limiter) echo.MiddlewareFunc {
 	if l == nil {
 		panic("echolimit.New: the *core.Limiter is nil")
 	}
-	var cfg config
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&cfg)
-		}
-	}
-	m := &middleware{l: l, onRefuse: cfg.onRefuse}
+	m := &middleware{l: l}
 	return m.handler
 }
 
 // middleware is what New returns, as a method value.
-type middleware struct {
-	l        *core.Limiter
-	onRefuse func(echo.Context, core.Decision) error
-}
+type middleware struct{ l *core.Limiter }
 
 func (m *middleware) handler(next echo.HandlerFunc) echo.HandlerFunc {
-	l, onRefuse := m.l, m.onRefuse
+	l := m.l
 	return func(c echo.Context) error {
 		r := c.Request()
 		if p := pattern(c, r.Method); p != "" {
@@ -77,9 +47,6 @@ func (m *middleware) handler(next echo.HandlerFunc) echo.HandlerFunc {
 				return serve(next, c, d)
 			}
 			d.Done(http.StatusServiceUnavailable) // not served: see Decision.Done
-		}
-		if onRefuse != nil {
-			return onRefuse(c, d)
 		}
 		// Written here, once; returning an error instead would have
 		// echo's error handler write a second response.

@@ -126,19 +126,18 @@ func TestHoldAbortsWhenClientGoes(t *testing.T) {
 	}
 }
 
-// The last OnRefuse wins and a nil Option is skipped.
-func TestOnRefuseHTTPError(t *testing.T) {
+// A refusal set with core.WithRefusal is written once, after the
+// headers, without echo's error handler.
+func TestRefusal(t *testing.T) {
 	errorsHandled, handled := 0, 0
 	e := newEcho(&errorsHandled)
-	overridden := echolimit.OnRefuse(func(echo.Context, core.Decision) error { t.Error("an earlier OnRefuse ran"); return nil })
-	e.GET("/", func(c echo.Context) error { handled++; return nil },
-		echolimit.New(newLimiter(t, byHeader, []store.Limit{store.PerMinute(1)}),
-			overridden, nil, echolimit.OnRefuse(func(c echo.Context, d core.Decision) error {
-				return echo.NewHTTPError(d.Response().Status, "too many")
-			})))
+	l := newLimiter(t, byHeader, []store.Limit{store.PerMinute(1)}, core.WithRefusal(func(r *http.Request, d core.Decision) core.Response {
+		return core.Response{Status: d.Response().Status, ContentType: "application/json", Body: []byte(`{"message":"too many"}` + "\n")}
+	}))
+	e.GET("/", func(c echo.Context) error { handled++; return nil }, echolimit.New(l))
 	get(e, "/", "a", nil)
 	w := get(e, "/", "a", nil)
-	if w.Code != 429 || w.Body.String() != "{\"message\":\"too many\"}\n" || w.Header().Get("Retry-After") != "60" || handled != 1 || errorsHandled != 1 {
+	if w.Code != 429 || w.Body.String() != "{\"message\":\"too many\"}\n" || w.Header().Get("Retry-After") != "60" || handled != 1 || errorsHandled != 0 {
 		t.Fatalf("custom refusal: %d %q %v, handler %d, error handler %d", w.Code, w.Body.String(), w.Header(), handled, errorsHandled)
 	}
 }

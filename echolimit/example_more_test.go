@@ -14,21 +14,23 @@ import (
 	"github.com/sluicehq/sluice/keyfuncs"
 )
 
-// OnRefuse can hand the refusal to echo's HTTPErrorHandler by returning an
-// error; the rate-limit headers and Retry-After are already set.
-func ExampleOnRefuse() {
+// core.WithRefusal answers refused requests in the API's own format; the
+// middleware writes it after the rate-limit headers and Retry-After.
+func Example_refusal() {
 	key, err := keyfuncs.IP()
 	if err != nil {
 		panic(err)
 	}
-	limiter, err := core.New(memorystore.New(), "search", key, []store.Limit{store.PerMinute(1)})
+	refusal := func(r *http.Request, d core.Decision) core.Response {
+		return core.Response{Status: d.Response().Status, ContentType: "application/json",
+			Body: []byte(`{"message":"slow down"}` + "\n")}
+	}
+	limiter, err := core.New(memorystore.New(), "search", key, []store.Limit{store.PerMinute(1)}, core.WithRefusal(refusal))
 	if err != nil {
 		panic(err)
 	}
 	e := echo.New()
-	g := e.Group("/api", echolimit.New(limiter, echolimit.OnRefuse(func(c echo.Context, d core.Decision) error {
-		return echo.NewHTTPError(d.Response().Status, "slow down")
-	})))
+	g := e.Group("/api", echolimit.New(limiter))
 	g.GET("/search", func(c echo.Context) error { return c.String(http.StatusOK, "results\n") })
 
 	for i := 0; i < 2; i++ {

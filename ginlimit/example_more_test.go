@@ -15,22 +15,25 @@ import (
 	"github.com/sluicehq/sluice/keyfuncs"
 )
 
-// OnRefuse answers a refused request in the API's own error format; the
-// chain is already aborted and the rate-limit headers are set.
-func ExampleOnRefuse() {
+// core.WithRefusal answers a refused request in the API's own error
+// format; the middleware aborts the chain and writes it after the
+// rate-limit headers.
+func Example_refusal() {
 	key, err := keyfuncs.IP()
 	if err != nil {
 		panic(err)
 	}
-	limiter, err := core.New(memorystore.New(), "search", key, []store.Limit{store.PerMinute(1)})
+	refusal := func(r *http.Request, d core.Decision) core.Response {
+		body := fmt.Sprintf(`{"code":"rate_limited","retry_after":%.0f}`, d.Result.RetryAfter.Seconds())
+		return core.Response{Status: d.Response().Status, ContentType: "application/json", Body: []byte(body)}
+	}
+	limiter, err := core.New(memorystore.New(), "search", key, []store.Limit{store.PerMinute(1)}, core.WithRefusal(refusal))
 	if err != nil {
 		panic(err)
 	}
 	gin.SetMode(gin.ReleaseMode)
 	router := gin.New()
-	api := router.Group("/api", ginlimit.New(limiter, ginlimit.OnRefuse(func(c *gin.Context, d core.Decision) {
-		c.JSON(d.Response().Status, gin.H{"code": "rate_limited", "retry_after": c.Writer.Header().Get("Retry-After")})
-	})))
+	api := router.Group("/api", ginlimit.New(limiter))
 	api.GET("/search", func(c *gin.Context) { c.String(http.StatusOK, "results\n") })
 
 	for i := 0; i < 2; i++ {
@@ -42,5 +45,5 @@ func ExampleOnRefuse() {
 	}
 	// Output:
 	// 200 results
-	// 429 {"code":"rate_limited","retry_after":"60"}
+	// 429 {"code":"rate_limited","retry_after":60}
 }

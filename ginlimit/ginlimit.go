@@ -9,26 +9,6 @@ import (
 	"github.com/sluicehq/sluice/internal/route"
 )
 
-// An Option configures the middleware (see OnRefuse). The core.Limiter
-// holds everything else (limits, key, cost, failure policy, headers,
-// responses).
-// Options apply in order, a later one winning; nil options are skipped.
-type Option func(*config)
-
-type config struct {
-	onRefuse func(*gin.Context, core.Decision)
-}
-
-// OnRefuse makes the middleware call f instead of writing the Limiter's
-// response when a request is refused, or when a held request's context
-// ends first. The chain is already aborted and the rate-limit headers (and
-// Retry-After) are set when f runs; d.Outcome says why the request is
-// refused and d.Response() what the middleware would have written. f must
-// write a response.
-func OnRefuse(f func(c *gin.Context, d core.Decision)) Option {
-	return func(c *config) { c.onRefuse = f }
-}
-
 // New returns gin middleware that limits requests with l. It panics if l
 // is nil: that is a programming error, and serving unlimited instead would
 // hide it. The handler is safe for concurrent use.
@@ -36,17 +16,10 @@ func OnRefuse(f func(c *gin.Context, d core.Decision)) Option {
 // With several Limiters on a route (r.Use, a group's, the route's), the
 // response carries the binding one's headers, and a handler reads that
 // Decision with core.FromContext(c.Request.Context()).
-func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
+func New(l *core.Limiter) gin.HandlerFunc {
 	if l == nil {
 		panic("ginlimit.New: the *core.Limiter is nil")
 	}
-	var cfg config
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&cfg)
-		}
-	}
-	onRefuse := cfg.onRefuse
 	ipCheck := newGinIPCheck()
 	return func(c *gin.Context) {
 		ipCheck.examine(c)
@@ -69,10 +42,6 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 			d.Done(http.StatusServiceUnavailable) // not served: see Decision.Done
 		}
 		c.Abort()
-		if onRefuse != nil {
-			onRefuse(c, d)
-			return
-		}
 		d.WriteResponse(c.Writer)
 	}
 }

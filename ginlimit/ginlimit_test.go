@@ -91,15 +91,16 @@ func TestRouteLevelAndFullPath(t *testing.T) {
 	}
 }
 
-// The last OnRefuse wins and a nil Option is skipped.
-func TestOnRefuse(t *testing.T) {
+// A refusal set with core.WithRefusal is written after the headers, the
+// chain aborted.
+func TestRefusal(t *testing.T) {
 	router := gin.New()
 	handled := 0
-	overridden := ginlimit.OnRefuse(func(*gin.Context, core.Decision) { t.Error("an earlier OnRefuse ran") })
-	router.GET("/", ginlimit.New(newLimiter(t, byHeader, []store.Limit{store.PerMinute(1)}),
-		overridden, nil, ginlimit.OnRefuse(func(c *gin.Context, d core.Decision) {
-			c.JSON(d.Response().Status, gin.H{"message": "too many", "outcome": d.Outcome.String()})
-		})), func(c *gin.Context) { handled++ })
+	l := newLimiter(t, byHeader, []store.Limit{store.PerMinute(1)}, core.WithRefusal(func(_ *http.Request, d core.Decision) core.Response {
+		body := `{"message":"too many","outcome":"` + d.Outcome.String() + `"}`
+		return core.Response{Status: d.Response().Status, ContentType: "application/json", Body: []byte(body)}
+	}))
+	router.GET("/", ginlimit.New(l), func(c *gin.Context) { handled++ })
 	get(router, "/", "a", nil)
 	w := get(router, "/", "a", nil)
 	if w.Code != 429 || w.Body.String() != `{"message":"too many","outcome":"denied"}` || w.Header().Get("Retry-After") != "60" || handled != 1 {

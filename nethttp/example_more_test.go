@@ -12,24 +12,23 @@ import (
 	"github.com/sluicehq/sluice/nethttp"
 )
 
-// OnRefuse writes your own refusal; the rate-limit headers and
-// Retry-After are already set.
-func ExampleOnRefuse() {
+// core.WithRefusal sets your own refusal; the middleware writes it after
+// the rate-limit headers and Retry-After.
+func Example_refusal() {
 	key, err := keyfuncs.IP()
 	if err != nil {
 		panic(err)
 	}
-	limiter, err := core.New(memorystore.New(), "report", key, []store.Limit{store.PerMinute(1)})
+	refusal := func(r *http.Request, d core.Decision) core.Response {
+		body := fmt.Sprintf("%s: one report a minute, next in %.0fs\n", d.Outcome, d.Result.RetryAfter.Seconds())
+		return core.Response{Status: d.Response().Status, ContentType: "text/plain; charset=utf-8", Body: []byte(body)}
+	}
+	limiter, err := core.New(memorystore.New(), "report", key, []store.Limit{store.PerMinute(1)}, core.WithRefusal(refusal))
 	if err != nil {
 		panic(err)
 	}
-	refuse := nethttp.OnRefuse(func(w http.ResponseWriter, r *http.Request, d core.Decision) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(d.Response().Status)
-		fmt.Fprintf(w, "%s: one report a minute, next in %ss\n", d.Outcome, w.Header().Get("Retry-After"))
-	})
 	report := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "report queued") })
-	h := nethttp.Middleware(limiter, refuse)(report)
+	h := nethttp.Middleware(limiter)(report)
 
 	for i := 0; i < 2; i++ {
 		r := httptest.NewRequest(http.MethodPost, "/report", nil)

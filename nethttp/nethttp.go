@@ -6,26 +6,6 @@ import (
 	"github.com/sluicehq/sluice/core"
 )
 
-// An Option configures the middleware (see OnRefuse). The core.Limiter
-// holds everything else (limits, key, cost, failure policy, headers,
-// responses).
-// Options apply in order, a later one winning; nil options are skipped.
-type Option func(*config)
-
-type config struct {
-	onRefuse func(http.ResponseWriter, *http.Request, core.Decision)
-}
-
-// OnRefuse makes the middleware call f instead of writing the Limiter's
-// response when a request is refused, or when a held request's context
-// ends first. The rate-limit headers (and Retry-After) are already set on
-// w when f runs; d.Outcome says why the request is refused and
-// d.Response() what the middleware would have written. f must write a
-// response; the wrapped handler is not called.
-func OnRefuse(f func(w http.ResponseWriter, r *http.Request, d core.Decision)) Option {
-	return func(c *config) { c.onRefuse = f }
-}
-
 // Middleware returns middleware that limits the requests of the handler it
 // wraps with l. It panics if l is nil: that is a programming error, and
 // serving unlimited instead would hide it.
@@ -34,29 +14,21 @@ func OnRefuse(f func(w http.ResponseWriter, r *http.Request, d core.Decision)) O
 // concurrent use; per request, it allocates nothing beyond what l.Decide
 // and core.Decision.Stack (the headers, and the request's record of its
 // binding Decision for core.FromContext) need.
-func Middleware(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
+func Middleware(l *core.Limiter) func(http.Handler) http.Handler {
 	if l == nil {
 		panic("nethttp.Middleware: the *core.Limiter is nil")
 	}
-	var cfg config
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&cfg)
-		}
-	}
-	onRefuse := cfg.onRefuse
 	return func(next http.Handler) http.Handler {
 		if next == nil {
 			panic("nethttp.Middleware: the next http.Handler is nil")
 		}
-		return &handler{l: l, next: next, onRefuse: onRefuse}
+		return &handler{l: l, next: next}
 	}
 }
 
 type handler struct {
-	l        *core.Limiter
-	next     http.Handler
-	onRefuse func(http.ResponseWriter, *http.Request, core.Decision)
+	l    *core.Limiter
+	next http.Handler
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -72,10 +44,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d.Done(http.StatusServiceUnavailable) // not served: see Decision.Done
-	}
-	if h.onRefuse != nil {
-		h.onRefuse(w, r, d)
-		return
 	}
 	d.WriteResponse(w)
 }

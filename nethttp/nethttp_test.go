@@ -52,20 +52,18 @@ func get(h http.Handler, client string) *httptest.ResponseRecorder {
 	return w
 }
 
-// The last OnRefuse wins and a nil Option is skipped.
-func TestOnRefuse(t *testing.T) {
-	l := newLimiter(t, byHeader, []store.Limit{store.PerMinute(1)})
+// A refusal set with core.WithRefusal is written after the headers.
+func TestRefusal(t *testing.T) {
 	var got core.Decision
-	overridden := nethttp.OnRefuse(func(http.ResponseWriter, *http.Request, core.Decision) { t.Error("an earlier OnRefuse ran") })
-	h := nethttp.Middleware(l, overridden, nil, nethttp.OnRefuse(func(w http.ResponseWriter, r *http.Request, d core.Decision) {
+	l := newLimiter(t, byHeader, []store.Limit{store.PerMinute(1)}, core.WithRefusal(func(r *http.Request, d core.Decision) core.Response {
 		got = d
-		w.Header().Set("Content-Type", "text/html")
-		w.WriteHeader(d.Response().Status)
-		_, _ = w.Write([]byte("<p>slow down</p>"))
-	}))(&counting{})
+		return core.Response{Status: d.Response().Status, ContentType: "text/html", Body: []byte("<p>slow down</p>")}
+	}))
+	h := nethttp.Middleware(l)(&counting{})
 	get(h, "a")
 	w := get(h, "a")
-	if w.Code != 429 || w.Body.String() != "<p>slow down</p>" || w.Header().Get("Retry-After") != "60" || got.Outcome != core.OutcomeDenied {
+	if w.Code != 429 || w.Body.String() != "<p>slow down</p>" || w.Header().Get("Content-Type") != "text/html" ||
+		w.Header().Get("Retry-After") != "60" || got.Outcome != core.OutcomeDenied {
 		t.Fatalf("custom refusal %d %q %v outcome %v", w.Code, w.Body.String(), w.Header(), got.Outcome)
 	}
 }

@@ -215,7 +215,7 @@ func (s *Store) Len() int {
 // writes nothing.
 //
 // Take returns an error wrapping store.ErrEmptyKey, store.ErrNegativeCost,
-// store.ErrNoLimits or store.ErrInvalidLimit (the zero Spec) for bad input, and ctx's error when ctx is already
+// store.ErrInvalidLimit or store.ErrInvalidLimit (the zero Spec) for bad input, and ctx's error when ctx is already
 // done; otherwise it never fails and never blocks beyond a short critical
 // section. With one limit and a key it has seen before it allocates nothing.
 // Take keeps no reference to key (a new state stores a copy), so a caller
@@ -274,7 +274,7 @@ func (s *Store) checkInput(ctx context.Context, key string, n int64, limits []st
 	case n < 0:
 		return fmt.Errorf("%w: n = %d", store.ErrNegativeCost, n)
 	case len(limits) == 0:
-		return fmt.Errorf("%w: Take needs at least one limit", store.ErrNoLimits)
+		return fmt.Errorf("%w: no limits", store.ErrInvalidLimit)
 	}
 	if ctx != nil {
 		if err := ctx.Err(); err != nil {

@@ -25,8 +25,8 @@ import (
 // by a hash of it, so keys can neither collide nor grow Redis keys without
 // bound. Every Redis key of one Take shares one Cluster hash tag.
 //
-// Take returns an error wrapping store.ErrEmptyKey, store.ErrNegativeCost,
-// store.ErrNoLimits or store.ErrInvalidLimit for bad input. When Redis
+// Take returns an error wrapping store.ErrEmptyKey, store.ErrNegativeCost
+// or store.ErrInvalidLimit for bad input. When Redis
 // fails or is slower than the Store's timeout, the fallback decides (see
 // WithFallback); with it off, or under store.NoFallback, Take returns the
 // Redis client's error, wrapped: the call then charged nothing, or, when

@@ -602,7 +602,7 @@ func TestMiniInputErrors(t *testing.T) {
 	}{
 		{"empty key", "", 1, []store.Limit{l}, store.ErrEmptyKey},
 		{"negative cost", "k", -1, []store.Limit{l}, store.ErrNegativeCost},
-		{"no limits", "k", 1, nil, store.ErrNoLimits},
+		{"no limits", "k", 1, nil, store.ErrInvalidLimit},
 		{"zero limit", "k", 1, []store.Limit{{}}, store.ErrInvalidLimit},
 		{"bad second limit", "k", 1, []store.Limit{l, {Algorithm: "nope", Rate: 1, Period: time.Second}}, store.ErrInvalidLimit},
 		{"burst on window", "k", 1, []store.Limit{{Algorithm: store.FixedWindow, Rate: 1, Period: time.Second, Burst: 2}}, store.ErrInvalidLimit},

@@ -449,7 +449,7 @@ func (s *Store) check(key string, n int64, limits []store.Spec) error {
 	case n < 0:
 		return fmt.Errorf("redisstore: take %d: %w", n, store.ErrNegativeCost)
 	case len(limits) == 0:
-		return fmt.Errorf("redisstore: take: %w", store.ErrNoLimits)
+		return fmt.Errorf("redisstore: take: %w: no limits", store.ErrInvalidLimit)
 	}
 	for i := range limits {
 		if err := limits[i].Validate(); err != nil {

@@ -61,8 +61,8 @@ func (r Result) ResetAt(now time.Time) time.Time {
 // and decide atomically; the memory store and the Redis store implement
 // every method, and core/storetest checks a Store against this contract.
 //
-// Every method fails with an error wrapping ErrEmptyKey, ErrNegativeCost,
-// ErrNoLimits or ErrInvalidLimit (a Spec that fails Spec.Validate, such
+// Every method fails with an error wrapping ErrEmptyKey, ErrNegativeCost
+// or ErrInvalidLimit (no limits, or a Spec that fails Spec.Validate, such
 // as the zero Spec) for bad input, and with the store's own error when it
 // fails.
 type Store interface {
@@ -117,7 +117,6 @@ type noFallbackKey struct{}
 var (
 	ErrEmptyKey     = errors.New("sluice: empty key")
 	ErrNegativeCost = errors.New("sluice: negative cost")
-	ErrNoLimits     = errors.New("sluice: no limits")
 )
 
 // ErrNotFound is wrapped by the error Store.Reset returns when the key
@@ -135,4 +134,3 @@ var ErrBreakerOpen = errors.New("sluice: circuit breaker open, store not called"
 // maxmemory with noeviction). The call charged nothing; the Limiter
 // follows its failure policy.
 var ErrOutOfMemory = errors.New("sluice: store out of memory")
-

@@ -17,7 +17,7 @@
 //
 //   - BadInput: an empty key, a negative cost, no limits and an invalid
 //     limit (the zero Spec) return errors wrapping store.ErrEmptyKey,
-//     store.ErrNegativeCost, store.ErrNoLimits and store.ErrInvalidLimit,
+//     store.ErrNegativeCost and store.ErrInvalidLimit (both of the last two),
 //     without a panic and without charging anything; a cost beyond capacity
 //     (up to math.MaxInt64) is a denial with RetryAfter store.InfDuration.
 //   - Isolation: keys that a naive storage encoding would confuse ("k:x",

@@ -27,7 +27,7 @@ func badInputs(key string, good store.Limit) []badInput {
 		{"empty key", "", 1, []store.Limit{good}, store.ErrEmptyKey},
 		{"negative cost", key, -1, []store.Limit{good}, store.ErrNegativeCost},
 		{"most negative cost", key, math.MinInt64, []store.Limit{good}, store.ErrNegativeCost},
-		{"no limits", key, 1, nil, store.ErrNoLimits},
+		{"no limits", key, 1, nil, store.ErrInvalidLimit},
 		{"zero limit", key, 1, []store.Limit{{}}, store.ErrInvalidLimit},
 		{"zero rate", key, 1, []store.Limit{{Rate: 0, Period: time.Second}}, store.ErrInvalidLimit},
 		{"negative rate", key, 1, []store.Limit{{Rate: -1, Period: time.Second}}, store.ErrInvalidLimit},

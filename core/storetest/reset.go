@@ -86,7 +86,7 @@ func testResetBadInput(t *testing.T, ctx context.Context, r store.Store, valid [
 		want   error
 	}{
 		{"", valid, store.ErrEmptyKey},
-		{"k", nil, store.ErrNoLimits},
+		{"k", nil, store.ErrInvalidLimit},
 		{"k", []store.Limit{{Rate: -1, Period: time.Second}}, store.ErrInvalidLimit},
 	} {
 		if err := r.Reset(ctx, c.key, specs(c.limits)...); !errors.Is(err, c.want) {

@@ -101,7 +101,7 @@ var (
 		"local": core.FailLocal, "open": core.FailOpen, "closed": core.FailClosed,
 	}
 	headerStyles = map[string]core.HeaderStyle{
-		"legacy": core.HeadersLegacy, "ietf": core.HeadersIETF, "both": core.HeadersLegacy|core.HeadersIETF,
+		"legacy": core.HeadersLegacy, "ietf": core.HeadersIETF, "both": core.HeadersLegacy | core.HeadersIETF,
 	}
 )
 

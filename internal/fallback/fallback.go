@@ -172,7 +172,7 @@ func (f *Store) call(ctx context.Context, do func(context.Context) (store.Result
 func (f *Store) mayFallBack(ctx context.Context, err error) bool {
 	return ctx.Err() == nil && store.FallbackAllowed(ctx) &&
 		!errors.Is(err, store.ErrEmptyKey) && !errors.Is(err, store.ErrNegativeCost) &&
-		!errors.Is(err, store.ErrNoLimits) && !errors.Is(err, store.ErrInvalidLimit)
+		!errors.Is(err, store.ErrInvalidLimit)
 }
 
 // decideLocally decides a call the backend could not: the Result's
