@@ -107,7 +107,7 @@ func New(s store.Store, name string, key KeyFunc, limits []store.Limit, opts ...
 		if opt == nil {
 			continue
 		}
-		if err := opt(o); err != nil {
+		if err := opt.apply(o); err != nil {
 			return nil, err
 		}
 	}

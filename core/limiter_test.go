@@ -639,7 +639,7 @@ func withLocal(st, local store.Store) store.Store {
 // withName renames the Limiter a test helper makes (New's name), so that
 // helpers taking options need no name of their own.
 func withName(name string) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if err := checkName("name", name); err != nil {
 			return err
 		}
@@ -647,5 +647,5 @@ func withName(name string) Option {
 		o.l.keyPrefix = strconv.Itoa(len(name)) + ":" + name + ":"
 		o.l.keylessPrefix = strconv.Itoa(len(name)) + ":" + name + "!"
 		return nil
-	}
+	})
 }

@@ -11,7 +11,12 @@ import (
 
 // An Option configures a Limiter in New. Options apply in order; a later
 // one replaces an earlier one of its kind, except WithObserver, which adds.
-type Option func(*options) error
+type Option interface{ apply(*options) error }
+
+// optionFunc adapts a function to Option.
+type optionFunc func(*options) error
+
+func (f optionFunc) apply(o *options) error { return f(o) }
 
 // options is what an Option sees: the Limiter under construction, and
 // the plans New validates once every option has applied.
@@ -46,13 +51,13 @@ func checkName(what, name string) error {
 // without Retry-After. A negative cost is replaced by 1 and reported in
 // Event.Err, wrapping store.ErrNegativeCost.
 func WithCost(f func(*http.Request) int64) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if f == nil {
 			return fmt.Errorf("%w: cost function is nil", ErrInvalidOption)
 		}
 		o.l.costOf = f
 		return nil
-	}
+	})
 }
 
 // WithSkip exempts the requests for which f returns true (an allow-list,
@@ -60,13 +65,13 @@ func WithCost(f func(*http.Request) int64) Option {
 // observed as OutcomeSkipped. f runs first on every request; it must be
 // cheap and safe for concurrent use.
 func WithSkip(f func(*http.Request) bool) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if f == nil {
 			return fmt.Errorf("%w: skip function is nil", ErrInvalidOption)
 		}
 		o.l.skip = f
 		return nil
-	}
+	})
 }
 
 // WithCountIf counts a request only when count returns true for the status
@@ -79,13 +84,13 @@ func WithSkip(f func(*http.Request) bool) Option {
 // OutcomeGiveBackFailed and leaves the charge; a penalty lock is never set
 // nor lifted by a give-back. count must be safe for concurrent use.
 func WithCountIf(count func(status int) bool) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if count == nil {
 			return fmt.Errorf("%w: count function is nil", ErrInvalidOption)
 		}
 		o.l.countIf = count
 		return nil
-	}
+	})
 }
 
 // FailurePolicy is what a Limiter does when its store cannot decide (an
@@ -111,13 +116,13 @@ const (
 // WithFailurePolicy sets what happens when the store fails; see
 // FailurePolicy. The default is FailLocal.
 func WithFailurePolicy(p FailurePolicy) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if p > FailClosed {
 			return fmt.Errorf("%w: unknown failure policy %d", ErrInvalidOption, p)
 		}
 		o.l.policy = p
 		return nil
-	}
+	})
 }
 
 // WithObserver adds f to the functions called with the Event of every
@@ -125,13 +130,13 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // sloglimit). Observers run on the request's goroutine, in order: they
 // must be quick, safe for concurrent use, and not keep Event.Request.
 func WithObserver(f func(Event)) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if f == nil {
 			return fmt.Errorf("%w: observer is nil", ErrInvalidOption)
 		}
 		o.l.observers = append(o.l.observers, f)
 		return nil
-	}
+	})
 }
 
 // WithShadow puts the Limiter in shadow mode, to try limits in
@@ -140,22 +145,22 @@ func WithObserver(f func(Event)) Option {
 // Retry-After, and every request is served at once, whatever the store,
 // the failure policy or the key-error rule says.
 func WithShadow() Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		o.l.shadow = true
 		return nil
-	}
+	})
 }
 
 // WithHeaders selects the rate-limit response headers; see HeaderStyle.
 // The default is HeadersLegacy.
 func WithHeaders(style HeaderStyle) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if style&^(HeadersLegacy|HeadersIETF) != 0 {
 			return fmt.Errorf("%w: unknown header style %d", ErrInvalidOption, style)
 		}
 		o.l.style = style
 		return nil
-	}
+	})
 }
 
 // WithPolicyNames names the IETF RateLimit policies (HeadersIETF), which
@@ -166,7 +171,7 @@ func WithHeaders(style HeaderStyle) Option {
 // clients ("api", "uploads"); each must be 1 to 128 printable ASCII
 // characters.
 func WithPolicyNames(names map[string]string) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		out := make(map[string]string, len(names))
 		for plan, name := range names {
 			if err := checkName("policy name of "+strconv.Quote(plan), name); err != nil {
@@ -176,7 +181,7 @@ func WithPolicyNames(names map[string]string) Option {
 		}
 		o.l.policyNames = out
 		return nil
-	}
+	})
 }
 
 // KeyErrorRule is what a Limiter does with a request whose key function
@@ -212,13 +217,13 @@ const (
 // KeyErrorPerAddress, addr: the key function of the client's address
 // (nil, or when it fails: the peer's address).
 func WithKeyErrorRule(rule KeyErrorRule, addr KeyFunc) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if rule > KeyErrorAllow {
 			return fmt.Errorf("%w: unknown key-error rule %d", ErrInvalidOption, rule)
 		}
 		o.l.keyRule, o.l.addrKey = rule, addr
 		return nil
-	}
+	})
 }
 
 // WithRefusal sets the response refused requests get: f returns it for r
@@ -228,13 +233,13 @@ func WithKeyErrorRule(rule KeyErrorRule, addr KeyFunc) Option {
 // the rate-limit headers, Retry-After included. f is called for each
 // refused or held request; it must be safe for concurrent use.
 func WithRefusal(f func(r *http.Request, d Decision) Response) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if f == nil {
 			return fmt.Errorf("%w: refusal function is nil", ErrInvalidOption)
 		}
 		o.l.refusal = f
 		return nil
-	}
+	})
 }
 
 // WithClock sets the clock a Limiter reads for X-RateLimit-Reset and for
@@ -242,11 +247,11 @@ func WithRefusal(f func(r *http.Request, d Decision) Response) Option {
 // for tests: give the Limiter and the memory store (memorystore.WithClock)
 // one fake clock. A Redis store decides by the Redis server's TIME.
 func WithClock(now func() time.Time) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if now == nil {
 			return fmt.Errorf("%w: clock is nil", ErrInvalidOption)
 		}
 		o.l.clock = now
 		return nil
-	}
+	})
 }

@@ -33,7 +33,7 @@ type planConfigs map[string]*limiterConfig
 // others, so an upgrade from "100/m" to "10000/m" takes effect at once;
 // give both plans a common limit when usage must carry over.
 func WithPlans(plan func(r *http.Request) string, plans map[string][]store.Limit) Option {
-	return func(o *options) error {
+	return optionFunc(func(o *options) error {
 		if plan == nil {
 			return fmt.Errorf("%w: WithPlans: plan function is nil", ErrInvalidOption)
 		}
@@ -42,7 +42,7 @@ func WithPlans(plan func(r *http.Request) string, plans map[string][]store.Limit
 		}
 		o.l.planOf, o.plans = plan, plans
 		return nil
-	}
+	})
 }
 
 // planSpecs validates plans.

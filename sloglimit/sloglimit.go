@@ -26,7 +26,12 @@ const defaultRepeatInterval = 10 * time.Second
 const maxField = 256
 
 // An Option configures New.
-type Option func(*logConfig)
+type Option interface{ apply(*logConfig) }
+
+// optionFunc adapts a function to Option.
+type optionFunc func(*logConfig)
+
+func (f optionFunc) apply(c *logConfig) { f(c) }
 
 type logConfig struct {
 	levels  [numOutcomes]slog.Level
@@ -72,11 +77,11 @@ var logMessages = [numOutcomes]string{
 // LevelOff stops logging them. It also turns on outcomes that are off by
 // default (core.OutcomeAllowed, core.OutcomeSkipped).
 func WithLevel(o core.Outcome, level slog.Level) Option {
-	return func(c *logConfig) {
+	return optionFunc(func(c *logConfig) {
 		if int(o) < numOutcomes {
 			c.levels[o] = level
 		}
-	}
+	})
 }
 
 // WithKey logs the client key (core.Event.Key) as the "key"
@@ -86,10 +91,10 @@ func WithLevel(o core.Outcome, level slog.Level) Option {
 // hashes the key (with a secret: a plain hash of an IPv4 address is
 // reversed by trying all 2^32).
 func WithKey(redact func(key string) string) Option {
-	return func(c *logConfig) {
+	return optionFunc(func(c *logConfig) {
 		c.key = true
 		c.redact = redact
-	}
+	})
 }
 
 // WithRepeatInterval sets how often, at most, a record is written of
@@ -112,13 +117,13 @@ func WithKey(redact func(key string) string) Option {
 // one each: lower the level with WithLevel, or use a sampling slog.Handler
 // or metrics (promlimit), where that is too many.
 func WithRepeatInterval(d time.Duration) Option {
-	return func(c *logConfig) { c.repeats.every = d }
+	return optionFunc(func(c *logConfig) { c.repeats.every = d })
 }
 
 // WithClock sets the clock the repeat interval is measured with (default
 // and nil: time.Now); for tests, the fake clock the Limiter reads too.
 func WithClock(now func() time.Time) Option {
-	return func(c *logConfig) { c.repeats.now = now }
+	return optionFunc(func(c *logConfig) { c.repeats.now = now })
 }
 
 // New returns an observer, for core.WithObserver, that logs the decisions
@@ -149,7 +154,7 @@ func New(logger *slog.Logger, opts ...Option) func(core.Event) {
 	cfg := &logConfig{levels: defaultLogLevels, repeats: repeats{every: defaultRepeatInterval}}
 	for _, opt := range opts {
 		if opt != nil {
-			opt(cfg)
+			opt.apply(cfg)
 		}
 	}
 	return func(ev core.Event) { cfg.log(logger, ev) }
