@@ -267,9 +267,9 @@ func (h *keyErrLog) Handle(_ context.Context, r slog.Record) error {
 
 // TestMiddlewareKeyErrorLogged: a Limiter whose key function fails logs it
 // once, through any adapter: keyfuncs.Route with the net/http middleware
-// around the whole ServeMux (r.Pattern not set yet) says that the route key
-// is empty and asks whether the middleware is inside the mux; a missing API
-// key gives the error and the rule.
+// around the whole ServeMux (r.Pattern never set) says that the middleware
+// wraps the router (and refuses: see core's TestFirstKeyErrorIsLogged); a
+// missing API key gives the error and the rule.
 func TestMiddlewareKeyErrorLogged(t *testing.T) {
 	h := &keyErrLog{}
 	old := slog.Default()
@@ -303,7 +303,7 @@ func TestMiddlewareKeyErrorLogged(t *testing.T) {
 		l := s.limiter("whole-mux", keyfuncs.Route(), []store.Limit{store.PerHour(10)})
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /api", func(http.ResponseWriter, *http.Request) {})
-		check("whole-mux", nethttp.Middleware(l)(mux), "route key empty: is the middleware inside the mux?")
+		check("whole-mux", nethttp.Middleware(l)(mux), "the middleware wraps the router instead of the routes")
 	}
 	for _, ad := range adapters {
 		s := &setup{t: t, e: &env{}, store: memorystore.New()}

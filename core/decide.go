@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -20,8 +21,8 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 	if keyErr != nil {
 		l.logKeyError(r, keyErr)
 	}
-	if keyErr != nil && l.keyRule != KeyErrorPerAddress {
-		return l.finish(r, l.keyRefusal(), Event{KeyErr: keyErr})
+	if keyErr != nil && (l.keyRule != KeyErrorPerAddress || errors.Is(keyErr, ErrInvalidOption)) {
+		return l.finish(r, l.keyRefusal(keyErr), Event{KeyErr: keyErr})
 	}
 	// The limits in force for the request's plan, loaded once: a
 	// concurrent SetLimits or SetPlans does not change what this decision
@@ -64,10 +65,15 @@ func (l *Limiter) keylessKey(r *http.Request) string {
 }
 
 // keyRefusal is the decision for a request without a key under
-// KeyErrorDeny or KeyErrorAllow.
-func (l *Limiter) keyRefusal() Decision {
+// KeyErrorDeny or KeyErrorAllow, or whose key function cannot work where
+// it is used (err wraps ErrInvalidOption): refused with 500 whatever the
+// rule.
+func (l *Limiter) keyRefusal(err error) Decision {
 	d := Decision{Action: Serve, Outcome: OutcomeKeyError, l: l.cfg.Load()}
-	if l.keyRule == KeyErrorDeny {
+	switch {
+	case errors.Is(err, ErrInvalidOption):
+		d.Action, d.resp = Refuse, &misconfiguredResponse
+	case l.keyRule == KeyErrorDeny:
 		d.Action, d.resp = Refuse, &keyDeniedResponse
 	}
 	return d

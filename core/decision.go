@@ -107,7 +107,9 @@ func enumString(names []string, typ string, v uint8) string {
 // calling the next handler: 429 with {"error":"rate limit exceeded"} for a
 // request over a limit, 503 with {"error":"service unavailable"} under
 // FailClosed or for a Hold cut short, 403 with {"error":"forbidden"} under
-// KeyErrorDeny; WithRefusal sets others. An empty ContentType sets no
+// KeyErrorDeny, 500 with {"error":"internal server error"} when the key
+// function cannot work where it is used (see KeyFunc); WithRefusal sets
+// others. An empty ContentType sets no
 // Content-Type header. Body is shared between requests: do not modify it.
 type Response struct {
 	Status      int
@@ -130,6 +132,11 @@ var (
 		Status:      http.StatusForbidden,
 		ContentType: "application/json",
 		Body:        []byte(`{"error":"forbidden"}` + "\n"),
+	}
+	misconfiguredResponse = Response{
+		Status:      http.StatusInternalServerError,
+		ContentType: "application/json",
+		Body:        []byte(`{"error":"internal server error"}` + "\n"),
 	}
 )
 

@@ -9,6 +9,9 @@ import (
 // share one allowance. It returns an error (wrapping ErrNoKey when nothing
 // is wrong but the request carries no identity) when it cannot tell; the
 // Limiter then follows its key-error rule, it never skips limiting silently.
+// An error wrapping ErrInvalidOption says the key function cannot work
+// where it is used (keyfuncs.Route outside the router): whatever the rule,
+// the request is refused with 500 and the mistake logged at level Error.
 // Package keyfuncs provides the usual ones.
 type KeyFunc func(r *http.Request) (string, error)
 

@@ -172,6 +172,12 @@ func (l *Limiter) logKeyError(r *http.Request, err error) {
 	if l.keyErrLogged.Load() || !l.keyErrLogged.CompareAndSwap(false, true) {
 		return
 	}
+	if errors.Is(err, ErrInvalidOption) {
+		slog.Default().LogAttrs(r.Context(), slog.LevelError, "sluice: the key function cannot work where it is used: "+
+			"every request it cannot key is refused with 500 (logged once per Limiter)",
+			slog.String("limiter", l.name), slog.String("error", err.Error()))
+		return
+	}
 	slog.Default().LogAttrs(r.Context(), slog.LevelWarn, "sluice: a request has no key (logged once per Limiter); check the key function",
 		slog.String("limiter", l.name),
 		slog.String("error", err.Error()),

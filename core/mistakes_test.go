@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/keyfuncs"
+	"github.com/sluicehq/sluice/nethttp"
 )
 
 func byXClient(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
@@ -100,23 +101,34 @@ func TestFirstKeyErrorIsLogged(t *testing.T) {
 		t.Errorf("record %+v: want a warning naming the Limiter, the error and the rule", r)
 	}
 
-	route, err := core.New(memorystore.New(),
-		"routes", keyfuncs.Route(), []store.Limit{store.PerHour(1)},
-		core.WithKeyErrorRule(core.KeyErrorDeny, nil))
+	// A route key outside the mux, which never sees a route, refuses
+	// loudly (500, an Error record) instead of keying per address,
+	// whatever the key-error rule.
+	route, err := core.New(memorystore.New(), "routes", keyfuncs.Route(), []store.Limit{store.PerHour(1)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /users/{id}", func(http.ResponseWriter, *http.Request) {})
-	wrapped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { // the middleware outside the mux
-		route.Decide(r)
-		mux.ServeHTTP(w, r)
-	})
-	wrapped.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/users/1", nil))
+	wrapped := nethttp.Middleware(route)(mux) // the middleware outside the mux
+	for range 2 {
+		rec := httptest.NewRecorder()
+		wrapped.ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/users/1", nil))
+		if rec.Code != http.StatusInternalServerError || strings.Contains(rec.Body.String(), "route") {
+			t.Errorf("route key outside the mux: %d %q, want 500 without the error's text", rec.Code, rec.Body)
+		}
+	}
 	recs = h.take()
-	if len(recs) != 1 || !strings.Contains(recs[0].attrs["error"], "route key empty: is the middleware inside the mux?") ||
-		recs[0].attrs["key_error_rule"] != "deny" {
-		t.Errorf("route key records %v, want one saying the route key is empty and asking about the mux", recs)
+	if len(recs) != 1 || recs[0].level != slog.LevelError || !strings.Contains(recs[0].attrs["error"], "wraps the router instead of the routes") {
+		t.Errorf("route key records %v, want one Error saying the middleware wraps the router", recs)
+	}
+	// Inside the mux it keys by route.
+	inside := http.NewServeMux()
+	inside.Handle("GET /users/{id}", nethttp.Middleware(route)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	rec := httptest.NewRecorder()
+	inside.ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/users/1", nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("route key inside the mux: %d, want 200", rec.Code)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice/core"
 )
@@ -74,8 +75,12 @@ func Header(name string, opts ...HeaderOption) (core.KeyFunc, error) {
 }
 
 // errNoPattern is wrapped by Route's error for a request without a pattern.
-var errNoPattern = errors.New("keyfuncs: route key empty: is the middleware inside the mux? " +
-	"(r.Pattern is not set: the middleware wraps the router, or no route serves the request's method and path)")
+var errNoPattern = errors.New("keyfuncs: route key empty: no route serves the request's method and path")
+
+// errOutsideRouter is wrapped by Route's error while no request has had a
+// pattern.
+var errOutsideRouter = errors.New("keyfuncs: route key empty and no request has had a route pattern: " +
+	"the middleware wraps the router instead of the routes (r.Pattern is set only inside it)")
 
 // Route returns a KeyFunc that keys requests by their route template, the
 // pattern that matched them, so that every URL of one route shares a limit:
@@ -91,22 +96,33 @@ var errNoPattern = errors.New("keyfuncs: route key empty: is the middleware insi
 // method the router does not serve sets no pattern (ServeMux and gin
 // answer 405 or 404 without one; echolimit leaves it empty on echo's 405),
 // so a client cannot make a key per invented method. Route never falls
-// back to the raw URL path, which would give each URL its own limit: an
-// empty r.Pattern (no route matched, or a router that does not set it) is
-// an error wrapping core.ErrNoKey, and the Limiter's key-error rule
-// applies (by default, a bucket per client address).
+// back to the raw URL path, which would give each URL its own limit.
 //
-// The returned KeyFunc is safe for concurrent use.
+// A request without a pattern is an error. While no request has had one,
+// the middleware is taken to wrap the router rather than its routes (a
+// mistake that would limit the whole site per address): the error wraps
+// core.ErrInvalidOption, and the Limiter refuses the request with 500 and
+// logs the mistake at level Error. Once a request has had a pattern, the
+// error of one without (no route matched) wraps core.ErrNoKey, and the
+// Limiter's key-error rule applies (by default, a bucket per client
+// address).
+//
+// Each KeyFunc Route returns remembers for itself whether it has seen a
+// pattern. It is safe for concurrent use.
 func Route() core.KeyFunc {
-	return routeKey
-}
-
-func routeKey(r *http.Request) (string, error) {
-	if r == nil {
-		return "", errNilRequest
-	}
-	if r.Pattern == "" {
+	var seen atomic.Bool
+	return func(r *http.Request) (string, error) {
+		switch {
+		case r == nil:
+			return "", errNilRequest
+		case r.Pattern != "":
+			if !seen.Load() {
+				seen.Store(true)
+			}
+			return r.Pattern, nil
+		case !seen.Load():
+			return "", fmt.Errorf("%w: %w", errOutsideRouter, core.ErrInvalidOption)
+		}
 		return "", fmt.Errorf("%w: %w", errNoPattern, core.ErrNoKey)
 	}
-	return r.Pattern, nil
 }

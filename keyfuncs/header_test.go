@@ -140,13 +140,25 @@ func TestRouteThroughServeMux(t *testing.T) {
 
 func TestRouteWithoutPattern(t *testing.T) {
 	// Outside a mux (or with a router that does not set r.Pattern) there
-	// is no template, and the raw path is never used instead.
-	checkKey(t, keyfuncs.Route(), httptest.NewRequest("GET", "/users/1", nil), noKey, "")
+	// is no template, and the raw path is never used instead: while no
+	// request has had a pattern, it is a configuration error.
+	route := keyfuncs.Route()
+	for range 2 {
+		if k, err := route(httptest.NewRequest("GET", "/users/1", nil)); k != "" || !errors.Is(err, core.ErrInvalidOption) || errors.Is(err, core.ErrNoKey) {
+			t.Fatalf("before any pattern: %q, %v; want a configuration error (ErrInvalidOption)", k, err)
+		}
+	}
 
 	// A router that sets r.Pattern (as the gin and echo adapters do).
 	r := httptest.NewRequest("GET", "/users/1", nil)
 	r.Pattern = "/users/:id"
-	checkKey(t, keyfuncs.Route(), r, ok, "/users/:id")
+	checkKey(t, route, r, ok, "/users/:id")
+	// Once it has seen one, a request without a pattern (no route matched)
+	// has no key; another Route KeyFunc remembers for itself.
+	checkKey(t, route, httptest.NewRequest("GET", "/nowhere", nil), noKey, "")
+	if _, err := keyfuncs.Route()(httptest.NewRequest("GET", "/nowhere", nil)); !errors.Is(err, core.ErrInvalidOption) {
+		t.Fatalf("a new Route KeyFunc: %v, want ErrInvalidOption", err)
+	}
 
 	if _, err := keyfuncs.Route()(nil); err == nil {
 		t.Fatal("nil request accepted")

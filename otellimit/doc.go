@@ -15,7 +15,6 @@
 //	sluice.decisions      {limiter, plan, limit, outcome}  Int64Counter, unit {decision}
 //	sluice.store.latency  {limiter}                        Float64Histogram, unit s
 //	sluice.store.errors   {limiter, kind}                  Int64Counter, unit {error}
-//	sluice.store.warnings {kind}                           Int64Counter, unit {warning} (StoreWarning)
 //
 // Through OpenTelemetry's Prometheus exporter with underscore escaping
 // (otlptranslator.UnderscoreEscapingWithSuffixes) these read as promlimit's
@@ -33,6 +32,9 @@
 // kind is timeout, canceled, breaker_open, oom (the error wraps
 // core.ErrOutOfMemory) or error; all five series of a
 // limiter exist, at 0, from its first decision.
+//
+// WithStoreStats adds the store's own health: its fleet count, circuit
+// breakers, fallback debts and warnings.
 //
 // The client key is never an attribute: the number of series is bounded by
 // the number of limiters, plans, limits and outcomes.

@@ -34,7 +34,6 @@ type Recorder struct {
 	decisions   metric.Int64Counter
 	latency     metric.Float64Histogram
 	storeErrors metric.Int64Counter
-	warnings    metric.Int64Counter  // StoreWarning
 	attrs       []attribute.KeyValue // WithAttributes'
 
 	// limiters caches each limiter's latency and store error options, and
@@ -73,6 +72,29 @@ type config struct {
 	namespace string
 	buckets   []float64
 	attrs     []attribute.KeyValue
+	stats     func() store.Stats
+}
+
+// WithStoreStats records the health of a store, read from stats at each
+// collection (pass a Redis store's Stats method), on observable
+// instruments:
+//
+//	sluice.store.instances            gauge, unit {instance}: the processes sharing Redis (0: unknown)
+//	sluice.store.breaker_open {server} gauge, unit 1: 1 while the server's circuit breaker is open
+//	sluice.store.debts                gauge, unit {key}: keys the fallback admitted but Redis is not yet charged for
+//	sluice.store.oldest_debt          gauge, unit s: how long the oldest of them has waited
+//	sluice.store.warnings {kind}      counter, unit {warning}: warnings the store logged, by kind
+//
+// The share of decisions made locally is the decisions counter's
+// fallback_allowed and fallback_denied outcomes.
+func WithStoreStats(stats func() store.Stats) Option {
+	return optionFunc(func(c *config) error {
+		if stats == nil {
+			return fmt.Errorf("%w: WithStoreStats: a nil function", core.ErrInvalidOption)
+		}
+		c.stats = stats
+		return nil
+	})
 }
 
 // WithNamespace sets the prefix of every instrument name, joined with a
@@ -121,7 +143,7 @@ func WithLatencyBuckets(buckets ...float64) Option {
 
 // WithAttributes adds attributes with fixed values to every measurement,
 // like promlimit's constant labels. Keys must be non-empty and other than
-// the Recorder's own (limiter, plan, limit, outcome, kind); string values
+// the Recorder's own (limiter, plan, limit, outcome, kind, server); string values
 // must be valid UTF-8. A later attribute with the same key replaces an
 // earlier one. Attributes of the service as a whole usually belong on the
 // MeterProvider's resource instead.
@@ -175,7 +197,7 @@ func (r *Recorder) instruments(m metric.Meter, cfg config) error {
 		}
 		return cfg.namespace + "." + s
 	}
-	var err1, err2, err3, err4 error
+	var err1, err2, err3 error
 	r.decisions, err1 = m.Int64Counter(name("decisions"),
 		metric.WithDescription(eventmetrics.HelpDecisions),
 		metric.WithUnit("{decision}"))
@@ -185,11 +207,39 @@ func (r *Recorder) instruments(m metric.Meter, cfg config) error {
 	r.storeErrors, err3 = m.Int64Counter(name("store.errors"),
 		metric.WithDescription(eventmetrics.HelpStoreErrors),
 		metric.WithUnit("{error}"))
-	r.warnings, err4 = m.Int64Counter(name("store.warnings"),
-		metric.WithDescription(eventmetrics.HelpStoreWarnings),
-		metric.WithUnit("{warning}"))
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	if err := errors.Join(err1, err2, err3); err != nil {
 		return fmt.Errorf("otellimit: creating the instruments: %w", err)
+	}
+	if cfg.stats == nil {
+		return nil
+	}
+	obs := make([]metric.Observable, len(eventmetrics.Stats))
+	for i, st := range eventmetrics.Stats {
+		var err error
+		if st.Counter {
+			obs[i], err = m.Float64ObservableCounter(name(st.OTel), metric.WithDescription(st.Help), metric.WithUnit(st.Unit))
+		} else {
+			obs[i], err = m.Float64ObservableGauge(name(st.OTel), metric.WithDescription(st.Help), metric.WithUnit(st.Unit))
+		}
+		if err != nil {
+			return fmt.Errorf("otellimit: creating the instruments: %w", err)
+		}
+	}
+	_, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		stats := cfg.stats()
+		for i, st := range eventmetrics.Stats {
+			for label, v := range st.Read(stats) {
+				opt := r.with()
+				if st.Label != "" {
+					opt = r.with(attribute.String(st.Label, label))
+				}
+				o.ObserveFloat64(obs[i].(metric.Float64Observable), v, opt)
+			}
+		}
+		return nil
+	}, obs...)
+	if err != nil {
+		return fmt.Errorf("otellimit: registering the store stats callback: %w", err)
 	}
 	return nil
 }
@@ -244,21 +294,6 @@ func (r *Recorder) with(kvs ...attribute.KeyValue) metric.MeasurementOption {
 	all := make([]attribute.KeyValue, 0, len(r.attrs)+len(kvs))
 	all = append(append(all, r.attrs...), kvs...)
 	return metric.WithAttributeSet(attribute.NewSet(all...))
-}
-
-// StoreWarning counts one warning of a store that it may lose rate-limit
-// state, under sluice.store.warnings{kind}. Pass it the Kind of each
-// redisstore.Warning ("eviction", "restart", "unchecked"), alongside a log:
-//
-//	redisstore.WithWarnings(func(w redisstore.Warning) {
-//		slog.Warn(w.String())
-//		metrics.StoreWarning(w.Kind)
-//	})
-//
-// kind should come from such a small fixed set: each value is a series.
-// It is safe for concurrent use.
-func (r *Recorder) StoreWarning(kind string) {
-	r.warnings.Add(context.Background(), 1, r.with(attribute.String("kind", eventmetrics.Value(kind))))
 }
 
 // decision returns the options of ev's decisions series, cached but for an

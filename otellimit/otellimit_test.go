@@ -136,6 +136,14 @@ func series(t *testing.T, rd sdkmetric.Reader, name string) map[string]float64 {
 		for _, dp := range data.DataPoints {
 			out[attrString(dp.Attributes)] = float64(dp.Value)
 		}
+	case metricdata.Sum[float64]:
+		for _, dp := range data.DataPoints {
+			out[attrString(dp.Attributes)] = dp.Value
+		}
+	case metricdata.Gauge[float64]:
+		for _, dp := range data.DataPoints {
+			out[attrString(dp.Attributes)] = dp.Value
+		}
 	case metricdata.Histogram[float64]:
 		for _, dp := range data.DataPoints {
 			out[attrString(dp.Attributes)] = float64(dp.Count)

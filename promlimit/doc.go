@@ -13,7 +13,6 @@
 //	sluice_decisions_total{limiter, plan, limit, outcome}  counter
 //	sluice_store_latency_seconds{limiter}                  histogram
 //	sluice_store_errors_total{limiter, kind}               counter
-//	sluice_store_warnings_total{kind}                      counter (StoreWarning)
 //
 // limiter is the Limiter's name (the name given to core.New).
 //
@@ -51,8 +50,9 @@
 // circuit breaker is open: the error wraps core.ErrBreakerOpen), "oom"
 // (the store had no memory left to write state: the error wraps
 // core.ErrOutOfMemory) or "error" (any other store error); all five
-// series of a limiter exist, at 0, from its first decision. There is no gauge of the breaker's state: the
-// breaker belongs to the store.
+// series of a limiter exist, at 0, from its first decision. The store's own
+// health (its fleet count, circuit breakers, fallback debts and warnings)
+// is exported with WithStoreStats.
 //
 // Observe is safe for concurrent use and allocation-free once a limiter,
 // plan, limit and outcome label have been seen together: the metric

@@ -28,7 +28,8 @@ type Collector struct {
 	decisions   *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	storeErrors *prometheus.CounterVec
-	warnings    *prometheus.CounterVec // StoreWarning
+	stats       func() store.Stats // WithStoreStats; nil: none
+	statDescs   []*prometheus.Desc // of eventmetrics.Stats, when stats is set
 
 	// limiters maps a limiter name to its cached metric children, copied
 	// on write (under mu), so the read path takes no lock.
@@ -78,6 +79,28 @@ type config struct {
 	namespace   string
 	buckets     []float64
 	constLabels prometheus.Labels
+	stats       func() store.Stats
+}
+
+// WithStoreStats exports the health of a store, read from stats at each
+// scrape (pass a Redis store's Stats method):
+//
+//	sluice_store_instances                  gauge: the processes sharing Redis (0: unknown)
+//	sluice_store_breaker_open{server}       gauge: 1 while the server's circuit breaker is open
+//	sluice_store_debts                      gauge: keys the fallback admitted but Redis is not yet charged for
+//	sluice_store_oldest_debt_seconds        gauge: how long the oldest of them has waited
+//	sluice_store_warnings_total{kind}       counter: warnings the store logged, by kind
+//
+// The share of decisions made locally is decisions_total's
+// fallback_allowed and fallback_denied outcomes.
+func WithStoreStats(stats func() store.Stats) Option {
+	return optionFunc(func(c *config) error {
+		if stats == nil {
+			return fmt.Errorf("%w: WithStoreStats: a nil function", core.ErrInvalidOption)
+		}
+		c.stats = stats
+		return nil
+	})
 }
 
 // WithNamespace sets the prefix of every metric name (defaultNamespace,
@@ -128,7 +151,7 @@ func WithLatencyBuckets(buckets ...float64) Option {
 // instance the service or the instance's zone. Their names must be classic
 // Prometheus label names ([a-zA-Z_][a-zA-Z0-9_]*, not starting with "__")
 // other than the Collector's own labels (limiter, plan, limit, outcome,
-// kind) and le; values must be valid UTF-8.
+// kind, server) and le; values must be valid UTF-8.
 func WithConstLabels(labels prometheus.Labels) Option {
 	return optionFunc(func(c *config) error {
 		for name, v := range labels {
@@ -186,12 +209,17 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 			Help:        eventmetrics.HelpStoreErrors,
 			ConstLabels: cfg.constLabels,
 		}, []string{"limiter", "kind"}),
-		warnings: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace:   cfg.namespace,
-			Name:        "store_warnings_total",
-			Help:        eventmetrics.HelpStoreWarnings,
-			ConstLabels: cfg.constLabels,
-		}, []string{"kind"}),
+		stats: cfg.stats,
+	}
+	if c.stats != nil {
+		for _, st := range eventmetrics.Stats {
+			var labels []string
+			if st.Label != "" {
+				labels = []string{st.Label}
+			}
+			c.statDescs = append(c.statDescs, prometheus.NewDesc(
+				prometheus.BuildFQName(cfg.namespace, "", st.Prom), st.Help, labels, cfg.constLabels))
+		}
 	}
 	c.limiters.Store(&map[string]*limiterState{})
 	if reg == nil {
@@ -208,7 +236,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.decisions.Describe(ch)
 	c.latency.Describe(ch)
 	c.storeErrors.Describe(ch)
-	c.warnings.Describe(ch)
+	for _, d := range c.statDescs {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -216,22 +246,23 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.decisions.Collect(ch)
 	c.latency.Collect(ch)
 	c.storeErrors.Collect(ch)
-	c.warnings.Collect(ch)
-}
-
-// StoreWarning counts one warning of a store that it may lose rate-limit
-// state, under store_warnings_total{kind}. Pass it the Kind of each
-// redisstore.Warning ("eviction", "restart", "unchecked"), alongside a log:
-//
-//	redisstore.WithWarnings(func(w redisstore.Warning) {
-//		slog.Warn(w.String())
-//		metrics.StoreWarning(w.Kind)
-//	})
-//
-// kind should come from such a small fixed set: each value is a series.
-// It is safe for concurrent use.
-func (c *Collector) StoreWarning(kind string) {
-	c.warnings.WithLabelValues(eventmetrics.Value(kind)).Inc()
+	if c.stats == nil {
+		return
+	}
+	stats := c.stats()
+	for i, st := range eventmetrics.Stats {
+		typ := prometheus.GaugeValue
+		if st.Counter {
+			typ = prometheus.CounterValue
+		}
+		for label, v := range st.Read(stats) {
+			var values []string
+			if st.Label != "" {
+				values = []string{label}
+			}
+			ch <- prometheus.MustNewConstMetric(c.statDescs[i], typ, v, values...)
+		}
+	}
 }
 
 // Observe records one decision. Pass it to core.WithObserver. It is safe

@@ -13,14 +13,15 @@ import (
 // permission a Store under defaultPrefix needs and no other: its scripts'
 // commands on keys under the prefix, EVAL and EVALSHA (SCRIPT LOAD is
 // optional: without it the scripts are sent by EVAL when Redis lacks
-// them), DEL and PUBLISH for Reset, SUBSCRIBE to the reset channel, INFO
+// them), DEL and PUBLISH for Reset, SUBSCRIBE to the reset channel and
+// PUBSUB NUMSUB on it (the fleet count of the fallback's share), INFO
 // (optional: without it Ping cannot warn of eviction and restarts, and
 // says so), HELLO, and, for a Cluster client, ASKING, CLUSTER SLOTS and
 // SHARDS, and COMMAND (go-redis' ClusterClient reads it). Replace the
 // password, and the prefix in ~sluice:* and &sluice:reset when WithPrefix
 // gives another. For example, in redis-cli:
 //
-//	ACL SETUSER sluice on >password resetkeys ~sluice:* resetchannels &sluice:reset -@all +ping +hello +eval +evalsha +script|load +time +get +set +mget +del +hget +hset +hincrby +hdel +hkeys +hlen +pexpire +zadd +zcount +zrange +zrangebyscore +zremrangebyrank +zrem +zscore +publish +subscribe +info +asking +cluster|slots +cluster|shards +command
+//	ACL SETUSER sluice on >password resetkeys ~sluice:* resetchannels &sluice:reset -@all +ping +hello +eval +evalsha +script|load +time +get +set +mget +del +hget +hset +hincrby +hdel +hkeys +hlen +pexpire +zadd +zcount +zrange +zrangebyscore +zremrangebyrank +zrem +zscore +publish +subscribe +pubsub|numsub +info +asking +cluster|slots +cluster|shards +command
 //
 // Ping checks every one of them (but HELLO, which go-redis sends when it
 // connects, and the Cluster's) and fails naming each one missing. (On
@@ -29,7 +30,7 @@ import (
 const MinimalACL = "on >password resetkeys ~sluice:* resetchannels &sluice:reset -@all " +
 	"+ping +hello +eval +evalsha +script|load +time +get +set +mget +del " +
 	"+hget +hset +hincrby +hdel +hkeys +hlen +pexpire +zadd +zcount +zrange +zrangebyscore " +
-	"+zremrangebyrank +zrem +zscore +publish +subscribe +info +asking +cluster|slots +cluster|shards +command"
+	"+zremrangebyrank +zrem +zscore +publish +subscribe +pubsub|numsub +info +asking +cluster|slots +cluster|shards +command"
 
 // ErrPermission is wrapped by the error Ping returns when the Redis user
 // lacks a permission the Store needs (see MinimalACL).
@@ -73,7 +74,8 @@ func (s *Store) needs() [][2]string {
 		{"ZREMRANGEBYRANK " + k + " 0 1", "sliding_log"}, {"ZSCORE " + k + " m", "sliding_log"},
 		{"ZREM " + k + " m", "sliding_log's give-back (core.WithCountIf)"},
 		{"PUBLISH " + ch + " x", "Reset's announcement"},
-		{"SUBSCRIBE " + ch, "hearing resets (deny cache, leases, Limiters' fallbacks)"},
+		{"SUBSCRIBE " + ch, "hearing resets (the fallback, the deny cache, leases)"},
+		{"PUBSUB NUMSUB " + ch, "the fleet count: each process's share while Redis is away"},
 		{"PING", "Ping and the breakers' probes"},
 	}
 }

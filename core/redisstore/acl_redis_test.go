@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -58,12 +59,12 @@ func TestPingACL(t *testing.T) {
 	}
 	for _, cmd := range []string{"evalsha", "time", "get", "set", "mget", "del", "hget", "hset", "hincrby",
 		"hdel", "hkeys", "hlen", "pexpire", "zadd", "zcount", "zrange", "zrangebyscore",
-		"zremrangebyrank", "zrem", "zscore", "publish", "subscribe"} {
-		cases = append(cases, struct{ acl, want string }{without("+" + cmd), strings.ToUpper(cmd) + " "})
+		"zremrangebyrank", "zrem", "zscore", "publish", "subscribe", "pubsub|numsub"} {
+		cases = append(cases, struct{ acl, want string }{without("+" + cmd), strings.ReplaceAll(strings.ToUpper(cmd), "|", " ") + " "})
 	}
 	for i, c := range cases {
 		st, err := redisstore.New(aclUser(t, srv, "u"+string(rune('a'+i)), prefix, c.acl),
-			redisstore.WithPrefix(prefix), redisstore.WithWarnings(func(redisstore.Warning) {}))
+			redisstore.WithPrefix(prefix), quiet())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,24 +113,43 @@ func TestConformanceMinimalACL(t *testing.T) {
 	})
 }
 
-// warnings collects a Store's warnings.
+// warnings collects a Store's warnings: a slog.Handler keeping the
+// records of level Warn that have a kind.
 type warnings struct {
 	mu sync.Mutex
-	ws []redisstore.Warning
+	ws []string // "kind: message"
 }
 
-func (w *warnings) add(x redisstore.Warning) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.ws = append(w.ws, x)
+func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "kind" {
+			w.mu.Lock()
+			w.ws = append(w.ws, a.Value.String()+": "+r.Message)
+			w.mu.Unlock()
+		}
+		return true
+	})
+	return nil
 }
+
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnings) WithGroup(string) slog.Handler      { return w }
+
+// option makes a Store log its warnings to w.
+func (w *warnings) option() redisstore.Option { return redisstore.WithTestLogger(slog.New(w)) }
+
+// quiet is a Store option that drops its warnings.
+func quiet() redisstore.Option { return redisstore.WithTestLogger(slog.New(slog.DiscardHandler)) }
 
 func (w *warnings) kinds() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []string
 	for _, x := range w.ws {
-		out = append(out, x.Kind)
+		k, _, _ := strings.Cut(x, ":")
+		out = append(out, k)
 	}
 	return out
 }
@@ -148,7 +168,7 @@ func TestPingWarnsOfEviction(t *testing.T) {
 	} {
 		srv := redistest.StartServer(t, c.args...)
 		var w warnings
-		st, err := redisstore.New(srv.Client(t), redisstore.WithWarnings(w.add))
+		st, err := redisstore.New(srv.Client(t), w.option())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +210,7 @@ func TestRestartReported(t *testing.T) {
 	srv := redistest.StartServer(t)
 	var w warnings
 	st, err := redisstore.New(redis.NewClient(redisstore.UniversalOptions(srv.Addr).Simple()),
-		redisstore.WithWarnings(w.add), redisstore.WithBreaker(0, 0))
+		w.option(), redisstore.WithBreaker(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +245,7 @@ func TestResubscribeKeepsFallback(t *testing.T) {
 	defer probe.Close()
 	var w warnings
 	st, err := redisstore.New(redis.NewClient(redisstore.UniversalOptions(srv.Addr).Simple()),
-		redisstore.WithBreaker(1, 50*time.Millisecond), redisstore.WithWarnings(w.add),
+		redisstore.WithBreaker(1, 50*time.Millisecond), w.option(),
 		redisstore.WithProbeCheck(func(ctx context.Context) error {
 			if hold.Load() {
 				return errors.New("held by the test")
@@ -356,7 +376,7 @@ func TestPingACLCluster(t *testing.T) {
 		{without("+hset"), "HSET " + prefix},
 	} {
 		client := clusterUser(t, cluster, user, prefix, c.acl)
-		st, err := redisstore.New(client, redisstore.WithPrefix(prefix), redisstore.WithWarnings(func(redisstore.Warning) {}))
+		st, err := redisstore.New(client, redisstore.WithPrefix(prefix), quiet())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -431,7 +451,7 @@ func TestFallbackKeepsLockAcrossResubscription(t *testing.T) {
 	probe := redis.NewClient(redisstore.UniversalOptions(srv.Addr).Simple())
 	defer probe.Close()
 	st, err := redisstore.New(redis.NewClient(redisstore.UniversalOptions(srv.Addr).Simple()),
-		redisstore.WithBreaker(1, 50*time.Millisecond), redisstore.WithWarnings(func(redisstore.Warning) {}),
+		redisstore.WithBreaker(1, 50*time.Millisecond), quiet(),
 		redisstore.WithTimeout(time.Second),
 		redisstore.WithProbeCheck(func(ctx context.Context) error {
 			if hold.Load() {

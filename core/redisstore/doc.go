@@ -87,11 +87,16 @@
 // wrapping store.ErrBreakerOpen, so the Limiters' failure policy decides
 // without waiting. Ping checks, at start-up, that Redis accepts the
 // client's settings and that its user has every permission the Store
-// needs (MinimalACL is the ready ACL SETUSER line), and warns
-// (WithWarnings) when Redis may lose the Store's state: a
-// maxmemory-policy that evicts (use noeviction, or a Redis of its own) and
-// a restart (use AOF when penalties must survive one). An OOM reply fails
-// the Take with an error wrapping store.ErrOutOfMemory.
+// needs (MinimalACL is the ready ACL SETUSER line), that Redis accepts a
+// write, and that no breaker has been open for more than 10 s: it serves
+// as a health check. The Store logs, with slog.Default() at level Warn and
+// once per episode, what makes the limit say something other than Redis
+// would: a maxmemory-policy that evicts (use noeviction, or a Redis of its
+// own), keys evicted (it looks every few seconds), a restart (use AOF when
+// penalties must survive one), a user Redis refuses, a fleet it cannot
+// count, a breaker opening, and the first local decision of an outage.
+// Stats returns the same facts for metrics (promlimit.WithStoreStats). An
+// OOM reply fails the Take with an error wrapping store.ErrOutOfMemory.
 //
 // Automatic pipelining (WithPipelining, on by default) sends concurrent
 // Takes together, one round trip for all, and changes no Result. The deny

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -105,3 +106,14 @@ const (
 	DefaultBreakerFailures = defaultBreakerFailures
 	DefaultBreakerCooldown = defaultBreakerCooldown
 )
+
+// WithTestLogger sets the logger of the Store's warnings and breaker
+// events (slog.Default() otherwise).
+func WithTestLogger(l *slog.Logger) Option {
+	return optionFunc(func(s *settings) { s.log = l })
+}
+
+// AgeBreakers makes every open breaker of s look open for d longer.
+func AgeBreakers(s *Store, d time.Duration) {
+	s.health.each(func(n *node) { n.openedAt.Add(-d.Microseconds()) })
+}

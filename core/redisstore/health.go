@@ -35,13 +35,15 @@ const probeTimeout = time.Second
 // A breaker opens on evidence that the server fails, not on one slow call:
 //   - at once when a connection to it is refused (go-redis' default dial
 //     retries report a refusal as a timeout; UniversalOptions turns them off);
-//   - after failures consecutive failed calls (error replies, connections
-//     lost under a call), an answered call resetting the count;
-//   - after failures consecutive timeouts of calls made while the server
-//     answered nothing, each sent with at least half of its time left and
-//     noticed within 5 ms (or a fifth of its time) of its deadline, one of
-//     them made after the first was reported (so that a process short of
-//     CPU does not blame the server for its own delays).
+//   - after failures consecutive error replies, an answered call resetting
+//     the count;
+//   - after failures consecutive calls that lost their connection or ran
+//     out of time while the server answered nothing, one of them made
+//     after the first was reported (so that connections killed under load,
+//     which fresh ones replace, open nothing), the timed-out ones each sent
+//     with at least half of its time left and noticed within 5 ms (or a
+//     fifth of its time) of its deadline (so that a process short of CPU
+//     does not blame the server for its own delays).
 //
 // Not counted: a timeout while the server answers other calls, a call that
 // timed out in the Store's queue unsent, a call whose caller went away.
@@ -73,6 +75,7 @@ type health struct {
 	load      func(context.Context, redis.Scripter) error        // the Store's scripts
 	reload    func()                                             // a Cluster's slot map; nil otherwise
 	closed    func(context.Context, redis.UniversalClient)       // after a probe closed a breaker; may be nil
+	opened    func(addr string)                                  // after a breaker opened; may be nil
 	pipe      func(redis.UniversalClient) *batcher               // a node's batcher; nil: no pipelining
 
 	cluster *redis.ClusterClient // nil: one server
@@ -88,6 +91,9 @@ func newHealth(client redis.UniversalClient, failures int, cooldown time.Duratio
 	h := &health{threshold: int32(failures), cooldown: cooldown, check: checkServer, load: loadScripts,
 		pipe: pipe, stop: make(chan struct{})}
 	h.whole = h.newNode("", client)
+	if c, ok := client.(*redis.Client); ok {
+		h.whole.addr = c.Options().Addr
+	}
 	if cc, ok := client.(*redis.ClusterClient); ok {
 		h.cluster = cc
 	}
@@ -103,6 +109,8 @@ type node struct {
 	pipe    *batcher              // nil: no pipelining
 
 	isOpen   atomic.Bool  // the breaker is open: calls fail at once
+	openedAt atomic.Int64 // when it opened (monoMicros)
+	addr     string       // the server's address, "" for the whole client
 	failures atomic.Int32 // consecutive counted failures, while closed
 	streak   atomic.Int64 // when the first of them was reported (monoMicros); noStreak: none
 	answered atomic.Int64 // when the server last answered a call (monoMicros), to answerGrain
@@ -123,7 +131,7 @@ func (h *health) newNode(addr string, client redis.UniversalClient) *node {
 	if addr != "" {
 		what = "redis " + addr
 	}
-	n := &node{h: h, client: client, openErr: fmt.Errorf("%s: %w", what, store.ErrBreakerOpen)}
+	n := &node{h: h, client: client, addr: addr, openErr: fmt.Errorf("%s: %w", what, store.ErrBreakerOpen)}
 	n.answered.Store(math.MinInt64)
 	n.streak.Store(noStreak)
 	if h.pipe != nil {
@@ -156,6 +164,37 @@ func (h *health) anyOpen() bool {
 	return open
 }
 
+// openLongest returns the server whose breaker has been open the longest,
+// and for how long (0 when none is open).
+func (h *health) openLongest() (addr string, open time.Duration) {
+	now := monoMicros()
+	h.each(func(n *node) {
+		if d := time.Duration(now-n.openedAt.Load()) * time.Microsecond; n.isOpen.Load() && d > open {
+			addr, open = n.addr, d
+		}
+	})
+	if addr == "" && open > 0 {
+		addr = "redis"
+	}
+	return addr, open
+}
+
+// breakers returns, for each server known, whether its breaker is open.
+func (h *health) breakers() map[string]bool {
+	out := map[string]bool{}
+	h.each(func(n *node) {
+		addr := n.addr
+		if addr == "" {
+			if h.cluster != nil && !n.isOpen.Load() {
+				return // the whole Cluster, before its slot map is known
+			}
+			addr = "redis"
+		}
+		out[addr] = n.isOpen.Load()
+	})
+	return out
+}
+
 // each calls f with every node known.
 func (h *health) each(f func(*node)) {
 	f(h.whole)
@@ -182,7 +221,8 @@ func (n *node) admit(context.Context) error {
 // timeout; a failure ratio over a time window (Hystrix, Envoy) would keep
 // it closed longer, as the calls answered before the freeze stay in the
 // window. A lost connection alone opens nothing: the next call dials,
-// which is refused if the server is gone.
+// which is refused if the server is gone, and counts only while the
+// server answers no other call.
 func (n *node) report(ctx context.Context, err error, start, sent int64) {
 	switch {
 	case n.h.threshold == 0:
@@ -194,19 +234,30 @@ func (n *node) report(ctx context.Context, err error, start, sent int64) {
 		// Never sent, or the caller went away: nothing learnt about Redis.
 	case refused(err):
 		n.trip()
-	case !timedOut(ctx, err): // an error reply, a connection lost
+	case isReply(err): // the server answered, with an error
 		n.streak.CompareAndSwap(noStreak, monoMicros())
 		if n.failures.Add(1) >= n.h.threshold {
 			n.trip()
 		}
-	case n.unanswered(start) && fairTry(ctx, start, sent):
-		// Counted, but it opens the breaker only when a call made after
-		// the first of the streak failed too (this process ran meanwhile).
+	case n.unanswered(start) && (!timedOut(ctx, err) || fairTry(ctx, start, sent)):
+		// A connection lost under the call, or its time run out, while
+		// the server answered no other call: counted, but it opens the
+		// breaker only when a call made after the first of the streak
+		// failed too (on a fresh connection; and this process ran
+		// meanwhile). Connections killed under load (churn), which fresh
+		// ones replace at once, open nothing.
 		n.streak.CompareAndSwap(noStreak, monoMicros())
 		if n.failures.Add(1) >= n.h.threshold && start > n.streak.Load() {
 			n.trip()
 		}
 	}
+}
+
+// isReply reports whether err is an error reply of the server (not a
+// connection or a deadline failing).
+func isReply(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply)
 }
 
 // answer records that the server answered a call.
@@ -276,6 +327,10 @@ func refused(err error) bool {
 func (n *node) trip() {
 	if !n.isOpen.CompareAndSwap(false, true) {
 		return
+	}
+	n.openedAt.Store(monoMicros())
+	if n.h.opened != nil {
+		n.h.opened(n.addr)
 	}
 	n.h.probes.Add(1)
 	go n.probeUntilClosed()

@@ -74,11 +74,21 @@ func (s *Store) announced(key string) {
 	(*s.tell.Load())(key)
 }
 
+// breakerOpened logs that the breaker of the server at addr opened.
+func (s *Store) breakerOpened(addr string) {
+	if addr == "" {
+		addr = "redis"
+	}
+	s.logger().Warn("redisstore: circuit breaker open: the server stopped answering; decisions of its keys go to the "+
+		"fallback (or the failure policy) at once, and a probe looks for it every cooldown", "server", addr)
+}
+
 // breakerClosed runs after a probe closed the breaker of client's server:
 // it checks for state loss (a restart), has the fallback charge Redis with
 // what it admitted meanwhile and, once no breaker is open, tells it of a
 // re-subscription it was not told of while it decided.
 func (s *Store) breakerClosed(ctx context.Context, client redis.UniversalClient) {
+	s.logger().Info("redisstore: circuit breaker closed: the server answers again", "server", serverAddr(client))
 	s.inspect(ctx, client)
 	s.front.Settle()
 	if !s.health.anyOpen() && s.pendingClear.CompareAndSwap(true, false) {
@@ -152,22 +162,42 @@ func (s *Store) startListener() {
 // start together).
 const fleetRefresh = time.Second
 
+// inspectEvery is how many counts pass between two looks at INFO (inspect):
+// an eviction is reported within about this many seconds.
+const inspectEvery = 5
+
 // count keeps s.instances at the number of subscribers of the reset
 // channel (PUBSUB NUMSUB): one per Store with a subscription, in every
 // process on this Redis and prefix. While Redis does not answer, the last
-// count stays.
+// count stays; when Redis refuses the count, it is 0 and a warning says
+// so. Every inspectEvery counts it also looks at INFO (inspect), so that
+// keys evicted are reported while they are.
 func (s *Store) count(ctx context.Context, l *listener) {
 	select {
 	case <-l.subscribed:
 	case <-ctx.Done():
 		return
 	}
+	countFailed, ticks := false, 0
 	for wait := fleetRefresh / 16; ctx.Err() == nil; wait = min(2*wait, fleetRefresh) {
 		cctx, cancel := context.WithTimeout(ctx, fleetRefresh/2)
 		m, err := s.client.PubSubNumSub(cctx, s.prefix+resetChannel).Result()
 		cancel()
-		if n := m[s.prefix+resetChannel]; err == nil && n > 0 {
+		switch n := m[s.prefix+resetChannel]; {
+		case err == nil && n > 0:
 			s.instances.Store(n)
+			countFailed = false
+		case isReply(err) && !countFailed:
+			// Refused (a user without PUBSUB NUMSUB: see MinimalACL): the
+			// count is unknown, so each fallback would take a whole
+			// allowance. It stays 0, which Stats reports.
+			countFailed = true
+			s.instances.Store(0)
+			s.warn(warnFleet, "", fmt.Sprintf("cannot count the processes sharing Redis (%v): while Redis is away "+
+				"each one's fallback admits a whole allowance, not its share", err))
+		}
+		if ticks++; ticks%inspectEvery == 0 {
+			s.inspect(ctx, s.client)
 		}
 		sleep(ctx, wait)
 	}

@@ -160,10 +160,17 @@ func TestBreakerIgnoresRedirects(t *testing.T) {
 			t.Fatalf("after %v: breaker open", err)
 		}
 	}
+	// A lost connection counts, but opens the breaker only when a call
+	// made after it (on a fresh connection) fails too: churn is no failure.
 	now := monoMicros()
 	h.whole.report(context.Background(), io.EOF, now, now)
+	if h.whole.admit(context.Background()) != nil {
+		t.Error("one lost connection opened the breaker")
+	}
+	now = monoMicros() + 1 // made after the first was reported
+	h.whole.report(context.Background(), io.EOF, now, now)
 	if h.whole.admit(context.Background()) == nil {
-		t.Error("EOF did not open a breaker that opens on one failure")
+		t.Error("a second call that lost its connection, made after the first, did not open the breaker")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strconv"
 	"sync"
@@ -68,10 +69,14 @@ type Store struct {
 	health  *health        // the circuit breakers (WithBreaker)
 	lease   *leases        // nil: off (WithLeases, lease.go)
 
-	warnf       func(Warning)  // WithWarnings; nil: slog
-	runIDs      sync.Map       // server address -> run_id last seen (warn.go)
-	inspecting  atomic.Bool    // an inspectSoon is running
-	inspections sync.WaitGroup // inspectSoon's goroutine, waited for by Close
+	log            *slog.Logger   // nil: slog.Default() (tests set one)
+	warnings       counts         // what warn reported, by kind (Stats)
+	evicted        sync.Map       // server address -> evicted_keys last seen (warn.go)
+	evictionPolicy sync.Map       // server address -> whether its policy evicts, as last seen
+	authFailed     atomic.Bool    // a refusal of the user was logged; cleared by an answer
+	runIDs         sync.Map       // server address -> run_id last seen (warn.go)
+	inspecting     atomic.Bool    // an inspectSoon is running
+	inspections    sync.WaitGroup // inspectSoon's goroutine, waited for by Close
 	// pendingClear: the subscription came back while a breaker was open;
 	// the fallback is told "" when every breaker has closed (reset.go).
 	pendingClear atomic.Bool
@@ -104,7 +109,7 @@ type settings struct {
 	cooldown time.Duration
 	check    func(context.Context, redis.UniversalClient) error // a probe's test (tests)
 	lease    *LeaseConfig                                       // nil: off (WithLeases)
-	warn     func(Warning)                                      // nil: slog (WithWarnings)
+	log      *slog.Logger                                       // nil: slog.Default() (tests)
 	timeout  time.Duration
 	local    store.Store // the fallback's store; nil: off
 	now      func() time.Time
@@ -237,7 +242,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if s.local != nil && isNil(s.local) {
 		return nil, fmt.Errorf("redisstore: WithFallback: a nil %T", s.local)
 	}
-	st := &Store{client: client, prefix: s.prefix, clock: s.clock, warnf: s.warn}
+	st := &Store{client: client, prefix: s.prefix, clock: s.clock, log: s.log}
 	st.scripts = &runner{client: client, lost: st.inspectSoon}
 	var pipe func(redis.UniversalClient) *batcher
 	if s.pipeline > 0 {
@@ -250,9 +255,10 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		st.health.check = s.check
 	}
 	st.health.closed = st.breakerClosed
+	st.health.opened = st.breakerOpened
 	st.lease = newLeases(st, s.lease) // lease.go; set before the subscription starts (it reads st.lease)
 	st.front = fallback.New(direct{st}, fallback.Config{Timeout: s.timeout, Local: s.local,
-		Instances: st.instanceCount, Now: s.now})
+		Instances: st.instanceCount, Now: s.now, Log: s.log})
 	announce := st.front.Announced
 	st.tell.Store(&announce)
 	if s.deny > 0 {
@@ -312,15 +318,17 @@ func loadScripts(ctx context.Context, c redis.Scripter) error {
 // has every permission the Store needs (see MinimalACL): a missing one
 // fails, wrapping ErrPermission and naming each command, with the key or
 // channel it was checked on. Then it loads the Store's scripts (when
-// SCRIPT LOAD is permitted), reports through WithWarnings what can make
-// Redis lose the Store's state (an eviction policy; a restart since the
-// last check), and, when the Store listens for resets (a deny cache,
-// lease mode, or a core.Limiter registered with OnReset), waits until it
-// has subscribed, so that what it keeps locally is in use. Call it at
-// start-up: an error that Redis returned (redis.Error: a database that
-// does not exist, a wrong password, a missing permission) will not heal
-// by itself, and every decision would then follow the failure policy; a
-// network error (Redis not started yet) may, as the Store reconnects by
+// SCRIPT LOAD is permitted), logs what can make Redis lose the Store's
+// state (an eviction policy, keys evicted, a restart since the last check;
+// see Stats), checks that Redis accepts a write (it fails on an OOM reply:
+// maxmemory reached under noeviction) and that no circuit breaker has been
+// open for more than 10 s, and, when the Store listens for resets (the
+// fallback, the deny cache, lease mode), waits until it has subscribed,
+// so that what it keeps locally is in use. Call it at start-up, and as a
+// health check: an error that Redis returned (redis.Error: a database that
+// does not exist, a wrong password, a missing permission, OOM) will not
+// heal by itself, and every decision would then follow the failure policy;
+// a network error (Redis not started yet) may, as the Store reconnects by
 // itself. It fails with ctx's error when ctx ends first.
 func (s *Store) Ping(ctx context.Context) error {
 	if s == nil || s.client == nil {
@@ -341,7 +349,14 @@ func (s *Store) Ping(ctx context.Context) error {
 	if info {
 		s.inspect(ctx, s.client)
 	} else {
-		s.warn(Warning{Kind: WarningUnchecked, Msg: "the Redis user may not run INFO: eviction policy and restarts unchecked"})
+		s.warn(warnUnchecked, "", "the Redis user may not run INFO: eviction policy, evictions and restarts unchecked")
+	}
+	if err := s.checkWrite(ctx); err != nil {
+		return err
+	}
+	if addr, since := s.health.openLongest(); since > breakerOpenTooLong {
+		return fmt.Errorf("redisstore: the circuit breaker of %s has been open for %v: decisions are made by the fallback",
+			addr, since.Round(time.Millisecond))
 	}
 	s.mu.Lock()
 	l := s.listener
@@ -354,6 +369,35 @@ func (s *Store) Ping(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// refusedUser reports whether err is Redis refusing the client's user: a
+// wrong password (WRONGPASS), no authentication (NOAUTH), a missing
+// permission (NOPERM).
+func refusedUser(err error) bool {
+	return redis.HasErrorPrefix(err, "NOPERM") || redis.HasErrorPrefix(err, "WRONGPASS") ||
+		redis.HasErrorPrefix(err, "NOAUTH")
+}
+
+// breakerOpenTooLong is how long a breaker may stay open before Ping
+// fails.
+const breakerOpenTooLong = 10 * time.Second
+
+// checkWrite runs an empty script that Redis treats as a write (a script
+// with a shebang and no no-writes flag) on every server: Redis under
+// maxmemory with noeviction refuses it with OOM, as it would a decision,
+// and Ping fails naming it. It needs no key, so it runs on every master
+// of a Cluster.
+func (s *Store) checkWrite(ctx context.Context) error {
+	return forEachServer(ctx, s.client, func(ctx context.Context, c *redis.Client) error {
+		if err := c.Eval(ctx, "#!lua\nreturn 1", nil).Err(); err != nil {
+			if redis.HasErrorPrefix(err, "OOM") {
+				err = fmt.Errorf("%w: %w", store.ErrOutOfMemory, err)
+			}
+			return fmt.Errorf("redisstore: %s refuses a write, as it would a decision's: %w", c.Options().Addr, err)
+		}
+		return nil
+	})
 }
 
 // prepared is a validated limit in the forms the scripts take.
@@ -491,10 +535,17 @@ func (s *Store) runCall(ctx context.Context, c scriptCall, n int64) (store.Resul
 		if s.cluster != nil {
 			s.cluster.kick(s.clock())
 		}
-		if redis.HasErrorPrefix(err, "OOM") {
+		switch {
+		case redis.HasErrorPrefix(err, "OOM"):
 			err = fmt.Errorf("%w: %w", store.ErrOutOfMemory, err)
+		case refusedUser(err) && s.authFailed.CompareAndSwap(false, true):
+			s.warn(warnAuth, server.addr, fmt.Sprintf("Redis refuses the Store's user (%v): every decision "+
+				"goes to the failure policy until it accepts it (logged once until then)", err))
 		}
 		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, c.m, err)
+	}
+	if s.authFailed.Load() {
+		s.authFailed.Store(false)
 	}
 	if split != nil {
 		r, err := c.decodeInts(split)

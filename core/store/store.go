@@ -98,6 +98,29 @@ type Store interface {
 	Reset(ctx context.Context, key string, limits ...Spec) error
 }
 
+// Stats is what a store reports of its health, for metrics (see
+// promlimit.WithStoreStats and otellimit.WithStoreStats); the Redis
+// store's Stats method returns it.
+type Stats struct {
+	// Instances is the number of processes sharing the backend, as last
+	// counted; 0 when it is not known (the fallback then takes a whole
+	// allowance: alert on it).
+	Instances int
+	// Breakers holds, for each server, whether its circuit breaker is
+	// open (decisions of its keys go to the fallback).
+	Breakers map[string]bool
+	// Debts is the number of keys whose local admissions are not yet
+	// charged to the backend, and OldestDebt how long the oldest has
+	// waited: debts older than a few seconds while the backend answers
+	// mean the charges are failing.
+	Debts      int
+	OldestDebt time.Duration
+	// Warnings counts, by kind, what the store warned of (and logged):
+	// "eviction", "evicted", "restart", "unchecked", "fleet",
+	// "permission".
+	Warnings map[string]int64
+}
+
 // NoFallback returns ctx marked so that a store that decides locally when
 // its backend fails (the Redis store's fallback) returns the backend's
 // error instead. core.Limiter marks its calls so under FailOpen and

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,7 +58,7 @@ func ErrorKind(err error) (kind int, ok bool) {
 		return kindBreakerOpen, true
 	case errors.Is(err, store.ErrOutOfMemory):
 		return kindOOM, true
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		return kindTimeout, true
 	case errors.Is(err, context.Canceled):
 		return kindCanceled, true
@@ -65,6 +66,13 @@ func ErrorKind(err error) (kind int, ok bool) {
 		return 0, false
 	}
 	return kindError, true
+}
+
+// isTimeout reports whether err is a network timeout (an i/o timeout of
+// the client's read or write deadline).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // numOutcomes is the number of outcomes core defines.
@@ -162,11 +170,11 @@ func StoreWith[K comparable, V any](p *atomic.Pointer[map[K]V], k K, v V) {
 }
 
 // Reserved reports whether name is a label name of the metrics' own
-// (limiter, plan, limit, outcome, kind), which a constant label may not
+// (limiter, plan, limit, outcome, kind, server), which a constant label may not
 // take.
 func Reserved(name string) bool {
 	switch name {
-	case "limiter", "plan", "limit", "outcome", "kind":
+	case "limiter", "plan", "limit", "outcome", "kind", "server":
 		return true
 	}
 	return false
@@ -174,11 +182,55 @@ func Reserved(name string) bool {
 
 // Descriptions of the metrics.
 const (
-	HelpDecisions     = "Rate-limit decisions, by limiter, plan, binding limit and outcome."
-	HelpStoreLatency  = "Time spent in the rate-limit store per decision that called one (including the local fallback store)."
-	HelpStoreErrors   = "Decisions whose store failed or was not called because the circuit breaker was open, by kind (timeout, canceled, breaker_open, error, oom)."
-	HelpStoreWarnings = "Warnings of a store that it may lose rate-limit state, by kind (eviction, restart, unchecked)."
+	HelpDecisions    = "Rate-limit decisions, by limiter, plan, binding limit and outcome."
+	HelpStoreLatency = "Time spent in the rate-limit store per decision that called one (including the local fallback store)."
+	HelpStoreErrors  = "Decisions whose store failed or was not called because the circuit breaker was open, by kind (timeout, canceled, breaker_open, error, oom)."
 )
+
+// A Stat is one metric read from store.Stats at collection time (see
+// promlimit.WithStoreStats).
+type Stat struct {
+	Prom, OTel string // names without the namespace
+	Unit, Help string
+	Label      string // the label of the series ("" for one series)
+	Counter    bool   // a monotonic count (else a gauge)
+	// Read returns the series' values by label value ("" without Label).
+	Read func(store.Stats) map[string]float64
+}
+
+// Stats are the metrics of store.Stats.
+var Stats = []Stat{
+	{Prom: "store_instances", OTel: "store.instances", Unit: "{instance}",
+		Help: "Processes the store counts as sharing its backend, whose fallbacks split each allowance; 0 when it cannot count them (each fallback then takes a whole allowance).",
+		Read: func(s store.Stats) map[string]float64 { return map[string]float64{"": float64(s.Instances)} }},
+	{Prom: "store_breaker_open", OTel: "store.breaker_open", Unit: "1", Label: "server",
+		Help: "1 while the circuit breaker of the server is open (decisions of its keys go to the fallback), else 0.",
+		Read: func(s store.Stats) map[string]float64 {
+			m := make(map[string]float64, len(s.Breakers))
+			for addr, open := range s.Breakers {
+				m[Value(addr)] = 0
+				if open {
+					m[Value(addr)] = 1
+				}
+			}
+			return m
+		}},
+	{Prom: "store_debts", OTel: "store.debts", Unit: "{key}",
+		Help: "Keys whose admissions by the fallback are not yet charged to the backend.",
+		Read: func(s store.Stats) map[string]float64 { return map[string]float64{"": float64(s.Debts)} }},
+	{Prom: "store_oldest_debt_seconds", OTel: "store.oldest_debt", Unit: "s",
+		Help: "How long the oldest debt has waited to be charged to the backend; growing while the backend answers means the charges fail.",
+		Read: func(s store.Stats) map[string]float64 { return map[string]float64{"": s.OldestDebt.Seconds()} }},
+	{Prom: "store_warnings_total", OTel: "store.warnings", Unit: "{warning}", Label: "kind", Counter: true,
+		Help: "Warnings the store logged, by kind (eviction, evicted, restart, unchecked, fleet, permission).",
+		Read: func(s store.Stats) map[string]float64 {
+			m := make(map[string]float64, len(s.Warnings))
+			for k, n := range s.Warnings {
+				m[Value(k)] = float64(n)
+			}
+			return m
+		}},
+}
 
 // defaultLatencyBuckets backs DefaultLatencyBuckets.
 var defaultLatencyBuckets = [...]float64{

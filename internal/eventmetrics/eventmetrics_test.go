@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"os"
 	"reflect"
 	"sync"
 	"testing"
@@ -21,6 +23,8 @@ func TestErrorKind(t *testing.T) {
 	}{
 		{context.DeadlineExceeded, KindTimeout},
 		{fmt.Errorf("take: %w", context.DeadlineExceeded), KindTimeout},
+		// go-redis' read deadline passing: an i/o timeout, not a context's.
+		{fmt.Errorf("take: %w", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}), KindTimeout},
 		{context.Canceled, KindCanceled},
 		{fmt.Errorf("redis: %w", store.ErrBreakerOpen), KindBreakerOpen},
 		{fmt.Errorf("redis: %w", store.ErrOutOfMemory), KindOOM},

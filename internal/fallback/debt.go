@@ -91,9 +91,13 @@ func (f *Store) after(key string, t ticket, res *store.Result, err error, limits
 	case err != nil:
 		sh := f.shard(key)
 		sh.mu.Lock()
-		sh.record(key).owed += t.owed // until the owedUntil it had
+		r := sh.record(key)
+		if r.owed == 0 {
+			r.owedSince = f.now()
+		}
+		r.owed += t.owed // until the owedUntil it had
 		sh.mu.Unlock()
-		f.owed.Store(true)
+		f.markOwed()
 	case !res.Allowed:
 		d := &debt{key, t.owed, limits}
 		f.settling.Add(1)
@@ -107,7 +111,8 @@ func (f *Store) after(key string, t ticket, res *store.Result, err error, limits
 // answered notes that the backend answered a Take: a hold starts if none
 // has since the last failure, and what the fallback owes is charged.
 func (f *Store) answered() {
-	if f.holdUntil.Load() == 0 && f.holdUntil.CompareAndSwap(0, f.now().Add(f.hold).UnixNano()) && f.owed.Load() {
+	if f.holdUntil.Load() == 0 && f.holdUntil.CompareAndSwap(0, f.now().Add(f.hold).UnixNano()) &&
+		(f.owed.Load() || f.flushing.Load()) {
 		f.recovering.Store(true)
 	}
 	f.Settle()
@@ -125,6 +130,66 @@ func (f *Store) Settle() {
 			f.settle()
 		}()
 	}
+}
+
+// settleRetry is how long after a debt is made, or a look found the
+// backend away, the fallback looks again (a Peek of an owed key, which
+// changes nothing however late it runs): when the backend answers, the
+// pass starts, so that debts reach the backend within about settleRetry
+// of its answering even when no request and no breaker's probe does.
+const settleRetry = time.Second
+
+// markOwed notes that the fallback owes the backend, and has it look for
+// the backend within settleRetry.
+func (f *Store) markOwed() {
+	f.owed.Store(true)
+	f.retryMu.Lock()
+	defer f.retryMu.Unlock()
+	if f.closed || f.retry != nil {
+		return
+	}
+	f.settling.Add(1)
+	f.retry = time.AfterFunc(settleRetry, func() {
+		defer f.settling.Done()
+		f.retryMu.Lock()
+		f.retry = nil
+		f.retryMu.Unlock()
+		switch {
+		case !f.owed.Load():
+		case f.backendAnswers():
+			f.answered()
+		default:
+			f.markOwed()
+		}
+	})
+}
+
+// backendAnswers reports whether the backend answers a Peek of a key the
+// fallback owes it for.
+func (f *Store) backendAnswers() bool {
+	var key string
+	var limits []store.Spec
+	for i := range f.recs {
+		sh := &f.recs[i]
+		sh.mu.Lock()
+		for k, r := range sh.m {
+			if r.owed > 0 && len(r.limits) > 0 {
+				key, limits = k, r.limits
+				break
+			}
+		}
+		sh.mu.Unlock()
+		if key != "" {
+			break
+		}
+	}
+	if key == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	_, err := f.backend.Peek(ctx, key, 0, limits...)
+	return err == nil
 }
 
 // debt is what the fallback admitted for key, to be charged to the backend.
@@ -174,7 +239,7 @@ func (f *Store) settle() {
 			for k := range work {
 				if !failed.Load() && !f.settleKey(k) {
 					failed.Store(true)
-					f.owed.Store(true)
+					f.markOwed()
 				}
 			}
 		}()
@@ -234,10 +299,13 @@ func (f *Store) settleOne(d *debt) {
 	sh := f.shard(d.key)
 	sh.mu.Lock()
 	if r := sh.m[d.key]; r != nil {
+		if r.owed == 0 {
+			r.owedSince = f.now()
+		}
 		r.owed += d.n
 	}
 	sh.mu.Unlock()
-	f.owed.Store(true)
+	f.markOwed()
 }
 
 // charge charges d to the backend: all of it when it fits, otherwise what
@@ -290,6 +358,9 @@ func (r *record) owe(n int64, now time.Time) {
 	var h int64
 	for i := range r.limits {
 		h = max(h, r.limits[i].Horizon())
+	}
+	if r.owed == 0 {
+		r.owedSince = now
 	}
 	r.owed += n
 	h = min(h, int64(100*365*24*time.Hour/time.Microsecond)) // no overflow below

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,9 @@ type Config struct {
 	Instances func() int
 	// Now is the clock of the remembered answers; nil: time.Now.
 	Now func() time.Time
+	// Log is where the first local decision of each outage is logged;
+	// nil: slog.Default().
+	Log *slog.Logger
 }
 
 // Store is a store.Store that calls its backend within a deadline and,
@@ -60,6 +64,10 @@ type Store struct {
 	timeout   time.Duration
 	instances func() int
 	now       func() time.Time
+	log       *slog.Logger
+	// away: the fallback decided since the backend last answered (the
+	// first local decision of an outage is logged).
+	away atomic.Bool
 
 	// owed: the fallback admitted requests the backend has not been
 	// charged for yet; flushing while they are charged (settle).
@@ -73,6 +81,9 @@ type Store struct {
 	// charged, after its first answer; the hold lasts meanwhile.
 	recovering atomic.Bool
 	settling   sync.WaitGroup
+	retryMu    sync.Mutex
+	retry      *time.Timer // markOwed's pending pass
+	closed     bool        // Close ran: no more retries
 	seed       maphash.Seed
 	recs       [rememberShards]recordShard
 }
@@ -99,15 +110,19 @@ type record struct {
 	scouting  bool      // a Take of the fellBack key is on its way to the backend
 	owed      int64     // admitted by the fallback, not yet charged to the backend
 	owedUntil time.Time // owed is forgotten then: the limits have refilled
+	owedSince time.Time // when owed last became positive
 	limits    []store.Spec
 }
 
 // New returns a Store over backend.
 func New(backend store.Store, c Config) *Store {
 	f := &Store{backend: backend, local: c.Local, timeout: c.Timeout, instances: c.Instances,
-		now: c.Now, hold: settleHold, seed: maphash.MakeSeed()}
+		now: c.Now, log: c.Log, hold: settleHold, seed: maphash.MakeSeed()}
 	if f.now == nil {
 		f.now = time.Now
+	}
+	if f.log == nil {
+		f.log = slog.Default()
 	}
 	for i := range f.recs {
 		f.recs[i].m = make(map[string]*record)
@@ -115,8 +130,18 @@ func New(backend store.Store, c Config) *Store {
 	return f
 }
 
-// Close waits for the background pass that charges the backend.
-func (f *Store) Close() { f.settling.Wait() }
+// Close stops the retries of the background pass that charges the
+// backend, and waits for a pass under way.
+func (f *Store) Close() {
+	f.retryMu.Lock()
+	f.closed = true
+	if f.retry != nil && f.retry.Stop() {
+		f.retry = nil
+		f.settling.Done()
+	}
+	f.retryMu.Unlock()
+	f.settling.Wait()
+}
 
 // Take charges the backend, or decides locally when it fails.
 func (f *Store) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
@@ -138,7 +163,13 @@ func (f *Store) decide(ctx context.Context, key string, n int64, limits []store.
 	}
 	res, err := f.call(ctx, func(ctx context.Context) (store.Result, error) { return f.take(ctx, key, n+t.owed, limits, charge) })
 	f.after(key, t, &res, err, limits)
-	if err == nil || !f.mayFallBack(ctx, err) {
+	if err == nil {
+		if f.away.Load() {
+			f.away.Store(false)
+		}
+		return res, nil
+	}
+	if !f.mayFallBack(ctx, err) {
 		return res, err
 	}
 	return f.decideLocally(ctx, key, n, limits, charge, err, false)
@@ -179,6 +210,10 @@ func (f *Store) mayFallBack(ctx context.Context, err error) bool {
 // Fallback is cause, and its Stamp and Slot are negated, so that Refund
 // and Release find the local store.
 func (f *Store) decideLocally(ctx context.Context, key string, n int64, limits []store.Spec, charge bool, cause error, dry bool) (store.Result, error) {
+	if !dry && !f.away.Load() && f.away.CompareAndSwap(false, true) {
+		f.log.Warn("sluice: the store failed; its local fallback decides until it answers again (logged once per outage)",
+			"error", cause.Error())
+	}
 	res, err := f.takeLocal(ctx, key, n, limits, charge, dry)
 	if err != nil {
 		return store.Result{}, fmt.Errorf("%w (the local fallback failed too: %v)", cause, err)
@@ -423,7 +458,7 @@ func (f *Store) takeLocal(ctx context.Context, key string, n int64, limits []sto
 		sh.mu.Unlock()
 		return res, err
 	}
-	f.owed.Store(true)
+	f.markOwed()
 	res.Remaining = min(res.Remaining, left)
 	return res, nil
 }
@@ -453,7 +488,7 @@ func (f *Store) takeShare(ctx context.Context, r *record, sh *recordShard, key s
 	sh.mu.Lock()
 	r.owe(n, f.now())
 	sh.mu.Unlock()
-	f.owed.Store(true)
+	f.markOwed()
 	return res, nil
 }
 
@@ -505,3 +540,21 @@ func (r *record) denial(now, when time.Time) store.Result {
 
 // Timeout returns the deadline of each backend call (0: none).
 func (f *Store) Timeout() time.Duration { return f.timeout }
+
+// Debts returns the number of keys whose local admissions are not yet
+// charged to the backend, and how long the oldest has waited.
+func (f *Store) Debts() (keys int, oldest time.Duration) {
+	now := f.now()
+	for i := range f.recs {
+		sh := &f.recs[i]
+		sh.mu.Lock()
+		for _, r := range sh.m {
+			if r.owed > 0 {
+				keys++
+				oldest = max(oldest, now.Sub(r.owedSince))
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return keys, oldest
+}
