@@ -1,6 +1,7 @@
 // Package core is sluice's rate limiter. Start with [New]: it makes a
-// [Limiter] from a store, a [KeyFunc] that identifies the client, and the
-// limits ([Limit]) to enforce; an adapter then applies the Limiter to HTTP requests:
+// [Limiter] from a store, a name, a [KeyFunc] that identifies the client,
+// and the limits to enforce (written with package core/store); an adapter
+// then applies the Limiter to HTTP requests:
 //
 //	st := memorystore.New() // one process; redisstore.New(client) for several
 //	ip, err := keyfuncs.IP()
@@ -9,39 +10,39 @@
 //	if err != nil { ... }
 //	http.ListenAndServe(":8080", nethttp.Middleware(api)(mux)) // or ginlimit, echolimit
 //
-// The package example is complete and runnable. The API falls in three
-// parts.
+// The package example is complete and runnable. A Limiter owns no goroutine
+// and needs no Close; its name namespaces its state in the store, so
+// Limiters of one name on one store share it, in one process or several.
 //
 // # For users
 //
-// New and its options (WithCost, WithCostFunc,
-// WithSkip, WithPlans, WithFailurePolicy, WithFallbackStore, WithTimeout,
-// WithHeaders, WithPolicyName, WithPlanPolicyNames, WithShadow,
-// WithObserver, WithKeyErrorRule, WithKeyErrorKey, the With...Response
-// options, WithClock); limits (Limit, PerSecond, PerMinute, PerHour, ParseLimit, and
-// the Algorithm constants); key functions (KeyFunc, ErrNoKey; ready-made
-// ones are in package keyfuncs); in a handler, FromContext (the Decision
-// that bound the request); controls while serving (Limiter.SetLimits,
-// SetPlans, Status, StatusOf, Reset, ResetRequest, Result.ResetAt);
-// observation (Event, Outcome, LogDenials, and packages promlimit and
-// otellimit for metrics).
+// New and its options: WithCost, WithSkip, WithCountIf, WithPlans,
+// WithFailurePolicy, WithHeaders, WithPolicyNames, WithShadow,
+// WithObserver, WithKeyErrorRule, WithRefusal, WithClock. Key functions:
+// KeyFunc and ErrNoKey (ready-made ones are in package keyfuncs). In a
+// handler, FromContext gives the Decision that bound the request. While
+// serving: Limiter.SetLimits, SetPlans, Status (by a request carrying the
+// client's key) and Reset (by key). Observation: Event and Outcome, and
+// packages promlimit, otellimit and sloglimit.
+//
+// Deadlines, the circuit breaker and the local fallback while the store is
+// away are the store's (package core/redisstore); the failure policy says
+// whether the store may decide locally (FailLocal) or the Limiter serves
+// (FailOpen) or refuses (FailClosed) instead.
 //
 // # For adapter authors
 //
 // An adapter calls [Limiter.Decide] once per request and carries out the
 // [Decision]: Decision.Stack (the binding Decision's headers, and the
-// request for FromContext; Decision.SetHeaders where one Limiter is all),
-// then by Decision.Action serve the handler,
-// wait (Decision.Wait) or refuse (Decision.WriteResponse or
-// Decision.Response). Action, Response, RetryAfterSeconds and the Header
-// constants serve those who write the response themselves; see
-// Limiter.Decide's example and package nethttp, the reference adapter.
+// request for FromContext), then by Decision.Action serve the handler, wait
+// (Decision.Wait) or refuse (Decision.WriteResponse, or Decision.Response
+// to write it yourself), and after the handler Decision.Done when
+// Decision.NeedsDone. See Limiter.Decide's example and package nethttp,
+// the reference adapter.
 //
 // # For store authors
 //
-// A store implements [store.Store], and [store.Peeker] and [store.Resetter] for
-// Status and Reset, in package core/store, whose conformance suite is
-// core/storetest. Limit, Algorithm and Result are aliases of package
-// store's, so users import only core and a store: memorystore.New() for
-// one process, redisstore.New for several sharing Redis.
+// A store implements store.Store, whose conformance suite is
+// core/storetest; a method it cannot serve fails with an error wrapping
+// errors.ErrUnsupported.
 package core

@@ -21,10 +21,9 @@
 // without calling the next handler: 429 with Retry-After and a small JSON
 // body when over the limit, 503 when the store is unavailable under
 // core.FailClosed, 403 for a request without a key under
-// core.KeyErrorDeny. The refusal is written once, by the middleware; it is
-// never passed to echo's HTTPErrorHandler (which would write a second
-// response). Use OnRefuse to answer refusals yourself, for instance by
-// returning an *echo.HTTPError.
+// core.KeyErrorDeny, or the Limiter's own (core.WithRefusal). The refusal
+// is written once, by the middleware; it is never passed to echo's
+// HTTPErrorHandler (which would write a second response).
 //
 // The client never sees a 500 or an error text from the limiter.
 //

@@ -14,7 +14,7 @@
 // handler runs) and writes the Limiter's response: 429 with Retry-After
 // and a small JSON body when over the limit, 503 when the store is
 // unavailable under core.FailClosed, 403 for a request without a key under
-// core.KeyErrorDeny. Use OnRefuse to write refusals yourself.
+// core.KeyErrorDeny, or the Limiter's own (core.WithRefusal).
 //
 // The client never sees a 500 or an error text from the limiter.
 //

@@ -5,9 +5,9 @@
 //   - IP keys by client address: the connection's peer, or, behind proxies
 //     declared with WithTrustedProxies (on a Unix socket: "unix:"), the
 //     address those proxies report in X-Forwarded-For, Forwarded or a
-//     single-address header, read from the right. IPv6 clients are grouped by /56 by default (WithIPv6Prefix),
-//     IPv4 clients in IPv6 form (6to4, Teredo, NAT64) by the IPv4 address
-//     they embed.
+//     single-address header, read from the right. IPv6 clients are grouped
+//     by /56 by default (WithIPv6Prefix), IPv4 clients in IPv6 form (6to4,
+//     Teredo, NAT64, SIIT) by the IPv4 address they embed.
 //   - Header keys by the value of a request header, such as an API key.
 //   - Route keys by the route template ("GET /users/{id}") from r.Pattern,
 //     never by the raw path.

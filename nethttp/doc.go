@@ -13,9 +13,12 @@
 //   - or refuses it with the Limiter's response: 429 with Retry-After and a
 //     small JSON body when over the limit, 503 when the store is unavailable
 //     under core.FailClosed, 403 for a request without a key under
-//     core.KeyErrorDeny. Use OnRefuse to write refusals yourself.
+//     core.KeyErrorDeny, or the Limiter's own (core.WithRefusal).
 //
-// The client never sees a 500 or an error text from the limiter.
+// After the handler it tells the Limiter the status written (a panic is a
+// 500) when the Decision needs it (core.Decision.Done: a MaxInFlight slot,
+// core.WithCountIf). The client never sees a 500 or an error text from the
+// limiter.
 //
 // Wrap the handlers you register, not the whole ServeMux, when the key
 // function looks at the route: ServeMux sets Request.Pattern (the route
@@ -23,6 +26,6 @@
 //
 //	mux.Handle("GET /users/{id}", nethttp.Middleware(usersLimiter)(usersHandler))
 //
-// Each route or group of routes gets its own Limiter (with its own
-// its name in core.New); one Limiter may hold several limits.
+// Each route or group of routes gets its own Limiter (with its own name in
+// core.New); one Limiter may hold several limits.
 package nethttp

@@ -9,7 +9,7 @@
 //	...
 //	limiter, err := core.New(st, "api", key, limits, core.WithObserver(metrics.Observe))
 //
-// Its Meter is named ScopeName. It creates, with the namespace "sluice"
+// Its Meter is named "github.com/sluicehq/sluice/otellimit". It creates, with the namespace "sluice"
 // unless WithNamespace says otherwise:
 //
 //	sluice.decisions      {limiter, plan, limit, outcome}  Int64Counter, unit {decision}
@@ -23,15 +23,15 @@
 //
 // The attributes have promlimit's values. limiter is the Limiter's name
 // (the name given to core.New). plan is the request's plan under core.WithPlans
-// (core.Event.Plan), and "" (PlanNone) when the Limiter's own limits
-// decided. limit names the limit that bound the decision (core.Event.Limit)
-// in store.ParseLimit's syntax with its defaults spelt out ("10/s gcra
-// burst 10"); "none" (LimitNone) when no store decided. outcome is
-// core.Outcome.String(), except that core.OutcomeFallback is split into
-// fallback_allowed and fallback_denied by what the local store decided.
-// kind is timeout, canceled, breaker_open, oom (the error wraps
-// core.ErrOutOfMemory) or error; all five series of a
-// limiter exist, at 0, from its first decision.
+// (core.Event.Plan), and "" when the Limiter's own limits decided. limit
+// names the limit that bound the decision (core.Event.Limit) in
+// store.ParseLimit's syntax with its defaults spelt out ("10/s gcra burst
+// 10"); "none" when no store decided. outcome is core.Outcome.String(),
+// except that core.OutcomeFallback is split into fallback_allowed and
+// fallback_denied by what the store's local fallback decided. kind is
+// timeout, canceled, breaker_open, oom (the error wraps
+// store.ErrOutOfMemory) or error; all five series of a limiter exist, at 0,
+// from its first decision.
 //
 // WithStoreStats adds the store's own health: its fleet count, circuit
 // breakers, fallback debts and warnings.
@@ -40,9 +40,9 @@
 // the number of limiters, plans, limits and outcomes.
 //
 // The latency histogram records core.Event.Latency in seconds, for
-// decisions that called a store, with DefaultLatencyBuckets as its
-// explicit bucket boundaries unless WithLatencyBuckets says otherwise (a
-// View on the MeterProvider may still change them).
+// decisions that called a store, with promlimit's buckets (50µs to 1s) as
+// its explicit bucket boundaries unless WithLatencyBuckets says otherwise
+// (a View on the MeterProvider may still change them).
 //
 // Observe records with the request's context, so an SDK whose exemplar
 // filter samples traced requests links measurements to their traces. The

@@ -17,14 +17,14 @@
 // limiter is the Limiter's name (the name given to core.New).
 //
 // plan is the request's plan under core.WithPlans (core.Event.Plan), and
-// empty (PlanNone) when the Limiter's own limits decided: a Limiter without
+// empty when the Limiter's own limits decided: a Limiter without
 // plans, or a request whose plan is "" or unknown. Prometheus reads an
 // empty label value as no label, so {plan=""} selects these.
 //
 // limit names the limit that bound the decision (core.Event.Limit) in
 // store.ParseLimit's syntax with its defaults spelt out, so that equal
 // limits get equal labels however they were written ("10/s gcra burst 10",
-// "1000/3s fixed_window penalty 1m"); "none" (LimitNone) when no store
+// "1000/3s fixed_window penalty 1m"); "none" when no store
 // decided (skipped, key errors under KeyErrorDeny or KeyErrorAllow,
 // failed_open, failed_closed, canceled). It follows core.Limiter.SetLimits
 // and SetPlans with no help: each decision names the limit it was made
@@ -32,27 +32,27 @@
 //
 // outcome is core.Outcome.String() (allowed, denied, delayed,
 // shadow_denied, failed_open, failed_closed, skipped, key_error, canceled),
-// except that core.OutcomeFallback (the store failed and the local fallback
-// store decided) is split by what the local store decided:
+// except that core.OutcomeFallback (the store's backend failed and its
+// local fallback decided) is split by what the fallback decided:
 // fallback_allowed (served, or held under a LeakyBucket) and
-// fallback_denied (refused; served anyway in shadow mode), see
-// OutcomeFallbackAllowed and OutcomeFallbackDenied.
+// fallback_denied (refused; served anyway in shadow mode).
 //
 // The client key is never a label: the number of series is bounded by the
 // number of limiters, plans, limits and outcomes.
 //
-// The latency histogram observes core.Event.Latency, the time spent in
-// Store.Take (plus the local store under core.FailLocal), for decisions
-// that called a store; its buckets are DefaultLatencyBuckets unless
-// WithLatencyBuckets says otherwise. kind in store_errors_total is
-// "timeout" (the per-decision deadline passed), "canceled" (the request's
-// context ended), "breaker_open" (the store was not called because a
-// circuit breaker is open: the error wraps core.ErrBreakerOpen), "oom"
-// (the store had no memory left to write state: the error wraps
-// core.ErrOutOfMemory) or "error" (any other store error); all five
-// series of a limiter exist, at 0, from its first decision. The store's own
-// health (its fleet count, circuit breakers, fallback debts and warnings)
-// is exported with WithStoreStats.
+// The latency histogram observes core.Event.Latency, the time spent in the
+// store's Take or Charge (its fallback included), for decisions that
+// called a store; its buckets are 50µs, 100µs, 250µs, 500µs, 1ms, 2.5ms,
+// 5ms, 10ms, 25ms, 50ms, 100ms, 250ms and 1s unless WithLatencyBuckets
+// says otherwise. kind in store_errors_total classifies core.Event.Err
+// (the store's error, or the cause its fallback decided for): "timeout"
+// (the store's deadline or a network timeout passed), "canceled" (the request's context ended),
+// "breaker_open" (the backend was not called because a circuit breaker is
+// open: the error wraps store.ErrBreakerOpen), "oom" (the backend had no
+// memory left to write state: store.ErrOutOfMemory) or "error" (any other);
+// all five series of a limiter exist, at 0, from its first decision. The
+// store's own health (its fleet count, circuit breakers, fallback debts and
+// warnings) is exported with WithStoreStats.
 //
 // Observe is safe for concurrent use and allocation-free once a limiter,
 // plan, limit and outcome label have been seen together: the metric

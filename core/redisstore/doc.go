@@ -79,24 +79,38 @@
 // rather than deleting keys by hand: it also clears what processes keep
 // locally.
 //
-// # Breakers, start-up checks and optional modes
+// # Failures, breakers and start-up checks
 //
-// A Store keeps a circuit breaker per Redis server (per master of a
-// Cluster), shared by every core.Limiter on it (WithBreaker): while a
-// server is failing, Takes of its keys fail at once with an error
-// wrapping store.ErrBreakerOpen, so the Limiters' failure policy decides
-// without waiting. Ping checks, at start-up, that Redis accepts the
-// client's settings and that its user has every permission the Store
-// needs (MinimalACL is the ready ACL SETUSER line), that Redis accepts a
-// write, and that no breaker has been open for more than 10 s: it serves
-// as a health check. The Store logs, with slog.Default() at level Warn and
-// once per episode, what makes the limit say something other than Redis
-// would: a maxmemory-policy that evicts (use noeviction, or a Redis of its
-// own), keys evicted (it looks every few seconds), a restart (use AOF when
-// penalties must survive one), a user Redis refuses, a fleet it cannot
-// count, a breaker opening, and the first local decision of an outage.
-// Stats returns the same facts for metrics (promlimit.WithStoreStats). An
-// OOM reply fails the Take with an error wrapping store.ErrOutOfMemory.
+// Every call to Redis has the Store's deadline (WithTimeout, 100 ms by
+// default). A Store keeps a circuit breaker per Redis server (per master of
+// a Cluster), shared by every core.Limiter on it (WithBreaker): while a
+// server is failing, decisions, give-backs and releases of its keys fail
+// at once with an error wrapping store.ErrBreakerOpen. When a call fails (an error, the deadline,
+// an open breaker), the Store's local fallback decides (WithFallback; on by
+// default, a memory store): from Redis' last answer for the key, within
+// this process's share of it, charging Redis with what it admitted once
+// Redis answers again; its Results say so in Result.Fallback. A call whose
+// context comes from store.NoFallback (a Limiter under FailOpen or
+// FailClosed), or a Store without a fallback, returns the error instead.
+//
+// Ping checks, at start-up, that Redis accepts the client's settings and
+// that its user has every permission the Store needs (MinimalACL is the
+// ready ACL SETUSER line), that Redis accepts a write, and that no breaker
+// has been open for more than 10 s: it serves as a health check. The Store
+// logs, with slog.Default() at level Warn and once per episode, what makes
+// the limit say something other than Redis would: a maxmemory-policy that
+// evicts (use noeviction, or a Redis of its own), keys evicted (it looks
+// every few seconds), a restart (use AOF when penalties must survive one),
+// a user Redis refuses, a fleet it cannot count, a breaker opening, and the
+// first local decision of an outage. Stats returns the same facts for
+// metrics (promlimit.WithStoreStats). An OOM reply fails the call with an
+// error wrapping store.ErrOutOfMemory.
+//
+// A Store subscribes to its reset channel (with the fallback, the deny
+// cache or lease mode on) and counts the Stores subscribed to it, one per
+// process, for the fallback's shares: make one Store per process per Redis
+// and prefix, and share it among the Limiters. Close stops what it runs in
+// the background; the Redis client is the caller's to close after it.
 //
 // Automatic pipelining (WithPipelining, on by default) sends concurrent
 // Takes together, one round trip for all, and changes no Result. The deny

@@ -35,6 +35,10 @@
 //     allowed, limit 16, remaining 15, retry 0, reset 2s.
 //   - ScriptFlush: the same with Harness.FlushScripts called before every
 //     Take.
+//   - Reset: a key exhausted and locked through one instance, under each
+//     algorithm and all of them at once, then Reset through the other, gets
+//     exactly what a fresh key gets; other keys keep their state; a key
+//     without state is store.ErrNotFound.
 //   - InFlight: 20 concurrent Takes through two instances on
 //     MaxInFlight(3, 10s) admit exactly 3, each with its own Result.Slot;
 //     a released slot (Store.Release) is free at once, through the other
@@ -42,6 +46,10 @@
 //     is free once its hold has passed, not before; with a rate limit in
 //     the same Take, a refusal by either charges neither; the key's TTL is
 //     at most the hold.
+//   - Refund: under each algorithm and all of them at once, a key charged
+//     (Store.Charge) to its limit through one instance and given one charge
+//     back (Store.Refund) through the other admits exactly one more; a
+//     give-back of a key without state changes nothing.
 //   - Concurrency: two store instances × 200 goroutines on one key admit
 //     exactly the allowance (100), for every algorithm.
 //   - TTL: after each kind of call (peek, admission, denial, penalty lock,

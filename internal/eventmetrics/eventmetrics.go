@@ -2,7 +2,7 @@
 // a core.Event into metrics, so that the two export the same series: the
 // label values (limit, plan, outcome, error kind), the label names users
 // may not take, the metric descriptions and the default latency buckets.
-// The public packages re-export its constants under their own names.
+// The public packages export none of them; their docs state the values.
 package eventmetrics
 
 import (

@@ -3,7 +3,8 @@
 // (a memory store), and is the Redis store's one entry for every call.
 //
 // While the backend answers, a call passes through with a deadline, and
-// the answer is noted (one lock of the key's shard). When it fails (an
+// the call and its answer are noted (a lock of the key's shard before and
+// after). When it fails (an
 // error, a deadline, an open breaker), the local store decides, starting
 // from the backend's last answer for the key and taking only this
 // process's share of it; what it admits is owed to the backend and
