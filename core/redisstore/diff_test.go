@@ -227,7 +227,7 @@ func TestMiniSplitMatchesScript(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, _, err := x.store.runCall(ctx, c, n)
+		want, _, err := x.store.runCall(ctx, c, n, "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,13 +37,15 @@ const probeTimeout = time.Second
 //     retries report a refusal as a timeout; UniversalOptions turns them off);
 //   - after failures consecutive error replies, an answered call resetting
 //     the count;
-//   - after failures consecutive calls that lost their connection or ran
-//     out of time while the server answered nothing, one of them made
-//     after the first was reported (so that connections killed under load,
-//     which fresh ones replace, open nothing), the timed-out ones each sent
-//     with at least half of its time left and noticed within 5 ms (or a
-//     fifth of its time) of its deadline (so that a process short of CPU
-//     does not blame the server for its own delays).
+//   - after failures consecutive calls that ran out of time while the
+//     server answered nothing, one of them made after the first was
+//     reported, each sent with at least half of its time left and noticed
+//     within 5 ms (or a fifth of its time) of its deadline (so that a
+//     process short of CPU does not blame the server for its own delays).
+//
+// A connection lost under a call (EOF, reset) counts for nothing: under
+// churn (connections killed while the server answers) a fresh one
+// replaces it at once, and a server that is gone refuses the next one.
 //
 // Not counted: a timeout while the server answers other calls, a call that
 // timed out in the Store's queue unsent, a call whose caller went away.
@@ -114,6 +116,8 @@ type node struct {
 	failures atomic.Int32 // consecutive counted failures, while closed
 	streak   atomic.Int64 // when the first of them was reported (monoMicros); noStreak: none
 	answered atomic.Int64 // when the server last answered a call (monoMicros), to answerGrain
+	// recordUntil: charges are recorded until then (monoMicros; record.go)
+	recordUntil atomic.Int64
 }
 
 // answerGrain is how long node.answered may lag (µs): a store per answered
@@ -220,9 +224,8 @@ func (n *node) admit(context.Context) error {
 // about two timeouts after it froze, each request waiting at most its own
 // timeout; a failure ratio over a time window (Hystrix, Envoy) would keep
 // it closed longer, as the calls answered before the freeze stay in the
-// window. A lost connection alone opens nothing: the next call dials,
-// which is refused if the server is gone, and counts only while the
-// server answers no other call.
+// window. A lost connection opens nothing: the next call dials, which is
+// refused if the server is gone.
 func (n *node) report(ctx context.Context, err error, start, sent int64) {
 	switch {
 	case n.h.threshold == 0:
@@ -239,13 +242,16 @@ func (n *node) report(ctx context.Context, err error, start, sent int64) {
 		if n.failures.Add(1) >= n.h.threshold {
 			n.trip()
 		}
-	case n.unanswered(start) && (!timedOut(ctx, err) || fairTry(ctx, start, sent)):
-		// A connection lost under the call, or its time run out, while
-		// the server answered no other call: counted, but it opens the
-		// breaker only when a call made after the first of the streak
-		// failed too (on a fresh connection; and this process ran
-		// meanwhile). Connections killed under load (churn), which fresh
-		// ones replace at once, open nothing.
+	case !timedOut(ctx, err):
+		// A connection lost under the call (EOF, reset): nothing learnt.
+		// Connections killed under load (churn) are replaced at once; a
+		// server gone refuses the next connection, which opens the
+		// breaker (refused).
+	case n.unanswered(start) && fairTry(ctx, start, sent):
+		// Its time run out while the server answered no other call:
+		// counted, but it opens the breaker only when a call made after
+		// the first of the streak timed out too (this process ran
+		// meanwhile).
 		n.streak.CompareAndSwap(noStreak, monoMicros())
 		if n.failures.Add(1) >= n.h.threshold && start > n.streak.Load() {
 			n.trip()

@@ -1,6 +1,8 @@
 package redisstore
 
 import (
+	"strings"
+
 	"github.com/sluicehq/sluice/lua"
 )
 
@@ -15,7 +17,8 @@ func source(name string) string {
 
 // The scripts the Store runs. What several share is written once and put
 // before each (see package lua): lib.lua before the take, refund, lock and
-// lease scripts, lean.lua before each lean script.
+// lease scripts, lean.lua before each lean script. Each charging script
+// also runs inside record.lua (recorded), as its recorded twin.
 var (
 	libSource     = source("lib.lua")
 	leanSource    = source("lean.lua")
@@ -28,7 +31,22 @@ var (
 	fixedSource   = leanSource + source("fixed.lua")
 	slidingSource = leanSource + source("sliding.lua")
 	logSource     = leanSource + source("log.lua")
+	fenceSource   = source("fence.lua")
 )
+
+// recordMark is the line of record.lua where the script it wraps runs.
+const recordMark = "-- (the script runs here)\n"
+
+// recorded returns src run inside record.lua: its calls are recorded, so
+// that one whose reply was lost can be sent again and settled (see
+// record.go).
+func recorded(src string) string {
+	head, tail, ok := strings.Cut(source("record.lua"), recordMark)
+	if !ok {
+		panic("redisstore: record.lua has no " + recordMark)
+	}
+	return head + src + "\n" + tail
+}
 
 // The shape of the take script's arguments and reply (see package lua).
 const (

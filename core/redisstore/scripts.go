@@ -17,22 +17,33 @@ import (
 // its algorithm needs. Both read and write the same state in the same key,
 // so a limit may be charged by either.
 var (
-	takeScript    = newScript(takeSource)
-	tatScript     = newScript(tatSource)
-	tokenScript   = newScript(tokenSource)
-	fixedScript   = newScript(fixedSource)
-	slidingScript = newScript(slidingSource)
-	logScript     = newScript(logSource)
+	takeScript    = charging(takeSource)
+	tatScript     = charging(tatSource)
+	tokenScript   = charging(tokenSource)
+	fixedScript   = charging(fixedSource)
+	slidingScript = charging(slidingSource)
+	logScript     = charging(logSource)
+	fenceScript   = newScript(fenceSource)
 )
 
 // allScripts is every script, loaded together.
-var allScripts = [...]*script{takeScript, tatScript, tokenScript, fixedScript, slidingScript, logScript, leaseScript, refundScript, lockScript}
+var allScripts = [...]*script{takeScript, tatScript, tokenScript, fixedScript, slidingScript, logScript,
+	takeScript.twin, tatScript.twin, tokenScript.twin, fixedScript.twin, slidingScript.twin, logScript.twin,
+	fenceScript, leaseScript, refundScript, lockScript}
 
 // script is a Lua script and the heads of the commands that run it, boxed
 // once: a Take builds its whole command in one slice (see command).
 type script struct {
 	*redis.Script
 	sha, src any
+	twin     *script // the recorded twin of a charging script (record.go); nil for others
+}
+
+// charging returns the script of src with its recorded twin.
+func charging(src string) *script {
+	s := newScript(src)
+	s.twin = newScript(recorded(src))
+	return s
 }
 
 func newScript(src string) *script {

@@ -142,7 +142,8 @@ func TestRedirectOf(t *testing.T) {
 }
 
 // MOVED, ASK and TRYAGAIN never open a breaker, even one that opens on
-// the first failure; a timeout after TRYAGAIN does not either.
+// the first failure; a timeout after TRYAGAIN does not either, nor a lost
+// connection.
 func TestBreakerIgnoresRedirects(t *testing.T) {
 	m := miniredis.RunT(t)
 	client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
@@ -160,17 +161,19 @@ func TestBreakerIgnoresRedirects(t *testing.T) {
 			t.Fatalf("after %v: breaker open", err)
 		}
 	}
-	// A lost connection counts, but opens the breaker only when a call
-	// made after it (on a fresh connection) fails too: churn is no failure.
-	now := monoMicros()
-	h.whole.report(context.Background(), io.EOF, now, now)
-	if h.whole.admit(context.Background()) != nil {
-		t.Error("one lost connection opened the breaker")
+	// Lost connections, however many, open nothing (churn is no failure:
+	// a server gone refuses the next connection); an error reply does.
+	for i := range 5 {
+		now := monoMicros() + int64(i)
+		h.whole.report(context.Background(), io.EOF, now, now)
+		if h.whole.admit(context.Background()) != nil {
+			t.Fatalf("%d lost connections opened the breaker", i+1)
+		}
 	}
-	now = monoMicros() + 1 // made after the first was reported
-	h.whole.report(context.Background(), io.EOF, now, now)
+	now := monoMicros()
+	h.whole.report(context.Background(), redisErr("ERR something"), now, now)
 	if h.whole.admit(context.Background()) == nil {
-		t.Error("a second call that lost its connection, made after the first, did not open the breaker")
+		t.Error("an error reply did not open a breaker that opens on one failure")
 	}
 }
 

@@ -258,7 +258,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	st.health.opened = st.breakerOpened
 	st.lease = newLeases(st, s.lease) // lease.go; set before the subscription starts (it reads st.lease)
 	st.front = fallback.New(direct{st}, fallback.Config{Timeout: s.timeout, Local: s.local,
-		Instances: st.instanceCount, Now: s.now, Log: s.log})
+		Instances: st.instanceCount, Now: s.now, Log: s.log, Hold: s.cooldown + fallback.SettleHold})
 	announce := st.front.Announced
 	st.tell.Store(&announce)
 	if s.deny > 0 {
@@ -510,19 +510,38 @@ func (s *Store) run(ctx context.Context, key string, n int64, limits []store.Spe
 	if err != nil {
 		return store.Result{}, nil, err
 	}
-	return s.runCall(ctx, c, n)
+	return s.runCall(ctx, c, n, key, limits)
 }
 
 // runCall runs c, the script call of a Take of n (negative: a dry run of
-// -n), through the breaker of its server, and decodes its reply.
-func (s *Store) runCall(ctx context.Context, c scriptCall, n int64) (store.Result, *prepared, error) {
+// -n) for key under limits, through the breaker of its server, and
+// decodes its reply. A charge to a server that recently lost a call is
+// recorded, and sent again once if its reply is lost (record.go).
+func (s *Store) runCall(ctx context.Context, c scriptCall, n int64, key string, limits []store.Spec) (store.Result, *prepared, error) {
 	server := s.health.nodeFor(ctx, c.key)
 	if err := server.admit(ctx); err != nil {
 		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, c.m, err)
 	}
+	var rk string // the record key of a recorded call
+	if c.recordable(n) && server.recording() {
+		rk = recordKey(c.key)
+		c = c.recorded(rk)
+	}
 	start := monoMicros()
 	reply, server, sent, err := s.send(ctx, server, c.key, c.script, c.cmd, c.split != nil)
 	server.report(ctx, err, start, sent)
+	unsure := uncertain(err, sent)
+	if unsure {
+		server.arm()
+		if rk != "" && ctx.Err() == nil {
+			// The same call again, on a fresh connection: its record
+			// makes it run once.
+			start = monoMicros()
+			reply, server, sent, err = s.send(ctx, server, c.key, c.script, fresh(c.cmd), false)
+			server.report(ctx, err, start, sent)
+			unsure = err != nil && (unsure || uncertain(err, sent)) // the first's outcome is still unknown
+		}
+	}
 	var split []int64
 	if r, _ := redirectOf(err); r == redirectTryAgain && c.split != nil {
 		var stamp int64
@@ -542,7 +561,11 @@ func (s *Store) runCall(ctx context.Context, c scriptCall, n int64) (store.Resul
 			s.warn(warnAuth, server.addr, fmt.Sprintf("Redis refuses the Store's user (%v): every decision "+
 				"goes to the failure policy until it accepts it (logged once until then)", err))
 		}
-		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, c.m, err)
+		err = fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, c.m, err)
+		if unsure && n > 0 {
+			err = s.uncertainError(err, c, n, key, limits, rk)
+		}
+		return store.Result{}, nil, err
 	}
 	if s.authFailed.Load() {
 		s.authFailed.Store(false)
@@ -613,7 +636,7 @@ func hasInFlight(limits []store.Spec) bool {
 
 // decode turns the reply of c into the Result of its Take of n.
 func (c *scriptCall) decode(reply any, n int64) (store.Result, error) {
-	if c.script != takeScript {
+	if c.script != takeScript && c.script != takeScript.twin {
 		return decodeLean(c.first, n, reply)
 	}
 	v, err := int64s(reply)

@@ -2,6 +2,7 @@ package fallback
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,9 @@ import (
 // fallback.
 const settleHold = 200 * time.Millisecond
 
+// SettleHold is settleHold, for Config.Hold.
+const SettleHold = settleHold
+
 // ticket is what begin noted of a Take for after to settle.
 type ticket struct {
 	owed    int64 // the key's debt, carried by the Take
@@ -48,6 +52,9 @@ func (f *Store) begin(key string, cost int64) ticket {
 	r := sh.m[key]
 	if r == nil {
 		return t
+	}
+	if r.charging { // its debt is on its way to the backend (settleKey)
+		return ticket{hold: true}
 	}
 	if r.fellBack {
 		switch hu := f.holdUntil.Load(); {
@@ -77,7 +84,9 @@ func (f *Store) after(key string, t ticket, res *store.Result, err error, limits
 	if err == nil {
 		f.remember(key, res, limits, t)
 	} else {
-		f.holdUntil.Store(0) // a hold starts when the backend answers again
+		if !lostConnection(err) {
+			f.holdUntil.Store(0) // a hold starts when the backend answers again
+		}
 		sh := f.shard(key)
 		sh.mu.Lock()
 		if r := sh.m[key]; r != nil {
@@ -88,6 +97,8 @@ func (f *Store) after(key string, t ticket, res *store.Result, err error, limits
 	}
 	switch {
 	case t.owed == 0:
+	case err != nil && errors.As(err, new(*Uncertain)):
+		// The call may have charged the debt: it is settled (decide).
 	case err != nil:
 		sh := f.shard(key)
 		sh.mu.Lock()
@@ -173,7 +184,7 @@ func (f *Store) backendAnswers() bool {
 		sh := &f.recs[i]
 		sh.mu.Lock()
 		for k, r := range sh.m {
-			if r.owed > 0 && len(r.limits) > 0 {
+			if (r.owed > 0 || len(r.unsure) > 0) && len(r.limits) > 0 {
 				key, limits = k, r.limits
 				break
 			}
@@ -223,7 +234,7 @@ func (f *Store) settle() {
 		sh := &f.recs[i]
 		sh.mu.Lock()
 		for k, r := range sh.m {
-			if r.owed > 0 {
+			if r.owed > 0 || len(r.unsure) > 0 {
 				keys = append(keys, k)
 			}
 		}
@@ -251,31 +262,37 @@ func (f *Store) settle() {
 	wg.Wait()
 }
 
-// settleKey charges what key owes, and reports whether the backend took
-// it. The debt stays with the key while it is charged, so that a request
-// for the key carries it (begin) rather than passing uncharged; the two
-// may then both charge it, which errs on the safe side.
+// settleKey settles key's calls whose reply was lost, then charges what
+// key owes, and reports whether the backend took it. Takes of the key
+// hold meanwhile (begin), so that none carries the debt being charged.
 func (f *Store) settleKey(key string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if !f.settleUnsure(ctx, key) {
+		return false
+	}
 	sh := f.shard(key)
 	sh.mu.Lock()
 	r := sh.m[key]
 	var d debt
-	if r != nil && r.owed > 0 && f.now().Before(r.owedUntil) {
+	if r != nil && r.owed > 0 && f.now().Before(r.owedUntil) && !r.charging {
 		d = debt{key, r.owed, r.limits}
-	} else if r != nil {
+		r.charging = true
+	} else if r != nil && !r.charging {
 		r.owed = 0
 	}
 	sh.mu.Unlock()
 	if d.n == 0 {
 		return true
 	}
-	if f.charge(&d) != nil {
-		return false
-	}
+	err := f.charge(&d)
 	sh.mu.Lock()
-	r.owed = max(r.owed-d.n, 0)
+	r.charging = false
+	if err == nil {
+		r.owed = max(r.owed-d.n, 0)
+	}
 	sh.mu.Unlock()
-	return true
+	return err == nil
 }
 
 // extendHold makes a hold under way last settleHold past now: settle has
@@ -310,7 +327,9 @@ func (f *Store) settleOne(d *debt) {
 
 // charge charges d to the backend: all of it when it fits, otherwise what
 // is left of the key's allowance, so that the charge is never refused
-// (nor sets a penalty lock).
+// (nor sets a penalty lock). A charge whose reply is lost is settled
+// later (unsureOf), or, when it cannot be, taken as made: either way d is
+// no longer owed as such.
 func (f *Store) charge(d *debt) error {
 	limits := withoutInFlight(d.limits)
 	if len(limits) == 0 {
@@ -330,6 +349,11 @@ func (f *Store) charge(d *debt) error {
 		return nil
 	}
 	_, err = f.backend.Take(ctx, d.key, n, limits...)
+	var u *Uncertain
+	if errors.As(err, &u) {
+		f.unsureOf(d.key, limits, u, n)
+		return nil
+	}
 	return err
 }
 

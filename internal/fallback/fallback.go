@@ -54,6 +54,12 @@ type Config struct {
 	// Log is where the first local decision of each outage is logged;
 	// nil: slog.Default().
 	Log *slog.Logger
+	// Hold is how long the keys the fallback admitted stay with it after
+	// its debts are charged (see settleHold, the default): time for the
+	// other instances to find the backend back and charge theirs. The
+	// Redis store sets its breakers' cooldown (their probes' period) and
+	// settleHold.
+	Hold time.Duration
 }
 
 // Store is a store.Store that calls its backend within a deadline and,
@@ -112,13 +118,18 @@ type record struct {
 	owed      int64     // admitted by the fallback, not yet charged to the backend
 	owedUntil time.Time // owed is forgotten then: the limits have refilled
 	owedSince time.Time // when owed last became positive
+	unsure    []unsure  // calls whose reply was lost, to settle (uncertain.go)
+	charging  bool      // settleKey is charging the key's debt: Takes hold meanwhile
 	limits    []store.Spec
 }
 
 // New returns a Store over backend.
 func New(backend store.Store, c Config) *Store {
 	f := &Store{backend: backend, local: c.Local, timeout: c.Timeout, instances: c.Instances,
-		now: c.Now, log: c.Log, hold: settleHold, seed: maphash.MakeSeed()}
+		now: c.Now, log: c.Log, hold: c.Hold, seed: maphash.MakeSeed()}
+	if f.hold <= 0 {
+		f.hold = settleHold
+	}
 	if f.now == nil {
 		f.now = time.Now
 	}
@@ -170,10 +181,21 @@ func (f *Store) decide(ctx context.Context, key string, n int64, limits []store.
 		}
 		return res, nil
 	}
+	var u *Uncertain
+	if !errors.As(err, &u) {
+		u = nil
+	}
 	if !f.mayFallBack(ctx, err) {
+		f.unsureOf(key, limits, u, t.owed)
 		return res, err
 	}
-	return f.decideLocally(ctx, key, n, limits, charge, err, false)
+	res, lerr := f.decideLocally(ctx, key, n, limits, charge, err, false)
+	owe := t.owed
+	if lerr == nil && res.Allowed {
+		owe += n
+	}
+	f.unsureOf(key, limits, u, owe)
+	return res, lerr
 }
 
 func (f *Store) take(ctx context.Context, key string, n int64, limits []store.Spec, charge bool) (store.Result, error) {
@@ -215,7 +237,12 @@ func (f *Store) decideLocally(ctx context.Context, key string, n int64, limits [
 		f.log.Warn("sluice: the store failed; its local fallback decides until it answers again (logged once per outage)",
 			"error", cause.Error())
 	}
-	res, err := f.takeLocal(ctx, key, n, limits, charge, dry)
+	// After a call that may have run, the admission is owed through its
+	// settlement (uncertain.go), not directly.
+	// A connection lost under load (churn) is no outage: the key is not
+	// held after it (see settleHold).
+	owe := !errors.As(cause, new(*Uncertain))
+	res, err := f.takeLocal(ctx, key, n, limits, charge, dry, owe, !lostConnection(cause))
 	if err != nil {
 		return store.Result{}, fmt.Errorf("%w (the local fallback failed too: %v)", cause, err)
 	}
@@ -229,7 +256,8 @@ func (f *Store) Peek(ctx context.Context, key string, n int64, limits ...store.S
 	if err == nil || f.local == nil || !f.mayFallBack(ctx, err) {
 		return res, err
 	}
-	return f.decideLocally(ctx, key, n, limits, false, err, true)
+	res, err = f.decideLocally(ctx, key, n, limits, false, err, true)
+	return res, err
 }
 
 // Refund gives a charge back where it was made: in the local store for a
@@ -362,7 +390,7 @@ func (f *Store) clear() {
 			if f.local != nil && len(r.limits) > 0 {
 				_ = f.local.Reset(context.Background(), k, r.limits...) // fails only without state
 			}
-			if r.owed == 0 {
+			if r.owed == 0 && len(r.unsure) == 0 {
 				delete(sh.m, k)
 			} else { // still to be charged to the backend
 				r.known, r.used = false, 0
@@ -416,7 +444,11 @@ func (r *record) budget(now time.Time, need int64) (int64, time.Time) {
 // denied until T; r remaining admits at most r), and by the local store;
 // of either, it admits only this instance's share (see instanceCount).
 // What it admits is owed to the backend. A dry run (Peek) changes nothing.
-func (f *Store) takeLocal(ctx context.Context, key string, n int64, limits []store.Spec, charge, dry bool) (store.Result, error) {
+func (f *Store) takeLocal(ctx context.Context, key string, n int64, limits []store.Spec, charge, dry, owe, hold bool) (store.Result, error) {
+	owed := n // what an admission owes the backend
+	if !owe {
+		owed = 0
+	}
 	now := f.now()
 	fleet := f.instanceCount()
 	sh := f.shard(key)
@@ -429,7 +461,7 @@ func (f *Store) takeLocal(ctx context.Context, key string, n int64, limits []sto
 	if !r.known {
 		pending := r.pending
 		sh.mu.Unlock()
-		return f.takeShare(ctx, r, sh, key, n, limits, charge, dry, fleet, pending)
+		return f.takeShare(ctx, r, sh, key, n, owed, limits, charge, dry, hold, fleet, pending)
 	}
 	if now.Before(r.until) {
 		defer sh.mu.Unlock()
@@ -449,17 +481,21 @@ func (f *Store) takeLocal(ctx context.Context, key string, n int64, limits []sto
 		return res, err
 	}
 	r.used += n
-	r.owe(n, now)
+	was := r.fellBack
+	r.owe(owed, now)
+	r.fellBack = was || hold
 	left := share - spent - n
 	sh.mu.Unlock()
 	res, err := f.localTake(ctx, key, n, limits, charge)
 	if err != nil || !res.Allowed {
 		sh.mu.Lock()
-		r.used, r.owed = max(r.used-n, 0), max(r.owed-n, 0) // the backend may have answered since
+		r.used, r.owed = max(r.used-n, 0), max(r.owed-owed, 0) // the backend may have answered since
 		sh.mu.Unlock()
 		return res, err
 	}
-	f.markOwed()
+	if owed > 0 {
+		f.markOwed()
+	}
 	res.Remaining = min(res.Remaining, left)
 	return res, nil
 }
@@ -474,7 +510,7 @@ func (f *Store) localTake(ctx context.Context, key string, n int64, limits []sto
 // takeShare decides a key the backend gave no answer for (that still
 // holds) by the local store, admitting at most this instance's share,
 // ⌊L/n⌋ (at least 1), of the binding limit's allowance L.
-func (f *Store) takeShare(ctx context.Context, r *record, sh *recordShard, key string, n int64, limits []store.Spec, charge, dry bool, fleet, pending int64) (store.Result, error) {
+func (f *Store) takeShare(ctx context.Context, r *record, sh *recordShard, key string, n, owed int64, limits []store.Spec, charge, dry, hold bool, fleet, pending int64) (store.Result, error) {
 	if dry || fleet > 1 || pending > 0 {
 		// Over this instance's share, the request is refused uncharged.
 		res, err := f.local.Peek(ctx, key, n, limits...)
@@ -487,9 +523,13 @@ func (f *Store) takeShare(ctx context.Context, r *record, sh *recordShard, key s
 		return res, err
 	}
 	sh.mu.Lock()
-	r.owe(n, f.now())
+	was := r.fellBack
+	r.owe(owed, f.now())
+	r.fellBack = was || hold
 	sh.mu.Unlock()
-	f.markOwed()
+	if owed > 0 {
+		f.markOwed()
+	}
 	return res, nil
 }
 
@@ -550,7 +590,7 @@ func (f *Store) Debts() (keys int, oldest time.Duration) {
 		sh := &f.recs[i]
 		sh.mu.Lock()
 		for _, r := range sh.m {
-			if r.owed > 0 {
+			if r.owed > 0 || len(r.unsure) > 0 {
 				keys++
 				oldest = max(oldest, now.Sub(r.owedSince))
 			}

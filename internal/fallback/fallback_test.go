@@ -460,3 +460,82 @@ func BenchmarkTake(b *testing.B) {
 		})
 	}
 }
+
+// lostStore is a backend whose next Take loses its reply: it runs (when
+// ran) and then fails with an Uncertain error, settled by settle (nil:
+// one the backend cannot identify).
+type lostStore struct {
+	*flakyStore
+	lose   atomic.Bool
+	ran    bool
+	settle func(ctx context.Context, owe int64) (int64, error)
+}
+
+var errLost = errors.New("connection lost")
+
+func (s *lostStore) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
+	if !s.lose.Swap(false) {
+		return s.flakyStore.Take(ctx, key, n, limits...)
+	}
+	if s.ran {
+		if _, err := s.flakyStore.Take(ctx, key, n, limits...); err != nil {
+			return store.Result{}, err
+		}
+	}
+	return store.Result{}, &Uncertain{Err: errLost, Settle: s.settle}
+}
+
+// A call whose reply was lost is decided locally and owed only through its
+// settlement: charged once whether it ran or not, never twice; one that
+// cannot be settled is taken as having run.
+func TestFallbackSettlesCallsWhoseReplyWasLost(t *testing.T) {
+	lim := store.Limit{Algorithm: store.FixedWindow, Rate: 20, Period: time.Hour}
+	for _, c := range []struct {
+		name      string
+		ran       bool
+		settle    bool // the backend can identify the call
+		wantOwe   int64
+		wantStore int64 // charged in the backend in the end
+	}{
+		{"ran, settled", true, true, 1, 1},
+		{"did not run, settled", false, true, 1, 1},
+		{"ran, not identified", true, false, 0, 1},
+		{"did not run, not identified", false, false, 0, 0}, // uncharged, never twice
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := newFakeClock(time.Unix(1_700_000_000, 0))
+			s := &lostStore{flakyStore: newFlakyStore(clock), ran: c.ran}
+			var owes []int64
+			if c.settle {
+				s.settle = func(_ context.Context, owe int64) (int64, error) {
+					owes = append(owes, owe)
+					if c.ran {
+						return 0, nil // it charged what was owed
+					}
+					return owe, nil
+				}
+			}
+			f := newFallback(s, clock, 1)
+			t.Cleanup(f.Close)
+			l := limiter(t, f, clock, lim)
+			s.lose.Store(true)
+			if d := l.Decide(clientRequest("k")); d.Outcome != core.OutcomeFallback || !d.Result.Allowed {
+				t.Fatalf("a call whose reply was lost: %v %+v, want a local admission", d.Outcome, d.Result)
+			}
+			if keys, _ := f.Debts(); keys != int(c.wantOwe) {
+				t.Errorf("%d keys owing after the loss, want %d", keys, c.wantOwe)
+			}
+			l.Decide(clientRequest("other")) // the backend answers
+			settled(t, f)
+			if c.settle && (len(owes) != 1 || owes[0] != 1) {
+				t.Errorf("settled with %v, want once with 1 owed", owes)
+			}
+			if r, _ := s.Store.Peek(context.Background(), "3:api:k", 0, specs(lim)...); lim.Rate-r.Remaining != c.wantStore {
+				t.Errorf("the backend charged %d, want %d", lim.Rate-r.Remaining, c.wantStore)
+			}
+			if keys, _ := f.Debts(); keys != 0 {
+				t.Errorf("%d keys still owing after settling", keys)
+			}
+		})
+	}
+}

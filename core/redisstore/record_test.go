@@ -1,0 +1,230 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/fallback"
+)
+
+// recordClients returns a client of a real redis-server (its own) and one
+// of miniredis, by name.
+func recordClients(t *testing.T) map[string]*redis.Client {
+	m := miniredis.RunT(t)
+	mini := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = mini.Close() })
+	return map[string]*redis.Client{"redis": sharedClient(t), "miniredis": mini}
+}
+
+// recordCases are calls of each charging script: a lean one, the take
+// script for two limits, and a stamped Charge.
+var recordCases = []struct {
+	name    string
+	limits  []store.Limit
+	stamped bool
+}{
+	{"lean gcra", []store.Limit{store.PerMinute(10)}, false},
+	{"lean fixed window", []store.Limit{{Algorithm: store.FixedWindow, Rate: 10, Period: time.Hour}}, false},
+	{"take, two limits", []store.Limit{store.PerMinute(10), {Algorithm: store.SlidingLog, Rate: 20, Period: time.Hour}}, false},
+	{"charge", []store.Limit{{Algorithm: store.SlidingLog, Rate: 10, Period: time.Hour}}, true},
+}
+
+// recordedCall returns the recorded call of a Take (or Charge) of n of key.
+func recordedCall(t *testing.T, s *Store, key string, n int64, limits []store.Spec, stamped bool) (scriptCall, string) {
+	t.Helper()
+	c, err := s.call(key, n, limits)
+	if stamped {
+		c, err = s.chargeCall(key, n, limits)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.recordable(n) {
+		t.Fatalf("%v: not recordable", limits)
+	}
+	rk := recordKey(c.key)
+	return c.recorded(rk), rk
+}
+
+func remaining(t *testing.T, s *Store, key string, limits []store.Spec) int64 {
+	t.Helper()
+	r, err := s.peekRedis(context.Background(), key, 0, limits...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Remaining
+}
+
+// A recorded call sent twice runs once: the second returns the first's
+// reply. A fenced call never runs.
+func TestRecordedCallRunsOnce(t *testing.T) {
+	ctx := context.Background()
+	for name, client := range recordClients(t) {
+		s := realStore(t, client)
+		if err := loadScripts(ctx, client); err != nil {
+			t.Fatal(err)
+		}
+		for _, rc := range recordCases {
+			t.Run(name+"/"+rc.name, func(t *testing.T) {
+				limits := specs(rc.limits...)
+				key := recordPrefix(t) + "k"
+				c, rk := recordedCall(t, s, key, 1, limits, rc.stamped)
+				first, err := client.Do(ctx, c.cmd...).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				again, err := client.Do(ctx, fresh(c.cmd)...).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !equalReplies(first, again) {
+					t.Errorf("sent again: %v, want the first reply %v", again, first)
+				}
+				want := specs(rc.limits[0])[0].Capacity() - 1
+				if got := remaining(t, s, key, limits); got != want {
+					t.Errorf("after the call sent twice: %d left, want %d (charged once)", got, want)
+				}
+				if ttl := client.PTTL(ctx, rk).Val(); ttl <= 0 || ttl > recordTTL {
+					t.Errorf("record TTL %v, want in (0, %v]", ttl, recordTTL)
+				}
+				rec, err := fenceScript.Run(ctx, client, []string{rk}, recordTTL.Milliseconds()).Result()
+				if v, ok := rec.([]any); err != nil || !ok || len(v) < 3 {
+					t.Errorf("fence of a call that ran: %v, %v; want its record", rec, err)
+				}
+
+				fenced, rk2 := recordedCall(t, s, key, 1, limits, rc.stamped)
+				if v, err := fenceScript.Run(ctx, client, []string{rk2}, recordTTL.Milliseconds()).Result(); err != nil || v != int64(0) {
+					t.Fatalf("fence of a call that did not run: %v, %v; want 0", v, err)
+				}
+				if _, err := client.Do(ctx, fenced.cmd...).Result(); err == nil || !strings.Contains(err.Error(), "SLUICE fenced") {
+					t.Errorf("a fenced call: %v, want it refused", err)
+				}
+				if got := remaining(t, s, key, limits); got != want {
+					t.Errorf("after a fenced call: %d left, want %d", got, want)
+				}
+			})
+		}
+	}
+}
+
+// recordPrefix returns a key prefix no other test uses.
+func recordPrefix(t *testing.T) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "record-" + hex.EncodeToString(b[:]) + ":"
+}
+
+func equalReplies(a, b any) bool {
+	x, ok1 := a.([]any)
+	y, ok2 := b.([]any)
+	if !ok1 || !ok2 {
+		return a == b
+	}
+	if len(x) != len(y) {
+		return false
+	}
+	for i := range x {
+		if x[i] != y[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Settle says what is left to charge of what the fallback owes for a
+// recorded call whose reply was lost: nothing when it charged (giving back
+// what it charged for a request the fallback refused), all when it did not
+// run (and then never will) or was refused.
+func TestSettleRecordedCall(t *testing.T) {
+	ctx := context.Background()
+	for name, client := range recordClients(t) {
+		s := realStore(t, client)
+		if err := loadScripts(ctx, client); err != nil {
+			t.Fatal(err)
+		}
+		for _, rc := range recordCases {
+			limits := specs(rc.limits...)
+			capacity := specs(rc.limits[0])[0].Capacity()
+			for _, c := range []struct {
+				name     string
+				ran      bool
+				full     bool  // the key has nothing left: the call is refused
+				owe      int64 // of 2 sent
+				rest     int64
+				leftWant int64 // of capacity, after settling (before charging rest)
+			}{
+				{"ran, admitted locally", true, false, 2, 0, capacity - 2},
+				{"ran, refused locally", true, false, 0, 0, capacity},
+				{"did not run", false, false, 2, 2, capacity},
+				{"ran and refused", true, true, 2, 2, 0},
+			} {
+				t.Run(name+"/"+rc.name+"/"+c.name, func(t *testing.T) {
+					key := recordPrefix(t) + "k"
+					if c.full {
+						if _, err := s.takeRedis(ctx, key, capacity, limits...); err != nil {
+							t.Fatal(err)
+						}
+					}
+					call, rk := recordedCall(t, s, key, 2, limits, rc.stamped)
+					if c.ran {
+						if err := client.Do(ctx, call.cmd...).Err(); err != nil {
+							t.Fatal(err)
+						}
+					}
+					var u *fallback.Uncertain
+					if err := s.uncertainError(errors.New("lost"), call, 2, key, limits, rk); !errors.As(err, &u) || u.Settle == nil {
+						t.Fatalf("uncertainError: %v, want a fallback.Uncertain with Settle", err)
+					}
+					rest, err := u.Settle(ctx, c.owe)
+					if err != nil || rest != c.rest {
+						t.Fatalf("Settle(%d) = %d, %v; want %d", c.owe, rest, err, c.rest)
+					}
+					if got := remaining(t, s, key, limits); got != c.leftWant {
+						t.Errorf("after settling: %d left, want %d", got, c.leftWant)
+					}
+					if !c.ran { // fenced: it never runs
+						if err := client.Do(ctx, fresh(call.cmd)...).Err(); err == nil {
+							t.Error("the call ran after it was settled")
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// After an uncertain outcome on a server, its charges are recorded for a
+// while; peeks never are.
+func TestRecordingAfterUncertainOutcome(t *testing.T) {
+	ctx := context.Background()
+	client := sharedClient(t)
+	s := realStore(t, client)
+	key := recordPrefix(t) + "k"
+	limits := specs(store.PerMinute(10))
+	records := func() int {
+		ks, err := client.Keys(ctx, s.redisKey(key, "")+"*:r:*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ks)
+	}
+	if _, err := s.takeRedis(ctx, key, 1, limits...); err != nil || records() != 0 {
+		t.Fatalf("a healthy server: %d records (%v), want none", records(), err)
+	}
+	s.health.nodeFor(ctx, key).arm()
+	if _, err := s.peekRedis(ctx, key, 0, limits...); err != nil || records() != 0 {
+		t.Fatalf("a peek: %d records (%v), want none", records(), err)
+	}
+	if _, err := s.takeRedis(ctx, key, 1, limits...); err != nil || records() != 1 {
+		t.Fatalf("a charge after an uncertain outcome: %d records (%v), want 1", records(), err)
+	}
+}
