@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/storekey"
 )
 
 // Limiter applies a set of limits to HTTP requests: it identifies the
@@ -40,9 +40,9 @@ type Limiter struct {
 	store     store.Store
 	key       KeyFunc
 	name      string
-	keyPrefix string // injective namespace: len(name) ":" name ":"
+	keyPrefix string // injective namespace: storekey.Prefix(name)
 	// keylessPrefix is the namespace of requests without a key:
-	// len(name) ":" name "!", which no key reaches (see keylessKey).
+	// storekey.KeylessPrefix(name), which no key reaches (see keylessKey).
 	keylessPrefix string
 
 	cost     int64
@@ -185,8 +185,8 @@ func (l *Limiter) apply(opts []Option) (map[string][]store.Limit, error) {
 	if l.policy == FailLocal && l.local && l.fallback == nil {
 		l.fallback = l.store // only fails for a gone client; a second one would too
 	}
-	l.keyPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + ":"
-	l.keylessPrefix = strconv.Itoa(len(l.name)) + ":" + l.name + "!"
+	l.keyPrefix = storekey.Prefix(l.name)
+	l.keylessPrefix = storekey.KeylessPrefix(l.name)
 	return plans, nil
 }
 
