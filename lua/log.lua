@@ -16,12 +16,11 @@
 -- decrease, so the live units run from the first live member's first
 -- number to the last member's last: c = last - first + 1 (two reads, no
 -- count), whatever the costs. An admission writes one member (the work
--- and memory of a Take do not grow with its cost) and removes expired
--- members, at most 1024 (nor does its work grow with the log), when its
--- numbers cross a multiple of 64 or when none is live. The set holds at
--- most 2R + 63 members (ALGORITHMS.md). A unit counts when it is stamped
--- after max(now, newest) - P, which is what removing them at every
--- admission would leave.
+-- and memory of a Take do not grow with its cost) and removes the expired
+-- members, at most 1024 (nor does its work grow with the log): the set
+-- holds at most R members, and no expired one after an admission that
+-- found at most 1024 (ALGORITHMS.md). A unit counts when it is stamped
+-- after max(now, newest) - P, which is what that removal leaves.
 
 -- It runs after lean.lua (now, n, k, key).
 
@@ -104,7 +103,6 @@ if n > 0 then
   -- old, so they keep the lowest ranks), so that the key never ceases to
   -- exist mid-script: a Cluster slot that is migrating refuses a script
   -- that recreates a key. At most 1024 go per call (ALGORITHMS.md).
-  local trim = seq >= 0 and (c == k or math.fmod(seq, 64) + k >= 64)
   local stamp = string.format('%d', newest)
   local ms = newest - now -- PEXPIRE ceil((newest + P - now) / 1000)
   if ms > 0 then
@@ -134,7 +132,7 @@ if n > 0 then
       return r
     end
   end
-  if trim then
+  if last[1] then
     local x = redis.call('ZCOUNT', key, '-inf', string.format('%d', old))
     if x > 1024 then x = 1024 end
     if x > 0 then redis.call('ZREMRANGEBYRANK', key, 0, x - 1) end
