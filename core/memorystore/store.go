@@ -614,8 +614,10 @@ func (sh *memoryShard) insert(k *stateKey, st *memoryState, now int64) {
 	ns := sh.spaceOf(spaceName(k))
 	sh.reclaim(now, k.key, ns)
 	if sh.len() >= sh.capacity {
-		// Only this key's own states are left (a capacity below the number
-		// of limits of one key): the bound wins, the state is not kept.
+		// No state to evict: only this key's own states are left in the
+		// namespace to evict from (a capacity below the number of limits of
+		// one key), or the sample held none of its states (see WithMaxKeys).
+		// The bound wins, the state is not kept.
 		return
 	}
 	p := new(memoryState)
