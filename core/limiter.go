@@ -6,12 +6,12 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/storekey"
 )
 
 // Limiter applies limits to HTTP requests: it identifies the client with a
@@ -36,8 +36,8 @@ type Limiter struct {
 	store         store.Store
 	key           KeyFunc
 	name          string
-	keyPrefix     string // len(name) ":" name ":": an injective namespace
-	keylessPrefix string // len(name) ":" name "!": requests without a key
+	keyPrefix     string // storekey.Prefix(name): an injective namespace
+	keylessPrefix string // storekey.KeylessPrefix(name): requests without a key
 
 	costOf  func(*http.Request) int64 // nil: 1
 	skip    func(*http.Request) bool
@@ -100,8 +100,8 @@ func New(s store.Store, name string, key KeyFunc, limits []store.Limit, opts ...
 		return nil, err
 	}
 	l := &Limiter{store: s, name: name, key: key, style: HeadersLegacy,
-		keyPrefix:     strconv.Itoa(len(name)) + ":" + name + ":",
-		keylessPrefix: strconv.Itoa(len(name)) + ":" + name + "!"}
+		keyPrefix:     storekey.Prefix(name),
+		keylessPrefix: storekey.KeylessPrefix(name)}
 	o := &options{l: l}
 	for _, opt := range opts {
 		if opt == nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/storekey"
 )
 
 // An Option configures a Limiter in New. Options apply in order; a later
@@ -27,7 +28,7 @@ type options struct {
 
 // maxNameLength bounds the length of a Limiter's, a plan's or a policy's
 // name.
-const maxNameLength = 128
+const maxNameLength = storekey.MaxName
 
 // checkName reports a name that is not 1 to maxNameLength printable ASCII
 // characters.

@@ -16,19 +16,22 @@
 -- decrease, so the live units run from the first live member's first
 -- number to the last member's last: c = last - first + 1 (two reads, no
 -- count), whatever the costs. An admission writes one member (the work
--- and memory of a Take do not grow with its cost) and removes expired
--- members, at most 1024 (nor does its work grow with the log), when its
--- numbers cross a multiple of 64 or when none is live. The set holds at
--- most 2R + 63 members (ALGORITHMS.md). A unit counts when it is stamped
--- after max(now, newest) - P, which is what removing them at every
--- admission would leave.
+-- and memory of a Take do not grow with its cost) and removes the expired
+-- members, at most 1024 (nor does its work grow with the log), once they
+-- may be as many as the live units: an admission leaves fewer expired
+-- members than live units, unless it removed 1024, so the set holds at
+-- most 2R - 1 members (ALGORITHMS.md). The oldest member tells: when it
+-- is live, none has expired and it is the first live one; else the units
+-- before the first live one bound the expired members. A unit counts when
+-- it is stamped after max(now, newest) - P, which is what removing them at
+-- every admission would leave.
 
 -- It runs after lean.lua (now, n, k, key).
 
 local R, P = tonumber(ARGV[2]), tonumber(ARGV[3])
 local old = now - P -- stamps after old are live
 local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-local c, seq, newest, live, s0, first = 0, -1, nil, nil, nil, nil
+local c, seq, newest, live, s0, first, oldest = 0, -1, nil, nil, nil, nil, nil
 if last[1] then
   local m = last[1]
   seq = tonumber(string.sub(m, 1, 16), 16) or -1
@@ -41,7 +44,13 @@ if last[1] then
   if newest > now then old = newest - P end
   if newest > old then
     live = string.format('%d', old + 1) -- stamps are integers: (old is [old + 1
-    first = redis.call('ZRANGEBYSCORE', key, live, '+inf', 'LIMIT', '0', '1')[1]
+    local o = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')
+    if o[2] + 0 > old then
+      first = o[1]
+    else -- some have expired
+      oldest = o[1]
+      first = redis.call('ZRANGEBYSCORE', key, live, '+inf', 'LIMIT', '0', '1')[1]
+    end
     s0 = tonumber(string.sub(first, 1, 16), 16)
     if s0 and seq >= s0 then
       c = seq - s0 + 1
@@ -104,7 +113,6 @@ if n > 0 then
   -- old, so they keep the lowest ranks), so that the key never ceases to
   -- exist mid-script: a Cluster slot that is migrating refuses a script
   -- that recreates a key. At most 1024 go per call (ALGORITHMS.md).
-  local trim = seq >= 0 and (c == k or math.fmod(seq, 64) + k >= 64)
   local stamp = string.format('%d', newest)
   local ms = newest - now -- PEXPIRE ceil((newest + P - now) / 1000)
   if ms > 0 then
@@ -134,7 +142,11 @@ if n > 0 then
       return r
     end
   end
-  if trim then
+  -- The expired members go when none was live, when they are not known
+  -- to be fewer than the live units (c, this admission's included), or
+  -- when members not written by these scripts leave that unknown.
+  local f = oldest and tonumber(string.sub(oldest, 1, 16), 16)
+  if last[1] and (not live or (oldest and not (f and s0 and s0 - f < c))) then
     local x = redis.call('ZCOUNT', key, '-inf', string.format('%d', old))
     if x > 1024 then x = 1024 end
     if x > 0 then redis.call('ZREMRANGEBYRANK', key, 0, x - 1) end

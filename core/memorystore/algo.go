@@ -71,6 +71,7 @@ type memoryState struct {
 	slots     holds       // InFlight's taken slots
 	has       bool
 	locked    bool
+	ns        uint8 // the index of its namespace in its shard's spaces
 }
 
 // stateWords holds an entry's algorithm state in three integers, which each

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/storekey"
 )
 
 // BenchmarkMemoryStoreTake measures Take on the wall clock: on one key (all
@@ -109,6 +110,29 @@ func BenchmarkMemoryStoreTake(b *testing.B) {
 	} {
 		b.Run("serial/one-key/"+string(l.Algorithm), serial(l))
 	}
+	// A flood of new keys through one Limiter on a full store shared with
+	// another: every Take inserts a state and evicts one (the insertion
+	// path, which allocates the new state).
+	b.Run("serial/flood", func(b *testing.B) {
+		s := memorystore.New(memorystore.WithMaxKeys(1 << 14))
+		other := storekey.Prefix("login")
+		for i := range 1 << 10 {
+			_, _ = s.Take(ctx, other+strconv.Itoa(i), 1, gcraSpec...)
+		}
+		flood := storekey.Prefix("cheap")
+		for i := range 1 << 14 {
+			_, _ = s.Take(ctx, flood+strconv.Itoa(i), 1, gcraSpec...)
+		}
+		fresh := make([]string, 1<<16)
+		for i := range fresh {
+			fresh[i] = flood + "new-" + strconv.Itoa(i)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			_, _ = s.Take(ctx, fresh[i&(len(fresh)-1)], 1, gcraSpec...)
+		}
+	})
 	b.Run("serial/one-key/three-limits", serial(
 		gcra, store.Limit{Algorithm: store.FixedWindow, Rate: 1 << 40, Period: time.Minute}, store.Limit{Algorithm: store.TokenBucket, Rate: 1000, Period: time.Second, Burst: 1_000_000_000},
 	))

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/storekey"
 )
 
 // White-box checks of how Store stores keys and sizes its shards.
@@ -152,14 +153,14 @@ func TestMemoryShardReclaim(t *testing.T) {
 		t.Error("lookup of a key never stored found a state")
 	}
 	// k1 lapses at 100: reclaiming (for another key) deletes it and leaves k2 findable.
-	sh.reclaim(150, "c")
+	sh.reclaim(150, "c", 0)
 	if _, ok := sh.find("a", false, &sp); ok || sh.len() != 1 {
 		t.Fatalf("after k1 lapsed: k1 found %v, %d states", ok, sh.len())
 	}
 	if st, ok := sh.find("b", false, &sp); !ok || st.words.tat().tat != 2 {
 		t.Fatalf("after k1 lapsed: k2 %v %+v", ok, st)
 	}
-	sh.reclaim(250, "c")
+	sh.reclaim(250, "c", 0)
 	if sh.len() != 0 {
 		t.Fatalf("after both lapsed: %d states", sh.len())
 	}
@@ -312,5 +313,79 @@ func TestSlidingLogBlocks(t *testing.T) {
 	}
 	if l.cap() >= 1024 {
 		t.Errorf("drained to %d entries, the ring still holds %d", l.len(), l.cap())
+	}
+}
+
+// Each shard counts the states of each namespace exactly, through
+// insertions, evictions, reclaimed states, Reset and Clear, with more
+// Limiters than a shard tells apart: a state's namespace is its Limiter's,
+// or the shared one (0) once a shard's maxSpaces are taken, and the counts
+// add up to the states held.
+func TestMemorySpacesCount(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	s := New(WithMaxKeys(200), WithClock(func() time.Time { return now }))
+	ctx := context.Background()
+	short := specs(store.Limit{Algorithm: store.GCRA, Rate: 2, Period: time.Second})
+	long := specs(store.Limit{Algorithm: store.FixedWindow, Rate: 1, Period: time.Hour})
+	shared := 0 // states of a Limiter counted as no Limiter's
+	check := func(step int) {
+		t.Helper()
+		total := 0
+		for i := range s.shards {
+			sh := &s.shards[i]
+			if len(sh.spaces) > maxSpaces {
+				t.Fatalf("step %d: shard %d tells %d namespaces apart", step, i, len(sh.spaces))
+			}
+			counts := make([]int, len(sh.spaces))
+			for _, st := range sh.states {
+				counts[st.ns]++
+				if name := spaceName(&st.key); st.ns != 0 && sh.spaces[st.ns].name != name {
+					t.Fatalf("step %d: a state of %q counted as %q's", step, name, sh.spaces[st.ns].name)
+				} else if st.ns == 0 && name != "" {
+					shared++
+				}
+			}
+			for j := range counts {
+				if counts[j] != sh.spaces[j].n {
+					t.Fatalf("step %d: shard %d namespace %d (%q) holds %d states, counted %d", step, i, j, sh.spaces[j].name, counts[j], sh.spaces[j].n)
+				}
+			}
+			total += len(sh.states)
+		}
+		if total != s.Len() || total > 200 {
+			t.Fatalf("step %d: %d states, Len %d", step, total, s.Len())
+		}
+	}
+	for step := range 20_000 {
+		name := "limiter-" + strconv.Itoa(step%40)
+		key := name + "-client-" + strconv.Itoa(step%1000)
+		switch step % 5 {
+		case 0:
+			key = "raw-" + strconv.Itoa(step%700) // no Limiter's
+		case 1:
+			key = storekey.KeylessPrefix(name) + strings.Repeat("x", 300) + strconv.Itoa(step%300)
+		default:
+			key = storekey.Prefix(name) + key
+		}
+		sp := short
+		if step%3 == 0 {
+			sp = long
+		}
+		if _, err := s.Take(ctx, key, 1, sp...); err != nil {
+			t.Fatal(err)
+		}
+		if step%97 == 0 {
+			_ = s.Reset(ctx, key, sp...)
+		}
+		if step%10 == 0 {
+			now = now.Add(100 * time.Millisecond)
+		}
+		if step%500 == 0 {
+			check(step)
+		}
+	}
+	check(20_000)
+	if shared == 0 {
+		t.Error("no state of a Limiter was counted with those of none: the shared namespace was not exercised")
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/arith"
+	"github.com/sluicehq/sluice/internal/storekey"
 )
 
 // defaultMaxKeys is the number of states a Store holds at most unless
@@ -25,8 +26,15 @@ const (
 	// WithMaxKeys gets fewer shards rather than tiny ones.
 	minShardCapacity = 64
 	// evictionSample is how many entries of its shard an insertion looks
-	// at, to reclaim expired ones and to choose a victim when full.
+	// at, to reclaim expired ones and to choose a victim when full: at
+	// least that many, and when the shard is full, until that many of the
+	// Limiter it evicts from are seen or evictionScan entries are.
 	evictionSample = 8
+	evictionScan   = 128
+	// maxSpaces is how many namespaces a shard tells apart: the states of
+	// no Limiter, and up to maxSpaces-1 Limiters; the states of any more
+	// Limiters count with those of no Limiter.
+	maxSpaces = 16
 	// maxStoredKeyLen is the longest key stored as is; longer keys are
 	// stored as their SHA-256 digest.
 	maxStoredKeyLen = 256
@@ -65,13 +73,25 @@ type Store struct {
 // contend.
 type memoryShard struct {
 	shardData
-	_ [40]byte
+	_ [16]byte
 }
 
 type shardData struct {
 	mu       sync.Mutex
 	states   map[stateKey]*memoryState // nil until the first state
 	capacity int
+	// spaces counts the states of each namespace (see WithMaxKeys) the
+	// shard holds; a state holds its namespace's index. spaces[0] is the
+	// namespace of keys that no Limiter built. nil until the first state.
+	spaces []space
+}
+
+// space is a namespace of a shard: the name of the Limiter whose states
+// it counts ("" for none), and how many the shard holds. An entry whose
+// count is 0 is free for another Limiter.
+type space struct {
+	name string
+	n    int
 }
 
 // stateKey identifies one state: the key (or its digest, for a long key)
@@ -112,7 +132,77 @@ func (a *algSpec) sameState(b *algSpec) bool {
 }
 
 // remove deletes a stored state. The caller holds mu.
-func (sh *memoryShard) remove(st *memoryState) { delete(sh.states, st.key) }
+func (sh *memoryShard) remove(st *memoryState) {
+	delete(sh.states, st.key)
+	sh.spaces[st.ns].n--
+}
+
+// spaceName returns the name of the Limiter whose states a stored key
+// holds, "" for a key that no Limiter built (see storedKey).
+func spaceName(k *stateKey) string {
+	key := k.key
+	if k.digest {
+		if len(key) == sha256.Size {
+			return ""
+		}
+		key = key[:len(key)-sha256.Size]
+	}
+	name, _, _ := storekey.Name(key)
+	return name
+}
+
+// spaceOf returns the index of the namespace of a Limiter's name ("" for
+// none) in the shard, taking a free entry for a name it does not hold; 0
+// when every entry is taken. The caller holds mu.
+func (sh *memoryShard) spaceOf(name string) int {
+	if sh.spaces == nil {
+		sh.spaces = make([]space, 1, 4)
+	}
+	if name == "" {
+		return 0
+	}
+	free := 0
+	for i := 1; i < len(sh.spaces); i++ {
+		switch {
+		case sh.spaces[i].name == name:
+			return i
+		case sh.spaces[i].n == 0 && free == 0:
+			free = i
+		}
+	}
+	switch {
+	case free > 0:
+		sh.spaces[free].name = strings.Clone(name)
+	case len(sh.spaces) < maxSpaces:
+		free = len(sh.spaces)
+		sh.spaces = append(sh.spaces, space{name: strings.Clone(name)})
+	}
+	return free
+}
+
+// evictFrom returns the namespace a newcomer of namespace own evicts from
+// when the shard is full: its own while it holds at least its share (the
+// shard's capacity over the namespaces it holds, own included), else the
+// namespace that holds the most, which holds more than its share. The
+// caller holds mu.
+func (sh *memoryShard) evictFrom(own int) int {
+	k, most := 0, 0
+	for i := range sh.spaces {
+		if sh.spaces[i].n > 0 {
+			k++
+			if sh.spaces[i].n > sh.spaces[most].n {
+				most = i
+			}
+		}
+	}
+	if sh.spaces[own].n == 0 {
+		k++
+	}
+	if sh.spaces[own].n >= max(1, sh.capacity/k) {
+		return own
+	}
+	return most
+}
 
 // Option configures a Store in New.
 type Option interface {
@@ -147,13 +237,38 @@ func WithClock(now func() time.Time) Option {
 //
 // Nothing ever sweeps all keys: every insertion of a new state looks at a
 // few entries of its shard and deletes the expired ones (expired state
-// behaves exactly like none). When the shard is still full, the insertion
-// evicts the sampled state that has used the smallest share of its
-// allowance (of those, the one that expires soonest). A flood of fresh keys
-// therefore evicts fresh state, which costs little to forget, and not a
-// client's exhausted or penalty-locked state: a client cannot regain its
-// allowance by making the store forget it, short of spending a full
-// allowance on each key of the flood.
+// behaves exactly like none).
+//
+// Each core.Limiter on the store (its name, read from the keys it builds)
+// has a share of every shard: the shard's capacity divided by the number
+// of Limiters holding states in it. Keys that no Limiter built (a store
+// used directly) count as one more Limiter, and so do the states of
+// Limiters past the 15 a shard tells apart. When the shard is still full,
+// a new state evicts one of its own Limiter's while that Limiter holds at
+// least its share, else one of the Limiter holding the most, which holds
+// more than its share. A flood through one Limiter, however large,
+// therefore evicts only that Limiter's states, and those of a Limiter
+// holding more than its share down to its share: the states of a Limiter
+// within its share, exhausted, penalty-locked or fresh, stay. Size n so
+// that each Limiter's clients fit in its share.
+//
+// Within the Limiter it evicts from, the insertion evicts the sampled state
+// that has used the smallest share of its allowance (of those, the one that
+// expires soonest). A flood of fresh keys therefore evicts fresh state,
+// which costs little to forget, and not a client's exhausted or
+// penalty-locked state: a client cannot regain its allowance by making the
+// store forget it, short of spending a full allowance on each key of the
+// flood, in the Limiter whose state it wants forgotten.
+//
+// A full store takes every newcomer: it is decided as a client with its
+// full allowance, and its state is kept at the cost of the one chosen
+// above. The store neither refuses newcomers for want of room, which would
+// let a flood lock out every new client, nor leaves them unremembered,
+// which would let every new client go unlimited while the store is full.
+// (The exceptions are a shard too small for one key's limits, and an
+// insertion whose sample of 128 entries holds none of the Limiter it must
+// evict from: less likely than one in 3,000 with 16 Limiters of equal
+// shares in one shard, and vanishingly so with a few.)
 func WithMaxKeys(n int) Option {
 	return optionFunc(func(c *config) { c.maxKeys = n })
 }
@@ -313,13 +428,18 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) err
 }
 
 // storedKey returns the form a key is stored under: itself, or for a key
-// longer than maxStoredKeyLen its SHA-256 digest, so a flood of huge keys
-// cannot hold more than a few dozen bytes per state.
+// longer than maxStoredKeyLen its SHA-256 digest, after the prefix of the
+// Limiter that built it if any (storekey.Name: at most 133 bytes, so that
+// its namespace is known), so a flood of huge keys cannot hold more than a
+// few dozen bytes per state beyond its Limiter's prefix.
 func storedKey(key string) (string, bool) {
 	if len(key) <= maxStoredKeyLen {
 		return key, false
 	}
 	sum := sha256.Sum256([]byte(key))
+	if _, n, ok := storekey.Name(key); ok {
+		return key[:n] + string(sum[:]), true
+	}
 	return string(sum[:]), true
 }
 
@@ -477,10 +597,13 @@ func (e *limitEval) write(st *memoryState, allowed bool, n int64, charge bool, n
 // shard is still full, evicts one. Stored states are updated in place
 // afterwards.
 func (sh *memoryShard) insert(k *stateKey, st *memoryState, now int64) {
-	sh.reclaim(now, k.key)
+	ns := sh.spaceOf(spaceName(k))
+	sh.reclaim(now, k.key, ns)
 	if sh.len() >= sh.capacity {
-		// Only this key's own states are left (a capacity below the number
-		// of limits of one key): the bound wins, the state is not kept.
+		// No state to evict: only this key's own states are left in the
+		// namespace to evict from (a capacity below the number of limits of
+		// one key), or the sample held none of its states (see WithMaxKeys).
+		// The bound wins, the state is not kept.
 		return
 	}
 	p := new(memoryState)
@@ -492,40 +615,50 @@ func (sh *memoryShard) insert(k *stateKey, st *memoryState, now int64) {
 		rate: k.rate, period: k.period, burst: k.burst, penalty: k.penalty,
 		alg: k.alg, digest: k.digest,
 	}
+	p.ns = uint8(ns)
 	if sh.states == nil {
 		sh.states = make(map[stateKey]*memoryState)
 	}
 	sh.states[p.key] = p
+	sh.spaces[ns].n++
 }
 
 // reclaim deletes the expired entries among a sample of the shard (the
-// first ones of a range over its map, which starts at a random place) and, when the shard is full, evicts
-// the sampled live entry that is cheapest to forget (see evictionRank).
-// Entries of key are never touched: their states are being written by the
-// current call.
-func (sh *memoryShard) reclaim(now int64, key string) {
+// first ones of a range over its map, which starts at a random place)
+// and, when the shard is full, evicts the sampled live entry that is
+// cheapest to forget (see evictionRank) of the namespace evictFrom names
+// for a newcomer of namespace own: the sample then goes on until it holds
+// evictionSample entries of that namespace, or evictionScan entries in
+// all. Entries of key are never touched: their states are being written
+// by the current call.
+func (sh *memoryShard) reclaim(now int64, key string, own int) {
 	var (
 		victim     *memoryState
 		victimRank evictionRank
 		sampled    int
+		seen       int // live entries of the namespace to evict from
 	)
-	// visit looks at one entry and reports whether the sample is done.
-	visit := func(v *memoryState) bool {
+	full := sh.len() >= sh.capacity
+	from := -1
+	if full {
+		from = sh.evictFrom(own)
+	}
+	for _, v := range sh.states {
 		if v.key.key == key {
-			return false
+			continue
 		}
 		sampled++
-		if now >= v.expires {
+		switch {
+		case now >= v.expires:
 			sh.remove(v)
-		} else if sh.len() >= sh.capacity {
+			full = sh.len() >= sh.capacity
+		case full && int(v.ns) == from:
+			seen++
 			if r := rankForEviction(&v.key, v, now); victim == nil || r.less(victimRank) {
 				victim, victimRank = v, r
 			}
 		}
-		return sampled >= evictionSample && (victim != nil || sh.len() < sh.capacity)
-	}
-	for _, v := range sh.states {
-		if visit(v) {
+		if sampled >= evictionSample && (!full || seen >= evictionSample || sampled >= evictionScan) {
 			break
 		}
 	}
