@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
@@ -363,5 +364,21 @@ func TestDebtsChargedWithoutRequest(t *testing.T) {
 	}
 	if took > 2*time.Second {
 		t.Errorf("the fallback's admissions reached Redis %v after it answered, want within 2s", took)
+	}
+}
+
+// Ping works on miniredis (what a user's unit tests run on), whose Lua
+// knows no shebang: the memory check is then skipped.
+func TestPingOnMiniredis(t *testing.T) {
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	defer client.Close()
+	st, err := redisstore.New(client, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Ping(context.Background()); err != nil {
+		t.Fatalf("Ping on miniredis: %v", err)
 	}
 }

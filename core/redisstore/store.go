@@ -387,14 +387,12 @@ const breakerOpenTooLong = 10 * time.Second
 // with a shebang and no no-writes flag) on every server: Redis under
 // maxmemory with noeviction refuses it with OOM, as it would a decision,
 // and Ping fails naming it. It needs no key, so it runs on every master
-// of a Cluster.
+// of a Cluster. Any other error (miniredis knows no shebang) leaves the
+// memory unchecked.
 func (s *Store) checkWrite(ctx context.Context) error {
 	return forEachServer(ctx, s.client, func(ctx context.Context, c *redis.Client) error {
-		if err := c.Eval(ctx, "#!lua\nreturn 1", nil).Err(); err != nil {
-			if redis.HasErrorPrefix(err, "OOM") {
-				err = fmt.Errorf("%w: %w", store.ErrOutOfMemory, err)
-			}
-			return fmt.Errorf("redisstore: %s refuses a write, as it would a decision's: %w", c.Options().Addr, err)
+		if err := c.Eval(ctx, "#!lua\nreturn 1", nil).Err(); redis.HasErrorPrefix(err, "OOM") {
+			return fmt.Errorf("redisstore: %s refuses a write, as it would a decision's: %w: %w", c.Options().Addr, store.ErrOutOfMemory, err)
 		}
 		return nil
 	})
