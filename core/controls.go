@@ -11,7 +11,7 @@ import (
 // Status returns the client's quota as GitHub's /rate_limit shows it, for
 // the key, plan and limits Decide would use, and charges nothing: Limit,
 // Remaining and ResetAfter are what the client can still do now (the
-// X-RateLimit-Remaining of its last response, less what has refilled
+// X-RateLimit-Remaining of its last response, plus what has refilled
 // since), and Allowed, RetryAfter and Delay whether a request of r's cost
 // would pass. Result.ResetAt gives the X-RateLimit-Reset a response would
 // send. Nothing is recorded: no state, lock, observer call or metric.

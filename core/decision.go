@@ -224,13 +224,14 @@ type Event struct {
 	Key    string
 	Cost   int64        // the cost charged (or that would have been)
 	Result store.Result // as in Decision.Result
-	// Latency is the time spent in Store.Take (and in the local store,
-	// under FailLocal); 0 when no store was called.
+	// Latency is the time spent in the store's Take (Charge under
+	// WithCountIf), its fallback included; 0 when no store was called.
 	Latency time.Duration
-	// Err is what went wrong with the store: its error (a context error
-	// when the per-decision timeout passed; one wrapping ErrBreakerOpen
-	// when the store did not try). It also reports a negative cost from
-	// the cost function. nil otherwise.
+	// Err is what went wrong with the store: its error, or the cause its
+	// fallback decided for (Result.Fallback); one wrapping
+	// context.DeadlineExceeded when the store's deadline passed, one
+	// wrapping store.ErrBreakerOpen when it did not try. It also reports a
+	// negative cost from the cost function. nil otherwise.
 	Err error
 	// KeyErr is the key function's error, when it failed.
 	KeyErr error

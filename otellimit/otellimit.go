@@ -98,8 +98,7 @@ func WithStoreStats(stats func() store.Stats) Option {
 }
 
 // WithNamespace sets the prefix of every instrument name, joined with a
-// dot (defaultNamespace, "sluice", by default); "" leaves the names
-// unprefixed. It must start with an ASCII letter and hold only ASCII
+// dot ("sluice" by default); "" leaves the names unprefixed. It must start with an ASCII letter and hold only ASCII
 // letters, digits, '_', '.', '-' and '/', at most 200 of them.
 func WithNamespace(ns string) Option {
 	return optionFunc(func(c *config) error {
@@ -129,8 +128,8 @@ func validNamespace(ns string) bool {
 }
 
 // WithLatencyBuckets sets the explicit bucket boundaries, in seconds, of
-// the store latency histogram (DefaultLatencyBuckets by default). They
-// must be finite and strictly increasing.
+// the store latency histogram (by default promlimit's, 50µs to 1s: see the
+// package doc). They must be finite and strictly increasing.
 func WithLatencyBuckets(buckets ...float64) Option {
 	return optionFunc(func(c *config) error {
 		if err := eventmetrics.CheckBuckets(buckets, true); err != nil {
@@ -165,7 +164,7 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 }
 
 // New returns a Recorder whose instruments come from mp's Meter named
-// scopeName. It fails for a nil mp, a bad option, and when mp refuses an
+// "github.com/sluicehq/sluice/otellimit". It fails for a nil mp, a bad option, and when mp refuses an
 // instrument.
 func New(mp metric.MeterProvider, opts ...Option) (*Recorder, error) {
 	if mp == nil {

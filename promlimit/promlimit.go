@@ -103,8 +103,8 @@ func WithStoreStats(stats func() store.Stats) Option {
 	})
 }
 
-// WithNamespace sets the prefix of every metric name (defaultNamespace,
-// "sluice", by default); "" leaves the names unprefixed. It must be a
+// WithNamespace sets the prefix of every metric name ("sluice" by
+// default); "" leaves the names unprefixed. It must be a
 // classic Prometheus metric name: ASCII letters, digits, '_' and ':', not
 // starting with a digit.
 func WithNamespace(ns string) Option {
@@ -135,8 +135,8 @@ func validName(s string, colon bool) bool {
 }
 
 // WithLatencyBuckets sets the upper bounds, in seconds, of the store latency
-// histogram's buckets (DefaultLatencyBuckets by default). They must be
-// strictly increasing; the +Inf bucket is implicit.
+// histogram's buckets (by default 50µs to 1s, as the package doc lists
+// them). They must be strictly increasing; the +Inf bucket is implicit.
 func WithLatencyBuckets(buckets ...float64) Option {
 	return optionFunc(func(c *config) error {
 		if err := eventmetrics.CheckBuckets(buckets, false); err != nil {

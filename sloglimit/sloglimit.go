@@ -101,8 +101,8 @@ func WithKey(redact func(key string) string) Option {
 // each kind that comes in floods, per Limiter: store failures (failed_open,
 // failed_closed, fallback), key errors (core.Event.KeyErr set), and denials
 // (denied, shadow_denied) of one client key. d ≤ 0 writes every record; the
-// default is defaultRepeatInterval, measured by the clock given with
-// WithClock (time.Now by default).
+// default is 10 s, measured by the clock given with WithClock (time.Now by
+// default).
 //
 // The first record of a kind is written at once, the others within the
 // interval are counted, and the next one written has the attribute
@@ -146,7 +146,7 @@ func WithClock(now func() time.Time) Option {
 // (without the query) and cost; when a store decided, limit, remaining, and
 // retry_after ("never" for a cost the limit never admits) or delay; err and
 // key_error when set; key only under WithKey. Texts the client controls are
-// cut to maxField bytes. Floods are folded (see WithRepeatInterval). The
+// cut to 256 bytes. Floods are folded (see WithRepeatInterval). The
 // observer is safe for concurrent use; when the logger is not enabled for
 // a record's level it costs one atomic load (and a clock reading while
 // left-out records wait to be counted).

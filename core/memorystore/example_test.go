@@ -74,3 +74,21 @@ func ExampleStore_Take_peek() {
 	// true 2
 	// true 2
 }
+
+// The memory store holds a bounded number of states; a flood of new keys
+// evicts the least valuable ones rather than growing without bound.
+func ExampleWithMaxKeys() {
+	mem := memorystore.New(memorystore.WithMaxKeys(1000))
+	limit, err := store.PerMinute(10).Spec()
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; i < 5000; i++ {
+		if _, err := mem.Take(context.Background(), fmt.Sprint("client-", i), 1, limit); err != nil {
+			panic(err)
+		}
+	}
+	fmt.Println(mem.Len() <= 1000)
+	// Output:
+	// true
+}

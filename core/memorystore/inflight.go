@@ -113,9 +113,9 @@ func pickSlot(evs []limitEval, now int64) {
 	}
 }
 
-// Release frees slot in each InFlight limit of limits for key
-// (store.Releaser); other limits, and a slot that is not taken, are
-// ignored. It fails like Take for a bad key or limit.
+// Release frees slot (a Result.Slot of key) in each InFlight limit of
+// limits; other limits, and a slot that is not taken, are ignored. It fails
+// like Take for a bad key or limit.
 func (s *Store) Release(ctx context.Context, key string, slot int64, limits ...store.Spec) error {
 	if err := s.checkInput(ctx, key, 0, limits); err != nil {
 		return err

@@ -8,7 +8,7 @@ import (
 )
 
 // Charge is Take, and sets the Result's Stamp to the store's clock at the
-// decision, for Refund (see store.Refunder).
+// decision, for Refund.
 func (s *Store) Charge(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	var res store.Result
 	err := s.take(ctx, &res, key, n, limits, true)

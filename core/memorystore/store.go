@@ -47,8 +47,8 @@ var errNilStore = errors.New("sluice: memorystore.Store is nil or its zero value
 // process, deciding every Algorithm with exactly the integer arithmetic of
 // the Redis store (ALGORITHMS.md) at the clock given by WithClock
 // (time.Now by default, read once per Take). It suits a single process,
-// tests, and the fallback of a Limiter whose shared store is unreachable;
-// processes do not share it.
+// tests, and the Redis store's fallback while Redis is unreachable
+// (redisstore.WithFallback); processes do not share it.
 //
 // Each (key, limit) pair is one state, and their number never exceeds the
 // bound of WithMaxKeys, which says how expired states are reclaimed and
@@ -228,10 +228,10 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithMaxKeys bounds the number of states the store holds (one per key and
-// limit); n ≤ 0 selects defaultMaxKeys. The bound is split evenly among the
-// shards (up to 256, each sized for at least 64 states when n allows), so a
-// shard that hashing fills more than others evicts before the store as a
-// whole holds n states. Keep n far above the number of limits one Take
+// limit); n ≤ 0 selects the default, 2^20 (1,048,576). The bound is split
+// evenly among the shards (up to 256, each sized for at least 64 states
+// when n allows), so a shard that hashing fills more than others evicts
+// before the store as a whole holds n states. Keep n far above the number of limits one Take
 // uses: when a shard is too small to hold them all, the states that do not
 // fit are not kept.
 //
@@ -329,10 +329,10 @@ func (s *Store) Len() int {
 // limits that denied. n == 0 peeks: it is decided like any request and
 // writes nothing.
 //
-// Take returns an error wrapping store.ErrEmptyKey, store.ErrNegativeCost,
-// store.ErrInvalidLimit or store.ErrInvalidLimit (the zero Spec) for bad input, and ctx's error when ctx is already
-// done; otherwise it never fails and never blocks beyond a short critical
-// section. With one limit and a key it has seen before it allocates nothing.
+// Take returns an error wrapping store.ErrEmptyKey, store.ErrNegativeCost
+// or store.ErrInvalidLimit (no limits, or the zero Spec) for bad input, and
+// ctx's error when ctx is already done; otherwise it never fails and never
+// blocks beyond a short critical section. With one limit and a key it has seen before it allocates nothing.
 // Take keeps no reference to key (a new state stores a copy), so a caller
 // may pass a key built in a buffer it reuses.
 func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
@@ -343,7 +343,7 @@ func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.S
 }
 
 // Peek returns the Result Take would return now, without charging
-// anything or setting a penalty lock (see store.Peeker). It fails like Take.
+// anything or setting a penalty lock. It fails like Take.
 func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	var res store.Result
 	err := s.take(ctx, &res, key, n, limits, false)
@@ -399,9 +399,9 @@ func (s *Store) checkInput(ctx context.Context, key string, n int64, limits []st
 	return nil
 }
 
-// Reset deletes the states of key under limits, penalty locks included
-// (see store.Resetter). It fails like Take for a bad key or limit, and with
-// an error wrapping store.ErrNotFound when key held no state under limits.
+// Reset deletes the states of key under limits, penalty locks included.
+// It fails like Take for a bad key or limit, and with an error wrapping
+// store.ErrNotFound when key held no state under limits.
 func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) error {
 	if err := s.checkInput(ctx, key, 0, limits); err != nil {
 		return err

@@ -10,16 +10,16 @@ import (
 )
 
 // MinimalACL is the ACL SETUSER rule list of a Redis user with every
-// permission a Store under defaultPrefix needs and no other: its scripts'
-// commands on keys under the prefix, EVAL and EVALSHA (SCRIPT LOAD is
-// optional: without it the scripts are sent by EVAL when Redis lacks
-// them), DEL and PUBLISH for Reset, SUBSCRIBE to the reset channel and
-// PUBSUB NUMSUB on it (the fleet count of the fallback's share), INFO
-// (optional: without it Ping cannot warn of eviction and restarts, and
-// says so), HELLO, and, for a Cluster client, ASKING, CLUSTER SLOTS and
-// SHARDS, and COMMAND (go-redis' ClusterClient reads it). Replace the
-// password, and the prefix in ~sluice:* and &sluice:reset when WithPrefix
-// gives another. For example, in redis-cli:
+// permission a Store under the default prefix, "sluice:", needs and no
+// other: its scripts' commands on keys under the prefix, EVAL and EVALSHA
+// (SCRIPT LOAD is optional: without it the scripts are sent by EVAL when
+// Redis lacks them), DEL and PUBLISH for Reset, SUBSCRIBE to the reset
+// channel and PUBSUB NUMSUB on it (the fleet count of the fallback's
+// share), INFO (optional: without it Ping cannot warn of eviction and
+// restarts, and says so), HELLO, and, for a Cluster client, ASKING,
+// CLUSTER SLOTS and SHARDS, and COMMAND (go-redis' ClusterClient reads
+// it). Replace the password, and the prefix in ~sluice:* and
+// &sluice:reset when WithPrefix gives another. For example, in redis-cli:
 //
 //	ACL SETUSER sluice on >password resetkeys ~sluice:* resetchannels &sluice:reset -@all +ping +hello +eval +evalsha +script|load +time +get +set +mget +del +hget +hset +hincrby +hdel +hkeys +hlen +pexpire +zadd +zcount +zrange +zrangebyscore +zremrangebyrank +zrem +zscore +publish +subscribe +pubsub|numsub +info +asking +cluster|slots +cluster|shards +command
 //

@@ -24,14 +24,14 @@ const (
 //     package doc, "Retries and Cluster redirects"), so a retry would cost
 //     the caller's time and end in an error all the same.
 //   - ContextTimeoutEnabled: true, so that the context's deadline (the
-//     Limiter's per-decision timeout) bounds the wait for Redis, not the
-//     ReadTimeout (3 s by default).
+//     Store's, WithTimeout) bounds the wait for Redis, not the ReadTimeout
+//     (3 s by default).
 //   - DialTimeout: 500 ms (5 s by default), for the dials made without a
 //     deadline: background reconnections, a TLS handshake, a Ping.
 //   - DialerRetries: 1 and DialerRetryTimeout: 1 ms. go-redis would dial 5
 //     times, 100 ms apart, and pause after the last failure too, so with
-//     Redis down every decision would wait out the Limiter's whole timeout
-//     instead of failing at once and following its failure policy.
+//     Redis down every call would wait out the Store's whole deadline
+//     instead of failing at once and going to the fallback.
 //
 // For example:
 //

@@ -33,6 +33,7 @@ func ExampleStore_Take() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer st.Close()
 
 	perSecond := store.Limit{Algorithm: store.TokenBucket, Rate: 2, Period: time.Second}
 	perHour := store.Limit{Algorithm: store.FixedWindow, Rate: 100, Period: time.Hour}
@@ -71,6 +72,7 @@ func ExampleStore_withLimiter() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer st.Close()
 	byClient := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
 
 	// Two instances of the service, one Redis: Limiters of one name share
@@ -101,8 +103,11 @@ func ExampleWithPrefix() {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0"}) // New does not connect
 	defer client.Close()
 	for _, prefix := range []string{"billing:rl:", "bad{prefix}:", ""} {
-		_, err := redisstore.New(client, redisstore.WithPrefix(prefix))
+		st, err := redisstore.New(client, redisstore.WithPrefix(prefix))
 		fmt.Printf("%q %v\n", prefix, err)
+		if err == nil {
+			st.Close() // stops its subscription
+		}
 	}
 	// Output:
 	// "billing:rl:" <nil>

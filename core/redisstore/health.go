@@ -29,8 +29,10 @@ const probeTimeout = time.Second
 // WithBreaker configures the Store's circuit breakers: one per Redis
 // server (each master of a Cluster; the whole client for other kinds),
 // shared by every Limiter on the Store. While a server's breaker is open,
-// Takes and Peeks of its keys fail at once with an error wrapping
-// store.ErrBreakerOpen, and the Limiters' failure policy decides.
+// Takes, Charges, Peeks, Refunds and Releases of its keys fail at once
+// with an error wrapping store.ErrBreakerOpen: the fallback decides a Take,
+// Charge or Peek (WithFallback); otherwise the error reaches the caller (a
+// core.Limiter then follows its failure policy).
 //
 // A breaker opens on evidence that the server fails, not on one slow call:
 //   - at once when a connection to it is refused (go-redis' default dial
@@ -52,9 +54,9 @@ const probeTimeout = time.Second
 // An open breaker is probed every cooldown by a PING and a script call
 // (CLIENT PAUSE WRITE answers PING but holds scripts), within max(cooldown,
 // 1s); once the script runs, the probe loads the scripts and closes the
-// breaker. failures 0 turns the breakers off. The defaults are
-// defaultBreakerFailures and defaultBreakerCooldown; failures must be 0 to
-// 2^30 and cooldown, when failures > 0, 1ms to 1h.
+// breaker. failures 0 turns the breakers off. The defaults are 5 failures
+// and a cooldown of 1 s; failures must be 0 to 2^30 and cooldown, when
+// failures > 0, 1ms to 1h.
 func WithBreaker(failures int, cooldown time.Duration) Option {
 	return optionFunc(func(s *settings) { s.failures, s.cooldown = failures, cooldown })
 }

@@ -27,7 +27,7 @@ const maxBatch = 512
 // WithPipelining sets how many round trips to Redis the Store has in flight
 // at once before concurrent Takes share them; 0 turns automatic pipelining
 // off (every Take is its own EVALSHA, as many in flight as the client's
-// pool allows). The default is defaultPipeline.
+// pool allows). The default is 2.
 //
 // With pipelining on, a Take is sent at once, alone, when fewer than
 // inFlight requests of the Store are under way, so an idle Store adds no

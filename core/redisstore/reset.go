@@ -97,9 +97,10 @@ func (s *Store) breakerClosed(ctx context.Context, client redis.UniversalClient)
 }
 
 // Close stops what the Store runs in the background (the subscription that
-// keeps its deny cache and its Limiters' fallbacks exact, and the probes of
-// open circuit breakers). It does not close the Redis client, which the
-// caller owns. The Store must not be used after Close.
+// keeps its deny cache, leases and fallback exact, the probes of open
+// circuit breakers, the fallback's charging of its debts) and gives back
+// its leases. It does not close the Redis client, which the caller owns.
+// The Store must not be used after Close.
 func (s *Store) Close() error {
 	if s == nil {
 		return nil

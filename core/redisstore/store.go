@@ -47,13 +47,13 @@ var errInvalidPrefix = errors.New("redisstore: invalid key prefix")
 // limit and writes the states with their TTLs, so concurrent Takes from
 // any number of processes are decided atomically and agree on time.
 //
-// Besides a small cache of prepared limits, a Store holds a queue of Takes
-// waiting for a shared round trip (WithPipelining, on by default), which
-// changes no Result, and, when asked, a bounded cache of recent denials
-// (WithDenyCache) and leases of hot keys (WithLeases). It implements
-// store.Peeker, store.Resetter, store.ResetNotifier, store.Refunder and
-// store.Releaser. It is safe for concurrent use. Create it with New; the
-// zero value is not usable. Close stops its background work.
+// Besides a small cache of prepared limits, a Store holds its local
+// fallback (WithFallback, on by default), a queue of Takes waiting for a
+// shared round trip (WithPipelining, on by default), which changes no
+// Result, and, when asked, a bounded cache of recent denials
+// (WithDenyCache) and leases of hot keys (WithLeases). It is safe for
+// concurrent use. Create it with New; the zero value is not usable. Close
+// stops its background work.
 type Store struct {
 	client redis.UniversalClient
 	prefix string
@@ -128,9 +128,9 @@ const defaultTimeout = 100 * time.Millisecond
 // (WithFallback). The deadline is a child of the caller's context, so a
 // caller that goes away also ends the call. 0 sets no deadline of the
 // Store's own; otherwise d must be at least 1 ms. A call that timed out
-// may still have been charged by Redis (the script may have run): its
-// decision is then not charged again when the fallback's admissions are
-// written back.
+// may still have run in Redis; the fallback decides it all the same, so
+// a request it admits may be charged twice (ALGORITHMS.md, "While the
+// store is away").
 func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(s *settings) { s.timeout = d })
 }
@@ -157,9 +157,9 @@ func WithFallback(local store.Store) Option {
 }
 
 // WithPrefix sets the string every key starts with; the default is
-// defaultPrefix, "sluice:". Use it to keep several applications apart in
-// one Redis. It must be 1 to maxPrefixLen bytes without braces (they would
-// choose the Cluster slot) or control characters; New reports a bad one.
+// "sluice:". Use it to keep several applications apart in one Redis. It
+// must be 1 to 64 bytes without braces (they would choose the Cluster
+// slot) or control characters; New reports a bad one.
 func WithPrefix(prefix string) Option {
 	return optionFunc(func(s *settings) { s.prefix = prefix })
 }
@@ -201,11 +201,11 @@ func WithDenyCache(size int) Option {
 //
 // New does not wait for Redis: the scripts are loaded on first use, and
 // again whenever Redis has lost them (restart, failover, SCRIPT FLUSH, a
-// new Cluster node); with the deny cache or lease mode on, the reset
-// subscription starts in the background. Call Ping at start-up to check
-// that Redis accepts the client's settings. No decision is charged twice,
-// whatever the client's options (see the package doc, "Retries and
-// Cluster redirects"). For example:
+// new Cluster node); with the fallback (on by default), the deny cache or
+// lease mode on, the reset subscription starts in the background. Call
+// Ping at start-up to check that Redis accepts the client's settings.
+// Whatever the client's options, its retries charge no decision twice
+// (see the package doc, "Retries and Cluster redirects"). For example:
 //
 //	client := redis.NewUniversalClient(redisstore.UniversalOptions("localhost:6379"))
 //	store, err := redisstore.New(client)

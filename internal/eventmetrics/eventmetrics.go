@@ -19,8 +19,8 @@ import (
 	"github.com/sluicehq/sluice/core/store"
 )
 
-// Label values that name no limit, plan or ordinary outcome; see
-// promlimit's constants of the same names.
+// Label values that name no limit, plan or ordinary outcome (promlimit's
+// and otellimit's docs state them).
 const (
 	LimitNone              = "none"
 	PlanNone               = ""
@@ -30,11 +30,11 @@ const (
 
 // Values of the kind label of the store errors metric.
 const (
-	KindTimeout     = "timeout"      // the per-decision deadline passed
+	KindTimeout     = "timeout"      // the store's deadline or a network timeout passed
 	KindCanceled    = "canceled"     // the request's context ended first
-	KindBreakerOpen = "breaker_open" // the store was not called: its error wraps core.ErrBreakerOpen
+	KindBreakerOpen = "breaker_open" // the store was not called: its error wraps store.ErrBreakerOpen
 	KindError       = "error"        // any other error from the store
-	KindOOM         = "oom"          // the store had no memory left to write: its error wraps core.ErrOutOfMemory
+	KindOOM         = "oom"          // the store had no memory left to write: its error wraps store.ErrOutOfMemory
 )
 
 // Kinds are the kind label values, by the index ErrorKind returns.
@@ -95,7 +95,7 @@ var outcomeLabels = func() [NumOutcomes]string {
 }()
 
 // Outcome returns the outcome label of ev: core.Outcome.String(), except
-// that core.OutcomeFallback is split by what the local store decided. Its
+// that core.OutcomeFallback is split by what the store's fallback decided. Its
 // index, below NumOutcomes, numbers the label for a cache; it is -1 for an
 // outcome core does not define yet, whose label a cache should not keep.
 // It allocates only for such an outcome.
