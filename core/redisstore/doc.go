@@ -122,6 +122,6 @@
 //
 // Redis 7.0 or later is required. miniredis works too, for tests that move
 // time: move miniredis' TIME (SetTime) and its key expiry (FastForward)
-// together, and leave WithDenyCache off (see the example). Ping fails on
-// miniredis, which cannot run its write check (a script with a shebang).
+// together, and leave WithDenyCache off (see the example). Ping skips its
+// memory check there (miniredis knows no script shebang).
 package redisstore

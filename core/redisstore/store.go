@@ -128,9 +128,9 @@ const defaultTimeout = 100 * time.Millisecond
 // (WithFallback). The deadline is a child of the caller's context, so a
 // caller that goes away also ends the call. 0 sets no deadline of the
 // Store's own; otherwise d must be at least 1 ms. A call that timed out
-// may still have run in Redis; the fallback decides it all the same, so
-// a request it admits may be charged twice (ALGORITHMS.md, "While the
-// store is away").
+// may still have run in Redis; the fallback decides it all the same, and
+// charges Redis for it only through the call's record once Redis answers
+// (record.go), so it is never charged twice.
 func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(s *settings) { s.timeout = d })
 }
