@@ -223,6 +223,9 @@ func (l *Limiter) observe(ev Event, d *Decision) {
 			ev.Limit = d.l.limits[b]
 		}
 	}
+	if d.l != nil && d.Result.Allowed && d.Outcome != OutcomeGiveBackFailed {
+		ev.NearLimit = nearLimit(d.l.limits, &d.Result)
+	}
 	ev.Outcome = d.Outcome
 	ev.Action = d.Action
 	ev.Result = d.Result

@@ -135,3 +135,28 @@ func TestDecideKeyAllocs(t *testing.T) {
 		t.Errorf("DecideKey made %v allocations, want ≤ 1", allocs)
 	}
 }
+
+// Event.NearLimit names the limit an admitted decision left with less than
+// a fifth of its capacity, the least share first; nothing for a refusal.
+func TestEventNearLimit(t *testing.T) {
+	clock := newFakeClock(t0)
+	rec := &recorder{}
+	perSec, perHour := store.PerSecond(10), store.PerHour(20)
+	l := memoryLimiter(t, clock, []store.Limit{perSec, perHour}, WithObserver(rec.observe))
+	want := []store.Limit{{}, {}, {}, {}, {}, {}, {}, {}, perSec, perSec, {}} // 9 … 0 left of 10/s; then refused
+	for i, w := range want {
+		l.DecideKey(context.Background(), "a", "", 1)
+		if got := rec.last(t).NearLimit; got != w {
+			t.Errorf("decision %d: NearLimit %v, want %v", i, got, w)
+		}
+	}
+	clock.Advance(time.Second)
+	// 10/s is whole again; 20/h has 10 left, then 3 (15%) after 7 more,
+	// while 10/s has 3 (30%): the hourly limit is the nearer.
+	for i := 0; i < 7; i++ {
+		l.DecideKey(context.Background(), "a", "", 1)
+	}
+	if ev := rec.last(t); ev.NearLimit != perHour || ev.Limit != perSec {
+		t.Errorf("NearLimit %v (binding %v), want %v", ev.NearLimit, ev.Limit, perHour)
+	}
+}

@@ -29,6 +29,7 @@ type Collector struct {
 	latency     *prometheus.HistogramVec
 	storeErrors *prometheus.CounterVec
 	warnings    *prometheus.CounterVec // StoreWarning
+	nearLimit   *prometheus.CounterVec // core.Event.NearLimit
 
 	// limiters maps a limiter name to its cached metric children, copied
 	// on write (under mu), so the read path takes no lock.
@@ -61,6 +62,7 @@ type setKey struct {
 type outcomeSet struct {
 	plan, limit string // label values
 	counters    [eventmetrics.NumOutcomes]atomic.Pointer[counterBox]
+	near        atomic.Pointer[counterBox] // near_limit_total, when the set's limit is near
 }
 
 type counterBox struct{ prometheus.Counter }
@@ -192,6 +194,12 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 			Help:        eventmetrics.HelpStoreWarnings,
 			ConstLabels: cfg.constLabels,
 		}, []string{"kind"}),
+		nearLimit: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace:   cfg.namespace,
+			Name:        "near_limit_total",
+			Help:        eventmetrics.HelpNearLimit,
+			ConstLabels: cfg.constLabels,
+		}, []string{"limiter", "plan", "limit"}),
 	}
 	c.limiters.Store(&map[string]*limiterState{})
 	if reg == nil {
@@ -209,6 +217,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.latency.Describe(ch)
 	c.storeErrors.Describe(ch)
 	c.warnings.Describe(ch)
+	c.nearLimit.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -217,6 +226,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.latency.Collect(ch)
 	c.storeErrors.Collect(ch)
 	c.warnings.Collect(ch)
+	c.nearLimit.Collect(ch)
 }
 
 // StoreWarning counts one warning of a store that it may lose rate-limit
@@ -248,6 +258,25 @@ func (c *Collector) Observe(ev core.Event) {
 		}
 	}
 	c.decision(ls, ev).Inc()
+	if ev.NearLimit != (store.Limit{}) {
+		c.near(ls, ev).Inc()
+	}
+}
+
+// near returns the near_limit_total child of ls for ev's plan and near
+// limit.
+func (c *Collector) near(ls *limiterState, ev core.Event) prometheus.Counter {
+	key := setKey{plan: ev.Plan, limit: ev.NearLimit}
+	set := (*ls.sets.Load())[key]
+	if set == nil {
+		set = ls.addSet(key, c.labels.Label(ev.NearLimit))
+	}
+	if b := set.near.Load(); b != nil {
+		return b.Counter
+	}
+	b := &counterBox{c.nearLimit.WithLabelValues(ls.name, set.plan, set.limit)}
+	set.near.Store(b) // concurrent first uses may both store the same child
+	return b.Counter
 }
 
 // limiter returns the cached children of the limiter named name, creating

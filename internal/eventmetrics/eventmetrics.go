@@ -178,6 +178,7 @@ const (
 	HelpStoreLatency  = "Time spent in the rate-limit store per decision that called one (including the local fallback store)."
 	HelpStoreErrors   = "Decisions whose store failed or was not called because the circuit breaker was open, by kind (timeout, canceled, breaker_open, error, oom)."
 	HelpStoreWarnings = "Warnings of a store that it may lose rate-limit state, by kind (eviction, restart, unchecked)."
+	HelpNearLimit     = "Admitted decisions that left a limit less than a fifth of its capacity (more than 80% used), by limiter, plan and that limit."
 )
 
 // defaultLatencyBuckets backs DefaultLatencyBuckets.
