@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -167,22 +168,6 @@ func ExamplePerMinute() {
 	// "gcra" rate=10 period=1s burst=10
 	// "gcra" rate=100 period=1m0s burst=100
 	// "gcra" rate=5000 period=1h0m0s burst=5000
-}
-
-// The same fake clock in the store and the Limiter makes every figure,
-// X-RateLimit-Reset included, reproducible.
-func ExampleWithClock() {
-	now := time.Unix(1_700_000_000, 0)
-	clock := func() time.Time { return now }
-	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)), "test", byClient, []store.Limit{store.PerMinute(60)}, core.WithClock(clock))
-	if err != nil {
-		panic(err)
-	}
-	h, r := http.Header{}, request("alice")
-	limiter.Decide(r).Stack(r, h)
-	fmt.Println(h.Get("X-RateLimit-Limit"), h.Get("X-RateLimit-Remaining"), h.Get("X-RateLimit-Reset"))
-	// Output:
-	// 60 59 1700000001
 }
 
 func ExampleWithHeaders() {
@@ -438,4 +423,32 @@ func ExampleKeyErrorRule() {
 	// allowed true
 	// allowed true
 	// denied true
+}
+
+// A test hands one fake clock to the memory store and the Limiter (the
+// option WithClock returns is both's), so that every figure, X-RateLimit-Reset
+// included, is reproducible. Here the clock is a number the test moves.
+func ExampleWithClock() {
+	var now atomic.Int64 // the fake time, in ns since the epoch
+	now.Store(time.Unix(1_700_000_000, 0).UnixNano())
+	clock := core.WithClock(func() time.Time { return time.Unix(0, now.Load()) })
+
+	limiter, err := core.New(memorystore.New(clock), "api", byClient, []store.Limit{store.PerMinute(2)}, clock)
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; i < 4; i++ {
+		if i == 3 {
+			now.Add(int64(30 * time.Second)) // one unit back
+		}
+		h, r := http.Header{}, request("alice")
+		d := limiter.Decide(r)
+		d.Stack(r, h)
+		fmt.Printf("%v remaining=%s reset=%s retry-after=%q\n", d.Action, h.Get("X-Ratelimit-Remaining"), h.Get("X-Ratelimit-Reset"), h.Get("Retry-After"))
+	}
+	// Output:
+	// serve remaining=1 reset=1700000030 retry-after=""
+	// serve remaining=0 reset=1700000060 retry-after=""
+	// refuse remaining=0 reset=1700000060 retry-after="30"
+	// serve remaining=0 reset=1700000090 retry-after=""
 }

@@ -17,8 +17,8 @@ var t0 = time.Unix(1_700_000_000, 0)
 
 func memoryLimiter(t *testing.T, clock *fakeClock, limits []store.Limit, opts ...Option) *Limiter {
 	t.Helper()
-	st := memorystore.New(memorystore.WithClock(clock.Now))
-	return mustNew(t, st, limits, append(opts, WithClock(clock.Now))...)
+	c := WithClock(clock.Now) // one option for the store and the Limiter
+	return mustNew(t, memorystore.New(c), limits, append(opts, c)...)
 }
 
 func decideHeaders(l *Limiter, r *http.Request) (Decision, http.Header) {

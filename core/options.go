@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 )
 
@@ -244,14 +245,32 @@ func WithRefusal(f func(r *http.Request, d Decision) Response) Option {
 
 // WithClock sets the clock a Limiter reads for X-RateLimit-Reset and for
 // its guards' horizons (SetLimits); the default is time.Now. It is meant
-// for tests: give the Limiter and the memory store (memorystore.WithClock)
-// one fake clock. A Redis store decides by the Redis server's TIME.
-func WithClock(now func() time.Time) Option {
-	return optionFunc(func(o *options) error {
-		if now == nil {
-			return fmt.Errorf("%w: clock is nil", ErrInvalidOption)
-		}
-		o.l.clock = now
-		return nil
-	})
+// for tests, with a fake clock, and its option is also a memory store's:
+// hand the same one to both, so that they decide by one clock.
+//
+//	clock := core.WithClock(fake.Now)
+//	st := memorystore.New(clock)
+//	limiter, err := core.New(st, "api", key, limits, clock)
+//
+// A Redis store decides by the Redis server's TIME.
+func WithClock(now func() time.Time) interface {
+	Option
+	memorystore.Option
+} {
+	return clockOption{Option: memorystore.WithClock(now), now: now}
+}
+
+// clockOption is WithClock's option: the Limiter's, and memorystore's,
+// which it embeds.
+type clockOption struct {
+	memorystore.Option
+	now func() time.Time
+}
+
+func (c clockOption) apply(o *options) error {
+	if c.now == nil {
+		return fmt.Errorf("%w: clock is nil", ErrInvalidOption)
+	}
+	o.l.clock = c.now
+	return nil
 }

@@ -131,8 +131,8 @@ type config struct {
 
 // WithClock sets the clock the store decides by; the default, and a nil
 // now, is time.Now. It is meant for tests: give the store and the Limiter
-// (core.WithClock) the same fake clock to make every decision
-// reproducible.
+// the same fake clock to make every decision reproducible; the option
+// core.WithClock returns is also a store Option, for both at once.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(c *config) { c.now = now })
 }
