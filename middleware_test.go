@@ -423,9 +423,11 @@ type rl struct {
 }
 
 type member struct {
-	name  string
-	r     int64
-	reset time.Duration // t is the seconds until start+reset, rounded up
+	name string
+	r    int64
+	// t is the seconds until start+next, rounded up: the draft -11's
+	// effective window, for GCRA until the next unit is back.
+	next time.Duration
 }
 
 // interval is T = ceil(Period/Rate) in whole µs, the emission interval of
@@ -624,7 +626,8 @@ func scenarios(tok jwtTokens) []scenario {
 			return ""
 		}
 		key := func(k string) map[string]string { return map[string]string{"X-Api-Key": k} }
-		ietf := func(name string, r int64, reset time.Duration) []member { return []member{{name, r, reset}} }
+		// t: every request comes at once, so the next unit is back T after.
+		ietf := func(name string, r int64, next time.Duration) []member { return []member{{name, r, next}} }
 		pf, pp, po := policy("free", free), policy("pro", pro), policy("default", own)
 		rows = append(rows, scenario{
 			name: "plans by API key",
@@ -640,13 +643,13 @@ func scenarios(tok jwtTokens) []scenario {
 			},
 			steps: []step{
 				{header: key("free-1"), status: 200, rl: &rl{limit: 2, remaining: 1, reset: Tf, policy: pf, ietf: ietf("free", 1, Tf)}},
-				{header: key("free-1"), status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * Tf, policy: pf, ietf: ietf("free", 0, 2*Tf)}},
-				{header: key("free-1"), status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * Tf, retry: Tf, policy: pf, ietf: ietf("free", 0, 2*Tf)}},
+				{header: key("free-1"), status: 200, rl: &rl{limit: 2, remaining: 0, reset: 2 * Tf, policy: pf, ietf: ietf("free", 0, Tf)}},
+				{header: key("free-1"), status: 429, rl: &rl{limit: 2, remaining: 0, reset: 2 * Tf, retry: Tf, policy: pf, ietf: ietf("free", 0, Tf)}},
 				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 3, reset: Tp, policy: pp, ietf: ietf("pro", 3, Tp)}},
-				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 2, reset: 2 * Tp, policy: pp, ietf: ietf("pro", 2, 2*Tp)}},
-				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 1, reset: 3 * Tp, policy: pp, ietf: ietf("pro", 1, 3*Tp)}},
-				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 0, reset: 4 * Tp, policy: pp, ietf: ietf("pro", 0, 4*Tp)}},
-				{header: key("pro-1"), status: 429, rl: &rl{limit: 4, remaining: 0, reset: 4 * Tp, retry: Tp, policy: pp, ietf: ietf("pro", 0, 4*Tp)}},
+				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 2, reset: 2 * Tp, policy: pp, ietf: ietf("pro", 2, Tp)}},
+				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 1, reset: 3 * Tp, policy: pp, ietf: ietf("pro", 1, Tp)}},
+				{header: key("pro-1"), status: 200, rl: &rl{limit: 4, remaining: 0, reset: 4 * Tp, policy: pp, ietf: ietf("pro", 0, Tp)}},
+				{header: key("pro-1"), status: 429, rl: &rl{limit: 4, remaining: 0, reset: 4 * Tp, retry: Tp, policy: pp, ietf: ietf("pro", 0, Tp)}},
 				{header: key("other-1"), status: 200, rl: &rl{limit: 1, remaining: 0, reset: To, policy: po, ietf: ietf("default", 0, To)}},
 				{header: key("other-1"), status: 429, rl: &rl{limit: 1, remaining: 0, reset: To, retry: To, policy: po, ietf: ietf("default", 0, To)}},
 			},
@@ -693,7 +696,8 @@ func scenarios(tok jwtTokens) []scenario {
 		lim := store.PerHour(3)
 		T := interval(lim)
 		pol := policy("api", lim)
-		ietf := func(r int64, reset time.Duration) []member { return []member{{"api", r, reset}} }
+		// t: every request comes at once, so the next unit is back T after.
+		ietf := func(r int64, next time.Duration) []member { return []member{{"api", r, next}} }
 		rows = append(rows, scenario{
 			name: "IETF headers",
 			routes: func(s *setup) []route {
@@ -701,9 +705,9 @@ func scenarios(tok jwtTokens) []scenario {
 			},
 			steps: []step{
 				{status: 200, rl: &rl{policy: pol, ietf: ietf(2, T)}},
-				{status: 200, rl: &rl{policy: pol, ietf: ietf(1, 2*T)}},
-				{status: 200, rl: &rl{policy: pol, ietf: ietf(0, 3*T)}},
-				{status: 429, rl: &rl{policy: pol, ietf: ietf(0, 3*T), retry: T}},
+				{status: 200, rl: &rl{policy: pol, ietf: ietf(1, T)}},
+				{status: 200, rl: &rl{policy: pol, ietf: ietf(0, T)}},
+				{status: 429, rl: &rl{policy: pol, ietf: ietf(0, T), retry: T}},
 			},
 		})
 	}
@@ -721,29 +725,32 @@ func scenarios(tok jwtTokens) []scenario {
 			d := time.Duration(i)
 			steps = append(steps, step{status: 200, rl: &rl{
 				limit: 10, remaining: 10 - i, reset: d * T1, policy: pol,
-				ietf: []member{{"default-0", 10 - i, d * T1}, {"default-1", 12 - i, d * T2}},
+				ietf: []member{{"default-0", 10 - i, T1}, {"default-1", 12 - i, T2}}, // next units
+
 			}})
 		}
 		steps = append(steps,
 			step{status: 429, rl: &rl{
 				limit: 10, remaining: 0, reset: 10 * T1, retry: T1, policy: pol,
-				ietf: []member{{"default-0", 0, 10 * T1}, {"default-1", 2, 10 * T2}},
+				ietf: []member{{"default-0", 0, T1}, {"default-1", 2, T2}},
 			}},
 			// One second later the per-second limit is full again; the
 			// hourly one has refilled nothing (1 s < T2), so it binds:
-			// remaining floor((12·T2 - (11·T2 - 1s))/T2) = 1, then 0.
+			// remaining floor((12·T2 - (11·T2 - 1s))/T2) = 1, then 0. Its
+			// next unit is still back at start + T2; the per-second one's
+			// at start + 1s + T1.
 			step{advance: time.Second, status: 200, rl: &rl{
 				limit: 12, remaining: 1, reset: 11 * T2, policy: pol,
-				ietf: []member{{"default-0", 9, time.Second + T1}, {"default-1", 1, 11 * T2}},
+				ietf: []member{{"default-0", 9, time.Second + T1}, {"default-1", 1, T2}},
 			}},
 			step{status: 200, rl: &rl{
 				limit: 12, remaining: 0, reset: 12 * T2, policy: pol,
-				ietf: []member{{"default-0", 8, time.Second + 2*T1}, {"default-1", 0, 12 * T2}},
+				ietf: []member{{"default-0", 8, time.Second + T1}, {"default-1", 0, T2}},
 			}},
 			// Denied by the hourly limit: it may pass at start + 13·T2 - 12·T2.
 			step{status: 429, rl: &rl{
 				limit: 12, remaining: 0, reset: 12 * T2, retry: T2, policy: pol,
-				ietf: []member{{"default-0", 8, time.Second + 2*T1}, {"default-1", 0, 12 * T2}},
+				ietf: []member{{"default-0", 8, time.Second + T1}, {"default-1", 0, T2}},
 			}},
 		)
 		rows = append(rows, scenario{
@@ -768,12 +775,12 @@ func scenarios(tok jwtTokens) []scenario {
 			d := time.Duration(i)
 			steps = append(steps, step{status: 200, rl: &rl{
 				limit: 3, remaining: 3 - i, reset: d * T2, policy: pol,
-				ietf: []member{{"default-0", 100 - i, d * T1}, {"default-1", 3 - i, d * T2}},
+				ietf: []member{{"default-0", 100 - i, T1}, {"default-1", 3 - i, T2}}, // next units
 			}})
 		}
 		steps = append(steps, step{status: 429, rl: &rl{
 			limit: 3, remaining: 0, reset: 3 * T2, retry: T2, policy: pol,
-			ietf: []member{{"default-0", 97, 3 * T1}, {"default-1", 0, 3 * T2}},
+			ietf: []member{{"default-0", 97, T1}, {"default-1", 0, T2}},
 		}})
 		rows = append(rows, scenario{
 			name: "several limits 100 per h and 3 per min",
@@ -1695,7 +1702,7 @@ func checkRateLimitHeaders(t *testing.T, where string, h http.Header, want *rl, 
 			t.Errorf("%s: RateLimit member %d: %q, want %q;r=%d;t=...", where, i, items[i], m.name, m.r)
 			continue
 		}
-		lo, hi := tm.delta(m.reset)
+		lo, hi := tm.delta(m.next)
 		inRange(fmt.Sprintf("RateLimit member %d t", i), strings.TrimPrefix(parts[2], "t="), lo, hi)
 	}
 }

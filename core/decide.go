@@ -19,7 +19,7 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 	}
 	key, storeKey, keyErr := l.keyOf(r)
 	if keyErr != nil {
-		l.logKeyError(r, keyErr)
+		l.logKeyError(r.Context(), keyErr)
 	}
 	if keyErr != nil && (l.keyRule != KeyErrorPerAddress || errors.Is(keyErr, ErrInvalidOption)) {
 		return l.finish(r, l.keyRefusal(keyErr), Event{KeyErr: keyErr})
@@ -31,6 +31,41 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 	cost, costErr := l.cost(r)
 	ev := Event{Key: key, Cost: cost, Err: costErr, KeyErr: keyErr}
 	return l.finish(r, l.consult(r.Context(), cfg, storeKey, cost, &ev), ev)
+}
+
+// DecideKey makes the decision for a client key without an HTTP request:
+// for background jobs, queue consumers and other transports, as Decide does
+// for a request, with the same store, limits, failure policy, shadow mode
+// and observers. key is the client's identity, in the namespace of the
+// keys the key function returns (a client keyed "alice" by HTTP and by
+// DecideKey shares one allowance); plan names its plan (see WithPlans; ""
+// or an unknown plan: the Limiter's own limits); cost is what the call
+// costs (a negative cost is replaced by 1 and reported in Event.Err). The
+// skip, cost and plan functions and the refusal function, which take a
+// request, are not called, and the Event has no Request.
+//
+// The caller acts on the Decision as an adapter does: Serve, Hold (Wait
+// with the call's context, then serve) or Refuse (Result.RetryAfter says
+// when to try again); and when NeedsDone reports true, calls Done with an
+// HTTP-like status once the work has finished (see WithCountIf and
+// MaxInFlight). An empty key is a key error: refused under KeyErrorDeny
+// and KeyErrorPerAddress (it has no address), served under KeyErrorAllow.
+// ctx bounds the store's work, as a request's context does.
+func (l *Limiter) DecideKey(ctx context.Context, key, plan string, cost int64) Decision {
+	if key == "" {
+		l.logKeyError(ctx, errEmptyKey)
+		d := l.keyRefusal(errEmptyKey)
+		if l.keyRule == KeyErrorPerAddress {
+			d.Action, d.resp = Refuse, &keyDeniedResponse
+		}
+		return l.finish(nil, d, Event{KeyErr: errEmptyKey})
+	}
+	var costErr error
+	if cost < 0 {
+		cost, costErr = 1, errNegativeCost
+	}
+	ev := Event{Key: key, Cost: cost, Err: costErr}
+	return l.finish(nil, l.consult(ctx, l.configNamed(plan), l.keyPrefix+key, cost, &ev), ev)
 }
 
 // keyOf returns the request's key and the store key it is charged under.
@@ -159,8 +194,9 @@ func (l *Limiter) fromResult(d *Decision, res store.Result) {
 }
 
 // finish applies shadow mode to d (everything is served, nothing held;
-// a denial is reported as OutcomeShadowDenied, a delay as allowed), tells
-// the observers, and returns d.
+// a denial is reported as OutcomeShadowDenied, a delay as allowed), the
+// refusal function (for a request r; DecideKey passes none), tells the
+// observers, and returns d.
 func (l *Limiter) finish(r *http.Request, d Decision, ev Event) Decision {
 	if l.shadow {
 		switch d.Outcome {
@@ -171,7 +207,7 @@ func (l *Limiter) finish(r *http.Request, d Decision, ev Event) Decision {
 		}
 		d.Action, d.Delay, d.resp = Serve, 0, nil
 	}
-	if l.refusal != nil && d.resp != nil {
+	if l.refusal != nil && d.resp != nil && r != nil {
 		resp := l.refusal(r, d)
 		d.resp = &resp
 	}
@@ -192,6 +228,9 @@ func (l *Limiter) observe(ev Event, d *Decision) {
 		if b := d.Result.Binding; d.Result.Limit != 0 && b >= 0 && b < len(d.l.limits) {
 			ev.Limit = d.l.limits[b]
 		}
+	}
+	if d.l != nil && d.Result.Allowed && d.Outcome != OutcomeGiveBackFailed {
+		ev.NearLimit = nearLimit(d.l.limits, &d.Result)
 	}
 	ev.Outcome = d.Outcome
 	ev.Action = d.Action

@@ -238,4 +238,39 @@ type Event struct {
 	// Shadow reports that the Limiter is in shadow mode: Action is then
 	// always Serve, whatever Outcome says.
 	Shadow bool
+	// NearLimit is, for a request the store admitted (Result.Allowed),
+	// the limit it left with less than a fifth of its capacity
+	// (Remaining·5 < Result.Limit: more than 80% used, Envoy's near_limit),
+	// the one with the least share left when several are; the zero Limit
+	// otherwise. Operators alert on it before clients get refusals:
+	// promlimit and otellimit count it.
+	NearLimit store.Limit
+}
+
+// nearLimitShare is the inverse of the share of its capacity below which
+// a limit is near (Event.NearLimit): a fifth.
+const nearLimitShare = 5
+
+// nearLimit returns the limit of limits that res, an admitted decision,
+// left with less than a fifth of its capacity, the least share left first;
+// the zero Limit when none.
+func nearLimit(limits []store.Limit, res *store.Result) store.Limit {
+	near := func(r *store.Result) bool { return r.Limit > 0 && max(r.Remaining, 0)*nearLimitShare < r.Limit }
+	if len(res.PerLimit) != len(limits) {
+		if b := res.Binding; near(res) && b >= 0 && b < len(limits) {
+			return limits[b]
+		}
+		return store.Limit{}
+	}
+	best, share := -1, 2.0
+	for i := range res.PerLimit {
+		r := &res.PerLimit[i]
+		if s := float64(max(r.Remaining, 0)) / float64(r.Limit); near(r) && s < share {
+			best, share = i, s
+		}
+	}
+	if best < 0 {
+		return store.Limit{}
+	}
+	return limits[best]
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/core/storetest"
 )
 
 // byClient is the key function of these examples: the X-Client header.
@@ -68,22 +69,6 @@ func ExampleNew() {
 	// 2 limits
 	// true
 	// true
-}
-
-// The same fake clock in the store and the Limiter makes every figure,
-// X-RateLimit-Reset included, reproducible.
-func ExampleWithClock() {
-	now := time.Unix(1_700_000_000, 0)
-	clock := func() time.Time { return now }
-	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock)), "test", byClient, []store.Limit{store.PerMinute(60)}, core.WithClock(clock))
-	if err != nil {
-		panic(err)
-	}
-	h, r := http.Header{}, request("alice")
-	limiter.Decide(r).Stack(r, h)
-	fmt.Println(h.Get("X-RateLimit-Limit"), h.Get("X-RateLimit-Remaining"), h.Get("X-RateLimit-Reset"))
-	// Output:
-	// 60 59 1700000001
 }
 
 func ExampleWithHeaders() {
@@ -325,4 +310,30 @@ func ExampleKeyErrorRule() {
 	// allowed true
 	// allowed true
 	// denied true
+}
+
+// A test hands one fake clock to the memory store and the Limiter (the
+// option WithClock returns is both's), so that every figure, X-RateLimit-Reset
+// included, is reproducible. Here the clock is a number the test moves.
+func ExampleWithClock() {
+	clock := storetest.NewClock(time.Unix(1_700_000_000, 0)) // one fake clock for the store and the Limiter
+	limiter, err := core.New(memorystore.New(memorystore.WithClock(clock.Now)), "api", byClient,
+		[]store.Limit{store.PerMinute(2)}, core.WithClock(clock.Now))
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; i < 4; i++ {
+		if i == 3 {
+			clock.Advance(30 * time.Second) // one unit back
+		}
+		h, r := http.Header{}, request("alice")
+		d := limiter.Decide(r)
+		d.Stack(r, h)
+		fmt.Printf("%v remaining=%s reset=%s retry-after=%q\n", d.Action, h.Get("X-Ratelimit-Remaining"), h.Get("X-Ratelimit-Reset"), h.Get("Retry-After"))
+	}
+	// Output:
+	// serve remaining=1 reset=1700000030 retry-after=""
+	// serve remaining=0 reset=1700000060 retry-after=""
+	// refuse remaining=0 reset=1700000060 retry-after="30"
+	// serve remaining=0 reset=1700000090 retry-after=""
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/arith"
 )
 
 // HeaderStyle selects the rate-limit headers a Limiter sets on responses:
@@ -26,19 +27,29 @@ const (
 	//
 	// It is the default.
 	HeadersLegacy HeaderStyle = 1 << iota
-	// HeadersIETF sets the fields of draft-ietf-httpapi-ratelimit-headers
-	// (draft 08 and later), one list member per limit:
+	// HeadersIETF sets the fields of draft-ietf-httpapi-ratelimit-headers-11
+	// (May 2026), one list member per limit:
 	//
 	//	RateLimit-Policy: "api";q=10;w=1
 	//	RateLimit: "api";r=7;t=1
 	//
 	// q is the limit's capacity (as X-RateLimit-Limit) and w the seconds
 	// in which the limit's rate refills q (the Period when Burst is the
-	// default), rounded up; r is what remains and t the delta seconds until
-	// the limit is back to its full allowance, rounded up. Policies are
-	// named by WithPolicyNames, else "default": never after the Limiter's
-	// name or a plan's, which are internal; "-0", "-1", ... are appended
-	// when the Limiter holds several limits.
+	// default), rounded up. r is what remains and t the draft's effective
+	// window: the seconds, rounded up, within which the client can use no
+	// more than r. For GCRA, TokenBucket and LeakyBucket that is the time
+	// until the next unit refills (not until the bucket is full), for
+	// FixedWindow until the window ends. SlidingWindow's and SlidingLog's
+	// stores report when the key is whole again, not when its next unit
+	// frees: their t is the former, which may be later. On a refusal,
+	// the t of each limit that refused is at most its RetryAfter, so never
+	// later than Retry-After (the draft's rule). A MaxInFlight limit is a
+	// quota of concurrent requests, with no window: its policy says
+	// qu="concurrent-requests" and has no w, and its member no t.
+	// Policies are named by WithPolicyNames, else "default": never after
+	// the Limiter's name or a plan's, which are internal; "-0", "-1", ...
+	// are appended when the Limiter holds several limits. ProblemJSON
+	// gives refusals the draft's problem types.
 	HeadersIETF
 )
 
@@ -55,9 +66,11 @@ const (
 // headerPlan is what a Limiter precomputes for its headers.
 type headerPlan struct {
 	legacy, ietf bool
-	// names holds each limit's policy name as an sf-string, quotes
-	// included, ready to append.
-	names []string
+	// public holds each limit's policy name (for ProblemJSON too), names
+	// the same as sf-strings, quotes included, ready to append.
+	public, names []string
+	// specs are the limits, for each member's t.
+	specs []store.Spec
 	// policy is the RateLimit-Policy value, shared by every response.
 	// Its capacity equals its length, so that Header.Add copies it.
 	policy []string
@@ -67,17 +80,21 @@ func newHeaderPlan(style HeaderStyle, name string, specs []store.Spec) headerPla
 	p := headerPlan{
 		legacy: style&HeadersLegacy != 0,
 		ietf:   style&HeadersIETF != 0,
+		specs:  specs,
+	}
+	for i := range specs {
+		n := name
+		if len(specs) > 1 {
+			n += "-" + strconv.Itoa(i)
+		}
+		p.public = append(p.public, n)
 	}
 	if !p.ietf {
 		return p
 	}
 	var policy []byte
 	for i, s := range specs {
-		n := name
-		if len(specs) > 1 {
-			n += "-" + strconv.Itoa(i)
-		}
-		quoted := string(appendSFString(nil, n))
+		quoted := string(appendSFString(nil, p.public[i]))
 		p.names = append(p.names, quoted)
 		if i > 0 {
 			policy = append(policy, ", "...)
@@ -86,6 +103,11 @@ func newHeaderPlan(style HeaderStyle, name string, specs []store.Spec) headerPla
 		policy = append(policy, quoted...)
 		policy = append(policy, ";q="...)
 		policy = strconv.AppendInt(policy, q, 10)
+		if s.Algorithm() == store.InFlight {
+			// A quota of concurrent requests: no window.
+			policy = append(policy, `;qu="concurrent-requests"`...)
+			continue
+		}
 		policy = append(policy, ";w="...)
 		policy = strconv.AppendInt(policy, w, 10)
 	}
@@ -210,7 +232,7 @@ func (d Decision) headerValues(p *headerPlan, retry int64, blk *headerBlock) []s
 		ends[n], n = len(b), n+1
 	}
 	if p.ietf {
-		b = appendRateLimitField(b, p.names, res)
+		b = appendRateLimitField(b, p, res, retry > 0)
 		ends[n], n = len(b), n+1
 	}
 	s := string(b)
@@ -222,17 +244,20 @@ func (d Decision) headerValues(p *headerPlan, retry int64, blk *headerBlock) []s
 }
 
 // appendRateLimitField appends the IETF RateLimit field of res: one item
-// per limit, named by names.
-func appendRateLimitField(b []byte, names []string, res *store.Result) []byte {
-	if len(res.PerLimit) != len(names) {
+// per limit, named by p.names. refused says that the request was refused
+// over a limit: the limits that refused it have their t capped by their
+// RetryAfter.
+func appendRateLimitField(b []byte, p *headerPlan, res *store.Result, refused bool) []byte {
+	if len(res.PerLimit) != len(p.names) {
 		// One limit (or a store that reported no PerLimit).
-		return appendRateLimitItem(b, names[min(max(res.Binding, 0), len(names)-1)], res)
+		i := min(max(res.Binding, 0), len(p.names)-1)
+		return appendRateLimitItem(b, p.names[i], p.specs[i], res, refused)
 	}
 	for i := range res.PerLimit {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = appendRateLimitItem(b, names[i], &res.PerLimit[i])
+		b = appendRateLimitItem(b, p.names[i], p.specs[i], &res.PerLimit[i], refused)
 	}
 	return b
 }
@@ -245,10 +270,49 @@ type headerBlock struct {
 	vals [5]string
 }
 
-func appendRateLimitItem(b []byte, name string, r *store.Result) []byte {
+func appendRateLimitItem(b []byte, name string, s store.Spec, r *store.Result, refused bool) []byte {
 	b = append(b, name...)
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, max(r.Remaining, 0), 10)
+	if s.Algorithm() == store.InFlight {
+		return b // concurrent requests: no window (see HeadersIETF)
+	}
 	b = append(b, ";t="...)
-	return strconv.AppendInt(b, ceilSeconds(r.ResetAfter), 10)
+	return strconv.AppendInt(b, ceilSeconds(effectiveWindow(s, r, refused)), 10)
+}
+
+// effectiveWindow returns the draft's t of one limit's result r, before
+// rounding: how long the client can use no more than r.Remaining (see
+// HeadersIETF). For a limit that refused the request (refused, and r not
+// allowed) it is at most r.RetryAfter, which Retry-After rounds up.
+func effectiveWindow(s store.Spec, r *store.Result, refused bool) time.Duration {
+	t := r.ResetAfter
+	switch s.Algorithm() {
+	case store.GCRA, store.LeakyBucket, store.TokenBucket:
+		// r.Limit is the capacity (store.Spec.Capacity).
+		if short := r.Limit - max(r.Remaining, 0) - 1; short >= 0 {
+			t -= nextUnitOffset(s, short)
+		}
+	}
+	t = max(t, 0)
+	if refused && !r.Allowed && r.RetryAfter != store.InfDuration {
+		t = min(t, r.RetryAfter)
+	}
+	return t
+}
+
+// nextUnitOffset returns, for a refill algorithm whose key lacks short+1
+// units of its capacity, how much sooner than the whole capacity its next
+// unit is back: the time short units take to refill. GCRA and LeakyBucket
+// refill one unit per Interval, exactly; TokenBucket refills Rate per
+// Period, and its ResetAfter is rounded up to the µs, so the offset is
+// rounded up too: the next unit is never announced later than it comes.
+func nextUnitOffset(s store.Spec, short int64) time.Duration {
+	var us int64
+	if s.Algorithm() == store.TokenBucket {
+		us = arith.CeilDiv(short*s.Period(), s.Rate()) // short·P < Burst·P, validated below 2^53
+	} else {
+		us = short * s.Interval() // below the capacity's Burst·T, validated below 2^53
+	}
+	return time.Duration(us) * time.Microsecond
 }

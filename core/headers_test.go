@@ -200,7 +200,9 @@ func sorted(s []string) []string {
 
 func TestIETFHeadersExact(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	res := store.Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 1200 * time.Millisecond}
+	// 10/s (T = 100 ms) with 7 left: full in 1.25 s (rounded up: 2), the
+	// next unit in 1.25 s - 2·T = 1.05 s (t, rounded up: 2).
+	res := store.Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 1250 * time.Millisecond}
 	_, h := headersFor(t, perSecond10, res, now, WithHeaders(HeadersIETF), withName("api"), WithPolicyNames(map[string]string{"": "api"}))
 	if got := h.Get("RateLimit-Policy"); got != `"api";q=10;w=1` {
 		t.Errorf("RateLimit-Policy %q", got)
@@ -210,11 +212,13 @@ func TestIETFHeadersExact(t *testing.T) {
 	}
 
 	// Several limits: one member per limit, in order, each with its own
-	// figures from PerLimit.
+	// figures from PerLimit. 1000/h (T = 3.6 s) with 412 left is full in
+	// 2115 s and has its next unit in 2115 s - 587·T = 1.8 s (t=2); the
+	// refusing 10/s limit's next unit is its RetryAfter.
 	limits := []store.Limit{store.PerSecond(10), store.PerHour(1000)}
 	per := []store.Result{
-		{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: 300 * time.Millisecond, ResetAfter: time.Second},
-		{Allowed: true, Limit: 1000, Remaining: 412, ResetAfter: 2087*time.Second + 1},
+		{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: 100 * time.Millisecond, ResetAfter: time.Second},
+		{Allowed: true, Limit: 1000, Remaining: 412, ResetAfter: 2115 * time.Second},
 	}
 	res = arith.Combine(per)
 	d, h := headersFor(t, limits, res, now, WithHeaders(HeadersLegacy|HeadersIETF), withName(`we"ird\name`), WithPolicyNames(map[string]string{"": `we"ird\name`}))
@@ -222,7 +226,7 @@ func TestIETFHeadersExact(t *testing.T) {
 		t.Fatalf("action %v", d.Action)
 	}
 	wantPolicy := `"we\"ird\\name-0";q=10;w=1, "we\"ird\\name-1";q=1000;w=3600`
-	wantRL := `"we\"ird\\name-0";r=0;t=1, "we\"ird\\name-1";r=412;t=2088`
+	wantRL := `"we\"ird\\name-0";r=0;t=1, "we\"ird\\name-1";r=412;t=2`
 	if got := h.Get("RateLimit-Policy"); got != wantPolicy {
 		t.Errorf("RateLimit-Policy %q, want %q", got, wantPolicy)
 	}
@@ -276,8 +280,9 @@ func TestIETFHeadersParse(t *testing.T) {
 }
 
 type sfItem struct {
-	value  string
-	params map[string]int64
+	value   string
+	params  map[string]int64  // Integer parameters
+	sparams map[string]string // String parameters
 }
 
 // parseSFList parses an RFC 8941 List whose members are Strings with
@@ -313,7 +318,7 @@ func parseSFList(s string) ([]sfItem, error) {
 			}
 			v.WriteByte(c)
 		}
-		it := sfItem{value: v.String(), params: map[string]int64{}}
+		it := sfItem{value: v.String(), params: map[string]int64{}, sparams: map[string]string{}}
 		for i < len(s) && s[i] == ';' {
 			i++
 			j := i
@@ -328,6 +333,19 @@ func parseSFList(s string) ([]sfItem, error) {
 				return nil, fmt.Errorf("at %d: parameter %s has no integer value", i, key)
 			}
 			i++
+			if i < len(s) && s[i] == '"' { // a String of plain characters
+				j = i + 1
+				k := strings.IndexByte(s[j:], '"')
+				if k < 0 || strings.ContainsAny(s[j:j+k], "\\\x00") {
+					return nil, fmt.Errorf("at %d: bad string parameter", j)
+				}
+				if _, dup := it.sparams[key]; dup {
+					return nil, fmt.Errorf("duplicate parameter %s", key)
+				}
+				it.sparams[key] = s[j : j+k]
+				i = j + k + 1
+				continue
+			}
 			j = i
 			for i < len(s) && s[i] >= '0' && s[i] <= '9' {
 				i++

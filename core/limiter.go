@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -168,17 +169,17 @@ var keyErrorEffects = [...]string{
 // logKeyError logs the Limiter's first key error, once, to slog.Default():
 // a key function that fails for every request (a route key read outside
 // the mux, a header no client sends) is otherwise silent.
-func (l *Limiter) logKeyError(r *http.Request, err error) {
+func (l *Limiter) logKeyError(ctx context.Context, err error) {
 	if l.keyErrLogged.Load() || !l.keyErrLogged.CompareAndSwap(false, true) {
 		return
 	}
 	if errors.Is(err, ErrInvalidOption) {
-		slog.Default().LogAttrs(r.Context(), slog.LevelError, "sluice: the key function cannot work where it is used: "+
+		slog.Default().LogAttrs(ctx, slog.LevelError, "sluice: the key function cannot work where it is used: "+
 			"every request it cannot key is refused with 500 (logged once per Limiter)",
 			slog.String("limiter", l.name), slog.String("error", err.Error()))
 		return
 	}
-	slog.Default().LogAttrs(r.Context(), slog.LevelWarn, "sluice: a request has no key (logged once per Limiter); check the key function",
+	slog.Default().LogAttrs(ctx, slog.LevelWarn, "sluice: a request has no key (logged once per Limiter); check the key function",
 		slog.String("limiter", l.name),
 		slog.String("error", err.Error()),
 		slog.String("key_error_rule", [...]string{"per_address", "deny", "allow"}[l.keyRule]),

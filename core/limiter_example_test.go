@@ -55,8 +55,8 @@ func ExampleLimiter_Decide() {
 	}
 	// Output:
 	// 200 "api-0";r=9;t=1, "api-1";r=1;t=1800
-	// 200 "api-0";r=8;t=1, "api-1";r=0;t=3600
-	// 429 "api-0";r=8;t=1, "api-1";r=0;t=3600
+	// 200 "api-0";r=8;t=1, "api-1";r=0;t=1800
+	// 429 "api-0";r=8;t=1, "api-1";r=0;t=1800
 }
 
 // Limits can change while the Limiter serves. A limit that stays the same

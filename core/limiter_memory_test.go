@@ -143,8 +143,9 @@ func TestMemoryCostAndSeveralLimits(t *testing.T) {
 	clock := newFakeClock(t0)
 	l := memoryLimiter(t, clock, []store.Limit{store.PerSecond(3), store.PerMinute(4)}, WithCost(func(*http.Request) int64 { return 2 }), WithHeaders(HeadersLegacy|HeadersIETF), withName("c"), WithPolicyNames(map[string]string{"": "c"}))
 	d, h := decideHeaders(l, request("a"))
-	// Per second: 3-2 = 1 left, reset 2·333334µs → 1; per minute: 4-2 = 2 left, reset 2·15s = 30s.
-	if d.Action != Serve || h.Get("RateLimit") != `"c-0";r=1;t=1, "c-1";r=2;t=30` ||
+	// Per second: 3-2 = 1 left, its next unit in 333334µs → 1; per
+	// minute: 4-2 = 2 left, full in 2·15s, its next unit in 15s (t).
+	if d.Action != Serve || h.Get("RateLimit") != `"c-0";r=1;t=1, "c-1";r=2;t=15` ||
 		h.Get("RateLimit-Policy") != `"c-0";q=3;w=1, "c-1";q=4;w=60` || h.Get("X-Ratelimit-Remaining") != "1" {
 		t.Fatalf("first: %v %v", d.Action, h)
 	}
@@ -155,7 +156,8 @@ func TestMemoryCostAndSeveralLimits(t *testing.T) {
 	clock.Advance(time.Second)
 	// The per-second limit is full again; the per-minute one has 2 left.
 	d, h = decideHeaders(l, request("a"))
-	if d.Action != Serve || h.Get("RateLimit") != `"c-0";r=1;t=1, "c-1";r=0;t=59` {
+	// Per minute: 4 used, full in 59s, its next unit in 59s - 3·15s.
+	if d.Action != Serve || h.Get("RateLimit") != `"c-0";r=1;t=1, "c-1";r=0;t=14` {
 		t.Fatalf("after 1s: %v %v", d.Action, h)
 	}
 	d, h = decideHeaders(l, request("a"))

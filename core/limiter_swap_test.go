@@ -182,16 +182,19 @@ func TestSetLimitsGuardFoldsIntoItsSuccessor(t *testing.T) {
 	l := memoryLimiter(t, clock, mustParse(t, "100/h", "10/m"), withName("x"), WithPolicyNames(map[string]string{"": "x"}), WithHeaders(HeadersLegacy|HeadersIETF))
 	serveN(l, "a", 8)
 	mustSet(t, l, "100/h", "5/m burst 4")
-	// 10/m has 2 left, the new 5/m (burst 4) 4: the smaller shows.
+	// 10/m has 2 left, the new 5/m (burst 4) 4: the smaller shows. t is
+	// derived from the folded figures by the new limit's interval: the
+	// guard's 54s to full less the 2·12s the new limit's missing units
+	// take (later than the guard's next unit, never later than full).
 	d, h := decideHeaders(l, request("a"))
 	if d.Action != Serve || h.Get("X-Ratelimit-Limit") != "4" || h.Get("X-Ratelimit-Remaining") != "1" ||
-		h.Get("Ratelimit") != `"x-0";r=91;t=324, "x-1";r=1;t=54` {
+		h.Get("Ratelimit") != `"x-0";r=91;t=36, "x-1";r=1;t=30` {
 		t.Fatalf("first after tightening: %v %v", d.Action, h)
 	}
 	serveN(l, "a", 1)
 	d, h = decideHeaders(l, request("a"))
 	if d.Action != Refuse || d.Result.Binding != 1 || h.Get("Retry-After") != "6" ||
-		h.Get("Ratelimit") != `"x-0";r=90;t=360, "x-1";r=0;t=60` {
+		h.Get("Ratelimit") != `"x-0";r=90;t=36, "x-1";r=0;t=6` { // the refusing limit's t: its RetryAfter
 		t.Fatalf("refused by the guard: %v %+v %v", d.Action, d.Result, h)
 	}
 }

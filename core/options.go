@@ -246,7 +246,8 @@ func WithRefusal(f func(r *http.Request, d Decision) Response) Option {
 // WithClock sets the clock a Limiter reads for X-RateLimit-Reset and for
 // its guards' horizons (SetLimits); the default is time.Now. It is meant
 // for tests: give the Limiter and the memory store (memorystore.WithClock)
-// one fake clock. A Redis store decides by the Redis server's TIME.
+// one fake clock, such as storetest.Clock's Now. A Redis store decides by
+// the Redis server's TIME.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(o *options) error {
 		if now == nil {

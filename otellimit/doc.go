@@ -15,6 +15,7 @@
 //	sluice.decisions      {limiter, plan, limit, outcome}  Int64Counter, unit {decision}
 //	sluice.store.latency  {limiter}                        Float64Histogram, unit s
 //	sluice.store.errors   {limiter, kind}                  Int64Counter, unit {error}
+//	sluice.near_limit     {limiter, plan, limit}           Int64Counter, unit {decision} (core.Event.NearLimit)
 //
 // Through OpenTelemetry's Prometheus exporter with underscore escaping
 // (otlptranslator.UnderscoreEscapingWithSuffixes) these read as promlimit's

@@ -34,6 +34,7 @@ type Recorder struct {
 	decisions   metric.Int64Counter
 	latency     metric.Float64Histogram
 	storeErrors metric.Int64Counter
+	nearLimit   metric.Int64Counter  // core.Event.NearLimit
 	attrs       []attribute.KeyValue // WithAttributes'
 
 	// limiters caches each limiter's latency and store error options, and
@@ -196,7 +197,7 @@ func (r *Recorder) instruments(m metric.Meter, cfg config) error {
 		}
 		return cfg.namespace + "." + s
 	}
-	var err1, err2, err3 error
+	var err1, err2, err3, err4 error
 	r.decisions, err1 = m.Int64Counter(name("decisions"),
 		metric.WithDescription(eventmetrics.HelpDecisions),
 		metric.WithUnit("{decision}"))
@@ -206,7 +207,10 @@ func (r *Recorder) instruments(m metric.Meter, cfg config) error {
 	r.storeErrors, err3 = m.Int64Counter(name("store.errors"),
 		metric.WithDescription(eventmetrics.HelpStoreErrors),
 		metric.WithUnit("{error}"))
-	if err := errors.Join(err1, err2, err3); err != nil {
+	r.nearLimit, err4 = m.Int64Counter(name("near_limit"),
+		metric.WithDescription(eventmetrics.HelpNearLimit),
+		metric.WithUnit("{decision}"))
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return fmt.Errorf("otellimit: creating the instruments: %w", err)
 	}
 	if cfg.stats == nil {
@@ -263,6 +267,29 @@ func (r *Recorder) Observe(ev core.Event) {
 		}
 	}
 	r.decisions.Add(ctx, 1, r.decision(ev)...)
+	if ev.NearLimit != (store.Limit{}) {
+		r.nearLimit.Add(ctx, 1, r.near(ev)...)
+	}
+}
+
+// nearSeries is the seriesKey.outcome of a near_limit series.
+const nearSeries = -2
+
+// near returns the options of ev's near_limit series, cached.
+func (r *Recorder) near(ev core.Event) []metric.AddOption {
+	key := seriesKey{limiter: ev.Limiter, plan: ev.Plan, limit: ev.NearLimit, outcome: nearSeries}
+	if opts, ok := (*r.series.Load())[key]; ok {
+		return opts
+	}
+	opts := []metric.AddOption{r.with(
+		attribute.String("limiter", eventmetrics.Value(ev.Limiter)),
+		attribute.String("plan", eventmetrics.Value(ev.Plan)),
+		attribute.String("limit", r.labels.Label(ev.NearLimit)),
+	)}
+	r.mu.Lock()
+	eventmetrics.StoreWith(&r.series, key, opts)
+	r.mu.Unlock()
+	return opts
 }
 
 // limiter returns the cached options of the limiter named name, creating

@@ -41,6 +41,12 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
 func newClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
 
 // byClient keys requests by their X-Client header.
@@ -214,12 +220,15 @@ func TestMemoryStoreDecisions(t *testing.T) {
 	wantSeries(t, rd, "sluice.store.latency", map[string]float64{`limiter="api"`: 4})
 	wantSeries(t, rd, "sluice.store.errors", zeroErrors("api"))
 
+	// alice's second request left 2/s nothing: near the limit.
+	wantSeries(t, rd, "sluice.near_limit", map[string]float64{`limit="2/s gcra burst 2",limiter="api",plan=""`: 1})
+
 	ms := collect(t, rd)
-	if len(ms) != 3 {
-		t.Errorf("%d instruments, want 3", len(ms))
+	if len(ms) != 4 {
+		t.Errorf("%d instruments, want 4", len(ms))
 	}
 	for name, unit := range map[string]string{
-		"sluice.decisions": "{decision}", "sluice.store.latency": "s", "sluice.store.errors": "{error}",
+		"sluice.decisions": "{decision}", "sluice.store.latency": "s", "sluice.store.errors": "{error}", "sluice.near_limit": "{decision}",
 	} {
 		if m := ms[name]; m.Unit != unit || m.Description == "" {
 			t.Errorf("%s: unit %q, description %q; want unit %q", name, m.Unit, m.Description, unit)
@@ -551,7 +560,7 @@ func benchEvents() []core.Event {
 	lim := store.Limit{Rate: 100, Period: time.Minute, Penalty: time.Second}
 	timeout := fmt.Errorf("take: %w", context.DeadlineExceeded)
 	return []core.Event{
-		{Limiter: "api", Plan: "pro", Limit: lim, Outcome: core.OutcomeAllowed, Result: res, Latency: 40 * time.Microsecond},
+		{Limiter: "api", Plan: "pro", Limit: lim, Outcome: core.OutcomeAllowed, Result: res, Latency: 40 * time.Microsecond, NearLimit: lim},
 		{Limiter: "api", Plan: "pro", Limit: lim, Outcome: core.OutcomeDenied, Result: store.Result{Limit: 100}, Latency: 40 * time.Microsecond},
 		{Limiter: "api", Limit: lim, Outcome: core.OutcomeFallback, Result: res, Latency: 3 * time.Millisecond, Err: timeout},
 		{Limiter: "api", Limit: lim, Outcome: core.OutcomeFallback, Result: store.Result{Limit: 100}, Latency: 3 * time.Millisecond,
@@ -622,4 +631,24 @@ func TestInFlightLabel(t *testing.T) {
 	wantSeries(t, rd, "decisions", map[string]float64{
 		`limit="3/10s in_flight",limiter="export",outcome="denied",plan=""`: 1,
 	})
+}
+
+// sluice.near_limit counts the admitted decisions that left a limit less
+// than a fifth of its capacity, with that limit as attribute, as promlimit
+// does.
+func TestNearLimit(t *testing.T) {
+	rec, rd := newRecorder(t)
+	clock := newClock()
+	st := memorystore.New(memorystore.WithClock(clock.Now))
+	l := newLimiter(t, st, "api", []store.Limit{store.PerSecond(10), store.PerHour(20)}, core.WithClock(clock.Now), core.WithObserver(rec.Observe))
+	decide(l, 11, "alice")
+	clock.Advance(time.Second)
+	decide(l, 7, "alice")
+	wantSeries(t, rd, "sluice.near_limit", map[string]float64{
+		`limit="10/s gcra burst 10",limiter="api",plan=""`: 2,
+		`limit="20/h gcra burst 20",limiter="api",plan=""`: 1,
+	})
+	if m := collect(t, rd)["sluice.near_limit"]; m.Unit != "{decision}" || m.Description == "" {
+		t.Errorf("unit %q, description %q", m.Unit, m.Description)
+	}
 }

@@ -13,8 +13,14 @@
 //	sluice_decisions_total{limiter, plan, limit, outcome}  counter
 //	sluice_store_latency_seconds{limiter}                  histogram
 //	sluice_store_errors_total{limiter, kind}               counter
+//	sluice_near_limit_total{limiter, plan, limit}          counter (core.Event.NearLimit)
 //
 // limiter is the Limiter's name (the name given to core.New).
+//
+// near_limit_total counts the admitted decisions that left a limit less
+// than a fifth of its capacity (more than 80% used, Envoy's near_limit),
+// its limit label naming that limit; alert on its rate against
+// decisions_total before clients get 429s.
 //
 // plan is the request's plan under core.WithPlans (core.Event.Plan), and
 // empty when the Limiter's own limits decided: a Limiter without

@@ -30,6 +30,7 @@ type Collector struct {
 	storeErrors *prometheus.CounterVec
 	stats       func() store.Stats // WithStoreStats; nil: none
 	statDescs   []*prometheus.Desc // of eventmetrics.Stats, when stats is set
+	nearLimit   *prometheus.CounterVec // core.Event.NearLimit
 
 	// limiters maps a limiter name to its cached metric children, copied
 	// on write (under mu), so the read path takes no lock.
@@ -62,6 +63,7 @@ type setKey struct {
 type outcomeSet struct {
 	plan, limit string // label values
 	counters    [eventmetrics.NumOutcomes]atomic.Pointer[counterBox]
+	near        atomic.Pointer[counterBox] // near_limit_total, when the set's limit is near
 }
 
 type counterBox struct{ prometheus.Counter }
@@ -209,6 +211,12 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 			Help:        eventmetrics.HelpStoreErrors,
 			ConstLabels: cfg.constLabels,
 		}, []string{"limiter", "kind"}),
+		nearLimit: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace:   cfg.namespace,
+			Name:        "near_limit_total",
+			Help:        eventmetrics.HelpNearLimit,
+			ConstLabels: cfg.constLabels,
+		}, []string{"limiter", "plan", "limit"}),
 		stats: cfg.stats,
 	}
 	if c.stats != nil {
@@ -236,6 +244,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.decisions.Describe(ch)
 	c.latency.Describe(ch)
 	c.storeErrors.Describe(ch)
+	c.nearLimit.Describe(ch)
 	for _, d := range c.statDescs {
 		ch <- d
 	}
@@ -246,6 +255,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.decisions.Collect(ch)
 	c.latency.Collect(ch)
 	c.storeErrors.Collect(ch)
+	c.nearLimit.Collect(ch)
 	if c.stats == nil {
 		return
 	}
@@ -279,6 +289,25 @@ func (c *Collector) Observe(ev core.Event) {
 		}
 	}
 	c.decision(ls, ev).Inc()
+	if ev.NearLimit != (store.Limit{}) {
+		c.near(ls, ev).Inc()
+	}
+}
+
+// near returns the near_limit_total child of ls for ev's plan and near
+// limit.
+func (c *Collector) near(ls *limiterState, ev core.Event) prometheus.Counter {
+	key := setKey{plan: ev.Plan, limit: ev.NearLimit}
+	set := (*ls.sets.Load())[key]
+	if set == nil {
+		set = ls.addSet(key, c.labels.Label(ev.NearLimit))
+	}
+	if b := set.near.Load(); b != nil {
+		return b.Counter
+	}
+	b := &counterBox{c.nearLimit.WithLabelValues(ls.name, set.plan, set.limit)}
+	set.near.Store(b) // concurrent first uses may both store the same child
+	return b.Counter
 }
 
 // limiter returns the cached children of the limiter named name, creating

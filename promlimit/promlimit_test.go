@@ -567,7 +567,7 @@ func benchEvents() []core.Event {
 	lim := store.Limit{Rate: 100, Period: time.Minute, Penalty: time.Second}
 	timeout := fmt.Errorf("take: %w", context.DeadlineExceeded)
 	return []core.Event{
-		{Limiter: "api", Plan: "pro", Limit: lim, Outcome: core.OutcomeAllowed, Result: res, Latency: 40 * time.Microsecond},
+		{Limiter: "api", Plan: "pro", Limit: lim, Outcome: core.OutcomeAllowed, Result: res, Latency: 40 * time.Microsecond, NearLimit: lim},
 		{Limiter: "api", Plan: "pro", Limit: lim, Outcome: core.OutcomeDenied, Result: store.Result{Limit: 100}, Latency: 40 * time.Microsecond},
 		{Limiter: "api", Limit: lim, Outcome: core.OutcomeFallback, Result: res, Latency: 3 * time.Millisecond, Err: timeout},
 		{Limiter: "api", Limit: lim, Outcome: core.OutcomeFallback, Result: store.Result{Limit: 100}, Latency: 3 * time.Millisecond,
@@ -629,5 +629,25 @@ func TestInFlightLabel(t *testing.T) {
 		Limit: store.MaxInFlight(3, 10*time.Second), Result: store.Result{Limit: 3}})
 	wantSeries(t, reg, "decisions_total", map[string]float64{
 		`limit="3/10s in_flight",limiter="export",outcome="denied",plan=""`: 1,
+	})
+}
+
+// near_limit_total counts the admitted decisions that left a limit less
+// than a fifth of its capacity, labelled with that limit (not the binding
+// one): 10/s burst 10 is near at 1 and 0 left, 20/h at 3 left or fewer.
+func TestNearLimit(t *testing.T) {
+	c, reg := newCollector(t)
+	clock := newClock()
+	st := memorystore.New(memorystore.WithClock(clock.Now))
+	l := newLimiter(t, st, "api", []store.Limit{store.PerSecond(10), store.PerHour(20)}, core.WithClock(clock.Now), core.WithObserver(c.Observe))
+	decide(l, 11, "alice") // 10 admitted (the last two near 10/s), 1 denied (not near: over)
+	wantSeries(t, reg, "sluice_near_limit_total", map[string]float64{
+		`limit="10/s gcra burst 10",limiter="api",plan=""`: 2,
+	})
+	clock.Advance(time.Second)
+	decide(l, 7, "alice") // 20/h: 9 … 3 left, near at 3
+	wantSeries(t, reg, "sluice_near_limit_total", map[string]float64{
+		`limit="10/s gcra burst 10",limiter="api",plan=""`: 2,
+		`limit="20/h gcra burst 20",limiter="api",plan=""`: 1,
 	})
 }

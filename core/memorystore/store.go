@@ -221,8 +221,8 @@ type config struct {
 
 // WithClock sets the clock the store decides by; the default, and a nil
 // now, is time.Now. It is meant for tests: give the store and the Limiter
-// (core.WithClock) the same fake clock to make every decision
-// reproducible.
+// (core.WithClock) the same fake clock, such as storetest.Clock's Now, to
+// make every decision reproducible.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(c *config) { c.now = now })
 }

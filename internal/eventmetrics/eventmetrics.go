@@ -185,6 +185,7 @@ const (
 	HelpDecisions    = "Rate-limit decisions, by limiter, plan, binding limit and outcome."
 	HelpStoreLatency = "Time spent in the rate-limit store per decision that called one (including the local fallback store)."
 	HelpStoreErrors  = "Decisions whose store failed or was not called because the circuit breaker was open, by kind (timeout, canceled, breaker_open, error, oom)."
+	HelpNearLimit    = "Admitted decisions that left a limit less than a fifth of its capacity (more than 80% used), by limiter, plan and that limit."
 )
 
 // A Stat is one metric read from store.Stats at collection time (see
