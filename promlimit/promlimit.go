@@ -28,8 +28,8 @@ type Collector struct {
 	decisions   *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	storeErrors *prometheus.CounterVec
-	stats       func() store.Stats // WithStoreStats; nil: none
-	statDescs   []*prometheus.Desc // of eventmetrics.Stats, when stats is set
+	stats       func() store.Stats     // WithStoreStats; nil: none
+	statDescs   []*prometheus.Desc     // of eventmetrics.Stats, when stats is set
 	nearLimit   *prometheus.CounterVec // core.Event.NearLimit
 
 	// limiters maps a limiter name to its cached metric children, copied
