@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/clientaddr"
+	"github.com/sluicehq/sluice/internal/nofallback"
 )
 
 // Decide makes the decision for one request. Adapters call it once per
@@ -141,7 +142,7 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 	}
 	sctx := ctx
 	if l.policy != FailLocal {
-		sctx = store.NoFallback(ctx)
+		sctx = nofallback.Mark(ctx)
 	}
 	start := time.Now()
 	var res store.Result

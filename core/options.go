@@ -96,7 +96,7 @@ func WithCountIf(count func(status int) bool) Option {
 
 // FailurePolicy is what a Limiter does when its store cannot decide (an
 // error, the store's deadline, an open circuit breaker). It travels with
-// each call (store.NoFallback), so Limiters on one store may differ.
+// each call (in its context), so Limiters on one store may differ.
 type FailurePolicy uint8
 
 const (

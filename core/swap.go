@@ -95,19 +95,19 @@ func (l *Limiter) SetLimits(limits []store.Limit) error {
 // old limits replaced by tighter ones, and old's guards still in force
 // whose successor is unchanged.
 func guardsFor(old *limiterConfig, specs []store.Spec, now time.Time) []guard {
-	index := make(map[string]int, len(specs)) // store.Spec.ID → first index in specs
+	index := make(map[store.Spec]int, len(specs)) // a Spec → its first index in specs (equal Specs share state)
 	for i := len(specs) - 1; i >= 0; i-- {
-		index[specs[i].ID()] = i
+		index[specs[i]] = i
 	}
 	var gs []guard
 	for _, g := range old.guards {
 		if !now.Before(g.until) {
 			continue
 		}
-		if _, again := index[g.spec.ID()]; again {
+		if _, again := index[g.spec]; again {
 			continue // enforced as a limit again: charging it twice would count double
 		}
-		if j, ok := index[old.specs[g.successor].ID()]; ok {
+		if j, ok := index[old.specs[g.successor]]; ok {
 			g.successor = j
 			gs = append(gs, g)
 		}
@@ -123,26 +123,26 @@ func guardsFor(old *limiterConfig, specs []store.Spec, now time.Time) []guard {
 }
 
 // replacements pairs the limits removed from old with those added in
-// specs (index maps each store.Spec.ID of specs to its first index): an old
+// specs (index maps each Spec of specs to its first index): an old
 // limit i is replaced by the new limit j when they are the only removed
 // and the only added limit of their algorithm and period.
-func replacements(old, specs []store.Spec, index map[string]int) map[int]int {
+func replacements(old, specs []store.Spec, index map[store.Spec]int) map[int]int {
 	type class struct {
 		alg    store.Algorithm
 		period int64
 	}
 	removed := map[class][]int{}
-	oldIDs := make(map[string]bool, len(old))
+	oldIDs := make(map[store.Spec]bool, len(old))
 	for i, s := range old {
-		if _, kept := index[s.ID()]; !kept && !oldIDs[s.ID()] {
+		if _, kept := index[s]; !kept && !oldIDs[s] {
 			k := class{s.Algorithm(), s.Period()}
 			removed[k] = append(removed[k], i)
 		}
-		oldIDs[s.ID()] = true
+		oldIDs[s] = true
 	}
 	added := map[class][]int{}
 	for i, s := range specs {
-		if !oldIDs[s.ID()] && index[s.ID()] == i {
+		if !oldIDs[s] && index[s] == i {
 			k := class{s.Algorithm(), s.Period()}
 			added[k] = append(added[k], i)
 		}

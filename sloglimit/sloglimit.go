@@ -101,8 +101,7 @@ func WithKey(redact func(key string) string) Option {
 // each kind that comes in floods, per Limiter: store failures (failed_open,
 // failed_closed, fallback), key errors (core.Event.KeyErr set), and denials
 // (denied, shadow_denied) of one client key. d ≤ 0 writes every record; the
-// default is 10 s, measured by the clock given with WithClock (time.Now by
-// default).
+// default is 10 s.
 //
 // The first record of a kind is written at once, the others within the
 // interval are counted, and the next one written has the attribute
@@ -120,9 +119,9 @@ func WithRepeatInterval(d time.Duration) Option {
 	return optionFunc(func(c *logConfig) { c.repeats.every = d })
 }
 
-// WithClock sets the clock the repeat interval is measured with (default
-// and nil: time.Now); for tests, the fake clock the Limiter reads too.
-func WithClock(now func() time.Time) Option {
+// withClock sets the clock the repeat interval is measured with (default
+// and nil: time.Now); the tests' fake clock.
+func withClock(now func() time.Time) Option {
 	return optionFunc(func(c *logConfig) { c.repeats.now = now })
 }
 

@@ -11,7 +11,8 @@ import (
 // internal/fallback, configured by WithTimeout and WithFallback): every
 // call to Redis has the Store's deadline, and a decision Redis cannot
 // make in time is made by the local fallback, its Result's Fallback
-// saying why, unless the context comes from store.NoFallback.
+// saying why, unless the call is a core.Limiter's under FailOpen or
+// FailClosed.
 
 // Take charges n (n == 0 peeks) against every limit for key, atomically:
 // either every limit allows and all are charged, or none is charged and
@@ -28,7 +29,7 @@ import (
 // Take returns an error wrapping store.ErrEmptyKey, store.ErrNegativeCost
 // or store.ErrInvalidLimit for bad input. When Redis
 // fails or is slower than the Store's timeout, the fallback decides (see
-// WithFallback); with it off, or under store.NoFallback, Take returns the
+// WithFallback); with it off, or for a Limiter under FailOpen or FailClosed, Take returns the
 // Redis client's error, wrapped: the call then charged nothing, or, when
 // it failed after it was sent (a broken connection, a timeout), at most
 // once (see the package doc, "Retries and Cluster redirects").

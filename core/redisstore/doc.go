@@ -89,9 +89,9 @@
 // an open breaker), the Store's local fallback decides (WithFallback; on by
 // default, a memory store): from Redis' last answer for the key, within
 // this process's share of it, charging Redis with what it admitted once
-// Redis answers again; its Results say so in Result.Fallback. A call whose
-// context comes from store.NoFallback (a Limiter under FailOpen or
-// FailClosed), or a Store without a fallback, returns the error instead.
+// Redis answers again; its Results say so in Result.Fallback. A call of a
+// core.Limiter under FailOpen or FailClosed (its context says so), or a
+// Store without a fallback, returns the error instead.
 //
 // Ping checks, at start-up, that Redis accepts the client's settings and
 // that its user has every permission the Store needs (MinimalACL is the

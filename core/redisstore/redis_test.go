@@ -205,7 +205,7 @@ func mustID(tb testing.TB, l store.Limit) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return spec.ID()
+	return specID(&spec)
 }
 
 // commandStats returns the calls of every command since CONFIG RESETSTAT.

@@ -151,7 +151,7 @@ func WithTimeout(d time.Duration) Option {
 // again: a key gets about one allowance across the fleet while Redis is
 // away (ALGORITHMS.md, "While the store is away"). Its decisions say so
 // in Result.Fallback (core: OutcomeFallback). A Reset clears it; a call
-// made with store.NoFallback never reaches it.
+// of a core.Limiter under FailOpen or FailClosed never reaches it.
 func WithFallback(local store.Store) Option {
 	return optionFunc(func(s *settings) { s.local = local })
 }
@@ -666,16 +666,24 @@ func (c *scriptCall) decodeInts(v []int64) (store.Result, error) {
 }
 
 // stateSuffix is what follows the hash tag in the Redis key of a limit's
-// state: ":" + Spec.ID(), and ":h" after it for a fixed window, whose state
+// state: ":" + specID, and ":h" after it for a fixed window, whose state
 // is a hash (a window's index → its count) since the string "<w>:<c>" of
 // earlier versions; the mark keeps the two layouts in different keys, so a
 // process of an earlier version running beside this one never meets a key
 // of the wrong type.
 func stateSuffix(s *store.Spec) string {
 	if s.Algorithm() == store.FixedWindow {
-		return ":" + s.ID() + ":h"
+		return ":" + specID(s) + ":h"
 	}
-	return ":" + s.ID()
+	return ":" + specID(s)
+}
+
+// specID returns a short, injective identity of s: two limits share state
+// on a key exactly when every field that shapes their arithmetic is equal.
+// Example: "g30/60000000b16p0".
+func specID(s *store.Spec) string {
+	return families[s.Algorithm()].code + strconv.FormatInt(s.Rate(), 10) + "/" + strconv.FormatInt(s.Period(), 10) +
+		"b" + strconv.FormatInt(s.Burst(), 10) + "p" + strconv.FormatInt(s.Penalty(), 10)
 }
 
 // redisKey returns the Redis key of suffix (a prepared state or lock) for

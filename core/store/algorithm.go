@@ -4,8 +4,7 @@ package store
 // its arithmetic (core/memorystore/algo.go and lua/take.lua): one entry per
 // algorithm, so that a fact is written once.
 type algorithmFacts struct {
-	code  string // one letter: Spec.ID and the Lua scripts' code
-	burst bool   // it has a Burst (defaulting to Rate); the windows have none
+	burst bool // it has a Burst (defaulting to Rate); the windows have none
 	// capacity is what passes at once from a full state: the figure
 	// stores report as Result.Limit.
 	capacity func(s *Spec) int64
@@ -19,19 +18,19 @@ type algorithmFacts struct {
 
 var facts = map[Algorithm]*algorithmFacts{
 	GCRA: {
-		code: "g", burst: true,
+		burst:    true,
 		capacity: func(s *Spec) int64 { return s.burst },
 		horizon:  func(s *Spec) int64 { return s.burst * s.interval },
 		bounds:   tatBounds,
 	},
 	LeakyBucket: {
-		code: "k", burst: true,
+		burst:    true,
 		capacity: func(s *Spec) int64 { return s.burst + 1 }, // the job in service and a queue of Burst
 		horizon:  func(s *Spec) int64 { return (s.burst + 1) * s.interval },
 		bounds:   tatBounds,
 	},
 	TokenBucket: {
-		code: "t", burst: true,
+		burst:    true,
 		capacity: func(s *Spec) int64 { return s.burst },
 		horizon:  func(s *Spec) int64 { return (s.burst*s.period + s.rate - 1) / s.rate },
 		bounds: func(s *Spec) string {
@@ -43,7 +42,6 @@ var facts = map[Algorithm]*algorithmFacts{
 		},
 	},
 	FixedWindow: {
-		code:     "f",
 		capacity: func(s *Spec) int64 { return s.rate },
 		horizon:  func(s *Spec) int64 { return s.period },
 		bounds: func(s *Spec) string {
@@ -54,7 +52,6 @@ var facts = map[Algorithm]*algorithmFacts{
 		},
 	},
 	SlidingWindow: {
-		code:     "w",
 		capacity: func(s *Spec) int64 { return s.rate },
 		horizon:  func(s *Spec) int64 { return 2 * s.period },
 		bounds: func(s *Spec) string {
@@ -66,7 +63,6 @@ var facts = map[Algorithm]*algorithmFacts{
 		},
 	},
 	SlidingLog: {
-		code:     "l",
 		capacity: func(s *Spec) int64 { return s.rate },
 		horizon:  func(s *Spec) int64 { return s.period },
 		bounds: func(s *Spec) string {
@@ -77,7 +73,6 @@ var facts = map[Algorithm]*algorithmFacts{
 		},
 	},
 	InFlight: {
-		code:     "i",
 		capacity: func(s *Spec) int64 { return s.rate },
 		horizon:  func(s *Spec) int64 { return s.period },
 		bounds: func(s *Spec) string {

@@ -9,8 +9,7 @@
 // with an error wrapping errors.ErrUnsupported), and run core/storetest's
 // conformance suite against it; the memory store (core/memorystore) and the
 // Redis store (core/redisstore) implement it. A store that decides locally
-// when its backend fails says so in Result.Fallback, and returns the
-// backend's error instead for a context from NoFallback.
+// when its backend fails says so in Result.Fallback.
 //
 // store imports only the standard library.
 package store

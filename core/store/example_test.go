@@ -94,14 +94,12 @@ func ExampleLimit_Spec() {
 		panic(err)
 	}
 	fmt.Printf("rate=%d period=%dµs burst=%d interval=%dµs\n", spec.Rate(), spec.Period(), spec.Burst(), spec.Interval())
-	fmt.Println(spec.ID())
 
 	// Defaults are applied: Burst 0 means Rate.
 	spec, _ = store.PerSecond(5).Spec()
 	fmt.Println(spec.Burst(), spec.Interval())
 	// Output:
 	// rate=30 period=60000000µs burst=16 interval=2000000µs
-	// g30/60000000b16p0
 	// 5 200000
 }
 

@@ -240,14 +240,6 @@ func (l Limit) normalize() (Spec, error) {
 	return s, nil
 }
 
-// ID returns a short, injective identity of s, used to keep the state of
-// different limits apart in a store: two limits share state on a key exactly
-// when every field that shapes their arithmetic is equal. Example: "g30/60000000b16p0".
-func (s Spec) ID() string {
-	c := facts[s.alg].code
-	return c + strconv.FormatInt(s.rate, 10) + "/" + strconv.FormatInt(s.period, 10) +
-		"b" + strconv.FormatInt(s.burst, 10) + "p" + strconv.FormatInt(s.penalty, 10)
-}
 
 // PerSecond returns a GCRA limit of rate events per second with Burst rate.
 func PerSecond(rate int64) Limit {

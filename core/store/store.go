@@ -121,20 +121,6 @@ type Stats struct {
 	Warnings map[string]int64
 }
 
-// NoFallback returns ctx marked so that a store that decides locally when
-// its backend fails (the Redis store's fallback) returns the backend's
-// error instead. core.Limiter marks its calls so under FailOpen and
-// FailClosed.
-func NoFallback(ctx context.Context) context.Context {
-	return context.WithValue(ctx, noFallbackKey{}, true)
-}
-
-// FallbackAllowed reports whether a store may decide a call made with ctx
-// locally when its backend fails: true unless ctx comes from NoFallback.
-func FallbackAllowed(ctx context.Context) bool { return ctx.Value(noFallbackKey{}) == nil }
-
-type noFallbackKey struct{}
-
 // Errors a Store returns for bad input. They are wrapped with context; test
 // with errors.Is.
 var (

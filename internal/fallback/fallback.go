@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/nofallback"
 )
 
 // A Store remembers the last answer of at most rememberShards ×
@@ -170,7 +171,7 @@ func (f *Store) decide(ctx context.Context, key string, n int64, limits []store.
 		return f.call(ctx, func(ctx context.Context) (store.Result, error) { return f.take(ctx, key, n, limits, charge) })
 	}
 	t := f.begin(key, n)
-	if t.hold && store.FallbackAllowed(ctx) {
+	if t.hold && nofallback.Allowed(ctx) {
 		return f.decideLocally(ctx, key, n, limits, charge, errHeld, false)
 	}
 	res, err := f.call(ctx, func(ctx context.Context) (store.Result, error) { return f.take(ctx, key, n+t.owed, limits, charge) })
@@ -222,9 +223,9 @@ func (f *Store) call(ctx context.Context, do func(context.Context) (store.Result
 
 // mayFallBack reports whether a call that failed with err is decided
 // locally: not when its caller is gone or asked for the backend's error
-// (store.NoFallback), nor for bad input.
+// (nofallback.Mark), nor for bad input.
 func (f *Store) mayFallBack(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && store.FallbackAllowed(ctx) &&
+	return ctx.Err() == nil && nofallback.Allowed(ctx) &&
 		!errors.Is(err, store.ErrEmptyKey) && !errors.Is(err, store.ErrNegativeCost) &&
 		!errors.Is(err, store.ErrInvalidLimit)
 }

@@ -1,0 +1,4 @@
+package sloglimit
+
+// WithClock is withClock, for the tests.
+var WithClock = withClock
