@@ -240,7 +240,6 @@ func (l Limit) normalize() (Spec, error) {
 	return s, nil
 }
 
-
 // PerSecond returns a GCRA limit of rate events per second with Burst rate.
 func PerSecond(rate int64) Limit {
 	return Limit{Algorithm: GCRA, Rate: rate, Period: time.Second, Burst: rate}
