@@ -16,7 +16,7 @@
 -- refund): "<µs>|n<integer>" for an integer, "<µs>|t<i1>,<i2>,..." for a
 -- list of integers.
 
-local recordTTL = 60000 -- ms: how long a late call is recognised
+local recordTTL = 10000 -- ms: how long a late call is recognised
 local record = table.remove(KEYS)
 do
   local prev = redis.call('GET', record)

@@ -88,7 +88,7 @@ func ExampleWithMaxKeys() {
 			panic(err)
 		}
 	}
-	fmt.Println(memorystore.Len(mem) <= 1000)
+	fmt.Println(mem.Len() <= 1000)
 	// Output:
 	// true
 }

@@ -352,8 +352,8 @@ func TestMemorySpacesCount(t *testing.T) {
 			}
 			total += len(sh.states)
 		}
-		if total != s.size() || total > 200 {
-			t.Fatalf("step %d: %d states, Len %d", step, total, s.size())
+		if total != s.Len() || total > 200 {
+			t.Fatalf("step %d: %d states, Len %d", step, total, s.Len())
 		}
 	}
 	for step := range 20_000 {

@@ -306,9 +306,9 @@ func New(opts ...Option) *Store {
 	return s
 }
 
-// size returns the number of states the store holds, expired ones not yet
-// reclaimed included.
-func (s *Store) size() int {
+// Len returns the number of states the store holds, expired ones not yet
+// reclaimed included. It is meant for tests and metrics.
+func (s *Store) Len() int {
 	if s == nil {
 		return 0
 	}
@@ -462,7 +462,7 @@ func toAlgSpec(sp *store.Spec) algSpec {
 // returns the error of a limit that is not valid.
 func specsOf(limits []store.Spec, evs []limitEval) error {
 	for i := range limits {
-		if err := limits[i].Validate(); err != nil {
+		if err := arith.CheckSpec(limits[i]); err != nil {
 			if len(limits) > 1 {
 				err = fmt.Errorf("limits[%d]: %w", i, err)
 			}

@@ -52,7 +52,7 @@ type leaseReply struct{ granted, limit, remaining, retry, reset, win, left int64
 // too small to lease.
 func (l *leases) newLease(lk leaseKey) *lease {
 	spec := lk.limit
-	if spec.Validate() != nil {
+	if arith.CheckSpec(spec) != nil {
 		return nil
 	}
 	most := min(l.cfg.MaxUnits, spec.Capacity()/l.cfg.Share)

@@ -18,7 +18,7 @@ import (
 // recordFor after a server gave such an outcome, the Store sends its
 // charges to the scripts' recorded twins (lua/record.lua): each call
 // carries a record key of its own, in which Redis keeps its reply for
-// recordTTL, and a call whose record exists returns the recorded reply
+// recordTTL (10 s), and a call whose record exists returns the recorded reply
 // instead of running again. A call that broke is sent again at once, on a
 // fresh connection, while its context lasts (connections killed under
 // load are the usual cause, and one sent again gets the exact decision);
@@ -40,9 +40,10 @@ import (
 const recordFor = 10 * time.Second
 
 // recordTTL is how long a record recognises a late call (record.lua's
-// recordTTL); a call held longer by Redis (a pause of over a minute) may
-// be charged besides what settled it.
-const recordTTL = 60 * time.Second
+// recordTTL); a call held longer by Redis (a pause of over 10 s) may be
+// charged besides what settled it. It bounds the records' memory: about
+// 150 bytes per recorded call for 10 s, on servers that are recording.
+const recordTTL = 10 * time.Second
 
 // arm has n's server record charges for recordFor.
 func (n *node) arm() {

@@ -494,7 +494,7 @@ func (s *Store) check(key string, n int64, limits []store.Spec) error {
 		return fmt.Errorf("redisstore: take: %w: no limits", store.ErrInvalidLimit)
 	}
 	for i := range limits {
-		if err := limits[i].Validate(); err != nil {
+		if err := arith.CheckSpec(limits[i]); err != nil {
 			return fmt.Errorf("redisstore: take: limit %d: %w", i, err)
 		}
 	}

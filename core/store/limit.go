@@ -143,7 +143,7 @@ func isAlgorithmWord(a string) bool {
 // Spec is a validated Limit in the integer units the Algorithms compute
 // with: every duration in microseconds, defaults applied. Stores receive
 // Specs; the only way to make a valid one is Limit.Spec. The zero Spec is
-// not valid: Validate reports it, and every store rejects it. Specs are
+// not valid: every store rejects it (Rate 0). Specs are
 // plain values, safe to copy and compare (equal Specs are the same limit).
 type Spec struct {
 	alg      Algorithm
@@ -152,19 +152,6 @@ type Spec struct {
 	burst    int64 // B after defaults (0 for the window Algorithms)
 	penalty  int64 // µs, rounded up
 	interval int64 // T = ceil(P/R) µs: the emission interval of GCRA and LeakyBucket (0 otherwise)
-}
-
-// errZeroSpec is the error of a Spec not made by Limit.Spec.
-var errZeroSpec = fmt.Errorf("%w: the zero Spec; make Specs with Limit.Spec", ErrInvalidLimit)
-
-// Validate returns nil for a Spec made by Limit.Spec, and an error wrapping
-// ErrInvalidLimit for the zero Spec. Stores call it on every Spec they are
-// given.
-func (s Spec) Validate() error {
-	if s.rate <= 0 {
-		return errZeroSpec
-	}
-	return nil
 }
 
 // Algorithm returns the algorithm, never empty (GCRA for a Limit without one).

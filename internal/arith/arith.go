@@ -4,6 +4,7 @@
 package arith
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -109,4 +110,17 @@ func slotOf(perLimit []store.Result) int64 {
 		}
 	}
 	return 0
+}
+
+// errZeroSpec is CheckSpec's error.
+var errZeroSpec = fmt.Errorf("%w: the zero Spec; make Specs with Limit.Spec", store.ErrInvalidLimit)
+
+// CheckSpec returns an error wrapping store.ErrInvalidLimit for the zero
+// Spec (the only invalid one: Limit.Spec makes every other), which stores
+// refuse.
+func CheckSpec(s store.Spec) error {
+	if s.Rate() <= 0 {
+		return errZeroSpec
+	}
+	return nil
 }
