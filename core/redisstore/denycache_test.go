@@ -65,12 +65,12 @@ func TestMiniDenyCacheMatchesUncached(t *testing.T) {
 				if rng.Intn(4) == 0 {
 					n = 1 // traffic of other costs on the same key
 				}
-				before := cached.m.CommandCount()
+				before := cached.calls()
 				got, want := cached.take("k", n, c.l), plain.take("k", n, c.l)
 				if !reflect.DeepEqual(got, want) {
 					t.Fatalf("step %d, cost %d: cached %+v, uncached %+v", i, n, got, want)
 				}
-				if cached.m.CommandCount() == before {
+				if cached.calls() == before {
 					hits++
 					if got.Allowed {
 						t.Fatalf("step %d: allowed without Redis", i)
@@ -101,18 +101,18 @@ func TestMiniDenyCacheExpiresAtRetry(t *testing.T) {
 			until = c.l.Penalty // cached only while the lock holds
 		}
 		x.advance(until - time.Microsecond)
-		before := x.m.CommandCount()
+		before := x.calls()
 		r := x.take(key, c.n, c.l)
-		if x.m.CommandCount() != before {
+		if x.calls() != before {
 			t.Errorf("%v: Take 1µs before the end went to Redis", c.l)
 		}
 		if r.Allowed || r.RetryAfter != first.RetryAfter-until+time.Microsecond {
 			t.Errorf("%v: 1µs before the end: %+v (first denial %+v)", c.l, r, first)
 		}
 		x.advance(time.Microsecond)
-		before = x.m.CommandCount()
+		before = x.calls()
 		x.take(key, c.n, c.l)
-		if x.m.CommandCount() == before {
+		if x.calls() == before {
 			t.Errorf("%v: Take at the end of the denial was answered by the cache", c.l)
 		}
 	}
@@ -137,9 +137,9 @@ func TestMiniDenyCacheSkips(t *testing.T) {
 		{"never passes", 3, []store.Limit{g}},
 	} {
 		for i := 0; i < 3; i++ {
-			before := x.m.CommandCount()
+			before := x.calls()
 			x.take("k", c.n, c.limits...)
-			if x.m.CommandCount() == before {
+			if x.calls() == before {
 				t.Errorf("%s: take %d answered by the cache", c.what, i)
 			}
 		}
@@ -156,7 +156,7 @@ func TestMiniDenyCacheHitAllocs(t *testing.T) {
 	}
 	ctx := context.Background()
 	limits := specs(l)
-	before := x.m.CommandCount()
+	before := x.calls()
 	allocs := testing.AllocsPerRun(200, func() {
 		if r, err := x.store.Take(ctx, "alloc", 1, limits...); err != nil || r.Allowed {
 			t.Fatalf("%+v %v", r, err)
@@ -165,7 +165,7 @@ func TestMiniDenyCacheHitAllocs(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations per cached denial, want 0", allocs)
 	}
-	if x.m.CommandCount() != before {
+	if x.calls() != before {
 		t.Errorf("cached denials reached Redis")
 	}
 }

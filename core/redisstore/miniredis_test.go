@@ -31,18 +31,53 @@ type mini struct {
 	client *redis.Client
 	store  *Store
 	now    time.Time
+	sent   *decisionCalls
 }
+
+// decisionCalls counts the commands a client sends, but those of the
+// Store's background work (PUBSUB NUMSUB, INFO), whose timing a test does
+// not control.
+type decisionCalls struct{ n atomic.Int64 }
+
+func (c *decisionCalls) note(cmds ...redis.Cmder) {
+	for _, cmd := range cmds {
+		if name := cmd.Name(); name != "pubsub" && name != "info" {
+			c.n.Add(1)
+		}
+	}
+}
+
+func (c *decisionCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *decisionCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.note(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *decisionCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.note(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// calls returns the number of commands x's Store sent for decisions.
+func (x *mini) calls() int64 { return x.sent.n.Load() }
 
 func newMini(tb testing.TB, opts ...Option) *mini {
 	tb.Helper()
 	m := miniredis.RunT(tb)
 	client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
 	tb.Cleanup(func() { _ = client.Close() })
+	sent := &decisionCalls{}
+	client.AddHook(sent)
 	s, err := New(client, append(bare(), opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	x := &mini{tb: tb, m: m, client: client, store: s, now: t0}
+	x := &mini{tb: tb, m: m, client: client, store: s, now: t0, sent: sent}
 	s.clock = func() int64 { return x.now.UnixMicro() } // the deny cache follows miniredis' clock
 	m.SetTime(t0)
 	tb.Cleanup(func() { _ = s.Close() })

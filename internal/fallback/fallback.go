@@ -360,12 +360,21 @@ func (f *Store) remember(key string, res *store.Result, limits []store.Spec, t t
 		f.answered()
 		return
 	}
+	remaining := res.Remaining
+	if r.known && res.Allowed && r.until.IsZero() && now.Before(r.full) && r.limit == res.Limit && r.binding == res.Binding {
+		// Answers may be handled out of the order the backend gave them
+		// (several connections, a process short of CPU): one claiming
+		// more left than the last answer allows by now, less what the
+		// fallback admitted and charged since, is older than it.
+		b, _ := r.budget(now, 0)
+		remaining = min(remaining, max(b-(r.used-r.owed), 0))
+	}
 	r.known, r.at, r.until = true, now, time.Time{}
 	if !res.Allowed && res.RetryAfter < store.InfDuration {
 		r.until = now.Add(res.RetryAfter)
 	}
 	r.full = now.Add(res.ResetAfter)
-	r.remaining, r.limit, r.binding, r.used = res.Remaining, res.Limit, res.Binding, r.owed
+	r.remaining, r.limit, r.binding, r.used = remaining, res.Limit, res.Binding, r.owed
 	r.linear = false
 	if b := res.Binding; b >= 0 && b < len(limits) {
 		switch limits[b].Algorithm() {

@@ -544,3 +544,30 @@ func TestFallbackSettlesCallsWhoseReplyWasLost(t *testing.T) {
 		})
 	}
 }
+
+// Answers can be handled out of the order the store gave them (replies on
+// several connections, a process short of CPU): an older answer, claiming
+// more left than the newer one it follows, does not widen what the
+// fallback admits once the store is away.
+func TestFallbackIgnoresStaleAnswers(t *testing.T) {
+	for _, lim := range []store.Limit{
+		{Algorithm: store.FixedWindow, Rate: 5, Period: time.Minute},
+		{Algorithm: store.GCRA, Rate: 5, Period: time.Minute, Burst: 5},
+	} {
+		t.Run(string(lim.Algorithm), func(t *testing.T) {
+			clock := newFakeClock(time.Unix(1_700_000_000, 0))
+			l, s, f := fallbackLimiter(t, clock, lim)
+			first := l.Decide(clientRequest("a"))
+			if n, _ := decideN(l, "a", 1); n != 1 || first.Action != core.Serve {
+				t.Fatalf("store admitted %d of 2", n+1)
+			}
+			// The first Take's answer (4 left) is handled after the
+			// second's (3 left).
+			f.remember("3:api:a", &first.Result, specs(lim), ticket{})
+			s.down.Store(true)
+			if n, _ := decideN(l, "a", 5); n != 3 {
+				t.Errorf("the fallback admitted %d with 3 left, want 3", n)
+			}
+		})
+	}
+}
