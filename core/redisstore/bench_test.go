@@ -2,7 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,4 +182,82 @@ func BenchmarkTakeOverhead(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkRecordedTake measures what recording a charge costs Redis (see
+// record.go): the same Takes (1000 keys, allow path, one goroutine) sent
+// to the plain scripts, as a healthy server gets them, and to their
+// recorded twins, as a server gets them for 10 s after an uncertain
+// outcome. redis-µs/op is the scripts' time inside Redis per call
+// (INFO commandstats, evalsha), the figure to compare.
+//
+//	go test -run '^$' -bench RecordedTake ./core/redisstore
+func BenchmarkRecordedTake(b *testing.B) {
+	srv := redistest.StartServer(b)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	b.Cleanup(func() { _ = client.Close() })
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	ctx := context.Background()
+	for _, lim := range []store.Limit{
+		{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 1_000_000},
+		{Algorithm: store.FixedWindow, Rate: 500_000, Period: time.Hour},
+	} {
+		for _, recorded := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/recorded=%t", lim.Algorithm, recorded), func(b *testing.B) {
+				s := realStore(b, client)
+				sp := specs(lim)
+				takeOK(b, s, "warm", 1, lim) // loads the scripts
+				if err := client.ConfigResetStat(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					key := keys[i%len(keys)]
+					if recorded {
+						s.health.nodeFor(ctx, key).arm()
+					}
+					if _, err := s.takeRedis(ctx, key, 1, sp...); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				info, err := client.Info(ctx, "commandstats").Result()
+				if err != nil {
+					b.Fatal(err)
+				}
+				calls, usec := evalshaStats(b, info)
+				if calls < int64(b.N) {
+					b.Fatalf("Redis counted %d evalsha calls for %d Takes", calls, b.N)
+				}
+				b.ReportMetric(float64(usec)/float64(calls), "redis-µs/op")
+			})
+		}
+	}
+}
+
+// evalshaStats returns the calls and microseconds of evalsha in info, the
+// reply of INFO commandstats.
+func evalshaStats(tb testing.TB, info string) (calls, usec int64) {
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				calls = n
+			case "usec":
+				usec = n
+			}
+		}
+		return calls, usec
+	}
+	tb.Fatal("no evalsha in INFO commandstats")
+	return 0, 0
 }
