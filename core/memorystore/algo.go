@@ -125,8 +125,8 @@ type tatState struct{ tat int64 }
 type bucketState struct{ tokens, ts int64 }
 
 // windowState is FixedWindow's and SlidingWindow's: the current window's
-// number (floor(now/Period)), its count and, for SlidingWindow, the
-// previous window's count.
+// number (floor(now/Period); a calendar window's start in µs), its count
+// and, for SlidingWindow, the previous window's count.
 type windowState struct{ window, count, prev int64 }
 
 func (w *stateWords) tat() tatState       { return tatState{tat: w.w0} }

@@ -76,7 +76,9 @@ const (
 )
 
 // Limit describes one rate limit. The zero value is not valid: Rate and
-// Period are required. Limits are plain values, safe to copy and compare.
+// Period are required (but for a calendar window, made by PerCalendar or
+// ParseLimit, whose unit and zone are kept unexported and whose Period
+// stays 0). Limits are plain values, safe to copy and compare.
 type Limit struct {
 	Algorithm Algorithm     // zero value means GCRA
 	Rate      int64         // events admitted per Period
