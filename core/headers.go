@@ -39,7 +39,8 @@ const (
 	// window: the seconds, rounded up, within which the client can use no
 	// more than r. For GCRA, TokenBucket and LeakyBucket that is the time
 	// until the next unit refills (not until the bucket is full), for
-	// FixedWindow until the window ends. SlidingWindow's and SlidingLog's
+	// FixedWindow until the window ends (a calendar window's true end,
+	// store.PerCalendar, whose w is its nominal day, week or 31 days). SlidingWindow's and SlidingLog's
 	// stores report when the key is whole again, not when its next unit
 	// frees: their t is the former, which may be later. On a refusal,
 	// the t of each limit that refused is at most its RetryAfter, so never

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/core/storetest"
 )
 
 // ietfFields parses a response's RateLimit-Policy and RateLimit fields
@@ -216,5 +218,45 @@ func TestIETFInFlightQuotaUnit(t *testing.T) {
 		if i == 2 && (d.Action != Refuse || h.Get("Retry-After") != "1") {
 			t.Errorf("third request: %v %v, want a refusal with Retry-After 1", d.Action, h)
 		}
+	}
+}
+
+// A calendar window (store.PerCalendar) tells its true renewal: Berlin's
+// October 25, 2026 lasts 25 hours (summer time ends), so every header
+// counts to 2026-10-25T23:00Z, the next local midnight; the policy's w is
+// the nominal day. The next day's window, of 24 hours, starts fresh.
+func TestIETFCalendarWindow(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Skip(err)
+	}
+	start := time.Date(2026, 10, 24, 22, 0, 0, 0, time.UTC) // 00:00 CEST
+	end := time.Date(2026, 10, 25, 23, 0, 0, 0, time.UTC)   // 00:00 CET, 25 h later
+	clock := storetest.NewClock(start)
+	st := memorystore.New(memorystore.WithClock(clock.Now))
+	l := mustNew(t, st, []store.Limit{store.PerCalendar(2, "day", berlin)},
+		WithClock(clock.Now), WithHeaders(HeadersLegacy|HeadersIETF))
+	for i := 0; i < 3; i++ {
+		d, h := decideHeaders(l, request("a"))
+		policy, rl := ietfFields(t, h)
+		if policy[0].params["q"] != 2 || policy[0].params["w"] != 86400 {
+			t.Errorf("request %d: RateLimit-Policy %q, want q=2 w=86400", i, h.Get("RateLimit-Policy"))
+		}
+		if got := headerInt(t, h, "X-Ratelimit-Reset"); got != end.Unix() {
+			t.Errorf("request %d: X-RateLimit-Reset %d, want %d (%v)", i, got, end.Unix(), end)
+		}
+		if rl[0].params["t"] != 25*3600 {
+			t.Errorf("request %d: RateLimit %q, want t=90000", i, h.Get("RateLimit"))
+		}
+		if i < 2 && d.Action == Refuse || i == 2 && (d.Action != Refuse || headerInt(t, h, "Retry-After") != 25*3600) {
+			t.Errorf("request %d: %v, Retry-After %q", i, d.Action, h.Get("Retry-After"))
+		}
+	}
+	clock.Advance(end.Sub(clock.Now()))
+	d, h := decideHeaders(l, request("a"))
+	_, rl := ietfFields(t, h)
+	if d.Action == Refuse || rl[0].params["r"] != 1 || rl[0].params["t"] != 24*3600 ||
+		headerInt(t, h, "X-Ratelimit-Reset") != end.Add(24*time.Hour).Unix() {
+		t.Errorf("the next day: %v %v", d.Action, h)
 	}
 }

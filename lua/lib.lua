@@ -50,6 +50,18 @@ local function keepOnly(key, f)
   end
 end
 
+-- calendar is the window of a calendar limit (store.PerCalendar) that
+-- holds now, from b0 < b1 < b2, the boundaries (us) of two consecutive
+-- windows that the client computed in the limit's zone (Lua knows no
+-- zones): its start, the window's number, and left = end - now. A now
+-- outside [b0, b2) (Redis' clock and the client's apart by about half a
+-- window or more) counts as the nearest instant inside: b0, or b2 - 1.
+local function calendar(now, b0, b1, b2)
+  if now < b0 then now = b0 elseif now >= b2 then now = b2 - 1 end
+  if now < b1 then return b0, b1 - now end
+  return b1, b2 - now
+end
+
 -- A state string: up to three integers separated by colons.
 local STATE = '^(%d+):?(%d*):?(%d*)$'
 

@@ -13,7 +13,8 @@
 -- ARGV[6i-3 .. 6i+2]  limit i as in take.lua: code, R, P, B, T, L
 -- Reply        the number of limits that got something back
 --
--- It runs after lib.lua (str, fdiv, cdiv, px, STATE, slidingRetry, tokens).
+-- It runs after lib.lua (str, fdiv, cdiv, px, calendar, STATE,
+-- slidingRetry, tokens).
 
 if #ARGV ~= 2 + 6 * #KEYS then
   return redis.error_reply('ERR sluice refund: want 6 arguments per key after n and stamp')
@@ -61,9 +62,17 @@ local function token(key, R, P, B)
 end
 
 -- fixed_window: n off the count of the charge's window, if it is current.
-local function fixed(key, P)
-  local win = fdiv(now, P)
-  if fdiv(stamp, P) ~= win then return 0 end
+-- A calendar window (B > 0) sends the boundaries b0, b1, b2 in P, B, T
+-- (take.lua); a stamp outside them is of another window.
+local function fixed(key, P, B, T)
+  local win, wc
+  if B > 0 then
+    win = calendar(now, P, B, T)
+    if stamp >= P and stamp < T then wc = calendar(stamp, P, B, T) end
+  else
+    win, wc = fdiv(now, P), fdiv(stamp, P)
+  end
+  if wc ~= win then return 0 end
   local c = tonumber(call('HGET', key, str(win)))
   if not c or c <= 0 then return 0 end
   c = c - n
@@ -156,7 +165,7 @@ for i = 1, #KEYS do
     if a == 'g' then done = done + tat(key, B, T)
     elseif a == 'k' then done = done + tat(key, B + 1, T)
     elseif a == 't' then done = done + token(key, R, P, B)
-    elseif a == 'f' then done = done + fixed(key, P)
+    elseif a == 'f' then done = done + fixed(key, P, B, T)
     elseif a == 'w' then done = done + sliding(key, P)
     elseif a == 'l' then done = done + log(key, P)
     elseif a == 'i' then -- in_flight: its slot is given back by Release, not here

@@ -21,14 +21,17 @@
 --   ARGV[6i-2]  P, period in microseconds
 --   ARGV[6i-1]  B, burst after defaults (0 for the window algorithms)
 --   ARGV[6i]    T, interval ceil(P/R) in microseconds (gcra, leaky_bucket)
+--               A calendar window (a fixed_window, f, with B > 0) sends in
+--               P, B and T the boundaries b0 < b1 < b2 (us) of two
+--               consecutive windows instead (see calendar in lib.lua)
 --   ARGV[6i+1]  L, penalty in microseconds (0: none)
 -- Reply, per limit i, six integers from index 6i-5:
 --   allowed (0/1), limit, remaining, retry us (-1: never), reset us, delay us
 -- and, when some limit is in_flight, one more integer: the id of the slot
 -- the call took (0: none).
 --
--- It runs after lib.lua (str, fdiv, cdiv, px, keepOnly, STATE, slidingRetry,
--- tokens).
+-- It runs after lib.lua (str, fdiv, cdiv, px, keepOnly, calendar, STATE,
+-- slidingRetry, tokens).
 
 -- One more argument, 's', asks for Redis' clock at the call (µs) as one
 -- more integer after the reply (a charge that may be refunded).
@@ -167,8 +170,14 @@ for i = 1, m do
     end
     inflights = true
   elseif l.a == 'f' then
-    -- a hash from the window's index to its count (see fixed.lua)
-    l.win = fdiv(now, l.P)
+    -- a hash from the window's index to its count (see fixed.lua); a
+    -- calendar window's index is its start
+    if l.B > 0 then
+      l.win, l.left = calendar(now, l.P, l.B, l.T)
+    else
+      l.win = fdiv(now, l.P)
+      l.left = (l.win + 1) * l.P - now
+    end
     l.c = tonumber(call('HGET', l.key, str(l.win))) or 0
   else
     local v = vals[l.si]
@@ -222,8 +231,7 @@ local function token(l, cost)
 end
 
 local function fixed(l, cost)
-  local R, P = l.R, l.P
-  local left = (l.win + 1) * P - now
+  local R, left = l.R, l.left
   local c = l.c
   local ok, retry, w = 0, 0, nil
   if cost > R then

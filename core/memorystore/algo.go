@@ -2,6 +2,7 @@ package memorystore
 
 import (
 	"math"
+	"time"
 
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/arith"
@@ -56,6 +57,41 @@ type algSpec struct {
 	burst    int64 // B after defaults
 	penalty  int64 // L, µs
 	interval int64 // T = ceil(P/R), µs (GCRA and LeakyBucket)
+	// A calendar window (store.PerCalendar): a FixedWindow whose windows
+	// are its zone's days, weeks or months; calNone and nil otherwise.
+	cal  calUnit
+	zone *time.Location
+}
+
+// calUnit is a calendar window's unit.
+type calUnit uint8
+
+const (
+	calNone calUnit = iota
+	calDay
+	calWeek
+	calMonth
+)
+
+var calUnits = [...]string{calDay: "day", calWeek: "week", calMonth: "month"}
+
+func calUnitOf(unit string) calUnit {
+	for u, name := range calUnits {
+		if name == unit && name != "" {
+			return calUnit(u)
+		}
+	}
+	return calNone // Spec has already rejected unknown units
+}
+
+// window returns the fixed window of sp holding now: its number (a
+// calendar window's start in µs, else floor(now/P)) and its end in µs.
+func (sp *algSpec) window(now int64) (w, end int64) {
+	if sp.cal != calNone {
+		return arith.CalendarWindow(calUnits[sp.cal], sp.zone, now)
+	}
+	w = floorDiv(now, sp.period)
+	return w, (w + 1) * sp.period
 }
 
 // memoryState is one (key, limit) entry of the  has is false when
@@ -89,8 +125,8 @@ type tatState struct{ tat int64 }
 type bucketState struct{ tokens, ts int64 }
 
 // windowState is FixedWindow's and SlidingWindow's: the current window's
-// number (floor(now/Period)), its count and, for SlidingWindow, the
-// previous window's count.
+// number (floor(now/Period); a calendar window's start in µs), its count
+// and, for SlidingWindow, the previous window's count.
 type windowState struct{ window, count, prev int64 }
 
 func (w *stateWords) tat() tatState       { return tatState{tat: w.w0} }
@@ -233,9 +269,8 @@ func evalTokenBucket(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 }
 
 func evalFixedWindow(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
-	r, p := sp.rate, sp.period
-	w := floorDiv(now, p)
-	end := (w + 1) * p
+	r := sp.rate
+	w, end := sp.window(now)
 	var c int64
 	if ws := st.words.window(); st.has && ws.window == w {
 		c = ws.count

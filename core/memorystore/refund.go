@@ -68,8 +68,9 @@ func giveBack(st *memoryState, sp *algSpec, now, n, stamp int64) {
 		n = min(n, sp.burst)
 		st.words = bucketState{tokens: min(capacity, tok+n*sp.period), ts: now}.words()
 	case algFixedWindow:
-		w := floorDiv(now, sp.period)
-		if ws := st.words.window(); ws.window == w && floorDiv(stamp, sp.period) == w {
+		w, _ := sp.window(now)
+		wc, _ := sp.window(stamp)
+		if ws := st.words.window(); ws.window == w && wc == w {
 			ws.count = max(0, ws.count-n)
 			st.words = ws.words()
 		}

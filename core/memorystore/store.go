@@ -103,12 +103,14 @@ type stateKey struct {
 	period  int64
 	burst   int64
 	penalty int64
+	zone    *time.Location // a calendar window's (see algSpec)
 	alg     algCode
+	cal     calUnit
 	digest  bool // key is the SHA-256 of a key longer than maxStoredKeyLen
 }
 
 func (k *stateKey) spec() algSpec {
-	sp := algSpec{alg: k.alg, rate: k.rate, period: k.period, burst: k.burst, penalty: k.penalty}
+	sp := algSpec{alg: k.alg, rate: k.rate, period: k.period, burst: k.burst, penalty: k.penalty, cal: k.cal, zone: k.zone}
 	if k.alg == algGCRA || k.alg == algLeakyBucket {
 		sp.interval = arith.CeilDiv(k.period, k.rate)
 	}
@@ -447,6 +449,7 @@ func makeStateKey(key string, digest bool, sp *algSpec) stateKey {
 	return stateKey{
 		key: key, digest: digest, alg: sp.alg,
 		rate: sp.rate, period: sp.period, burst: sp.burst, penalty: sp.penalty,
+		cal: sp.cal, zone: sp.zone,
 	}
 }
 
@@ -454,6 +457,9 @@ func toAlgSpec(sp *store.Spec) algSpec {
 	a := algSpec{
 		alg: algCodeOf(sp.Algorithm()), rate: sp.Rate(), period: sp.Period(),
 		burst: sp.Burst(), penalty: sp.Penalty(), interval: sp.Interval(),
+	}
+	if unit, zone := sp.Calendar(); unit != "" {
+		a.cal, a.zone = calUnitOf(unit), zone
 	}
 	return a
 }
@@ -613,7 +619,7 @@ func (sh *memoryShard) insert(k *stateKey, st *memoryState, now int64) {
 		// (so that Take's key does not escape) a buffer it reuses.
 		key:  strings.Clone(k.key),
 		rate: k.rate, period: k.period, burst: k.burst, penalty: k.penalty,
-		alg: k.alg, digest: k.digest,
+		alg: k.alg, digest: k.digest, cal: k.cal, zone: k.zone,
 	}
 	p.ns = uint8(ns)
 	if sh.states == nil {

@@ -41,6 +41,15 @@ var diffPool = []store.Limit{
 	{Algorithm: store.SlidingWindow, Rate: 500_000_000, Period: 3_000_001 * time.Microsecond}, // R·P ≈ 1.5e15
 	{Algorithm: store.SlidingLog, Rate: 4, Period: 1500 * time.Millisecond},
 	{Algorithm: store.SlidingLog, Rate: 3, Period: time.Second, Penalty: 2 * time.Second},
+	// Calendar windows: a day whose midnight (22:16:40 UTC) every run
+	// crosses, and a week with a penalty.
+	store.PerCalendar(4, "day", time.FixedZone("diff+014320", 6200)),
+	calendarWithPenalty(store.PerCalendar(3, "week", time.UTC), 2*time.Second),
+}
+
+func calendarWithPenalty(l store.Limit, d time.Duration) store.Limit {
+	l.Penalty = d
+	return l
 }
 
 var (
@@ -93,6 +102,7 @@ func TestMiniMatchesMemoryStore(t *testing.T) {
 
 func miniMatches(t *testing.T, steps, maxLimits int) {
 	x := newMini(t)
+	x.store.wall = func() time.Time { return x.now }
 	x.advance(123456789 * time.Microsecond) // off every window boundary
 	mem := memorystore.New(memorystore.WithClock(func() time.Time { return x.now }))
 	diffRun(t, steps, maxLimits, mem, func() time.Time { return x.now }, x.advance,
@@ -125,6 +135,7 @@ func redisMatches(t *testing.T, steps, maxLimits int) {
 	t.Cleanup(func() { _ = client.Close() })
 	s := realStore(t, client)
 	now := time.Unix(1_700_000_000, 987654_000).UTC()
+	s.wall = func() time.Time { return now }
 	mem := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 	const clockLine = "local t = call('TIME')"
 	const ttlLine = "local function px(ttl)"
@@ -161,6 +172,7 @@ func redisMatches(t *testing.T, steps, maxLimits int) {
 // decided by split, against the memory store.
 func TestMiniSplitMatchesMemoryStore(t *testing.T) {
 	x := newMini(t)
+	x.store.wall = func() time.Time { return x.now }
 	x.advance(123456789 * time.Microsecond)
 	mem := memorystore.New(memorystore.WithClock(func() time.Time { return x.now }))
 	splits := 0

@@ -12,9 +12,11 @@ import (
 )
 
 // WithTestClock makes the deny cache read now instead of the monotonic
-// clock, for tests whose Redis clock is under their control (miniredis).
+// clock, and calendar windows' boundaries be computed around now instead
+// of time.Now, for tests whose Redis clock is under their control
+// (miniredis).
 func WithTestClock(now func() time.Time) Option {
-	return optionFunc(func(s *settings) { s.clock = func() int64 { return now().UnixMicro() } })
+	return optionFunc(func(s *settings) { s.clock, s.wall = func() int64 { return now().UnixMicro() }, now })
 }
 
 // WaitListening waits until s's deny cache may answer (its listener has

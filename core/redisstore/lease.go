@@ -186,11 +186,12 @@ func (l *leases) suspend() {
 }
 
 // leasable reports whether lease mode can decide a Take of lim: GCRA,
-// token bucket and the two windows, without a penalty.
+// token bucket and the two windows, without a penalty, but calendar windows.
 func leasable(lim store.Spec) bool {
 	switch lim.Algorithm() {
 	case store.GCRA, store.TokenBucket, store.FixedWindow, store.SlidingWindow:
-		return lim.Penalty() == 0
+		unit, _ := lim.Calendar() // a calendar window's end is not P's multiple
+		return lim.Penalty() == 0 && unit == ""
 	}
 	return false
 }

@@ -56,7 +56,7 @@ func (s *Store) refundRedis(ctx context.Context, key string, n int64, stamp int6
 	}
 	cmd = append(cmd, chargeArg(n), stamp) // sent once: a give-back sent again by the client is refused
 	for _, p := range ps {
-		cmd = append(cmd, p.args[:]...)
+		cmd = append(cmd, s.argv(p)...)
 	}
 	key0 := base + ps[0].state
 	server := s.health.nodeFor(ctx, key0)

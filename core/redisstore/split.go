@@ -196,7 +196,7 @@ func (sp *split) settle(ctx context.Context, s *Store, p *prepared, n, cost, lef
 func (sp *split) one(ctx context.Context, s *Store, p *prepared, c int64) (v []int64, slot, stamp int64, err error) {
 	key := sp.base + p.state
 	cmd := append(takeScript.command(2, 4+2+argsPerLimit+1), key, key, chargeArg(c))
-	cmd = append(cmd, p.args[:argsPerLimit-1]...)
+	cmd = append(cmd, s.argv(p)[:argsPerLimit-1]...)
 	cmd = append(cmd, 0, "s")
 	reply, err := s.single(ctx, key, takeScript, cmd)
 	if err != nil {
@@ -231,7 +231,7 @@ func (sp *split) giveBack(ctx context.Context, s *Store, p *prepared, c, mark in
 func (sp *split) refund(ctx context.Context, s *Store, p *prepared, c, stamp int64) error {
 	key := sp.base + p.state
 	cmd := append(refundScript.command(1, 5+1+argsPerLimit), key, chargeArg(c), stamp)
-	_, err := s.single(ctx, key, refundScript, append(cmd, p.args[:]...))
+	_, err := s.single(ctx, key, refundScript, append(cmd, s.argv(p)...))
 	return err
 }
 

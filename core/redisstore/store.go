@@ -64,6 +64,9 @@ type Store struct {
 	scripts *runner      // runs the scripts, reloads them when lost
 	deny    *denyCache   // nil: off
 	clock   func() int64 // µs, monotonic; the deny cache's clock
+	// wall is the clock around which calendar windows' boundaries are
+	// computed for the scripts (Redis' clock decides among them).
+	wall func() time.Time
 
 	cluster *clusterReload // nil unless client is a *redis.ClusterClient
 	health  *health        // the circuit breakers (WithBreaker)
@@ -113,6 +116,7 @@ type settings struct {
 	timeout  time.Duration
 	local    store.Store // the fallback's store; nil: off
 	now      func() time.Time
+	wall     func() time.Time // nil: time.Now; calendar windows' boundaries (tests)
 }
 
 // defaultTimeout is the Store's deadline for a call to Redis unless
@@ -242,7 +246,10 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if s.local != nil && isNil(s.local) {
 		return nil, fmt.Errorf("redisstore: WithFallback: a nil %T", s.local)
 	}
-	st := &Store{client: client, prefix: s.prefix, clock: s.clock, log: s.log}
+	st := &Store{client: client, prefix: s.prefix, clock: s.clock, wall: s.wall, log: s.log}
+	if st.wall == nil {
+		st.wall = time.Now
+	}
 	st.scripts = &runner{client: client, lost: st.inspectSoon}
 	var pipe func(redis.UniversalClient) *batcher
 	if s.pipeline > 0 {
@@ -409,6 +416,9 @@ type prepared struct {
 	// only the take script knows.
 	lean     *family
 	leanArgs []any
+	// calendar is set for a calendar window, whose args change with the
+	// window (see argv); it has no lean script.
+	calendar bool
 
 	spec     store.Spec
 	capacity int64
@@ -441,7 +451,9 @@ func (s *Store) prepare(spec store.Spec) (*prepared, error) {
 			strconv.FormatInt(spec.Penalty(), 10),
 		},
 	}
-	if spec.Penalty() == 0 && f.script != nil {
+	if unit, _ := spec.Calendar(); unit != "" {
+		p.calendar = true
+	} else if spec.Penalty() == 0 && f.script != nil {
 		p.lean, p.leanArgs = f, leanArgs(f, &spec)
 	}
 	if s.cached.Load() < maxCachedLimits {
@@ -682,6 +694,10 @@ func stateSuffix(s *store.Spec) string {
 // on a key exactly when every field that shapes their arithmetic is equal.
 // Example: "g30/60000000b16p0".
 func specID(s *store.Spec) string {
+	if unit, zone := s.Calendar(); unit != "" { // "f10000/month@Europe/Berlinp0"
+		return codeFixedWindow + strconv.FormatInt(s.Rate(), 10) + "/" + unit + "@" + zone.String() +
+			"p" + strconv.FormatInt(s.Penalty(), 10)
+	}
 	return families[s.Algorithm()].code + strconv.FormatInt(s.Rate(), 10) + "/" + strconv.FormatInt(s.Period(), 10) +
 		"b" + strconv.FormatInt(s.Burst(), 10) + "p" + strconv.FormatInt(s.Penalty(), 10)
 }
@@ -719,9 +735,23 @@ func (s *Store) request(key string, n int64, limits []store.Spec) (keys []string
 			lock = base + p.state
 		}
 		keys = append(keys, base+p.state, lock)
-		args = append(args, p.args[:]...)
+		args = append(args, s.argv(p)...)
 	}
 	return keys, args, first, nil
+}
+
+// argv returns p's ARGV for the take and refund scripts: p.args, but for
+// a calendar window, whose P, B and T carry the boundaries of two
+// consecutive windows around the Store's clock (arith.CalendarBounds),
+// among which the script finds the one holding Redis' clock.
+func (s *Store) argv(p *prepared) []any {
+	if !p.calendar {
+		return p.args[:]
+	}
+	b := arith.CalendarBounds(&p.spec, s.wall().UnixMicro())
+	a := p.args
+	a[2], a[3], a[4] = strconv.FormatInt(b[0], 10), strconv.FormatInt(b[1], 10), strconv.FormatInt(b[2], 10)
+	return a[:]
 }
 
 // decode turns the take script's reply into the Result of a Take over m

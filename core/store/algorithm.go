@@ -1,5 +1,7 @@
 package store
 
+import "time"
+
 // algorithmFacts is everything the package knows of one algorithm beyond
 // its arithmetic (core/memorystore/algo.go and lua/take.lua): one entry per
 // algorithm, so that a fact is written once.
@@ -108,4 +110,10 @@ func (s Spec) Capacity() int64 { return facts[s.alg].capacity(&s) }
 // (Burst·Period/Rate for GCRA, TokenBucket and LeakyBucket, Period for
 // FixedWindow and SlidingLog, 2·Period for SlidingWindow, the hold for
 // InFlight).
-func (s Spec) Horizon() int64 { return facts[s.alg].horizon(&s) }
+// A calendar window's is its longest: its Period plus a day.
+func (s Spec) Horizon() int64 {
+	if s.calendar != "" {
+		return s.period + int64(calendarSlack/time.Microsecond)
+	}
+	return facts[s.alg].horizon(&s)
+}

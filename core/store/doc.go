@@ -1,6 +1,6 @@
 // Package store holds what sluice's Limiter (package core) and the stores
 // that keep rate-limit state share: the Limit a user writes (PerMinute,
-// MaxInFlight, ParseLimit, the Algorithms), the Spec a store receives (a
+// MaxInFlight, PerCalendar, ParseLimit, the Algorithms), the Spec a store receives (a
 // Limit validated once, in integer microseconds), the Result of a decision,
 // the errors, and the Store interface.
 //

@@ -76,7 +76,9 @@ const (
 )
 
 // Limit describes one rate limit. The zero value is not valid: Rate and
-// Period are required. Limits are plain values, safe to copy and compare.
+// Period are required (but for a calendar window, made by PerCalendar or
+// ParseLimit, whose unit and zone are kept unexported and whose Period
+// stays 0). Limits are plain values, safe to copy and compare.
 type Limit struct {
 	Algorithm Algorithm     // zero value means GCRA
 	Rate      int64         // events admitted per Period
@@ -89,6 +91,11 @@ type Limit struct {
 	// by this limit: requests during the lock are denied without being
 	// charged, and they do not extend it.
 	Penalty time.Duration
+
+	// A calendar window (PerCalendar): its unit ("day", "week" or
+	// "month") and zone; "" and nil for every other limit.
+	calendar string
+	zone     *time.Location
 }
 
 // ErrInvalidLimit is wrapped by every error Validate returns.
@@ -114,7 +121,13 @@ func invalid(l Limit, format string, args ...any) error {
 // returns l for every valid Limit. Invalid limits render too, for messages.
 func (l Limit) String() string {
 	s := strconv.FormatInt(l.Rate, 10) + "/" + formatPeriod(l.Period)
-	if l.Algorithm != "" {
+	if l.calendar != "" {
+		s = strconv.FormatInt(l.Rate, 10) + "/" + l.calendar + "@" + zoneName(l.zone)
+		if l.Period != 0 {
+			s += " period " + formatDuration(l.Period) // invalid: for messages only
+		}
+	}
+	if l.Algorithm != "" && (l.calendar == "" || l.Algorithm != FixedWindow) {
 		if a := string(l.Algorithm); isAlgorithmWord(a) {
 			s += " " + a
 		} else {
@@ -147,11 +160,13 @@ func isAlgorithmWord(a string) bool {
 // plain values, safe to copy and compare (equal Specs are the same limit).
 type Spec struct {
 	alg      Algorithm
-	rate     int64 // R: events per Period
-	period   int64 // P, µs
-	burst    int64 // B after defaults (0 for the window Algorithms)
-	penalty  int64 // µs, rounded up
-	interval int64 // T = ceil(P/R) µs: the emission interval of GCRA and LeakyBucket (0 otherwise)
+	rate     int64          // R: events per Period
+	period   int64          // P, µs
+	burst    int64          // B after defaults (0 for the window Algorithms)
+	penalty  int64          // µs, rounded up
+	interval int64          // T = ceil(P/R) µs: the emission interval of GCRA and LeakyBucket (0 otherwise)
+	calendar string         // PerCalendar's unit, "" for other limits
+	zone     *time.Location // PerCalendar's zone
 }
 
 // Algorithm returns the algorithm, never empty (GCRA for a Limit without one).
@@ -160,8 +175,20 @@ func (s Spec) Algorithm() Algorithm { return s.alg }
 // Rate returns R, the events admitted per Period.
 func (s Spec) Rate() int64 { return s.rate }
 
-// Period returns P in microseconds.
+// Period returns P in microseconds. For a calendar window (PerCalendar)
+// it is the unit's nominal length (a day of 24 hours, a week of 7 days, a
+// month of 31 days), the figure of the IETF policy's w; its windows are
+// those of Calendar.
 func (s Spec) Period() int64 { return s.period }
+
+// Calendar returns the unit ("day", "week" or "month") and the zone of a
+// calendar window made by PerCalendar, and "" and nil for every other
+// limit. A store decides a calendar limit as a FixedWindow whose window
+// holding an instant t runs from the start of t's day, week (from Monday)
+// or month in zone to the start of the next, both at 00:00 local time (or
+// the first instant after it, when a change of the zone's offset skips
+// midnight): 23 or 25 hours across a daylight saving change.
+func (s Spec) Calendar() (unit string, zone *time.Location) { return s.calendar, s.zone }
 
 // Burst returns the Burst after defaults (Rate when the Limit had 0), and 0
 // for the window Algorithms.
@@ -178,6 +205,9 @@ func (s Spec) Interval() int64 { return s.interval }
 func (l Limit) Spec() (Spec, error) { return l.normalize() }
 
 func (l Limit) normalize() (Spec, error) {
+	if l.calendar != "" {
+		return l.normalizeCalendar()
+	}
 	s := Spec{alg: l.Algorithm, rate: l.Rate, burst: l.Burst}
 	if s.alg == "" {
 		s.alg = GCRA
@@ -240,6 +270,28 @@ func PerMinute(rate int64) Limit {
 // PerHour returns a GCRA limit of rate events per hour with Burst rate.
 func PerHour(rate int64) Limit {
 	return Limit{Algorithm: GCRA, Rate: rate, Period: time.Hour, Burst: rate}
+}
+
+// PerCalendar returns a quota of n per calendar day, week or month (unit
+// "day", "week" or "month") in zone: a FixedWindow whose windows start at
+// local midnight, on Mondays for weeks and on the 1st for months, so that
+// a day lasts 23 or 25 hours across a daylight saving change and a month
+// 28 to 31 days. Every store decides it at its own clock (Redis: its
+// TIME) and reports the true end of the window in ResetAfter and
+// RetryAfter. Its Period stays 0 (the calendar sets the windows); a
+// Penalty may be set. A unit other than these three, a nil zone, or
+// time.Local (whose meaning varies from one machine to the next: name
+// the zone, with time.LoadLocation) makes a Limit that Validate (and so
+// core.New) refuses. ParseLimit reads it as "10000/month@Europe/Berlin"
+// ("10000/week" and "10000/month" are in UTC; "10000/day" is a period of
+// 24 hours, "10000/day@UTC" a calendar day). Limits of zones that are not
+// the same *time.Location are distinct limits to the memory store; the
+// Redis store knows zones by name.
+func PerCalendar(n int64, unit string, zone *time.Location) Limit {
+	if calendarLength(unit) == 0 {
+		unit = strconv.Quote(unit) // refused by Validate, and never empty
+	}
+	return Limit{Algorithm: FixedWindow, Rate: n, calendar: unit, zone: zone}
 }
 
 // MaxInFlight returns a limit of at most n requests of one client key in

@@ -48,6 +48,9 @@ func (e *parseError) Unwrap() error { return e.Err }
 //
 //	limit     = RATE "/" PERIOD { "burst" COUNT | "penalty" DURATION | ALGORITHM }
 //	PERIOD    = UNIT | DURATION     (a bare UNIT is 1 of it: "m" = "1m")
+//	          | CALENDAR [ "@" ZONE ] | "day@" ZONE
+//	CALENDAR  = week | month        (a calendar window, PerCalendar)
+//	ZONE      = a name time.LoadLocation knows: UTC, Europe/Berlin, ...
 //	DURATION  = NUMBER UNIT { NUMBER UNIT }   ("1m30s", "1.5h", "2d")
 //	UNIT      = ns | us | µs | ms | s | sec | second | m | min | minute |
 //	            h | hr | hour | d | day   (long names also with a final "s")
@@ -59,7 +62,13 @@ func (e *parseError) Unwrap() error { return e.Err }
 // any order, each at most once. Without an algorithm or burst they stay
 // zero: GCRA and the algorithm's default burst. The result is validated
 // (Limit.Validate): "10/s sliding_log burst 5" fails, as windows take no
-// burst. Errors wrap ErrInvalidLimit; they quote
+// burst. A calendar window, "10000/month@Europe/Berlin", "500/week"
+// (UTC when no zone is named) or "100/day@America/New_York", is a
+// PerCalendar limit: a fixed window from local midnight (Mondays for
+// weeks, the 1st for months) to the next; it takes a penalty and no
+// other algorithm, and "100/day" without a zone stays a period of 24
+// hours. Zone names are case-sensitive (but "utc") and need the system's
+// zone database or the time/tzdata package. Errors wrap ErrInvalidLimit; they quote
 // the input and say what is wrong; inputs over 256 bytes are rejected.
 // ParseLimit(l.String()) returns l for every valid Limit l. It is safe for
 // concurrent use.
@@ -177,6 +186,9 @@ func (p *limitParser) ratePeriod() (Limit, error) {
 	}
 	l.Rate = r
 	off += slash + 1
+	if unit, zone, at := strings.Cut(period, "@"); at || calendarWord(unit) {
+		return p.calendar(l, unit, zone, at, off)
+	}
 	switch {
 	case period == "":
 		return l, p.fail(off, `missing period after "/" (like "s", "m", "h", "d" or "10s")`)
@@ -194,6 +206,30 @@ func (p *limitParser) ratePeriod() (Limit, error) {
 		l.Period = d
 	}
 	return l, nil
+}
+
+// calendarWord reports whether a period is a calendar unit without a
+// zone: "week" or "month" (a bare "day" is 24 hours).
+func calendarWord(unit string) bool {
+	u := strings.ToLower(unit)
+	return u == "week" || u == "month"
+}
+
+// calendar reads the period "UNIT@ZONE" (at) or "UNIT" of a calendar
+// window, at off, into l.
+func (p *limitParser) calendar(l Limit, unit, zone string, at bool, off int) (Limit, error) {
+	u := strings.ToLower(unit)
+	if calendarLength(u) == 0 {
+		return l, p.fail(off, `%q before "@" is not a calendar unit (want day, week or month)`, unit)
+	}
+	if at && zone == "" {
+		return l, p.fail(off+len(unit)+1, `missing zone after "@" (like "UTC" or "Europe/Berlin")`)
+	}
+	z, err := loadZone(zone)
+	if err != nil {
+		return l, p.fail(off+len(unit)+1, "zone %q: %v", zone, err)
+	}
+	return PerCalendar(l.Rate, u, z), nil
 }
 
 // option reads the argument of "burst" or "penalty" into l.

@@ -127,9 +127,8 @@ func LimitLabel(l store.Limit) string {
 	if err != nil {
 		return Value(l.String())
 	}
-	return Value(store.Limit{
-		Algorithm: s.Algorithm(), Rate: l.Rate, Period: l.Period, Burst: s.Burst(), Penalty: l.Penalty,
-	}.String())
+	l.Algorithm, l.Burst = s.Algorithm(), s.Burst() // a calendar window's unit and zone stay
+	return Value(l.String())
 }
 
 // LimitLabels caches LimitLabel per Limit. Its zero value is an empty

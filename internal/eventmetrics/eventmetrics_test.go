@@ -85,6 +85,7 @@ func TestLimitLabel(t *testing.T) {
 		{store.Limit{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 10}, "10/s gcra burst 10"},
 		{store.Limit{Algorithm: store.FixedWindow, Rate: 1000, Period: 3 * time.Second, Penalty: time.Minute}, "1000/3s fixed_window penalty 1m"},
 		{store.Limit{Rate: -1, Period: time.Second}, store.Limit{Rate: -1, Period: time.Second}.String()},
+		{store.PerCalendar(10000, "month", time.UTC), "10000/month@UTC"},
 	} {
 		if got := LimitLabel(tc.limit); got != tc.want {
 			t.Errorf("LimitLabel(%+v) = %q, want %q", tc.limit, got, tc.want)
