@@ -14,7 +14,7 @@ import (
 func TestValidateRejectsHugePenaltyWithoutOverflow(t *testing.T) {
 	for _, p := range []time.Duration{math.MaxInt64, math.MaxInt64 - 807, math.MaxInt64 - 998, 1<<53*time.Microsecond + 1} {
 		l := store.Limit{Rate: 1, Period: time.Second, Penalty: p}
-		if err := l.Validate(); !errors.Is(err, store.ErrInvalidLimit) {
+		if _, err := l.Spec(); !errors.Is(err, store.ErrInvalidLimit) {
 			t.Errorf("Validate(penalty %d) = %v, want ErrInvalidLimit", int64(p), err)
 		}
 	}

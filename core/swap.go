@@ -159,7 +159,7 @@ func replacements(old, specs []store.Spec, index map[store.Spec]int) map[int]int
 // horizon returns how long after its last charge a limit's state can still
 // refuse a request: the time to refill completely, plus the penalty.
 func horizon(s store.Spec) time.Duration {
-	us := s.Horizon() + s.Penalty() // both below 2^53 (Validate)
+	us := s.Horizon() + s.Penalty() // both below 2^53 (Limit.Spec)
 	if us > int64(store.InfDuration/time.Microsecond) {
 		return store.InfDuration
 	}

@@ -88,7 +88,13 @@ func ExampleWithMaxKeys() {
 			panic(err)
 		}
 	}
-	fmt.Println(mem.Len() <= 1000)
+	// The store holds at most 1000 states: the first clients' went to make
+	// room, so client-0 starts afresh.
+	res, err := mem.Take(context.Background(), "client-0", 1, limit)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(res.Remaining)
 	// Output:
-	// true
+	// 9
 }

@@ -352,8 +352,8 @@ func TestMemorySpacesCount(t *testing.T) {
 			}
 			total += len(sh.states)
 		}
-		if total != s.Len() || total > 200 {
-			t.Fatalf("step %d: %d states, Len %d", step, total, s.Len())
+		if total != s.len() || total > 200 {
+			t.Fatalf("step %d: %d states, Len %d", step, total, s.len())
 		}
 	}
 	for step := range 20_000 {

@@ -46,8 +46,8 @@ func TestMemoryEvictionPerLimiter(t *testing.T) {
 				if cheap.Penalty > 0 {
 					memTake(t, s, k, 1, cheap)
 				}
-				if s.Len() > 64 {
-					t.Fatalf("Len = %d > 64", s.Len())
+				if memorystore.Len(s) > 64 {
+					t.Fatalf("Len = %d > 64", memorystore.Len(s))
 				}
 			}
 			for i := range 10 {
@@ -85,8 +85,8 @@ func TestMemoryNewcomerTakesFromLargest(t *testing.T) {
 		}
 		return c
 	}
-	if got := remembered("a", 64); got != 64 || s.Len() != 64 {
-		t.Fatalf("a holds %d exhausted states of %d (Len %d), want 64", got, 64, s.Len())
+	if got := remembered("a", 64); got != 64 || memorystore.Len(s) != 64 {
+		t.Fatalf("a holds %d exhausted states of %d (Len %d), want 64", got, 64, memorystore.Len(s))
 	}
 	for i := range 100 {
 		memTake(t, s, key("b", i), 1, one)

@@ -308,9 +308,9 @@ func New(opts ...Option) *Store {
 	return s
 }
 
-// Len returns the number of states the store holds, expired ones not yet
-// reclaimed included. It is meant for tests and metrics.
-func (s *Store) Len() int {
+// len returns the number of states the store holds, expired ones not yet
+// reclaimed included.
+func (s *Store) len() int {
 	if s == nil {
 		return 0
 	}

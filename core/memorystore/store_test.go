@@ -404,7 +404,7 @@ func TestMemoryMultipleLimits(t *testing.T) {
 				t.Fatalf("peek: %+v", r)
 			}
 		}
-		if n := s.Len(); n != 0 {
+		if n := memorystore.Len(s); n != 0 {
 			t.Fatalf("after peeks the store holds %d states, want 0", n)
 		}
 	})
@@ -491,7 +491,7 @@ func TestMemoryBadInput(t *testing.T) {
 	if _, err := s.Take(ctx, "k", 1, specs(ok, store.Limit{Rate: 1, Period: time.Nanosecond})...); !errors.Is(err, store.ErrInvalidLimit) {
 		t.Errorf("second limit invalid: err = %v, want ErrInvalidLimit", err)
 	}
-	if n := s.Len(); n != 0 {
+	if n := memorystore.Len(s); n != 0 {
 		t.Errorf("bad input stored %d states", n)
 	}
 
@@ -513,7 +513,7 @@ func TestMemoryBadInput(t *testing.T) {
 	if _, err := nilStore.Take(ctx, "k", 1, specs(ok)...); err == nil {
 		t.Error("nil MemoryStore: no error")
 	}
-	if nilStore.Len() != 0 || zero.Len() != 0 {
+	if memorystore.Len(nilStore) != 0 || memorystore.Len(&zero) != 0 {
 		t.Error("Len of a nil or zero store is not 0")
 	}
 }
@@ -530,7 +530,7 @@ func TestMemoryHugeCost(t *testing.T) {
 		{Algorithm: store.SlidingLog, Rate: 100_000, Period: 1 << 52 * time.Microsecond},
 	}
 	for _, l := range limits {
-		if err := l.Validate(); err != nil {
+		if _, err := l.Spec(); err != nil {
 			t.Fatalf("test limit invalid: %v", err)
 		}
 		sp, _ := l.Spec()
@@ -735,19 +735,19 @@ func TestMemoryBoundUnderFlood(t *testing.T) {
 		memTake(t, s, fmt.Sprintf("flood-%d", i), 1, limits...)
 		if i%500 == 0 {
 			clock.Advance(time.Millisecond)
-			if n := s.Len(); n > maxKeys {
+			if n := memorystore.Len(s); n > maxKeys {
 				t.Fatalf("after %d keys the store holds %d states, bound %d", i+1, n, maxKeys)
 			}
 		}
 	}
-	if n := s.Len(); n > maxKeys || n < maxKeys/2 {
+	if n := memorystore.Len(s); n > maxKeys || n < maxKeys/2 {
 		t.Fatalf("store holds %d states, want at most %d and not far below", n, maxKeys)
 	}
 	// The default bound applies with WithMaxKeys(0).
 	s0 := memorystore.New(memorystore.WithMaxKeys(0))
 	memTake(t, s0, "k", 1, limits[0])
-	if s0.Len() != 1 {
-		t.Fatalf("WithMaxKeys(0) store holds %d states", s0.Len())
+	if memorystore.Len(s0) != 1 {
+		t.Fatalf("WithMaxKeys(0) store holds %d states", memorystore.Len(s0))
 	}
 }
 
@@ -757,15 +757,15 @@ func TestMemoryReclaimsExpired(t *testing.T) {
 	for i := 0; i < 2000; i++ {
 		memTake(t, s, fmt.Sprintf("old-%d", i), 1, l)
 	}
-	if s.Len() != 2000 {
-		t.Fatalf("Len = %d, want 2000", s.Len())
+	if memorystore.Len(s) != 2000 {
+		t.Fatalf("Len = %d, want 2000", memorystore.Len(s))
 	}
 	clock.Advance(time.Second) // every token refilled: all 2000 states expired
 	for i := 0; i < 2000; i++ {
 		memTake(t, s, fmt.Sprintf("new-%d", i), 1, l)
 	}
 	// Each insertion deleted the expired entries among those it sampled.
-	if n := s.Len(); n > 2100 {
+	if n := memorystore.Len(s); n > 2100 {
 		t.Fatalf("Len = %d after 2000 inserts over 2000 expired states: expired state is not reclaimed", n)
 	}
 	// An expired state behaves as absent.
@@ -785,12 +785,12 @@ func TestMemoryExpiredEvictedFirst(t *testing.T) {
 	for i := 0; i < 63; i++ {
 		memTake(t, s, fmt.Sprintf("short-%d", i), 1, short)
 	}
-	if s.Len() != 64 {
-		t.Fatalf("Len = %d, want 64", s.Len())
+	if memorystore.Len(s) != 64 {
+		t.Fatalf("Len = %d, want 64", memorystore.Len(s))
 	}
 	clock.Advance(time.Second)
 	memTake(t, s, "newcomer", 1, store.Limit{Algorithm: store.FixedWindow, Rate: 1, Period: time.Hour})
-	if n := s.Len(); n > 64-7+1 {
+	if n := memorystore.Len(s); n > 64-7+1 {
 		t.Fatalf("Len = %d: the insertion did not reclaim the expired states it sampled", n)
 	}
 	if r := memTake(t, s, "live", 0, live); r.Remaining != 99 {
@@ -826,8 +826,8 @@ func TestMemoryEvictionKeepsExhaustedState(t *testing.T) {
 					clock.Advance(time.Millisecond)
 				}
 				memTake(t, s, fmt.Sprintf("fresh-%d", i), 1, l)
-				if s.Len() > 64 {
-					t.Fatalf("Len = %d > 64", s.Len())
+				if memorystore.Len(s) > 64 {
+					t.Fatalf("Len = %d > 64", memorystore.Len(s))
 				}
 			}
 			if r := memTake(t, s, "attacker", 1, l); r.Allowed {
@@ -897,8 +897,8 @@ func TestMemoryTakeAllocations(t *testing.T) {
 	s, _ := newMemStore()
 	l := store.PerSecond(5)
 	sp := specs(l)
-	if allocs := testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, "nobody", 0, sp...) }); allocs != 0 || s.Len() != 0 {
-		t.Errorf("peek at an unknown key: %v allocations, %d states", allocs, s.Len())
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, "nobody", 0, sp...) }); allocs != 0 || memorystore.Len(s) != 0 {
+		t.Errorf("peek at an unknown key: %v allocations, %d states", allocs, memorystore.Len(s))
 	}
 	// Several limits allocate only the PerLimit slice.
 	l2 := store.Limit{Algorithm: store.FixedWindow, Rate: 1 << 40, Period: time.Hour}

@@ -86,7 +86,7 @@ func loadZone(name string) (*time.Location, error) {
 		return nil, err
 	}
 	if z == time.Local {
-		return z, nil // refused by Validate
+		return z, nil // refused by Limit.Spec
 	}
 	actual, _ := zones.LoadOrStore(name, z)
 	return actual.(*time.Location), nil

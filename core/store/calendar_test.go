@@ -79,9 +79,9 @@ func TestPerCalendarValidate(t *testing.T) {
 		{withPeriod, "leave Period 0"},
 		{gcra, `not "gcra"`},
 	} {
-		err := tc.l.Validate()
+		err := tc.l.validate()
 		if err == nil || !errors.Is(err, ErrInvalidLimit) || !strings.Contains(err.Error(), tc.msg) {
-			t.Errorf("%v.Validate() = %v, want an ErrInvalidLimit saying %q", tc.l, err, tc.msg)
+			t.Errorf("%v.Spec() = %v, want an ErrInvalidLimit saying %q", tc.l, err, tc.msg)
 		}
 	}
 	s, err := PerCalendar(7, "month", time.UTC).Spec()

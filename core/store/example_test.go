@@ -47,14 +47,14 @@ func ExampleAlgorithms() {
 	// leaky_bucket    ok held 250ms held 500ms held 750ms held 1s denied
 }
 
-func ExampleLimit_Validate() {
+func ExampleLimit_Spec_invalid() {
 	for _, l := range []store.Limit{
 		{Algorithm: store.TokenBucket, Rate: 100, Period: time.Minute, Burst: 10},
 		{Rate: 0, Period: time.Second},
 		{Algorithm: store.FixedWindow, Rate: 10, Period: time.Second, Burst: 5},
 		{Algorithm: "fixed", Rate: 10, Period: time.Second},
 	} {
-		err := l.Validate()
+		_, err := l.Spec()
 		fmt.Println(err == nil, errors.Is(err, store.ErrInvalidLimit))
 	}
 	// Output:

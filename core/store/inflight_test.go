@@ -22,7 +22,7 @@ func TestInFlightLimit(t *testing.T) {
 		{Algorithm: store.InFlight, Rate: 3, Period: time.Second, Penalty: time.Second},
 	}
 	for _, l := range bad {
-		if err := l.Validate(); !errors.Is(err, store.ErrInvalidLimit) {
+		if _, err := l.Spec(); !errors.Is(err, store.ErrInvalidLimit) {
 			t.Errorf("%#v: Validate() = %v, want ErrInvalidLimit", l, err)
 		}
 	}

@@ -98,17 +98,8 @@ type Limit struct {
 	zone     *time.Location
 }
 
-// ErrInvalidLimit is wrapped by every error Validate returns.
+// ErrInvalidLimit is wrapped by every error Limit.Spec returns.
 var ErrInvalidLimit = errors.New("sluice: invalid limit")
-
-// Validate reports whether l can be enforced exactly. It rejects a Rate or
-// Period that is not positive, a negative Burst or Penalty, an unknown
-// Algorithm, a Period that is not a whole number of microseconds, a Burst on
-// an algorithm that has none, and sizes whose arithmetic would overflow.
-func (l Limit) Validate() error {
-	_, err := l.normalize()
-	return err
-}
 
 func invalid(l Limit, format string, args ...any) error {
 	return fmt.Errorf("%w %s: %s", ErrInvalidLimit, l.String(), fmt.Sprintf(format, args...))
@@ -201,8 +192,18 @@ func (s Spec) Penalty() int64 { return s.penalty }
 // GCRA and LeakyBucket, and 0 for the other Algorithms.
 func (s Spec) Interval() int64 { return s.interval }
 
-// Spec validates l and returns it in integer microseconds.
+// Spec validates l and returns it in integer microseconds. It rejects a
+// Rate or Period that is not positive, a negative Burst or Penalty, an
+// unknown Algorithm, a Period that is not a whole number of microseconds,
+// a Burst on an algorithm that has none, and sizes whose arithmetic would
+// overflow, with an error wrapping ErrInvalidLimit.
 func (l Limit) Spec() (Spec, error) { return l.normalize() }
+
+// validate is Spec's error.
+func (l Limit) validate() error {
+	_, err := l.normalize()
+	return err
+}
 
 func (l Limit) normalize() (Spec, error) {
 	if l.calendar != "" {
@@ -281,7 +282,7 @@ func PerHour(rate int64) Limit {
 // RetryAfter. Its Period stays 0 (the calendar sets the windows); a
 // Penalty may be set. A unit other than these three, a nil zone, or
 // time.Local (whose meaning varies from one machine to the next: name
-// the zone, with time.LoadLocation) makes a Limit that Validate (and so
+// the zone, with time.LoadLocation) makes a Limit that Spec (and so
 // core.New) refuses. ParseLimit reads it as "10000/month@Europe/Berlin"
 // ("10000/week" and "10000/month" are in UTC; "10000/day" is a period of
 // 24 hours, "10000/day@UTC" a calendar day). Limits of zones that are not
@@ -289,7 +290,7 @@ func PerHour(rate int64) Limit {
 // Redis store knows zones by name.
 func PerCalendar(n int64, unit string, zone *time.Location) Limit {
 	if calendarLength(unit) == 0 {
-		unit = strconv.Quote(unit) // refused by Validate, and never empty
+		unit = strconv.Quote(unit) // refused by Limit.Spec, and never empty
 	}
 	return Limit{Algorithm: FixedWindow, Rate: n, calendar: unit, zone: zone}
 }

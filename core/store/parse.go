@@ -16,12 +16,12 @@ const maxLimitStringLength = 256
 
 // parseError is the error ParseLimit and Limit.UnmarshalText return. It
 // wraps ErrInvalidLimit, or, when the string is well formed but the limit
-// it describes is not valid, Validate's error.
+// it describes is not valid, Limit.Spec's error.
 type parseError struct {
 	Input  string // the string parsed
-	Offset int    // byte offset in Input of the part at fault; 0 when Validate refused the limit as a whole
+	Offset int    // byte offset in Input of the part at fault; 0 when Limit.Spec refused the limit as a whole
 	Msg    string // what is wrong, without the input
-	Err    error  // ErrInvalidLimit, or the error of Limit.Validate
+	Err    error  // ErrInvalidLimit, or the error of Limit.Spec
 }
 
 func (e *parseError) Error() string {
@@ -37,7 +37,7 @@ func (e *parseError) Error() string {
 	return "sluice: limit " + strconv.Quote(in) + ": " + e.Msg
 }
 
-// Unwrap returns ErrInvalidLimit, or the error of Limit.Validate.
+// Unwrap returns ErrInvalidLimit, or the error of Limit.Spec.
 func (e *parseError) Unwrap() error { return e.Err }
 
 // ParseLimit parses a limit written the way people say it: "100/m" (GCRA,
@@ -61,7 +61,7 @@ func (e *parseError) Unwrap() error { return e.Err }
 // fraction; RATE/PERIOD has no spaces inside, and the clauses follow in
 // any order, each at most once. Without an algorithm or burst they stay
 // zero: GCRA and the algorithm's default burst. The result is validated
-// (Limit.Validate): "10/s sliding_log burst 5" fails, as windows take no
+// (Limit.Spec): "10/s sliding_log burst 5" fails, as windows take no
 // burst. A calendar window, "10000/month@Europe/Berlin", "500/week"
 // (UTC when no zone is named) or "100/day@America/New_York", is a
 // PerCalendar limit: a fixed window from local midnight (Mondays for
@@ -81,8 +81,8 @@ func ParseLimit(s string) (Limit, error) {
 	if err != nil {
 		return Limit{}, err
 	}
-	if err := l.Validate(); err != nil {
-		// Validate's message repeats the limit (as String renders it);
+	if err := l.validate(); err != nil {
+		// Limit.Spec's message repeats the limit (as String renders it);
 		// the input is quoted already, so keep only what is wrong.
 		msg := err.Error()
 		if rest, ok := strings.CutPrefix(msg, ErrInvalidLimit.Error()+" "+l.String()+": "); ok {

@@ -126,7 +126,7 @@ func TestParseLimitErrors(t *testing.T) {
 // very error Validate returns, for errors.Is against it.
 func TestParseLimitValidateError(t *testing.T) {
 	_, err := ParseLimit("10/s fixed_window burst 3")
-	want := Limit{Algorithm: FixedWindow, Rate: 10, Period: time.Second, Burst: 3}.Validate()
+	want := Limit{Algorithm: FixedWindow, Rate: 10, Period: time.Second, Burst: 3}.validate()
 	if want == nil || errors.Unwrap(err) == nil || errors.Unwrap(err).Error() != want.Error() {
 		t.Fatalf("got %v (unwraps to %v), want it to wrap %v", err, errors.Unwrap(err), want)
 	}
@@ -160,7 +160,7 @@ func randomValidLimit(r *rand.Rand) Limit {
 		case 1:
 			l.Penalty = time.Duration(1+r.Int64N(1e5)) * time.Second
 		}
-		if l.Validate() == nil {
+		if l.validate() == nil {
 			return l
 		}
 	}
@@ -256,7 +256,7 @@ func FuzzParseLimit(f *testing.F) {
 			}
 			return
 		}
-		if err := l.Validate(); err != nil {
+		if err := l.validate(); err != nil {
 			t.Fatalf("ParseLimit(%q) = %v, which is invalid: %v", s, l, err)
 		}
 		back, err := ParseLimit(l.String())

@@ -62,7 +62,7 @@ func (r Result) ResetAt(now time.Time) time.Time {
 // every method, and core/storetest checks a Store against this contract.
 //
 // Every method fails with an error wrapping ErrEmptyKey, ErrNegativeCost
-// or ErrInvalidLimit (no limits, or a Spec that fails Spec.Validate, such
+// or ErrInvalidLimit (no limits, or an invalid Spec, such
 // as the zero Spec) for bad input, and with the store's own error when it
 // fails.
 type Store interface {

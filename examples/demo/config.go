@@ -283,7 +283,7 @@ func (c *config) setLimit(f *flagValues) error {
 		return usageErrorf("-penalty %v: must not be negative", f.penalty)
 	}
 	c.limit = store.Limit{Algorithm: alg, Rate: f.rate, Period: f.period, Burst: f.burst, Penalty: f.penalty}
-	if err := c.limit.Validate(); err != nil {
+	if _, err := c.limit.Spec(); err != nil {
 		return usageErrorf("the limit flags do not make a valid limit: %w", err)
 	}
 	return nil

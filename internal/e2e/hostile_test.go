@@ -537,10 +537,10 @@ func TestHostileAbsurdLimits(t *testing.T) {
 func TestHostilePenaltyOverflow(t *testing.T) {
 	for _, p := range []time.Duration{math.MaxInt64, math.MaxInt64 - math.MaxInt64%time.Microsecond, math.MaxInt64 - 998} {
 		lim := store.Limit{Rate: 1, Period: time.Second, Penalty: p}
-		err := lim.Validate()
+		_, err := lim.Spec()
 		if !errors.Is(err, store.ErrInvalidLimit) {
 			sp, _ := lim.Spec()
-			t.Errorf("Limit{Rate: 1, Period: 1s, Penalty: %d}.Validate() = %v, want ErrInvalidLimit (Spec().Penalty = %d µs)", int64(p), err, sp.Penalty())
+			t.Errorf("Limit{Rate: 1, Period: 1s, Penalty: %d}.Spec() = %v, want ErrInvalidLimit (Spec().Penalty = %d µs)", int64(p), err, sp.Penalty())
 		}
 	}
 }
