@@ -34,14 +34,10 @@ func (l *Limiter) Status(r *http.Request) (store.Result, error) {
 		return store.Result{}, fmt.Errorf("sluice: status: %w", err)
 	}
 	cost, _ := l.cost(r)
-	return l.peek(r.Context(), l.configFor(r), key, cost)
-}
-
-func (l *Limiter) peek(ctx context.Context, cfg *limiterConfig, key string, cost int64) (store.Result, error) {
-	p := l.store
+	cfg := l.configFor(r)
 	// Peek(0) gives the quota now; a second Peek of the request's cost
 	// whether it would pass (a peek of cost n reports Remaining after n).
-	res, err := p.Peek(ctx, l.keyPrefix+key, 0, cfg.take...)
+	res, err := l.store.Peek(r.Context(), l.keyPrefix+key, 0, cfg.take...)
 	if err != nil {
 		return store.Result{}, fmt.Errorf("sluice: status: %w", err)
 	}
@@ -49,7 +45,7 @@ func (l *Limiter) peek(ctx context.Context, cfg *limiterConfig, key string, cost
 	if cost == 0 {
 		return res, nil
 	}
-	next, err := p.Peek(ctx, l.keyPrefix+key, cost, cfg.take...)
+	next, err := l.store.Peek(r.Context(), l.keyPrefix+key, cost, cfg.take...)
 	if err != nil {
 		return store.Result{}, fmt.Errorf("sluice: status: %w", err)
 	}

@@ -109,8 +109,8 @@ func enumString(names []string, typ string, v uint8) string {
 // FailClosed or for a Hold cut short, 403 with {"error":"forbidden"} under
 // KeyErrorDeny, 500 with {"error":"internal server error"} when the key
 // function cannot work where it is used (see KeyFunc); WithRefusal sets
-// others. An empty ContentType sets no
-// Content-Type header. Body is shared between requests: do not modify it.
+// others. An empty ContentType sets no Content-Type header. Body is shared
+// between requests: do not modify it.
 type Response struct {
 	Status      int
 	ContentType string
@@ -118,27 +118,17 @@ type Response struct {
 }
 
 var (
-	denyResponse = Response{
-		Status:      http.StatusTooManyRequests,
-		ContentType: "application/json",
-		Body:        []byte(`{"error":"rate limit exceeded"}` + "\n"),
-	}
-	unavailableResponse = Response{
-		Status:      http.StatusServiceUnavailable,
-		ContentType: "application/json",
-		Body:        []byte(`{"error":"service unavailable"}` + "\n"),
-	}
-	keyDeniedResponse = Response{
-		Status:      http.StatusForbidden,
-		ContentType: "application/json",
-		Body:        []byte(`{"error":"forbidden"}` + "\n"),
-	}
-	misconfiguredResponse = Response{
-		Status:      http.StatusInternalServerError,
-		ContentType: "application/json",
-		Body:        []byte(`{"error":"internal server error"}` + "\n"),
-	}
+	denyResponse          = jsonError(http.StatusTooManyRequests, "rate limit exceeded")
+	unavailableResponse   = jsonError(http.StatusServiceUnavailable, "service unavailable")
+	keyDeniedResponse     = jsonError(http.StatusForbidden, "forbidden")
+	misconfiguredResponse = jsonError(http.StatusInternalServerError, "internal server error")
 )
+
+// jsonError is the default Response of status: {"error":msg} as JSON.
+func jsonError(status int, msg string) Response {
+	body := `{"error":"` + msg + `"}` + "\n"
+	return Response{Status: status, ContentType: "application/json", Body: []byte(body)}
+}
 
 // Decision is what the Limiter decided for one request. An adapter calls
 // Stack first (the headers, on every response of a limited route), then

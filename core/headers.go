@@ -172,75 +172,52 @@ func retryAfterSeconds(d time.Duration) int64 {
 // Retry-After when the request is refused over a limit; nothing when no
 // store decided. X-RateLimit-Reset is d's time by the Limiter's clock plus
 // ResetAfter, in Unix seconds rounded up; Retry-After and the IETF t are
-// delta seconds rounded up. The values are formatted in blk (a new
-// headerBlock when nil), which must not be used again.
+// delta seconds rounded up. The values are formatted into one buffer on
+// the stack, then copied into one string that they share, in blk (a new
+// headerBlock when nil), which must not be used again: at most two
+// allocations whatever the style.
 func (d Decision) setHeaders(h http.Header, blk *headerBlock) {
-	if d.Result.Limit == 0 || d.l == nil {
+	if !d.hasFigures() {
 		return
 	}
-	p := &d.l.headers
+	p, res := &d.l.headers, &d.Result
 	retry := int64(0)
-	if d.Action == Refuse && !d.Result.Allowed {
-		retry = retryAfterSeconds(d.Result.RetryAfter)
+	if d.Action == Refuse && !res.Allowed {
+		retry = retryAfterSeconds(res.RetryAfter)
 	}
 	if !p.legacy && !p.ietf && retry == 0 {
 		return
 	}
-	vals := d.headerValues(p, retry, blk)
-	i := 0
-	if p.legacy {
-		h[headerLimit] = vals[0:1:1]
-		h[headerRemaining] = vals[1:2:2]
-		h[headerReset] = vals[2:3:3]
-		i = 3
-	}
-	if retry > 0 {
-		h[headerRetryAfter] = vals[i : i+1 : i+1]
-		i++
-	}
-	if p.ietf {
-		h[headerRateLimit] = vals[i : i+1 : i+1]
-		h[headerRateLimitPolicy] = p.policy[:1:1]
-	}
-}
-
-// headerValues formats the values of the headers setHeaders sets, in its
-// order: the legacy three, Retry-After when retry > 0, the IETF RateLimit
-// field. All of them are formatted into one buffer on the stack, then
-// copied into one string that the values share; the returned slice is
-// blk's (a new headerBlock when nil): at most two allocations whatever the
-// style.
-func (d Decision) headerValues(p *headerPlan, retry int64, blk *headerBlock) []string {
-	res := &d.Result
-	if blk == nil {
-		blk = new(headerBlock)
-	}
 	var buf [128]byte
 	b := buf[:0]
+	var names [len(blk.vals)]string
 	var ends [len(blk.vals)]int // where each value ends in b
 	n := 0
 	if p.legacy {
 		b = strconv.AppendInt(b, res.Limit, 10)
-		ends[n], n = len(b), n+1
+		names[n], ends[n], n = headerLimit, len(b), n+1
 		b = strconv.AppendInt(b, max(res.Remaining, 0), 10)
-		ends[n], n = len(b), n+1
+		names[n], ends[n], n = headerRemaining, len(b), n+1
 		b = strconv.AppendInt(b, res.ResetAt(d.now).Unix(), 10)
-		ends[n], n = len(b), n+1
+		names[n], ends[n], n = headerReset, len(b), n+1
 	}
 	if retry > 0 {
 		b = strconv.AppendInt(b, retry, 10)
-		ends[n], n = len(b), n+1
+		names[n], ends[n], n = headerRetryAfter, len(b), n+1
 	}
 	if p.ietf {
 		b = appendRateLimitField(b, p, res, retry > 0)
-		ends[n], n = len(b), n+1
+		names[n], ends[n], n = headerRateLimit, len(b), n+1
+		h[headerRateLimitPolicy] = p.policy[:1:1]
+	}
+	if blk == nil {
+		blk = new(headerBlock)
 	}
 	s := string(b)
-	vals := blk.vals[:n]
 	for i, start := 0, 0; i < n; i++ {
-		vals[i], start = s[start:ends[i]], ends[i]
+		blk.vals[i], start = s[start:ends[i]], ends[i]
+		h[names[i]] = blk.vals[i : i+1 : i+1]
 	}
-	return vals
 }
 
 // appendRateLimitField appends the IETF RateLimit field of res: one item
@@ -263,7 +240,7 @@ func appendRateLimitField(b []byte, p *headerPlan, res *store.Result, refused bo
 }
 
 // headerBlock holds one response's header values: the slices h refers to.
-// headerValues' 128-byte buffer fits the legacy headers and an IETF
+// setHeaders' 128-byte buffer fits the legacy headers and an IETF
 // RateLimit field of a few limits with short names; longer fields grow
 // into a second array.
 type headerBlock struct {
@@ -308,11 +285,8 @@ func effectiveWindow(s store.Spec, r *store.Result, refused bool) time.Duration 
 // Period, and its ResetAfter is rounded up to the µs, so the offset is
 // rounded up too: the next unit is never announced later than it comes.
 func nextUnitOffset(s store.Spec, short int64) time.Duration {
-	var us int64
 	if s.Algorithm() == store.TokenBucket {
-		us = arith.CeilDiv(short*s.Period(), s.Rate()) // short·P < Burst·P, validated below 2^53
-	} else {
-		us = short * s.Interval() // below the capacity's Burst·T, validated below 2^53
+		return arith.Micros(arith.CeilDiv(short*s.Period(), s.Rate())) // short·P < Burst·P, validated below 2^53
 	}
-	return time.Duration(us) * time.Microsecond
+	return arith.Micros(short * s.Interval()) // below the capacity's Burst·T, validated below 2^53
 }

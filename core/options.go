@@ -26,6 +26,18 @@ type options struct {
 	plans map[string][]store.Limit
 }
 
+// setFunc is an Option that sets one of the Limiter's functions, or fails
+// when the function is nil (what names it in the error).
+func setFunc(missing bool, what string, set func(*Limiter)) Option {
+	return optionFunc(func(o *options) error {
+		if missing {
+			return fmt.Errorf("%w: %s is nil", ErrInvalidOption, what)
+		}
+		set(o.l)
+		return nil
+	})
+}
+
 // maxNameLength bounds the length of a Limiter's, a plan's or a policy's
 // name.
 const maxNameLength = storekey.MaxName
@@ -52,13 +64,7 @@ func checkName(what, name string) error {
 // without Retry-After. A negative cost is replaced by 1 and reported in
 // Event.Err, wrapping store.ErrNegativeCost.
 func WithCost(f func(*http.Request) int64) Option {
-	return optionFunc(func(o *options) error {
-		if f == nil {
-			return fmt.Errorf("%w: cost function is nil", ErrInvalidOption)
-		}
-		o.l.costOf = f
-		return nil
-	})
+	return setFunc(f == nil, "cost function", func(l *Limiter) { l.costOf = f })
 }
 
 // WithSkip exempts the requests for which f returns true (an allow-list,
@@ -66,13 +72,7 @@ func WithCost(f func(*http.Request) int64) Option {
 // observed as OutcomeSkipped. f runs first on every request; it must be
 // cheap and safe for concurrent use.
 func WithSkip(f func(*http.Request) bool) Option {
-	return optionFunc(func(o *options) error {
-		if f == nil {
-			return fmt.Errorf("%w: skip function is nil", ErrInvalidOption)
-		}
-		o.l.skip = f
-		return nil
-	})
+	return setFunc(f == nil, "skip function", func(l *Limiter) { l.skip = f })
 }
 
 // WithCountIf counts a request only when count returns true for the status
@@ -85,13 +85,7 @@ func WithSkip(f func(*http.Request) bool) Option {
 // OutcomeGiveBackFailed and leaves the charge; a penalty lock is never set
 // nor lifted by a give-back. count must be safe for concurrent use.
 func WithCountIf(count func(status int) bool) Option {
-	return optionFunc(func(o *options) error {
-		if count == nil {
-			return fmt.Errorf("%w: count function is nil", ErrInvalidOption)
-		}
-		o.l.countIf = count
-		return nil
-	})
+	return setFunc(count == nil, "count function", func(l *Limiter) { l.countIf = count })
 }
 
 // FailurePolicy is what a Limiter does when its store cannot decide (an
@@ -131,13 +125,7 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // sloglimit). Observers run on the request's goroutine, in order: they
 // must be quick, safe for concurrent use, and not keep Event.Request.
 func WithObserver(f func(Event)) Option {
-	return optionFunc(func(o *options) error {
-		if f == nil {
-			return fmt.Errorf("%w: observer is nil", ErrInvalidOption)
-		}
-		o.l.observers = append(o.l.observers, f)
-		return nil
-	})
+	return setFunc(f == nil, "observer", func(l *Limiter) { l.observers = append(l.observers, f) })
 }
 
 // WithShadow puts the Limiter in shadow mode, to try limits in
@@ -234,13 +222,7 @@ func WithKeyErrorRule(rule KeyErrorRule, addr KeyFunc) Option {
 // the rate-limit headers, Retry-After included. f is called for each
 // refused or held request; it must be safe for concurrent use.
 func WithRefusal(f func(r *http.Request, d Decision) Response) Option {
-	return optionFunc(func(o *options) error {
-		if f == nil {
-			return fmt.Errorf("%w: refusal function is nil", ErrInvalidOption)
-		}
-		o.l.refusal = f
-		return nil
-	})
+	return setFunc(f == nil, "refusal function", func(l *Limiter) { l.refusal = f })
 }
 
 // WithClock sets the clock a Limiter reads for X-RateLimit-Reset and for
@@ -249,11 +231,5 @@ func WithRefusal(f func(r *http.Request, d Decision) Response) Option {
 // one fake clock, such as storetest.Clock's Now. A Redis store decides by
 // the Redis server's TIME.
 func WithClock(now func() time.Time) Option {
-	return optionFunc(func(o *options) error {
-		if now == nil {
-			return fmt.Errorf("%w: clock is nil", ErrInvalidOption)
-		}
-		o.l.clock = now
-		return nil
-	})
+	return setFunc(now == nil, "clock", func(l *Limiter) { l.clock = now })
 }

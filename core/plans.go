@@ -2,8 +2,9 @@ package core
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 
 	"github.com/sluicehq/sluice/core/store"
 )
@@ -122,11 +123,7 @@ func (l *Limiter) publish(c *limiterConfig) {
 		l.cfg.Store(c)
 		return
 	}
-	old := *l.plans.Load()
-	next := make(planConfigs, len(old))
-	for name, pc := range old {
-		next[name] = pc
-	}
+	next := maps.Clone(*l.plans.Load())
 	next[c.plan] = c
 	l.plans.Store(&next)
 }
@@ -136,12 +133,7 @@ func (l *Limiter) publish(c *limiterConfig) {
 func (l *Limiter) allLimits() []store.Spec {
 	cfgs := []*limiterConfig{l.cfg.Load()}
 	if ps := l.plans.Load(); ps != nil {
-		names := make([]string, 0, len(*ps))
-		for name := range *ps {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
+		for _, name := range slices.Sorted(maps.Keys(*ps)) {
 			cfgs = append(cfgs, (*ps)[name])
 		}
 	}

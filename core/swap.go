@@ -159,11 +159,7 @@ func replacements(old, specs []store.Spec, index map[store.Spec]int) map[int]int
 // horizon returns how long after its last charge a limit's state can still
 // refuse a request: the time to refill completely, plus the penalty.
 func horizon(s store.Spec) time.Duration {
-	us := s.Horizon() + s.Penalty() // both below 2^53 (Validate)
-	if us > int64(store.InfDuration/time.Microsecond) {
-		return store.InfDuration
-	}
-	return time.Duration(us) * time.Microsecond
+	return arith.Micros(s.Horizon() + s.Penalty()) // both below 2^53 (Validate)
 }
 
 // dropExpiredGuards replaces the config in force for the plan of cfg by
