@@ -26,10 +26,7 @@ func (l *Limiter) Status(r *http.Request) (store.Result, error) {
 	if l.skip != nil && l.skip(r) {
 		return store.Result{}, nil
 	}
-	key, err := l.key(r)
-	if err == nil && key == "" {
-		err = errEmptyKey
-	}
+	key, err := l.keyOf(r)
 	if err != nil {
 		return store.Result{}, fmt.Errorf("sluice: status: %w", err)
 	}

@@ -18,8 +18,11 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 	if l.skip != nil && l.skip(r) {
 		return l.finish(r, Decision{Action: Serve, Outcome: OutcomeSkipped, l: l.cfg.Load()}, Event{})
 	}
-	key, storeKey, keyErr := l.keyOf(r)
+	key, keyErr := l.keyOf(r)
+	storeKey := l.keyPrefix + key
 	if keyErr != nil {
+		// Charged, under KeyErrorPerAddress, by its address.
+		key, storeKey = "", l.keylessKey(r)
 		l.logKeyError(r.Context(), keyErr)
 	}
 	if keyErr != nil && (l.keyRule != KeyErrorPerAddress || errors.Is(keyErr, ErrInvalidOption)) {
@@ -69,18 +72,13 @@ func (l *Limiter) DecideKey(ctx context.Context, key, plan string, cost int64) D
 	return l.finish(nil, l.consult(ctx, l.configNamed(plan), l.keyPrefix+key, cost, &ev), ev)
 }
 
-// keyOf returns the request's key and the store key it is charged under.
-// A request without a key is charged, under KeyErrorPerAddress, by its
-// address (keylessKey).
-func (l *Limiter) keyOf(r *http.Request) (key, storeKey string, err error) {
-	key, err = l.key(r)
+// keyOf returns r's key, or the key function's error (errEmptyKey for "").
+func (l *Limiter) keyOf(r *http.Request) (string, error) {
+	key, err := l.key(r)
 	if err == nil && key == "" {
 		err = errEmptyKey
 	}
-	if err != nil {
-		return "", l.keylessKey(r), err
-	}
-	return key, l.keyPrefix + key, nil
+	return key, err
 }
 
 // keylessKey is the store key of a request without a key: in the
@@ -229,9 +227,9 @@ func (l *Limiter) observe(ev Event, d *Decision) {
 		if b := d.Result.Binding; d.Result.Limit != 0 && b >= 0 && b < len(d.l.limits) {
 			ev.Limit = d.l.limits[b]
 		}
-	}
-	if d.l != nil && d.Result.Allowed && d.Outcome != OutcomeGiveBackFailed {
-		ev.NearLimit = nearLimit(d.l.limits, &d.Result)
+		if d.Result.Allowed && d.Outcome != OutcomeGiveBackFailed {
+			ev.NearLimit = nearLimit(d.l.limits, &d.Result)
+		}
 	}
 	ev.Outcome = d.Outcome
 	ev.Action = d.Action

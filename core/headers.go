@@ -82,19 +82,17 @@ func newHeaderPlan(style HeaderStyle, name string, specs []store.Spec) headerPla
 		ietf:   style&HeadersIETF != 0,
 		specs:  specs,
 	}
-	for i := range specs {
+	var policy []byte
+	for i, s := range specs {
 		n := name
 		if len(specs) > 1 {
 			n += "-" + strconv.Itoa(i)
 		}
 		p.public = append(p.public, n)
-	}
-	if !p.ietf {
-		return p
-	}
-	var policy []byte
-	for i, s := range specs {
-		quoted := string(appendSFString(nil, p.public[i]))
+		if !p.ietf {
+			continue
+		}
+		quoted := string(appendSFString(nil, n))
 		p.names = append(p.names, quoted)
 		if i > 0 {
 			policy = append(policy, ", "...)
@@ -111,7 +109,9 @@ func newHeaderPlan(style HeaderStyle, name string, specs []store.Spec) headerPla
 		policy = append(policy, ";w="...)
 		policy = strconv.AppendInt(policy, w, 10)
 	}
-	p.policy = []string{string(policy)}
+	if p.ietf {
+		p.policy = []string{string(policy)}
+	}
 	return p
 }
 
@@ -151,11 +151,7 @@ func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
+	return arith.CeilDiv(int64(d), int64(time.Second))
 }
 
 // retryAfterSeconds returns the Retry-After value for a denial that may

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/core/store"
@@ -175,12 +176,7 @@ func (l *Limiter) dropExpiredGuards(cfg *limiterConfig, now time.Time) *limiterC
 	if c.expires.IsZero() || now.Before(c.expires) {
 		return c // another decision, SetLimits or SetPlans got here first
 	}
-	var live []guard
-	for _, g := range c.guards {
-		if now.Before(g.until) {
-			live = append(live, g)
-		}
-	}
+	live := slices.DeleteFunc(slices.Clone(c.guards), func(g guard) bool { return !now.Before(g.until) })
 	next := l.newConfig(c.plan, c.limits, c.specs, live)
 	l.publish(next)
 	return next
