@@ -33,23 +33,21 @@ const (
 	//	RateLimit-Policy: "api";q=10;w=1
 	//	RateLimit: "api";r=7;t=1
 	//
-	// q is the limit's capacity (as X-RateLimit-Limit) and w the seconds
-	// in which the limit's rate refills q (the Period when Burst is the
-	// default), rounded up. r is what remains and t the draft's effective
-	// window: the seconds, rounded up, within which the client can use no
-	// more than r. For GCRA, TokenBucket and LeakyBucket that is the time
-	// until the next unit refills (not until the bucket is full), for
-	// FixedWindow until the window ends. SlidingWindow's and SlidingLog's
-	// stores report when the key is whole again, not when its next unit
-	// frees: their t is the former, which may be later. On a refusal,
-	// the t of each limit that refused is at most its RetryAfter, so never
-	// later than Retry-After (the draft's rule). A MaxInFlight limit is a
-	// quota of concurrent requests, with no window: its policy says
-	// qu="concurrent-requests" and has no w, and its member no t.
-	// Policies are named by WithPolicyNames, else "default": never after
-	// the Limiter's name or a plan's, which are internal; "-0", "-1", ...
-	// are appended when the Limiter holds several limits. ProblemJSON
-	// gives refusals the draft's problem types.
+	// q is the limit's capacity (as X-RateLimit-Limit), w the seconds in
+	// which its rate refills q (the Period when Burst is the default), r
+	// what remains, and t the draft's effective window: the seconds within
+	// which the client can use no more than r; w and t are rounded up. t
+	// runs until the next unit refills for GCRA, TokenBucket and
+	// LeakyBucket (not until the bucket is full), until the window ends for
+	// FixedWindow, and until the key is whole again (maybe later than its
+	// next unit) for SlidingWindow and SlidingLog; a limit that refused has
+	// t at most its RetryAfter, never later than Retry-After (the draft's
+	// rule). A MaxInFlight limit, a quota of concurrent requests, has
+	// qu="concurrent-requests" and no w in its policy, and no t. Policies
+	// are named by WithPolicyNames, else "default" (never after the
+	// Limiter's or a plan's name, which are internal), with "-0", "-1", ...
+	// appended when the Limiter holds several limits. ProblemJSON gives
+	// refusals the draft's problem types.
 	HeadersIETF
 )
 
@@ -67,7 +65,7 @@ const (
 type headerPlan struct {
 	legacy, ietf bool
 	// public holds each limit's policy name (for ProblemJSON too), names
-	// the same as sf-strings, quotes included, ready to append.
+	// the same as quoted sf-strings, ready to append.
 	public, names []string
 	// specs are the limits, for each member's t.
 	specs []store.Spec

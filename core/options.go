@@ -153,12 +153,11 @@ func WithHeaders(style HeaderStyle) Option {
 }
 
 // WithPolicyNames names the IETF RateLimit policies (HeadersIETF), which
-// clients see: names[""] names the Limiter's own limits, names[p] those
-// of plan p (WithPlans), a plan without a name taking the Limiter's; and
-// "default" is the name when none is given. The Limiter's and plans' own
-// names are internal, never sent. Names should say what the limit is to
-// clients ("api", "uploads"); each must be 1 to 128 printable ASCII
-// characters.
+// clients see (the Limiter's and plans' own names are never sent):
+// names[""] names the Limiter's own limits, names[p] those of plan p
+// (WithPlans; else the Limiter's), "default" when none is given. Names
+// should say what the limit is to clients ("api", "uploads"); each must be
+// 1 to 128 printable ASCII characters.
 func WithPolicyNames(names map[string]string) Option {
 	return optionFunc(func(o *options) error {
 		out := make(map[string]string, len(names))

@@ -15,24 +15,22 @@ type planConfigs map[string]*limiterConfig
 
 // WithPlans gives requests limits by plan: plan names a request's plan
 // (say, from its API key's record: "free", "pro"), and plans holds the
-// limits of each plan. A request whose plan is "" or not in plans gets
+// limits of each plan; a request whose plan is "" or not in plans gets
 // the limits given to New. plan is called once per decision, after the key
-// function, with the request; it must be safe for concurrent use and fast
-// (look the plan up in memory, not in a database per request).
-//
-// New validates every plan's limits, reporting an invalid one with the
-// plan's name and the limit's index; plan names must be 1 to 128
-// printable ASCII characters. SetPlans replaces the plans while the
-// Limiter serves.
+// function; it must be safe for concurrent use and fast (look the plan up
+// in memory, not in a database per request). Plan names must be 1 to 128
+// printable ASCII characters; New validates every plan's limits (an error
+// names the plan and the limit's index). SetPlans replaces the plans while
+// the Limiter serves.
 //
 // A plan is enforced like the Limiter's own limits: the headers describe
 // its limits (IETF policies named by WithPolicyNames, never by the plan's
-// name, which stays internal), and observers see it in Event.Plan. State
-// is kept per client and per limit whatever the plan: a client that
-// changes plan keeps the state of the limits both plans share (same
-// algorithm, rate, period, burst and penalty) and starts afresh on the
-// others, so an upgrade from "100/m" to "10000/m" takes effect at once;
-// give both plans a common limit when usage must carry over.
+// name), and observers see it in Event.Plan. State is kept per client and
+// per limit whatever the plan: a client that changes plan keeps the state
+// of the limits both plans share (same algorithm, rate, period, burst and
+// penalty) and starts afresh on the others, so an upgrade from "100/m" to
+// "10000/m" takes effect at once; give both plans a common limit when
+// usage must carry over.
 func WithPlans(plan func(r *http.Request) string, plans map[string][]store.Limit) Option {
 	return optionFunc(func(o *options) error {
 		if plan == nil {
@@ -65,15 +63,13 @@ func planSpecs(plans map[string][]store.Limit) (map[string][]store.Spec, error) 
 	return out, nil
 }
 
-// SetPlans replaces the plans of a Limiter made with WithPlans, while it
-// serves, with the guarantees of SetLimits, plan by plan: plans are
-// validated first, and on error nothing changes; each decision is made
-// entirely with the old plans or entirely with the new ones; within a plan
-// that exists before and after, unchanged limits keep their state and a
-// limit replaced by a tighter one stays in force as a guard (see
-// SetLimits). A plan that is removed sends its requests to the Limiter's
-// own limits; a plan that is added starts afresh. The limits given to New
-// (or SetLimits) are not affected.
+// SetPlans replaces the plans of a Limiter made with WithPlans while it
+// serves, with the guarantees of SetLimits plan by plan: on error nothing
+// changes; each decision is made entirely with the old plans or entirely
+// with the new ones; within a plan kept, unchanged limits keep their state
+// and a limit replaced by a tighter one stays in force as a guard. A
+// removed plan sends its requests to the Limiter's own limits; an added
+// one starts afresh. The Limiter's own limits are not affected.
 func (l *Limiter) SetPlans(plans map[string][]store.Limit) error {
 	if l.planOf == nil {
 		return fmt.Errorf("%w: SetPlans on a Limiter made without WithPlans", ErrInvalidOption)

@@ -58,14 +58,13 @@ func (l *Limiter) newConfig(plan string, limits []store.Limit, specs []store.Spe
 
 // SetLimits replaces the limits the Limiter enforces, while it serves.
 // limits are validated as in New; on error (wrapping ErrInvalidOption and
-// store.ErrInvalidLimit) nothing changes. The swap is
-// atomic: each decision is made entirely with the old limits or entirely
-// with the new ones, headers included (the IETF policies are numbered in
-// the new order); decisions in flight finish with the limits they started
-// with. SetLimits is safe for concurrent use with Decide and with itself
+// store.ErrInvalidLimit) nothing changes. The swap is atomic: each
+// decision is made entirely with the old limits or entirely with the new
+// ones, headers included (the IETF policies are numbered in the new
+// order). SetLimits is safe for concurrent use with Decide and with itself
 // (calls are serialized; the last one wins).
 //
-// Stores key state by a limit's arithmetic (store.Spec.ID), not its
+// Stores key state by a limit's arithmetic (its store.Spec), not its
 // position: an unchanged limit keeps its state exactly, however the list
 // is reordered or the limit rewritten ("100/m" is "100/m gcra burst 100"),
 // and a changed limit starts with fresh state. A limit that replaces
@@ -74,11 +73,10 @@ func (l *Limiter) newConfig(plan string, limits []store.Limit, specs []store.Spe
 // penalty) does not hand every client a fresh allowance: the old limit
 // stays in force beside it as a guard until the state built before the
 // swap no longer matters (store.Spec.Horizon plus its Penalty, by the
-// Limiter's clock). A request must pass both; the guard never admits more
-// than the new limit alone would, and its figures are folded into the new
-// limit's (the smaller Remaining, the longer Retry-After), so headers name
-// only the new limits. A loosened, removed or otherwise changed limit
-// takes effect at once, with fresh state.
+// Limiter's clock). A request must pass both, and the guard's figures are
+// folded into the new limit's (the smaller Remaining, the longer
+// Retry-After), so headers name only the new limits. A loosened, removed
+// or otherwise changed limit takes effect at once, with fresh state.
 func (l *Limiter) SetLimits(limits []store.Limit) error {
 	specs, err := specsOf(limits)
 	if err != nil {
@@ -86,9 +84,7 @@ func (l *Limiter) SetLimits(limits []store.Limit) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	old := l.cfg.Load()
-	now := l.now()
-	l.cfg.Store(l.newConfig("", limits, specs, guardsFor(old, specs, now)))
+	l.cfg.Store(l.newConfig("", limits, specs, guardsFor(l.cfg.Load(), specs, l.now())))
 	return nil
 }
 
