@@ -122,9 +122,8 @@ func (l *Limiter) cost(r *http.Request) (int64, error) {
 // consult decides with the store, or by the failure policy when the store
 // fails, and notes the latency and the store's error in ev.
 func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey string, cost int64, ev *Event) Decision {
-	// The clock is read lazily: the headers need it once per decision,
-	// and the limits only while a changed limit's guard is in force (see
-	// SetLimits).
+	// The clock is read lazily: once for the headers, and before the store
+	// only while a guard is in force (see SetLimits).
 	var now time.Time
 	if !cfg.expires.IsZero() {
 		now = l.now()

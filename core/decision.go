@@ -76,17 +76,16 @@ const (
 )
 
 var outcomeNames = [...]string{
-	OutcomeAllowed:      "allowed",
-	OutcomeDenied:       "denied",
-	OutcomeDelayed:      "delayed",
-	OutcomeShadowDenied: "shadow_denied",
-	OutcomeFailedOpen:   "failed_open",
-	OutcomeFailedClosed: "failed_closed",
-	OutcomeFallback:     "fallback",
-	OutcomeSkipped:      "skipped",
-	OutcomeKeyError:     "key_error",
-	OutcomeCanceled:     "canceled",
-
+	OutcomeAllowed:        "allowed",
+	OutcomeDenied:         "denied",
+	OutcomeDelayed:        "delayed",
+	OutcomeShadowDenied:   "shadow_denied",
+	OutcomeFailedOpen:     "failed_open",
+	OutcomeFailedClosed:   "failed_closed",
+	OutcomeFallback:       "fallback",
+	OutcomeSkipped:        "skipped",
+	OutcomeKeyError:       "key_error",
+	OutcomeCanceled:       "canceled",
 	OutcomeGiveBackFailed: "give_back_failed",
 }
 

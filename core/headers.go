@@ -164,12 +164,10 @@ func retryAfterSeconds(d time.Duration) int64 {
 
 // setHeaders sets on h the rate-limit headers of d's HeaderStyle, and
 // Retry-After when the request is refused over a limit; nothing when no
-// store decided. X-RateLimit-Reset is d's time by the Limiter's clock plus
-// ResetAfter, in Unix seconds rounded up; Retry-After and the IETF t are
-// delta seconds rounded up. The values are formatted into one buffer on
-// the stack, then copied into one string that they share, in blk (a new
-// headerBlock when nil), which must not be used again: at most two
-// allocations whatever the style.
+// store decided. Times are whole seconds rounded up (X-RateLimit-Reset:
+// d's time by the Limiter's clock plus ResetAfter, as Unix time). The
+// values share one string, copied from a buffer on the stack, in blk (new
+// when nil; not to be used again): at most two allocations.
 func (d Decision) setHeaders(h http.Header, blk *headerBlock) {
 	if !d.hasFigures() {
 		return
@@ -182,7 +180,7 @@ func (d Decision) setHeaders(h http.Header, blk *headerBlock) {
 	if !p.legacy && !p.ietf && retry == 0 {
 		return
 	}
-	var buf [128]byte
+	var buf [128]byte // fits all but the RateLimit field of many or long-named limits
 	b := buf[:0]
 	var names [len(blk.vals)]string
 	var ends [len(blk.vals)]int // where each value ends in b
@@ -233,10 +231,7 @@ func appendRateLimitField(b []byte, p *headerPlan, res *store.Result, refused bo
 	return b
 }
 
-// headerBlock holds one response's header values: the slices h refers to.
-// setHeaders' 128-byte buffer fits the legacy headers and an IETF
-// RateLimit field of a few limits with short names; longer fields grow
-// into a second array.
+// headerBlock holds one response's header values, which h refers to.
 type headerBlock struct {
 	vals [5]string
 }

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"net/http"
@@ -149,11 +150,5 @@ func (l *Limiter) allLimits() []store.Spec {
 // publicPolicyName is the IETF policy name of the limits of plan ("": the
 // Limiter's own limits): never the Limiter's or the plan's name.
 func (l *Limiter) publicPolicyName(plan string) string {
-	if name := l.policyNames[plan]; name != "" {
-		return name
-	}
-	if name := l.policyNames[""]; name != "" {
-		return name
-	}
-	return "default"
+	return cmp.Or(l.policyNames[plan], l.policyNames[""], "default")
 }

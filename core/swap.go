@@ -25,9 +25,8 @@ type limiterConfig struct {
 }
 
 // A guard keeps a limit that SetLimits replaced by a tighter one in force
-// for as long as the state it built up before the swap can matter (its
-// horizon), so that tightening a limit does not hand every client the new
-// limit's full allowance: see SetLimits.
+// while the state built before the swap can matter (its horizon): see
+// SetLimits.
 type guard struct {
 	spec      store.Spec
 	successor int // index in limiterConfig.limits of the limit that replaced it
