@@ -9,39 +9,29 @@ import (
 )
 
 // Status returns the client's quota as GitHub's /rate_limit shows it, for
-// the key, plan and limits Decide would use, and charges nothing: Limit,
-// Remaining and ResetAfter are what the client can still do now (the
-// X-RateLimit-Remaining of its last response, plus what has refilled
-// since), and Allowed, RetryAfter and Delay whether a request of r's cost
-// would pass. Result.ResetAt gives the X-RateLimit-Reset a response would
-// send. Nothing is recorded: no state, lock, observer call or metric.
-//
-// It returns the zero Result for a request the skip function exempts, and
-// fails with the key function's error (or ErrNoKey) for a request without
-// a key, and with the store's error (no failure policy applies; the Redis
-// store's fallback answers while Redis is away). An administrator asks for
-// a client by building a request that carries what the key function
-// reads (http.NewRequestWithContext; the header, RemoteAddr, Pattern).
+// the key, plan and limits Decide would use, charging and recording
+// nothing (no state, lock, observer call or metric): Limit, Remaining and
+// ResetAfter are what the client can still do now, and Allowed, RetryAfter
+// and Delay whether a request of r's cost would pass; Result.ResetAt gives
+// the X-RateLimit-Reset a response would send. It returns the zero Result
+// for a request the skip function exempts, and fails with the key
+// function's error (or ErrNoKey) or the store's (no failure policy
+// applies; the Redis store's fallback answers while Redis is away). An
+// administrator asks for a client with a request that carries what the key
+// function reads (the header, RemoteAddr, Pattern).
 func (l *Limiter) Status(r *http.Request) (store.Result, error) {
 	if l.skip != nil && l.skip(r) {
 		return store.Result{}, nil
 	}
-	key, err := l.key(r)
-	if err == nil && key == "" {
-		err = errEmptyKey
-	}
+	key, err := l.keyOf(r)
 	if err != nil {
 		return store.Result{}, fmt.Errorf("sluice: status: %w", err)
 	}
 	cost, _ := l.cost(r)
-	return l.peek(r.Context(), l.configFor(r), key, cost)
-}
-
-func (l *Limiter) peek(ctx context.Context, cfg *limiterConfig, key string, cost int64) (store.Result, error) {
-	p := l.store
+	cfg := l.configFor(r)
 	// Peek(0) gives the quota now; a second Peek of the request's cost
 	// whether it would pass (a peek of cost n reports Remaining after n).
-	res, err := p.Peek(ctx, l.keyPrefix+key, 0, cfg.take...)
+	res, err := l.store.Peek(r.Context(), l.keyPrefix+key, 0, cfg.take...)
 	if err != nil {
 		return store.Result{}, fmt.Errorf("sluice: status: %w", err)
 	}
@@ -49,7 +39,7 @@ func (l *Limiter) peek(ctx context.Context, cfg *limiterConfig, key string, cost
 	if cost == 0 {
 		return res, nil
 	}
-	next, err := p.Peek(ctx, l.keyPrefix+key, cost, cfg.take...)
+	next, err := l.store.Peek(r.Context(), l.keyPrefix+key, cost, cfg.take...)
 	if err != nil {
 		return store.Result{}, fmt.Errorf("sluice: status: %w", err)
 	}
@@ -79,16 +69,14 @@ func withVerdict(now, next store.Result) store.Result {
 	return out
 }
 
-// Reset clears the state of the client key under every limit the Limiter
-// enforces (its own, every plan's and any guard of SetLimits or SetPlans),
-// penalty locks included, so that its next request gets a full allowance.
-// key is what the key function returns for the client (for a composed key
-// function, call it on a request carrying what the client sends). The
-// store also clears what it keeps locally (the Redis store: its fallback,
-// deny cache and leases, in every process sharing Redis, within a round
-// trip). Reset is for administrators; it is no decision, and uses ctx as
-// given. It fails with an error wrapping store.ErrNotFound when the key had
-// no state, store.ErrEmptyKey for "", and the store's error when it fails
+// Reset clears the state of the client key (as the key function returns
+// it) under every limit the Limiter enforces (its own, every plan's and
+// any guard), penalty locks included, so that its next request gets a full
+// allowance. The store also clears what it keeps locally (the Redis store:
+// its fallback, deny cache and leases, in every process sharing Redis).
+// Reset is for administrators; it is no decision, and uses ctx as given.
+// It fails with an error wrapping store.ErrNotFound when the key had no
+// state, store.ErrEmptyKey for "", and the store's error when it fails
 // (the key may then be partly reset; calling Reset again is safe).
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if key == "" {

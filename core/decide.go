@@ -18,40 +18,39 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 	if l.skip != nil && l.skip(r) {
 		return l.finish(r, Decision{Action: Serve, Outcome: OutcomeSkipped, l: l.cfg.Load()}, Event{})
 	}
-	key, storeKey, keyErr := l.keyOf(r)
+	key, keyErr := l.keyOf(r)
+	storeKey := l.keyPrefix + key
 	if keyErr != nil {
 		l.logKeyError(r.Context(), keyErr)
+		if l.keyRule != KeyErrorPerAddress || errors.Is(keyErr, ErrInvalidOption) {
+			return l.finish(r, l.keyRefusal(keyErr), Event{KeyErr: keyErr})
+		}
+		key, storeKey = "", l.keylessKey(r)
 	}
-	if keyErr != nil && (l.keyRule != KeyErrorPerAddress || errors.Is(keyErr, ErrInvalidOption)) {
-		return l.finish(r, l.keyRefusal(keyErr), Event{KeyErr: keyErr})
-	}
-	// The limits in force for the request's plan, loaded once: a
-	// concurrent SetLimits or SetPlans does not change what this decision
-	// is made with.
+	// Loaded once: a concurrent SetLimits or SetPlans does not change what
+	// this decision is made with.
 	cfg := l.configFor(r)
 	cost, costErr := l.cost(r)
 	ev := Event{Key: key, Cost: cost, Err: costErr, KeyErr: keyErr}
 	return l.finish(r, l.consult(r.Context(), cfg, storeKey, cost, &ev), ev)
 }
 
-// DecideKey makes the decision for a client key without an HTTP request:
-// for background jobs, queue consumers and other transports, as Decide does
-// for a request, with the same store, limits, failure policy, shadow mode
-// and observers. key is the client's identity, in the namespace of the
-// keys the key function returns (a client keyed "alice" by HTTP and by
-// DecideKey shares one allowance); plan names its plan (see WithPlans; ""
-// or an unknown plan: the Limiter's own limits); cost is what the call
+// DecideKey decides, as Decide does, for a client key without an HTTP
+// request (background jobs, queue consumers, other transports), with the
+// same store, limits, failure policy, shadow mode and observers. key is in
+// the namespace of the key function's keys (a client keyed "alice" by HTTP
+// and by DecideKey shares one allowance); plan names its plan (WithPlans;
+// "" or an unknown plan: the Limiter's own limits); cost is what the call
 // costs (a negative cost is replaced by 1 and reported in Event.Err). The
-// skip, cost and plan functions and the refusal function, which take a
-// request, are not called, and the Event has no Request.
+// skip, cost, plan and refusal functions are not called, and the Event has
+// no Request. ctx bounds the store's work.
 //
 // The caller acts on the Decision as an adapter does: Serve, Hold (Wait
 // with the call's context, then serve) or Refuse (Result.RetryAfter says
-// when to try again); and when NeedsDone reports true, calls Done with an
-// HTTP-like status once the work has finished (see WithCountIf and
-// MaxInFlight). An empty key is a key error: refused under KeyErrorDeny
-// and KeyErrorPerAddress (it has no address), served under KeyErrorAllow.
-// ctx bounds the store's work, as a request's context does.
+// when to try again), and calls Done with an HTTP-like status once the
+// work has finished when NeedsDone reports true. An empty key is a key
+// error: refused under KeyErrorDeny and KeyErrorPerAddress (it has no
+// address), served under KeyErrorAllow.
 func (l *Limiter) DecideKey(ctx context.Context, key, plan string, cost int64) Decision {
 	if key == "" {
 		l.logKeyError(ctx, errEmptyKey)
@@ -69,25 +68,19 @@ func (l *Limiter) DecideKey(ctx context.Context, key, plan string, cost int64) D
 	return l.finish(nil, l.consult(ctx, l.configNamed(plan), l.keyPrefix+key, cost, &ev), ev)
 }
 
-// keyOf returns the request's key and the store key it is charged under.
-// A request without a key is charged, under KeyErrorPerAddress, by its
-// address (keylessKey).
-func (l *Limiter) keyOf(r *http.Request) (key, storeKey string, err error) {
-	key, err = l.key(r)
+// keyOf returns r's key, or the key function's error (errEmptyKey for "").
+func (l *Limiter) keyOf(r *http.Request) (string, error) {
+	key, err := l.key(r)
 	if err == nil && key == "" {
 		err = errEmptyKey
 	}
-	if err != nil {
-		return "", l.keylessKey(r), err
-	}
-	return key, l.keyPrefix + key, nil
+	return key, err
 }
 
-// keylessKey is the store key of a request without a key: in the
-// Limiter's keyless namespace, "a:" and the key WithKeyErrorRule's function
-// gives, else "p:" and the peer's address key, else (no address) nothing
-// more. The namespace differs from keyPrefix in its last byte, and a
-// decimal length ends each prefix, so no key of any Limiter reaches it.
+// keylessKey is the store key of a request without a key: the keyless
+// prefix (which no key of any Limiter reaches), then "a:" and the key of
+// WithKeyErrorRule's function, else "p:" and the peer's address key, else
+// (no address) nothing.
 func (l *Limiter) keylessKey(r *http.Request) string {
 	if l.addrKey != nil {
 		if k, err := l.addrKey(r); err == nil && k != "" {
@@ -101,9 +94,8 @@ func (l *Limiter) keylessKey(r *http.Request) string {
 }
 
 // keyRefusal is the decision for a request without a key under
-// KeyErrorDeny or KeyErrorAllow, or whose key function cannot work where
-// it is used (err wraps ErrInvalidOption): refused with 500 whatever the
-// rule.
+// KeyErrorDeny or KeyErrorAllow, or refused with 500 whatever the rule when
+// err wraps ErrInvalidOption.
 func (l *Limiter) keyRefusal(err error) Decision {
 	d := Decision{Action: Serve, Outcome: OutcomeKeyError, l: l.cfg.Load()}
 	switch {
@@ -130,9 +122,8 @@ func (l *Limiter) cost(r *http.Request) (int64, error) {
 // consult decides with the store, or by the failure policy when the store
 // fails, and notes the latency and the store's error in ev.
 func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey string, cost int64, ev *Event) Decision {
-	// The clock is read lazily: the headers need it once per decision,
-	// and the limits only while a changed limit's guard is in force (see
-	// SetLimits).
+	// The clock is read lazily: once for the headers, and before the store
+	// only while a guard is in force (see SetLimits).
 	var now time.Time
 	if !cfg.expires.IsZero() {
 		now = l.now()
@@ -161,37 +152,33 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 		now = l.now()
 	}
 	d := Decision{l: cfg, now: now}
-	switch {
-	case err == nil:
-		l.fromResult(&d, cfg.fold(res))
-		if res.Fallback != nil {
-			d.Outcome, ev.Err = OutcomeFallback, res.Fallback
+	if err != nil {
+		ev.Err = err
+		switch {
+		case ctx.Err() != nil:
+			// The client is gone: no policy serves it (see OutcomeCanceled).
+			d.Action, d.Outcome, d.resp = Refuse, OutcomeCanceled, &unavailableResponse
+		case l.policy == FailClosed:
+			d.Action, d.Outcome, d.resp = Refuse, OutcomeFailedClosed, &unavailableResponse
+		default: // FailOpen, or FailLocal on a store that could not decide locally
+			d.Action, d.Outcome = Serve, OutcomeFailedOpen
 		}
-		l.done(&d, storeKey, cost)
 		return d
-	case ctx.Err() != nil:
-		// The client is gone: no policy serves it (see OutcomeCanceled).
-		d.Action, d.Outcome, d.resp = Refuse, OutcomeCanceled, &unavailableResponse
-	case l.policy == FailClosed:
-		d.Action, d.Outcome, d.resp = Refuse, OutcomeFailedClosed, &unavailableResponse
-	default: // FailOpen, or FailLocal on a store that could not decide locally
-		d.Action, d.Outcome = Serve, OutcomeFailedOpen
 	}
-	ev.Err = err
-	return d
-}
-
-// fromResult fills d from a store's result.
-func (l *Limiter) fromResult(d *Decision, res store.Result) {
-	d.Result = res
+	d.Result = cfg.fold(res)
 	switch {
-	case !res.Allowed:
+	case !d.Result.Allowed:
 		d.Action, d.Outcome, d.resp = Refuse, OutcomeDenied, &denyResponse
-	case res.Delay > 0:
-		d.Action, d.Outcome, d.Delay, d.resp = Hold, OutcomeDelayed, res.Delay, &unavailableResponse
+	case d.Result.Delay > 0:
+		d.Action, d.Outcome, d.Delay, d.resp = Hold, OutcomeDelayed, d.Result.Delay, &unavailableResponse
 	default:
 		d.Action, d.Outcome = Serve, OutcomeAllowed
 	}
+	if res.Fallback != nil {
+		d.Outcome, ev.Err = OutcomeFallback, res.Fallback
+	}
+	l.done(&d, storeKey, cost)
+	return d
 }
 
 // finish applies shadow mode to d (everything is served, nothing held;
@@ -229,9 +216,9 @@ func (l *Limiter) observe(ev Event, d *Decision) {
 		if b := d.Result.Binding; d.Result.Limit != 0 && b >= 0 && b < len(d.l.limits) {
 			ev.Limit = d.l.limits[b]
 		}
-	}
-	if d.l != nil && d.Result.Allowed && d.Outcome != OutcomeGiveBackFailed {
-		ev.NearLimit = nearLimit(d.l.limits, &d.Result)
+		if d.Result.Allowed && d.Outcome != OutcomeGiveBackFailed {
+			ev.NearLimit = nearLimit(d.l.limits, &d.Result)
+		}
 	}
 	ev.Outcome = d.Outcome
 	ev.Action = d.Action

@@ -28,8 +28,7 @@ var actionNames = [...]string{Serve: "serve", Hold: "hold", Refuse: "refuse"}
 
 func (a Action) String() string { return enumString(actionNames[:], "action", uint8(a)) }
 
-// Outcome is why a Decision was made. The string values are stable and
-// suitable as metric labels.
+// Outcome is why a Decision was made. Its strings are stable metric labels.
 type Outcome uint8
 
 const (
@@ -65,30 +64,28 @@ const (
 	OutcomeKeyError
 	// OutcomeCanceled: the request's context ended (the client went away,
 	// a server deadline passed) before the store decided. Whatever the
-	// failure policy it is refused (503, which no one may read): serving it
-	// would let a client that drops its connections run the handler
-	// unlimited. In shadow mode it is served.
+	// failure policy it is refused (503), lest a client that drops its
+	// connections run the handler unlimited; in shadow mode it is served.
 	OutcomeCanceled
 	// OutcomeGiveBackFailed is not a decision: it reports, after the
-	// handler, that the charge of a request that WithCountIf does not
-	// count could not be given back (Event.Err says why); the client was
-	// charged. Or that a MaxInFlight slot could not be released: it stays
-	// taken until its hold ends. The response is not affected.
+	// handler, that the charge of a request WithCountIf does not count
+	// could not be given back (the client stays charged), or that a
+	// MaxInFlight slot could not be released (it stays taken until its
+	// hold ends); Event.Err says why. The response is not affected.
 	OutcomeGiveBackFailed
 )
 
 var outcomeNames = [...]string{
-	OutcomeAllowed:      "allowed",
-	OutcomeDenied:       "denied",
-	OutcomeDelayed:      "delayed",
-	OutcomeShadowDenied: "shadow_denied",
-	OutcomeFailedOpen:   "failed_open",
-	OutcomeFailedClosed: "failed_closed",
-	OutcomeFallback:     "fallback",
-	OutcomeSkipped:      "skipped",
-	OutcomeKeyError:     "key_error",
-	OutcomeCanceled:     "canceled",
-
+	OutcomeAllowed:        "allowed",
+	OutcomeDenied:         "denied",
+	OutcomeDelayed:        "delayed",
+	OutcomeShadowDenied:   "shadow_denied",
+	OutcomeFailedOpen:     "failed_open",
+	OutcomeFailedClosed:   "failed_closed",
+	OutcomeFallback:       "fallback",
+	OutcomeSkipped:        "skipped",
+	OutcomeKeyError:       "key_error",
+	OutcomeCanceled:       "canceled",
 	OutcomeGiveBackFailed: "give_back_failed",
 }
 
@@ -109,8 +106,8 @@ func enumString(names []string, typ string, v uint8) string {
 // FailClosed or for a Hold cut short, 403 with {"error":"forbidden"} under
 // KeyErrorDeny, 500 with {"error":"internal server error"} when the key
 // function cannot work where it is used (see KeyFunc); WithRefusal sets
-// others. An empty ContentType sets no
-// Content-Type header. Body is shared between requests: do not modify it.
+// others. An empty ContentType sets no Content-Type header. Body is shared
+// between requests: do not modify it.
 type Response struct {
 	Status      int
 	ContentType string
@@ -118,33 +115,22 @@ type Response struct {
 }
 
 var (
-	denyResponse = Response{
-		Status:      http.StatusTooManyRequests,
-		ContentType: "application/json",
-		Body:        []byte(`{"error":"rate limit exceeded"}` + "\n"),
-	}
-	unavailableResponse = Response{
-		Status:      http.StatusServiceUnavailable,
-		ContentType: "application/json",
-		Body:        []byte(`{"error":"service unavailable"}` + "\n"),
-	}
-	keyDeniedResponse = Response{
-		Status:      http.StatusForbidden,
-		ContentType: "application/json",
-		Body:        []byte(`{"error":"forbidden"}` + "\n"),
-	}
-	misconfiguredResponse = Response{
-		Status:      http.StatusInternalServerError,
-		ContentType: "application/json",
-		Body:        []byte(`{"error":"internal server error"}` + "\n"),
-	}
+	denyResponse          = jsonError(http.StatusTooManyRequests, "rate limit exceeded")
+	unavailableResponse   = jsonError(http.StatusServiceUnavailable, "service unavailable")
+	keyDeniedResponse     = jsonError(http.StatusForbidden, "forbidden")
+	misconfiguredResponse = jsonError(http.StatusInternalServerError, "internal server error")
 )
 
-// Decision is what the Limiter decided for one request. An adapter calls
-// Stack first (the headers, on every response of a limited route), then
-// acts on Action and, when NeedsDone reports true, calls Done with the
-// status once the handler has finished. It is a small value, not retained
-// by the Limiter.
+// jsonError is the default Response of status: {"error":msg} as JSON.
+func jsonError(status int, msg string) Response {
+	body := `{"error":"` + msg + `"}` + "\n"
+	return Response{Status: status, ContentType: "application/json", Body: []byte(body)}
+}
+
+// Decision is what the Limiter decided for one request, a small value it
+// does not retain. An adapter calls Stack first (the headers), then acts
+// on Action and, when NeedsDone reports true, calls Done with the status
+// once the handler has finished.
 type Decision struct {
 	// Action is what the adapter does with the request.
 	Action Action
@@ -189,10 +175,9 @@ func (d Decision) WriteResponse(w http.ResponseWriter) {
 }
 
 // Wait holds the caller for Delay when Action is Hold, and returns nil
-// once the request may be served. It returns ctx.Err() early if ctx ends
-// first (the client has gone, or a server deadline passed); the adapter then
-// writes Response (503) instead of serving. For any other Action it
-// returns nil at once.
+// once the request may be served, or ctx.Err() if ctx ends first (the
+// adapter then writes Response, 503, instead of serving). For any other
+// Action it returns nil at once.
 func (d Decision) Wait(ctx context.Context) error {
 	if d.Action != Hold || d.Delay <= 0 {
 		return nil
@@ -227,35 +212,29 @@ type Event struct {
 	// Latency is the time spent in the store's Take (Charge under
 	// WithCountIf), its fallback included; 0 when no store was called.
 	Latency time.Duration
-	// Err is what went wrong with the store: its error, or the cause its
-	// fallback decided for (Result.Fallback); one wrapping
-	// context.DeadlineExceeded when the store's deadline passed, one
-	// wrapping store.ErrBreakerOpen when it did not try. It also reports a
-	// negative cost from the cost function. nil otherwise.
+	// Err is what went wrong with the store: its error (wrapping
+	// context.DeadlineExceeded when its deadline passed, store.ErrBreakerOpen
+	// when it did not try), or the cause its fallback decided for
+	// (Result.Fallback); or a negative cost from the cost function.
 	Err error
 	// KeyErr is the key function's error, when it failed.
 	KeyErr error
 	// Shadow reports that the Limiter is in shadow mode: Action is then
 	// always Serve, whatever Outcome says.
 	Shadow bool
-	// NearLimit is, for a request the store admitted (Result.Allowed),
-	// the limit it left with less than a fifth of its capacity
-	// (Remaining·5 < Result.Limit: more than 80% used, Envoy's near_limit),
-	// the one with the least share left when several are; the zero Limit
-	// otherwise. Operators alert on it before clients get refusals:
-	// promlimit and otellimit count it.
+	// NearLimit is, for a request the store admitted, the limit it left
+	// with less than a fifth of its capacity (more than 80% used, Envoy's
+	// near_limit), the one with the least share left when several are; the
+	// zero Limit otherwise. promlimit and otellimit count it, for alerts
+	// before clients get refusals.
 	NearLimit store.Limit
 }
-
-// nearLimitShare is the inverse of the share of its capacity below which
-// a limit is near (Event.NearLimit): a fifth.
-const nearLimitShare = 5
 
 // nearLimit returns the limit of limits that res, an admitted decision,
 // left with less than a fifth of its capacity, the least share left first;
 // the zero Limit when none.
 func nearLimit(limits []store.Limit, res *store.Result) store.Limit {
-	near := func(r *store.Result) bool { return r.Limit > 0 && max(r.Remaining, 0)*nearLimitShare < r.Limit }
+	near := func(r *store.Result) bool { return r.Limit > 0 && max(r.Remaining, 0)*5 < r.Limit }
 	if len(res.PerLimit) != len(limits) {
 		if b := res.Binding; near(res) && b >= 0 && b < len(limits) {
 			return limits[b]

@@ -10,9 +10,7 @@
 //	if err != nil { ... }
 //	http.ListenAndServe(":8080", nethttp.Middleware(api)(mux)) // or ginlimit, echolimit
 //
-// The package example is complete and runnable. A Limiter owns no goroutine
-// and needs no Close; its name namespaces its state in the store, so
-// Limiters of one name on one store share it, in one process or several.
+// The package example is complete and runnable.
 //
 // # For users
 //

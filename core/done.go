@@ -40,11 +40,11 @@ func (d Decision) NeedsDone() bool { return d.after != nil }
 // status (200 for a handler that wrote none, 500 for one that panicked,
 // 503 for a Hold cut short). Adapters call it once after the handler
 // whenever NeedsDone reports true, also on a panic or a client gone. It
-// releases the request's MaxInFlight slot whatever the status and, under
-// WithCountIf, gives the charge back when count does not count status. A
-// failure is reported to observers (OutcomeGiveBackFailed): the slot is
-// then free at the end of its hold, the charge stays. The store bounds the
-// time (the Redis store: its timeout).
+// releases the request's MaxInFlight slot and, under WithCountIf, gives
+// the charge back when count does not count status. A failure is reported
+// to observers (OutcomeGiveBackFailed): the slot is then free at the end
+// of its hold, the charge stays. The store bounds the time (the Redis
+// store: its timeout).
 func (d Decision) Done(status int) {
 	a := d.after
 	if a == nil {
@@ -60,8 +60,7 @@ func (d Decision) Done(status int) {
 	}
 }
 
-// report tells the observers of a failed give-back or release begun at
-// start.
+// report tells the observers of a failed give-back or release begun at start.
 func (a *doneStep) report(d *Decision, start time.Time, err error) {
 	if err == nil || len(a.lim.observers) == 0 {
 		return

@@ -33,24 +33,22 @@ const (
 	//	RateLimit-Policy: "api";q=10;w=1
 	//	RateLimit: "api";r=7;t=1
 	//
-	// q is the limit's capacity (as X-RateLimit-Limit) and w the seconds
-	// in which the limit's rate refills q (the Period when Burst is the
-	// default), rounded up. r is what remains and t the draft's effective
-	// window: the seconds, rounded up, within which the client can use no
-	// more than r. For GCRA, TokenBucket and LeakyBucket that is the time
-	// until the next unit refills (not until the bucket is full), for
-	// FixedWindow until the window ends (a calendar window's true end,
-	// store.PerCalendar, whose w is its nominal day, week or 31 days). SlidingWindow's and SlidingLog's
-	// stores report when the key is whole again, not when its next unit
-	// frees: their t is the former, which may be later. On a refusal,
-	// the t of each limit that refused is at most its RetryAfter, so never
-	// later than Retry-After (the draft's rule). A MaxInFlight limit is a
-	// quota of concurrent requests, with no window: its policy says
-	// qu="concurrent-requests" and has no w, and its member no t.
-	// Policies are named by WithPolicyNames, else "default": never after
-	// the Limiter's name or a plan's, which are internal; "-0", "-1", ...
-	// are appended when the Limiter holds several limits. ProblemJSON
-	// gives refusals the draft's problem types.
+	// q is the limit's capacity (as X-RateLimit-Limit), w the seconds in
+	// which its rate refills q (the Period when Burst is the default), r
+	// what remains, and t the draft's effective window: the seconds within
+	// which the client can use no more than r; w and t are rounded up. t
+	// runs until the next unit refills for GCRA, TokenBucket and
+	// LeakyBucket (not until the bucket is full), until the window ends for
+	// FixedWindow (a calendar window's true end; its w is the nominal day,
+	// week or 31 days), and until the key is whole again (maybe later than
+	// its next unit) for SlidingWindow and SlidingLog; a limit that refused has
+	// t at most its RetryAfter, never later than Retry-After (the draft's
+	// rule). A MaxInFlight limit, a quota of concurrent requests, has
+	// qu="concurrent-requests" and no w in its policy, and no t. Policies
+	// are named by WithPolicyNames, else "default" (never after the
+	// Limiter's or a plan's name, which are internal), with "-0", "-1", ...
+	// appended when the Limiter holds several limits. ProblemJSON gives
+	// refusals the draft's problem types.
 	HeadersIETF
 )
 
@@ -68,7 +66,7 @@ const (
 type headerPlan struct {
 	legacy, ietf bool
 	// public holds each limit's policy name (for ProblemJSON too), names
-	// the same as sf-strings, quotes included, ready to append.
+	// the same as quoted sf-strings, ready to append.
 	public, names []string
 	// specs are the limits, for each member's t.
 	specs []store.Spec
@@ -83,19 +81,17 @@ func newHeaderPlan(style HeaderStyle, name string, specs []store.Spec) headerPla
 		ietf:   style&HeadersIETF != 0,
 		specs:  specs,
 	}
-	for i := range specs {
+	var policy []byte
+	for i, s := range specs {
 		n := name
 		if len(specs) > 1 {
 			n += "-" + strconv.Itoa(i)
 		}
 		p.public = append(p.public, n)
-	}
-	if !p.ietf {
-		return p
-	}
-	var policy []byte
-	for i, s := range specs {
-		quoted := string(appendSFString(nil, p.public[i]))
+		if !p.ietf {
+			continue
+		}
+		quoted := string(appendSFString(nil, n))
 		p.names = append(p.names, quoted)
 		if i > 0 {
 			policy = append(policy, ", "...)
@@ -112,7 +108,9 @@ func newHeaderPlan(style HeaderStyle, name string, specs []store.Spec) headerPla
 		policy = append(policy, ";w="...)
 		policy = strconv.AppendInt(policy, w, 10)
 	}
-	p.policy = []string{string(policy)}
+	if p.ietf {
+		p.policy = []string{string(policy)}
+	}
 	return p
 }
 
@@ -152,11 +150,7 @@ func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
+	return arith.CeilDiv(int64(d), int64(time.Second))
 }
 
 // retryAfterSeconds returns the Retry-After value for a denial that may
@@ -171,77 +165,52 @@ func retryAfterSeconds(d time.Duration) int64 {
 
 // setHeaders sets on h the rate-limit headers of d's HeaderStyle, and
 // Retry-After when the request is refused over a limit; nothing when no
-// store decided. X-RateLimit-Reset is d's time by the Limiter's clock plus
-// ResetAfter, in Unix seconds rounded up; Retry-After and the IETF t are
-// delta seconds rounded up. The values are formatted in blk (a new
-// headerBlock when nil), which must not be used again.
+// store decided. Times are whole seconds rounded up (X-RateLimit-Reset:
+// d's time by the Limiter's clock plus ResetAfter, as Unix time). The
+// values share one string, copied from a buffer on the stack, in blk (new
+// when nil; not to be used again): at most two allocations.
 func (d Decision) setHeaders(h http.Header, blk *headerBlock) {
-	if d.Result.Limit == 0 || d.l == nil {
+	if !d.hasFigures() {
 		return
 	}
-	p := &d.l.headers
+	p, res := &d.l.headers, &d.Result
 	retry := int64(0)
-	if d.Action == Refuse && !d.Result.Allowed {
-		retry = retryAfterSeconds(d.Result.RetryAfter)
+	if d.Action == Refuse && !res.Allowed {
+		retry = retryAfterSeconds(res.RetryAfter)
 	}
 	if !p.legacy && !p.ietf && retry == 0 {
 		return
 	}
-	vals := d.headerValues(p, retry, blk)
-	i := 0
-	if p.legacy {
-		h[headerLimit] = vals[0:1:1]
-		h[headerRemaining] = vals[1:2:2]
-		h[headerReset] = vals[2:3:3]
-		i = 3
-	}
-	if retry > 0 {
-		h[headerRetryAfter] = vals[i : i+1 : i+1]
-		i++
-	}
-	if p.ietf {
-		h[headerRateLimit] = vals[i : i+1 : i+1]
-		h[headerRateLimitPolicy] = p.policy[:1:1]
-	}
-}
-
-// headerValues formats the values of the headers setHeaders sets, in its
-// order: the legacy three, Retry-After when retry > 0, the IETF RateLimit
-// field. All of them are formatted into one buffer on the stack, then
-// copied into one string that the values share; the returned slice is
-// blk's (a new headerBlock when nil): at most two allocations whatever the
-// style.
-func (d Decision) headerValues(p *headerPlan, retry int64, blk *headerBlock) []string {
-	res := &d.Result
-	if blk == nil {
-		blk = new(headerBlock)
-	}
-	var buf [128]byte
+	var buf [128]byte // fits all but the RateLimit field of many or long-named limits
 	b := buf[:0]
+	var names [len(blk.vals)]string
 	var ends [len(blk.vals)]int // where each value ends in b
 	n := 0
 	if p.legacy {
 		b = strconv.AppendInt(b, res.Limit, 10)
-		ends[n], n = len(b), n+1
+		names[n], ends[n], n = headerLimit, len(b), n+1
 		b = strconv.AppendInt(b, max(res.Remaining, 0), 10)
-		ends[n], n = len(b), n+1
+		names[n], ends[n], n = headerRemaining, len(b), n+1
 		b = strconv.AppendInt(b, res.ResetAt(d.now).Unix(), 10)
-		ends[n], n = len(b), n+1
+		names[n], ends[n], n = headerReset, len(b), n+1
 	}
 	if retry > 0 {
 		b = strconv.AppendInt(b, retry, 10)
-		ends[n], n = len(b), n+1
+		names[n], ends[n], n = headerRetryAfter, len(b), n+1
 	}
 	if p.ietf {
 		b = appendRateLimitField(b, p, res, retry > 0)
-		ends[n], n = len(b), n+1
+		names[n], ends[n], n = headerRateLimit, len(b), n+1
+		h[headerRateLimitPolicy] = p.policy[:1:1]
+	}
+	if blk == nil {
+		blk = new(headerBlock)
 	}
 	s := string(b)
-	vals := blk.vals[:n]
 	for i, start := 0, 0; i < n; i++ {
-		vals[i], start = s[start:ends[i]], ends[i]
+		blk.vals[i], start = s[start:ends[i]], ends[i]
+		h[names[i]] = blk.vals[i : i+1 : i+1]
 	}
-	return vals
 }
 
 // appendRateLimitField appends the IETF RateLimit field of res: one item
@@ -263,10 +232,7 @@ func appendRateLimitField(b []byte, p *headerPlan, res *store.Result, refused bo
 	return b
 }
 
-// headerBlock holds one response's header values: the slices h refers to.
-// headerValues' 128-byte buffer fits the legacy headers and an IETF
-// RateLimit field of a few limits with short names; longer fields grow
-// into a second array.
+// headerBlock holds one response's header values, which h refers to.
 type headerBlock struct {
 	vals [5]string
 }
@@ -309,11 +275,8 @@ func effectiveWindow(s store.Spec, r *store.Result, refused bool) time.Duration 
 // Period, and its ResetAfter is rounded up to the µs, so the offset is
 // rounded up too: the next unit is never announced later than it comes.
 func nextUnitOffset(s store.Spec, short int64) time.Duration {
-	var us int64
 	if s.Algorithm() == store.TokenBucket {
-		us = arith.CeilDiv(short*s.Period(), s.Rate()) // short·P < Burst·P, validated below 2^53
-	} else {
-		us = short * s.Interval() // below the capacity's Burst·T, validated below 2^53
+		return arith.Micros(arith.CeilDiv(short*s.Period(), s.Rate())) // short·P < Burst·P, validated below 2^53
 	}
-	return time.Duration(us) * time.Microsecond
+	return arith.Micros(short * s.Interval()) // below the capacity's Burst·T, validated below 2^53
 }

@@ -18,21 +18,15 @@ import (
 // Limiter applies limits to HTTP requests: it identifies the client with a
 // KeyFunc, charges the request's cost against every limit in a store, and
 // turns the store's Result into a Decision that an adapter (nethttp,
-// ginlimit, echolimit) carries out.
-//
-// A Limiter's name namespaces its store keys: Limiters of different names
-// never share state, and Limiters of one name and limits on one store, in
-// one process or several, share it on purpose (instances of a service
-// enforcing one limit together). When the store cannot decide, the
-// failure policy applies; deadlines, the circuit breaker and the local
-// fallback are the store's (see package redisstore). A request without a
-// key follows the key-error rule; none skips limiting silently, and no
+// ginlimit, echolimit) carries out. Limiters of one name and limits on one
+// store share their state, in one process or several; Limiters of
+// different names never do. When the store cannot decide, the failure
+// policy applies; a request without a key follows the key-error rule. No
 // client sees an error text.
 //
-// Create Limiters with New. A Limiter is safe for concurrent use; its
-// limits and plans can be replaced while it serves (SetLimits, SetPlans),
-// the rest is fixed at construction. It owns no goroutine: it needs no
-// Close.
+// Create Limiters with New. A Limiter is safe for concurrent use; SetLimits
+// and SetPlans replace its limits while it serves, the rest is fixed at
+// construction. It owns no goroutine: it needs no Close.
 type Limiter struct {
 	store         store.Store
 	key           KeyFunc
@@ -54,10 +48,9 @@ type Limiter struct {
 	refusal     func(*http.Request, Decision) Response // WithRefusal; nil: the defaults
 	observers   []func(Event)
 
-	// cfg is the limits in force for requests of no plan; plans those of
-	// each plan (planOf names a request's plan; nil: no plans). Decide
-	// loads one once per request; SetLimits and SetPlans replace them
-	// under mu, never changing a published one.
+	// cfg is the limits in force for requests of no plan, plans those of
+	// each plan (planOf: nil without plans). Decide loads one once per
+	// request; SetLimits and SetPlans replace them under mu.
 	cfg    atomic.Pointer[limiterConfig]
 	planOf func(*http.Request) string
 	plans  atomic.Pointer[planConfigs]
@@ -81,9 +74,8 @@ var (
 // for one process, redisstore.New for several). The name, 1 to 128
 // printable ASCII characters, namespaces the store keys and is reported
 // to observers, never to clients; keep it stable across deployments. A
-// nil s (or one holding a nil pointer), key or limits is an error
-// wrapping ErrInvalidOption; every limit is validated. Options set the
-// rest.
+// nil s (or a nil pointer in it), key or limits is an error wrapping
+// ErrInvalidOption; every limit is validated. Options set the rest.
 func New(s store.Store, name string, key KeyFunc, limits []store.Limit, opts ...Option) (*Limiter, error) {
 	switch {
 	case s == nil:
@@ -121,8 +113,8 @@ func New(s store.Store, name string, key KeyFunc, limits []store.Limit, opts ...
 	return l, nil
 }
 
-// isNil reports whether v holds a nil pointer, map, func or chan (a typed
-// nil, such as a nil *memorystore.Store, which would fail at every request).
+// isNil reports whether v holds a typed nil (a nil *memorystore.Store,
+// which would fail at every request).
 func isNil(v any) bool {
 	rv := reflect.ValueOf(v)
 	switch rv.Kind() {

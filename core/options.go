@@ -26,6 +26,19 @@ type options struct {
 	plans map[string][]store.Limit
 }
 
+// setting is an Option that applies set to the Limiter, or, when the
+// argument is invalid, fails with an error wrapping ErrInvalidOption that
+// says problem.
+func setting(invalid bool, problem string, set func(*Limiter)) Option {
+	return optionFunc(func(o *options) error {
+		if invalid {
+			return fmt.Errorf("%w: %s", ErrInvalidOption, problem)
+		}
+		set(o.l)
+		return nil
+	})
+}
+
 // maxNameLength bounds the length of a Limiter's, a plan's or a policy's
 // name.
 const maxNameLength = storekey.MaxName
@@ -52,13 +65,7 @@ func checkName(what, name string) error {
 // without Retry-After. A negative cost is replaced by 1 and reported in
 // Event.Err, wrapping store.ErrNegativeCost.
 func WithCost(f func(*http.Request) int64) Option {
-	return optionFunc(func(o *options) error {
-		if f == nil {
-			return fmt.Errorf("%w: cost function is nil", ErrInvalidOption)
-		}
-		o.l.costOf = f
-		return nil
-	})
+	return setting(f == nil, "cost function is nil", func(l *Limiter) { l.costOf = f })
 }
 
 // WithSkip exempts the requests for which f returns true (an allow-list,
@@ -66,32 +73,20 @@ func WithCost(f func(*http.Request) int64) Option {
 // observed as OutcomeSkipped. f runs first on every request; it must be
 // cheap and safe for concurrent use.
 func WithSkip(f func(*http.Request) bool) Option {
-	return optionFunc(func(o *options) error {
-		if f == nil {
-			return fmt.Errorf("%w: skip function is nil", ErrInvalidOption)
-		}
-		o.l.skip = f
-		return nil
-	})
+	return setting(f == nil, "skip function is nil", func(l *Limiter) { l.skip = f })
 }
 
 // WithCountIf counts a request only when count returns true for the status
 // its handler wrote: WithCountIf(func(s int) bool { return s >= 400 })
 // counts failed logins only. Every request is charged up front, so that
-// concurrent attempts are limited exactly; after the handler the adapter
-// calls Decision.Done, which gives the charge back (store.Store.Refund,
-// ALGORITHMS.md) when count says no. Served requests hold their units
-// while in flight. A failed give-back is reported as
-// OutcomeGiveBackFailed and leaves the charge; a penalty lock is never set
-// nor lifted by a give-back. count must be safe for concurrent use.
+// concurrent attempts are limited exactly, and holds its units while in
+// flight; after the handler, Decision.Done gives the charge back
+// (store.Store.Refund, ALGORITHMS.md) when count says no. A failed
+// give-back is reported as OutcomeGiveBackFailed and leaves the charge; a
+// give-back never sets nor lifts a penalty lock. count must be safe for
+// concurrent use.
 func WithCountIf(count func(status int) bool) Option {
-	return optionFunc(func(o *options) error {
-		if count == nil {
-			return fmt.Errorf("%w: count function is nil", ErrInvalidOption)
-		}
-		o.l.countIf = count
-		return nil
-	})
+	return setting(count == nil, "count function is nil", func(l *Limiter) { l.countIf = count })
 }
 
 // FailurePolicy is what a Limiter does when its store cannot decide (an
@@ -117,12 +112,8 @@ const (
 // WithFailurePolicy sets what happens when the store fails; see
 // FailurePolicy. The default is FailLocal.
 func WithFailurePolicy(p FailurePolicy) Option {
-	return optionFunc(func(o *options) error {
-		if p > FailClosed {
-			return fmt.Errorf("%w: unknown failure policy %d", ErrInvalidOption, p)
-		}
-		o.l.policy = p
-		return nil
+	return setting(p > FailClosed, fmt.Sprintf("unknown failure policy %d", p), func(l *Limiter) {
+		l.policy = p
 	})
 }
 
@@ -131,13 +122,7 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // sloglimit). Observers run on the request's goroutine, in order: they
 // must be quick, safe for concurrent use, and not keep Event.Request.
 func WithObserver(f func(Event)) Option {
-	return optionFunc(func(o *options) error {
-		if f == nil {
-			return fmt.Errorf("%w: observer is nil", ErrInvalidOption)
-		}
-		o.l.observers = append(o.l.observers, f)
-		return nil
-	})
+	return setting(f == nil, "observer is nil", func(l *Limiter) { l.observers = append(l.observers, f) })
 }
 
 // WithShadow puts the Limiter in shadow mode, to try limits in
@@ -146,31 +131,22 @@ func WithObserver(f func(Event)) Option {
 // Retry-After, and every request is served at once, whatever the store,
 // the failure policy or the key-error rule says.
 func WithShadow() Option {
-	return optionFunc(func(o *options) error {
-		o.l.shadow = true
-		return nil
-	})
+	return setting(false, "", func(l *Limiter) { l.shadow = true })
 }
 
 // WithHeaders selects the rate-limit response headers; see HeaderStyle.
 // The default is HeadersLegacy.
 func WithHeaders(style HeaderStyle) Option {
-	return optionFunc(func(o *options) error {
-		if style&^(HeadersLegacy|HeadersIETF) != 0 {
-			return fmt.Errorf("%w: unknown header style %d", ErrInvalidOption, style)
-		}
-		o.l.style = style
-		return nil
-	})
+	invalid := style&^(HeadersLegacy|HeadersIETF) != 0
+	return setting(invalid, fmt.Sprintf("unknown header style %d", style), func(l *Limiter) { l.style = style })
 }
 
 // WithPolicyNames names the IETF RateLimit policies (HeadersIETF), which
-// clients see: names[""] names the Limiter's own limits, names[p] those
-// of plan p (WithPlans), a plan without a name taking the Limiter's; and
-// "default" is the name when none is given. The Limiter's and plans' own
-// names are internal, never sent. Names should say what the limit is to
-// clients ("api", "uploads"); each must be 1 to 128 printable ASCII
-// characters.
+// clients see (the Limiter's and plans' own names are never sent):
+// names[""] names the Limiter's own limits, names[p] those of plan p
+// (WithPlans; else the Limiter's), "default" when none is given. Names
+// should say what the limit is to clients ("api", "uploads"); each must be
+// 1 to 128 printable ASCII characters.
 func WithPolicyNames(names map[string]string) Option {
 	return optionFunc(func(o *options) error {
 		out := make(map[string]string, len(names))
@@ -218,12 +194,8 @@ const (
 // KeyErrorPerAddress, addr: the key function of the client's address
 // (nil, or when it fails: the peer's address).
 func WithKeyErrorRule(rule KeyErrorRule, addr KeyFunc) Option {
-	return optionFunc(func(o *options) error {
-		if rule > KeyErrorAllow {
-			return fmt.Errorf("%w: unknown key-error rule %d", ErrInvalidOption, rule)
-		}
-		o.l.keyRule, o.l.addrKey = rule, addr
-		return nil
+	return setting(rule > KeyErrorAllow, fmt.Sprintf("unknown key-error rule %d", rule), func(l *Limiter) {
+		l.keyRule, l.addrKey = rule, addr
 	})
 }
 
@@ -234,13 +206,7 @@ func WithKeyErrorRule(rule KeyErrorRule, addr KeyFunc) Option {
 // the rate-limit headers, Retry-After included. f is called for each
 // refused or held request; it must be safe for concurrent use.
 func WithRefusal(f func(r *http.Request, d Decision) Response) Option {
-	return optionFunc(func(o *options) error {
-		if f == nil {
-			return fmt.Errorf("%w: refusal function is nil", ErrInvalidOption)
-		}
-		o.l.refusal = f
-		return nil
-	})
+	return setting(f == nil, "refusal function is nil", func(l *Limiter) { l.refusal = f })
 }
 
 // WithClock sets the clock a Limiter reads for X-RateLimit-Reset and for
@@ -249,11 +215,5 @@ func WithRefusal(f func(r *http.Request, d Decision) Response) Option {
 // one fake clock, such as storetest.Clock's Now. A Redis store decides by
 // the Redis server's TIME.
 func WithClock(now func() time.Time) Option {
-	return optionFunc(func(o *options) error {
-		if now == nil {
-			return fmt.Errorf("%w: clock is nil", ErrInvalidOption)
-		}
-		o.l.clock = now
-		return nil
-	})
+	return setting(now == nil, "clock is nil", func(l *Limiter) { l.clock = now })
 }

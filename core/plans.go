@@ -1,9 +1,11 @@
 package core
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 
 	"github.com/sluicehq/sluice/core/store"
 )
@@ -14,24 +16,22 @@ type planConfigs map[string]*limiterConfig
 
 // WithPlans gives requests limits by plan: plan names a request's plan
 // (say, from its API key's record: "free", "pro"), and plans holds the
-// limits of each plan. A request whose plan is "" or not in plans gets
+// limits of each plan; a request whose plan is "" or not in plans gets
 // the limits given to New. plan is called once per decision, after the key
-// function, with the request; it must be safe for concurrent use and fast
-// (look the plan up in memory, not in a database per request).
-//
-// New validates every plan's limits, reporting an invalid one with the
-// plan's name and the limit's index; plan names must be 1 to 128
-// printable ASCII characters. SetPlans replaces the plans while the
-// Limiter serves.
+// function; it must be safe for concurrent use and fast (look the plan up
+// in memory, not in a database per request). Plan names must be 1 to 128
+// printable ASCII characters; New validates every plan's limits (an error
+// names the plan and the limit's index). SetPlans replaces the plans while
+// the Limiter serves.
 //
 // A plan is enforced like the Limiter's own limits: the headers describe
 // its limits (IETF policies named by WithPolicyNames, never by the plan's
-// name, which stays internal), and observers see it in Event.Plan. State
-// is kept per client and per limit whatever the plan: a client that
-// changes plan keeps the state of the limits both plans share (same
-// algorithm, rate, period, burst and penalty) and starts afresh on the
-// others, so an upgrade from "100/m" to "10000/m" takes effect at once;
-// give both plans a common limit when usage must carry over.
+// name), and observers see it in Event.Plan. State is kept per client and
+// per limit whatever the plan: a client that changes plan keeps the state
+// of the limits both plans share (same algorithm, rate, period, burst and
+// penalty) and starts afresh on the others, so an upgrade from "100/m" to
+// "10000/m" takes effect at once; give both plans a common limit when
+// usage must carry over.
 func WithPlans(plan func(r *http.Request) string, plans map[string][]store.Limit) Option {
 	return optionFunc(func(o *options) error {
 		if plan == nil {
@@ -64,15 +64,13 @@ func planSpecs(plans map[string][]store.Limit) (map[string][]store.Spec, error) 
 	return out, nil
 }
 
-// SetPlans replaces the plans of a Limiter made with WithPlans, while it
-// serves, with the guarantees of SetLimits, plan by plan: plans are
-// validated first, and on error nothing changes; each decision is made
-// entirely with the old plans or entirely with the new ones; within a plan
-// that exists before and after, unchanged limits keep their state and a
-// limit replaced by a tighter one stays in force as a guard (see
-// SetLimits). A plan that is removed sends its requests to the Limiter's
-// own limits; a plan that is added starts afresh. The limits given to New
-// (or SetLimits) are not affected.
+// SetPlans replaces the plans of a Limiter made with WithPlans while it
+// serves, with the guarantees of SetLimits plan by plan: on error nothing
+// changes; each decision is made entirely with the old plans or entirely
+// with the new ones; within a plan kept, unchanged limits keep their state
+// and a limit replaced by a tighter one stays in force as a guard. A
+// removed plan sends its requests to the Limiter's own limits; an added
+// one starts afresh. The Limiter's own limits are not affected.
 func (l *Limiter) SetPlans(plans map[string][]store.Limit) error {
 	if l.planOf == nil {
 		return fmt.Errorf("%w: SetPlans on a Limiter made without WithPlans", ErrInvalidOption)
@@ -122,11 +120,7 @@ func (l *Limiter) publish(c *limiterConfig) {
 		l.cfg.Store(c)
 		return
 	}
-	old := *l.plans.Load()
-	next := make(planConfigs, len(old))
-	for name, pc := range old {
-		next[name] = pc
-	}
+	next := maps.Clone(*l.plans.Load())
 	next[c.plan] = c
 	l.plans.Store(&next)
 }
@@ -136,12 +130,7 @@ func (l *Limiter) publish(c *limiterConfig) {
 func (l *Limiter) allLimits() []store.Spec {
 	cfgs := []*limiterConfig{l.cfg.Load()}
 	if ps := l.plans.Load(); ps != nil {
-		names := make([]string, 0, len(*ps))
-		for name := range *ps {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
+		for _, name := range slices.Sorted(maps.Keys(*ps)) {
 			cfgs = append(cfgs, (*ps)[name])
 		}
 	}
@@ -161,11 +150,5 @@ func (l *Limiter) allLimits() []store.Spec {
 // publicPolicyName is the IETF policy name of the limits of plan ("": the
 // Limiter's own limits): never the Limiter's or the plan's name.
 func (l *Limiter) publicPolicyName(plan string) string {
-	if name := l.policyNames[plan]; name != "" {
-		return name
-	}
-	if name := l.policyNames[""]; name != "" {
-		return name
-	}
-	return "default"
+	return cmp.Or(l.policyNames[plan], l.policyNames[""], "default")
 }

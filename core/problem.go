@@ -28,22 +28,18 @@ var forbiddenProblem = Response{
 
 // ProblemJSON answers refusals with the problem details (RFC 9457,
 // application/problem+json) of draft-ietf-httpapi-ratelimit-headers-11;
-// pass it to WithRefusal:
-//
-//	core.New(st, "api", key, limits, core.WithRefusal(core.ProblemJSON))
-//
-// A request over a limit gets 429 with the draft's quota-exceeded type,
-// whose "violated-policies" names the IETF policies (see WithPolicyNames
-// and HeadersIETF) of the limits that refused it:
+// pass it to WithRefusal. A request over a limit gets 429 with the draft's
+// quota-exceeded type, whose "violated-policies" names the IETF policies
+// (see HeadersIETF) of the limits that refused it:
 //
 //	{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
 //	 "title":"Quota exceeded","status":429,"violated-policies":["api"]}
 //
-// A 503 (a store that could not decide under FailClosed, a Hold cut short)
-// gets the temporary-reduced-capacity type, naming the policy that held
-// the request, none when no store decided; a 403 (KeyErrorDeny) gets
-// "about:blank". The headers, Retry-After included, are the same as
-// without it. Any other Response of d is returned as it is.
+// A 503 (FailClosed, a Hold cut short) gets the temporary-reduced-capacity
+// type, naming the policy that held the request (none when no store
+// decided); a 403 (KeyErrorDeny) gets "about:blank". The headers,
+// Retry-After included, are the same as without it. Any other Response of
+// d is returned as it is.
 func ProblemJSON(r *http.Request, d Decision) Response {
 	resp := d.Response()
 	var p problem
@@ -58,10 +54,7 @@ func ProblemJSON(r *http.Request, d Decision) Response {
 		return resp
 	}
 	p.Violated = d.violatedPolicies()
-	body, err := json.Marshal(p)
-	if err != nil { // strings and an int: it cannot fail
-		return resp
-	}
+	body, _ := json.Marshal(p) // strings and an int: it cannot fail
 	return Response{Status: resp.Status, ContentType: "application/problem+json", Body: append(body, '\n')}
 }
 

@@ -5,21 +5,19 @@ import (
 	"net/http"
 )
 
-// Stack sets on h the rate-limit headers of d, and returns the request to
+// Stack sets on h the rate-limit headers of d and returns the request to
 // pass on (to the next handler, or to a refusal callback), whose context
 // gives the binding Decision to FromContext. Adapters call it once per
-// Limiter, right after Decide, before the handler runs, so that every
-// response of a limited route carries the headers.
+// Limiter, right after Decide, before the handler runs.
 //
-// With several Limiters on a request (a global, a group and a route
-// Limiter), the headers are the binding Decision's: d when it refuses
-// (its own headers, none when no store decided); otherwise, of the
-// Decisions with a store's Result, the one with the least Remaining (on
-// ties the smaller Limit, then the earlier). A Decision without one
-// (skipped, failed open, a key error served) binds only until one with a
-// Result comes; the former headers are removed when the binding Decision
-// changes. The first call allocates the request's record (its context,
-// a shallow copy of r and the header values, one allocation) and the
+// With several Limiters on a request (global, group, route), the headers
+// are the binding Decision's: d when it refuses (none when no store
+// decided); otherwise, of the Decisions with a store's Result, the one
+// with the least Remaining (on ties the smaller Limit, then the earlier).
+// A Decision without one (skipped, failed open, a key error served) binds
+// only until one with a Result comes; the former headers are removed when
+// the binding Decision changes. The first call allocates the request's
+// record (its context, a shallow copy of r and the header values) and the
 // values' bytes; later calls update it in place and return r, so a
 // request's Limiters must run one after another, as middleware chains do.
 func (d Decision) Stack(r *http.Request, h http.Header) *http.Request {
@@ -48,11 +46,10 @@ func (d Decision) Stack(r *http.Request, h http.Header) *http.Request {
 }
 
 // FromContext returns the binding Decision (see Decision.Stack) of the
-// Limiters the request of ctx has passed, and whether there is one. A
-// handler behind the middleware of any adapter in this module reads it
-// from its request's context, to report the client's allowance in the
-// body, say. It is safe to call once the Limiters have decided, from any
-// goroutine.
+// Limiters the request of ctx has passed, and whether there is one: a
+// handler behind any adapter of this module can report the client's
+// allowance in the body, say. It is safe to call from any goroutine once
+// the Limiters have decided.
 func FromContext(ctx context.Context) (Decision, bool) {
 	s, ok := ctx.Value(stackKey{}).(*stacked)
 	if !ok {
@@ -73,8 +70,8 @@ type stackedRequest struct {
 type stackKey struct{}
 
 // stacked is the context of a request once a Limiter has decided on it:
-// its parent's, with the binding Decision. It is its own context value,
-// so that the first Limiter allocates no value context besides it.
+// its parent's, with the binding Decision, as its own context value (no
+// further value context to allocate).
 type stacked struct {
 	context.Context
 	d Decision

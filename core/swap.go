@@ -1,6 +1,7 @@
 package core
 
 import (
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/core/store"
@@ -24,9 +25,8 @@ type limiterConfig struct {
 }
 
 // A guard keeps a limit that SetLimits replaced by a tighter one in force
-// for as long as the state it built up before the swap can matter (its
-// horizon), so that tightening a limit does not hand every client the new
-// limit's full allowance: see SetLimits.
+// while the state built before the swap can matter (its horizon): see
+// SetLimits.
 type guard struct {
 	spec      store.Spec
 	successor int // index in limiterConfig.limits of the limit that replaced it
@@ -57,14 +57,13 @@ func (l *Limiter) newConfig(plan string, limits []store.Limit, specs []store.Spe
 
 // SetLimits replaces the limits the Limiter enforces, while it serves.
 // limits are validated as in New; on error (wrapping ErrInvalidOption and
-// store.ErrInvalidLimit) nothing changes. The swap is
-// atomic: each decision is made entirely with the old limits or entirely
-// with the new ones, headers included (the IETF policies are numbered in
-// the new order); decisions in flight finish with the limits they started
-// with. SetLimits is safe for concurrent use with Decide and with itself
+// store.ErrInvalidLimit) nothing changes. The swap is atomic: each
+// decision is made entirely with the old limits or entirely with the new
+// ones, headers included (the IETF policies are numbered in the new
+// order). SetLimits is safe for concurrent use with Decide and with itself
 // (calls are serialized; the last one wins).
 //
-// Stores key state by a limit's arithmetic (store.Spec.ID), not its
+// Stores key state by a limit's arithmetic (its store.Spec), not its
 // position: an unchanged limit keeps its state exactly, however the list
 // is reordered or the limit rewritten ("100/m" is "100/m gcra burst 100"),
 // and a changed limit starts with fresh state. A limit that replaces
@@ -73,11 +72,10 @@ func (l *Limiter) newConfig(plan string, limits []store.Limit, specs []store.Spe
 // penalty) does not hand every client a fresh allowance: the old limit
 // stays in force beside it as a guard until the state built before the
 // swap no longer matters (store.Spec.Horizon plus its Penalty, by the
-// Limiter's clock). A request must pass both; the guard never admits more
-// than the new limit alone would, and its figures are folded into the new
-// limit's (the smaller Remaining, the longer Retry-After), so headers name
-// only the new limits. A loosened, removed or otherwise changed limit
-// takes effect at once, with fresh state.
+// Limiter's clock). A request must pass both, and the guard's figures are
+// folded into the new limit's (the smaller Remaining, the longer
+// Retry-After), so headers name only the new limits. A loosened, removed
+// or otherwise changed limit takes effect at once, with fresh state.
 func (l *Limiter) SetLimits(limits []store.Limit) error {
 	specs, err := specsOf(limits)
 	if err != nil {
@@ -85,9 +83,7 @@ func (l *Limiter) SetLimits(limits []store.Limit) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	old := l.cfg.Load()
-	now := l.now()
-	l.cfg.Store(l.newConfig("", limits, specs, guardsFor(old, specs, now)))
+	l.cfg.Store(l.newConfig("", limits, specs, guardsFor(l.cfg.Load(), specs, l.now())))
 	return nil
 }
 
@@ -159,11 +155,7 @@ func replacements(old, specs []store.Spec, index map[store.Spec]int) map[int]int
 // horizon returns how long after its last charge a limit's state can still
 // refuse a request: the time to refill completely, plus the penalty.
 func horizon(s store.Spec) time.Duration {
-	us := s.Horizon() + s.Penalty() // both below 2^53 (Limit.Spec)
-	if us > int64(store.InfDuration/time.Microsecond) {
-		return store.InfDuration
-	}
-	return time.Duration(us) * time.Microsecond
+	return arith.Micros(s.Horizon() + s.Penalty()) // both below 2^53 (Limit.Spec)
 }
 
 // dropExpiredGuards replaces the config in force for the plan of cfg by
@@ -179,12 +171,7 @@ func (l *Limiter) dropExpiredGuards(cfg *limiterConfig, now time.Time) *limiterC
 	if c.expires.IsZero() || now.Before(c.expires) {
 		return c // another decision, SetLimits or SetPlans got here first
 	}
-	var live []guard
-	for _, g := range c.guards {
-		if now.Before(g.until) {
-			live = append(live, g)
-		}
-	}
+	live := slices.DeleteFunc(slices.Clone(c.guards), func(g guard) bool { return !now.Before(g.until) })
 	next := l.newConfig(c.plan, c.limits, c.specs, live)
 	l.publish(next)
 	return next
