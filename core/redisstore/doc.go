@@ -55,7 +55,10 @@
 // serves both: the Store sends it again after 1 ms, doubling to 8 ms,
 // until the context's deadline, and a slot slower to move fails it (the
 // failure policy decides). A limit without a penalty sends its state key
-// in the lock's place, so that no missing lock key causes TRYAGAIN.
+// in the lock's place, so that no missing lock key causes TRYAGAIN. A
+// charge that the Store records for a while after a lost reply adds a key
+// of its own, new, which a migrating master never holds: on TRYAGAIN it
+// is sent unrecorded, and decided as above.
 //
 // # Keys
 //

@@ -70,7 +70,8 @@ func (c *scriptCall) recordable(n int64) bool {
 }
 
 // recorded returns c sent to its script's recorded twin, with the record
-// key rk after its keys. It is not split on TRYAGAIN (the record is one).
+// key rk after its keys. It is not split on TRYAGAIN (the record is one):
+// runCall sends it unrecorded then.
 func (c scriptCall) recorded(rk string) scriptCall {
 	k := c.cmd[2].(int)
 	cmd := make([]any, 0, len(c.cmd)+1)

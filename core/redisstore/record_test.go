@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/fallback"
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // recordClients returns a client of a real redis-server (its own) and one
@@ -226,5 +227,65 @@ func TestRecordingAfterUncertainOutcome(t *testing.T) {
 	}
 	if _, err := s.takeRedis(ctx, key, 1, limits...); err != nil || records() != 1 {
 		t.Fatalf("a charge after an uncertain outcome: %d records (%v), want 1", records(), err)
+	}
+}
+
+// A charge to a server that is recording, of a key whose slot is
+// migrating, is decided: its record key, a new key the migrating master
+// does not hold, splits the recorded call's keys between the two masters
+// (TRYAGAIN for as long as the slot migrates), so the call is sent as it
+// would be unrecorded, one key at a time when it has several. Each Take's
+// deadline is far beyond its few round trips.
+func TestRecordedChargeOnMigratingSlot(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.StartCluster(t, 2, 0)
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	s := realStore(t, client)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		limits []store.Spec
+	}{
+		{"lean", specs(store.Limit{Algorithm: store.FixedWindow, Rate: 10, Period: time.Hour})},
+		{"take", specs(store.Limit{Algorithm: store.FixedWindow, Rate: 10, Period: time.Hour}, store.PerMinute(10))},
+	} {
+		key := "migrating-" + tc.name
+		if _, err := s.takeRedis(ctx, key, 1, tc.limits...); err != nil { // its state, on its master
+			t.Fatal(err)
+		}
+		state := s.redisKey(key, "")
+		src := cluster.MasterOf(t, state)
+		var dst *redistest.Server
+		for _, n := range cluster.Nodes {
+			if n != src {
+				dst = n
+			}
+		}
+		from := redis.NewClient(&redis.Options{Addr: src.Addr})
+		to := redis.NewClient(&redis.Options{Addr: dst.Addr})
+		slot := from.ClusterKeySlot(ctx, state).Val()
+		setSlot := func(c *redis.Client, how string, other *redis.Client) {
+			if err := c.Do(ctx, "cluster", "setslot", slot, how, other.ClusterMyID(ctx).Val()).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setSlot(to, "importing", from)
+		setSlot(from, "migrating", to)
+		s.health.nodeFor(ctx, state).arm()
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		r, err := s.takeRedis(tctx, key, 1, tc.limits...)
+		cancel()
+		left := r.Remaining
+		if r.PerLimit != nil {
+			left = r.PerLimit[0].Remaining
+		}
+		if err != nil || !r.Allowed || left != 8 {
+			t.Errorf("%s: a recorded charge on a migrating slot: %+v, %v; want allowed, 8 left", tc.name, r, err)
+		}
+		for _, c := range []*redis.Client{from, to} { // the slot stays where it was
+			_ = c.Do(ctx, "cluster", "setslot", slot, "stable").Err()
+			_ = c.Close()
+		}
 	}
 }

@@ -128,8 +128,8 @@ const tryAgainPause = 8 * time.Millisecond
 // follows MOVED and ASK to the master they name and sends a call that met
 // TRYAGAIN again after a pause (1 ms, doubling up to 8 ms), within ctx: the
 // call did not run, so it is sent again with a new once; or, when
-// splittable (the caller can decide it one key at a time: split), returns
-// TRYAGAIN at once. It never sends again a call that may have run. sent
+// splittable (the caller can decide it otherwise: one key at a time, or
+// unrecorded), returns TRYAGAIN at once. It never sends again a call that may have run. sent
 // is when the last sending was handed to the client (monoMicros), or
 // notSent (see node.report).
 func (s *Store) send(ctx context.Context, first *node, key string, sc *script, cmd []any, splittable bool) (reply any, n *node, sent int64, err error) {

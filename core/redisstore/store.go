@@ -533,12 +533,20 @@ func (s *Store) runCall(ctx context.Context, c scriptCall, n int64, key string, 
 		return store.Result{}, nil, fmt.Errorf("redisstore: take %d on %d limit(s): %w", n, c.m, err)
 	}
 	var rk string // the record key of a recorded call
+	plain := c
 	if c.recordable(n) && server.recording() {
 		rk = recordKey(c.key)
 		c = c.recorded(rk)
 	}
 	start := monoMicros()
-	reply, server, sent, err := s.send(ctx, server, c.key, c.script, c.cmd, c.split != nil)
+	reply, server, sent, err := s.send(ctx, server, c.key, c.script, c.cmd, c.split != nil || rk != "")
+	if r, _ := redirectOf(err); r == redirectTryAgain && rk != "" {
+		// A slot migration splits the recorded call's keys (its record
+		// key is new: the migrating master does not hold it) for as long
+		// as it lasts. The call did not run: it goes as an unrecorded one.
+		c, rk = plain, ""
+		reply, server, sent, err = s.send(ctx, s.health.nodeFor(ctx, c.key), c.key, c.script, fresh(c.cmd), c.split != nil)
+	}
 	server.report(ctx, err, start, sent)
 	unsure := uncertain(err, sent)
 	if unsure {
