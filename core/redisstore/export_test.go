@@ -88,6 +88,27 @@ func CountClears(s *Store) *atomic.Int64 {
 	return &n
 }
 
+// PendingClear reports whether the Store holds back, until its breakers
+// have closed, the reset of everything ("") that a re-subscription means
+// for its fallback.
+func PendingClear(s *Store) bool { return s.pendingClear.Load() }
+
+// WaitPendingClear waits until the Store holds back such a reset: it has
+// subscribed again while a breaker was open.
+func WaitPendingClear(tb interface {
+	Helper()
+	Fatalf(string, ...any)
+}, s *Store, within time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for !s.pendingClear.Load() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("the Store did not subscribe again (with a breaker open) within %v", within)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // Timeout returns the Store's deadline for a call to Redis.
 func Timeout(s *Store) time.Duration { return s.front.Timeout() }
 
