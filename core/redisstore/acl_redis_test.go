@@ -92,6 +92,7 @@ func TestPingACL(t *testing.T) {
 // TestConformanceMinimalACL runs the conformance suite as a user with
 // MinimalACL's permissions only.
 func TestConformanceMinimalACL(t *testing.T) {
+	redistest.Slow(t)
 	srv := redistest.StartServer(t)
 	prefix := conformancePrefix(t)
 	admin := srv.Client(t)
@@ -416,6 +417,7 @@ func clusterUser(tb testing.TB, cluster *redistest.Cluster, user, prefix, rules 
 // TestConformanceMinimalACLCluster runs the conformance suite on a
 // Cluster as a user with MinimalACL's permissions only.
 func TestConformanceMinimalACLCluster(t *testing.T) {
+	redistest.Slow(t)
 	t.Parallel()
 	cluster := redistest.SharedCluster(t)
 	prefix := conformancePrefix(t)
