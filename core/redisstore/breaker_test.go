@@ -308,7 +308,7 @@ func TestBreakerIgnoresCallsExpiredInQueue(t *testing.T) {
 		}
 		slow := make(chan error, 1)
 		go func() { slow <- take(st, "slow") }() // no deadline: holds the slot ~1 s
-		time.Sleep(50 * time.Millisecond)
+		redisstore.WaitPipeBusy(t, st, 1)
 		var wg sync.WaitGroup
 		expired := &takeTally{}
 		for i := 0; i < 20; i++ {

@@ -70,6 +70,33 @@ type Limit = store.Limit
 // PipeStats is pipeStats, for the external tests.
 func PipeStats(s *Store) (pipelined, resent int64) { return pipeStats(s) }
 
+// WaitPipeBusy waits until n calls hold the slots of s's pipelines (sent,
+// their replies awaited).
+func WaitPipeBusy(tb interface {
+	Helper()
+	Fatalf(string, ...any)
+}, s *Store, n int) {
+	tb.Helper()
+	busy := func() int {
+		total := 0
+		s.health.each(func(nd *node) {
+			if nd.pipe != nil {
+				nd.pipe.mu.Lock()
+				total += nd.pipe.busy
+				nd.pipe.mu.Unlock()
+			}
+		})
+		return total
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for busy() != n {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d pipeline slots busy after 10s, want %d", busy(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TakeSource is the take script's source, for tests outside the package.
 var TakeSource = takeSource
 
