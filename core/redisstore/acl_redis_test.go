@@ -92,6 +92,7 @@ func TestPingACL(t *testing.T) {
 // TestConformanceMinimalACL runs the conformance suite as a user with
 // MinimalACL's permissions only.
 func TestConformanceMinimalACL(t *testing.T) {
+	redistest.Slow(t)
 	srv := redistest.StartServer(t)
 	prefix := conformancePrefix(t)
 	admin := srv.Client(t)
@@ -267,9 +268,9 @@ func TestResubscribeKeepsFallback(t *testing.T) {
 		_, _ = st.Take(context.Background(), "k", 1, specs(limit)...)
 	}
 	srv.Restart(t)
-	// The subscription comes back within its 250 ms back-off; wait well
-	// past it, however loaded the machine, while the probe is held.
-	time.Sleep(2 * time.Second)
+	// The subscription comes back within its 250 ms back-off, while the
+	// probe is held: the Store holds its "" back.
+	redisstore.WaitPendingClear(t, st, 10*time.Second)
 	if got := clears.Load(); got != first {
 		t.Fatalf("the fallback was told \"\" %d times while the breaker was open", got-first)
 	}
@@ -416,6 +417,7 @@ func clusterUser(tb testing.TB, cluster *redistest.Cluster, user, prefix, rules 
 // TestConformanceMinimalACLCluster runs the conformance suite on a
 // Cluster as a user with MinimalACL's permissions only.
 func TestConformanceMinimalACLCluster(t *testing.T) {
+	redistest.Slow(t)
 	t.Parallel()
 	cluster := redistest.SharedCluster(t)
 	prefix := conformancePrefix(t)
@@ -484,7 +486,8 @@ func TestFallbackKeepsLockAcrossResubscription(t *testing.T) {
 		t.Fatalf("before the restart: %v %v, want refused by the fallback", d.Action, d.Outcome)
 	}
 	srv.Restart(t)
-	time.Sleep(2 * time.Second) // the subscription is back (250 ms back-off), the probe held
+	// The subscription is back (250 ms back-off), the probe held.
+	redisstore.WaitPendingClear(t, st, 10*time.Second)
 	if d := decide(); d.Action != core.Refuse {
 		t.Errorf("after the re-subscription: %v %v, want still refused by the fallback", d.Action, d.Outcome)
 	}

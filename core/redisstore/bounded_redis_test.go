@@ -111,6 +111,7 @@ func (p *boundedProbe) fillLog(key string, l store.Limit, count int, offset time
 // are logged (go test -run TestRedisTakeBounded -v), not judged: the
 // figures of ALGORITHMS.md come from this test.
 func TestRedisTakeBounded(t *testing.T) {
+	redistest.Slow(t)
 	srv := redistest.StartServer(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })

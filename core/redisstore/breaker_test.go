@@ -234,6 +234,7 @@ func (tt *takeTally) snapshot() map[string]any {
 // deadline); and a client starved of CPU (GOMAXPROCS=1 and a goroutine
 // spinning).
 func TestBreakerIgnoresSlowCalls(t *testing.T) {
+	redistest.Slow(t)
 	t.Run("deadline shorter than a round trip", func(t *testing.T) {
 		srv := redistest.StartServer(t)
 		st := realStore(t, slowProxy(t, srv.Addr, 20*time.Millisecond))
@@ -297,6 +298,7 @@ func TestBreakerIgnoresSlowCalls(t *testing.T) {
 // the queued Takes were sent after all, the machine having stalled until
 // the slow call returned, is tried again.)
 func TestBreakerIgnoresCallsExpiredInQueue(t *testing.T) {
+	redistest.Slow(t)
 	srv := redistest.StartServer(t)
 	proxy := slowProxy(t, srv.Addr, time.Second)
 	for attempt := 1; ; attempt++ {
@@ -306,7 +308,7 @@ func TestBreakerIgnoresCallsExpiredInQueue(t *testing.T) {
 		}
 		slow := make(chan error, 1)
 		go func() { slow <- take(st, "slow") }() // no deadline: holds the slot ~1 s
-		time.Sleep(50 * time.Millisecond)
+		redisstore.WaitPipeBusy(t, st, 1)
 		var wg sync.WaitGroup
 		expired := &takeTally{}
 		for i := 0; i < 20; i++ {
@@ -352,6 +354,7 @@ type takeRecord struct {
 // probe that Redis answers PING but holds the script of (PAUSE WRITE) does
 // not make Takes wait for it.
 func TestBreakerRecoversAfterPause(t *testing.T) {
+	redistest.Slow(t)
 	const (
 		pause   = 2 * time.Second
 		timeout = redisstore.DefaultTimeout

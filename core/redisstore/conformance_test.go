@@ -165,6 +165,7 @@ func TestConformanceRedis(t *testing.T) {
 }
 
 func TestConformanceCluster(t *testing.T) {
+	redistest.Slow(t)
 	t.Parallel()
 	cluster := redistest.SharedCluster(t)
 	dial := func(tb testing.TB) *redis.ClusterClient {

@@ -49,6 +49,7 @@ var denyCases = []struct {
 // identical Results at every step, and the cached one stops calling Redis
 // while a denial holds, then calls it again exactly at its end.
 func TestMiniDenyCacheMatchesUncached(t *testing.T) {
+	redistest.Slow(t)
 	rng := rand.New(rand.NewSource(7))
 	steps := []time.Duration{0, time.Microsecond, 999 * time.Microsecond, 37 * time.Millisecond, 111 * time.Millisecond, 333 * time.Millisecond}
 	for _, c := range denyCases {

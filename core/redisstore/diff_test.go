@@ -95,6 +95,7 @@ func diffRun(t *testing.T, steps, maxLimits int, mem store.Store, now func() tim
 // On miniredis (gopher-lua), with TIME and TTLs under control; single
 // limits, which take the script's fast paths, and up to three.
 func TestMiniMatchesMemoryStore(t *testing.T) {
+	redistest.Slow(t)
 	for _, c := range []struct{ steps, maxLimits int }{{1500, 1}, {3000, 3}} {
 		t.Run(fmt.Sprint("limits ", c.maxLimits), func(t *testing.T) { miniMatches(t, c.steps, c.maxLimits) })
 	}
@@ -171,6 +172,7 @@ func redisMatches(t *testing.T, steps, maxLimits int) {
 // script does: the same random sequences, every Take of several keys
 // decided by split, against the memory store.
 func TestMiniSplitMatchesMemoryStore(t *testing.T) {
+	redistest.Slow(t)
 	x := newMini(t)
 	x.store.wall = func() time.Time { return x.now }
 	x.advance(123456789 * time.Microsecond)
@@ -204,6 +206,7 @@ func TestMiniSplitMatchesMemoryStore(t *testing.T) {
 // (miniredis' clock stands still within a step, and a slot is the clock),
 // and every key keeps a TTL.
 func TestMiniSplitMatchesScript(t *testing.T) {
+	redistest.Slow(t)
 	x := newMini(t)
 	x.advance(123456789 * time.Microsecond)
 	ctx := context.Background()

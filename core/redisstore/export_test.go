@@ -72,6 +72,33 @@ type Limit = store.Limit
 // PipeStats is pipeStats, for the external tests.
 func PipeStats(s *Store) (pipelined, resent int64) { return pipeStats(s) }
 
+// WaitPipeBusy waits until n calls hold the slots of s's pipelines (sent,
+// their replies awaited).
+func WaitPipeBusy(tb interface {
+	Helper()
+	Fatalf(string, ...any)
+}, s *Store, n int) {
+	tb.Helper()
+	busy := func() int {
+		total := 0
+		s.health.each(func(nd *node) {
+			if nd.pipe != nil {
+				nd.pipe.mu.Lock()
+				total += nd.pipe.busy
+				nd.pipe.mu.Unlock()
+			}
+		})
+		return total
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for busy() != n {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d pipeline slots busy after 10s, want %d", busy(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TakeSource is the take script's source, for tests outside the package.
 var TakeSource = takeSource
 
@@ -88,6 +115,27 @@ func CountClears(s *Store) *atomic.Int64 {
 	}
 	s.tell.Store(&counting)
 	return &n
+}
+
+// PendingClear reports whether the Store holds back, until its breakers
+// have closed, the reset of everything ("") that a re-subscription means
+// for its fallback.
+func PendingClear(s *Store) bool { return s.pendingClear.Load() }
+
+// WaitPendingClear waits until the Store holds back such a reset: it has
+// subscribed again while a breaker was open.
+func WaitPendingClear(tb interface {
+	Helper()
+	Fatalf(string, ...any)
+}, s *Store, within time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for !s.pendingClear.Load() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("the Store did not subscribe again (with a breaker open) within %v", within)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Timeout returns the Store's deadline for a call to Redis.

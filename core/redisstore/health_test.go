@@ -91,6 +91,7 @@ func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
 // PAUSE) opens the breaker once failures calls sent to it have timed out,
 // not at the first.
 func TestBreakerOpensOnServerThatStopsAnswering(t *testing.T) {
+	redistest.Slow(t)
 	const failures = 3
 	for _, c := range []struct {
 		name string
@@ -230,6 +231,7 @@ func TestBreakerFailsFastWhileProbing(t *testing.T) {
 // deadline, DefaultBreakerFailures requests wait out the per-decision
 // timeout; every later one fails at once.
 func TestBreakerSharedByLimiters(t *testing.T) {
+	redistest.Slow(t)
 	for _, c := range []struct {
 		name     string
 		opts     redis.Options

@@ -161,6 +161,7 @@ func (c *scriptCall) keysArgs() ([]string, []any) {
 // On a Cluster, the Take that meets NOSCRIPT loads every script on every
 // master, not only on the one that holds its key.
 func TestClusterReloadEveryScript(t *testing.T) {
+	redistest.Slow(t)
 	t.Parallel()
 	cluster := redistest.StartCluster(t, 3, 0)
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, MaxRetries: -1})

@@ -102,6 +102,7 @@ func hammer(t *testing.T, stores []*Store, workers int, key string, l store.Limi
 // which made fewer than twice the decisions the key allows, is not judged
 // by it, and another is made.
 func TestRedisLeaseHotKeyThreeProcesses(t *testing.T) {
+	redistest.Slow(t)
 	l := store.Limit{Algorithm: store.GCRA, Rate: 400, Period: time.Second, Burst: 2000} // T = 2.5ms; lease cap min(64, 2000/16)
 	const T, B, S = 2500, 2000, 64
 	judged := false
@@ -204,6 +205,7 @@ func judgeCalls(t *testing.T, l store.Limit, elapsed time.Duration, calls, decis
 // Rate - 3·40. A window nobody exhausted (processes starved of CPU may
 // not) says nothing about that.
 func TestRedisLeaseWindowsThreeProcesses(t *testing.T) {
+	redistest.Slow(t)
 	for _, alg := range []store.Algorithm{store.FixedWindow, store.SlidingWindow} {
 		t.Run(string(alg), func(t *testing.T) {
 			const R, P, S = 640, 500_000, 40 // per 500ms; lease cap 640/16
@@ -263,6 +265,7 @@ func TestRedisLeaseWindowsThreeProcesses(t *testing.T) {
 // After the processes go idle, their leases end and the unspent units are
 // back in Redis: a Peek sees exactly what the exact path would have left.
 func TestRedisLeaseReturnedAfterIdle(t *testing.T) {
+	redistest.Slow(t)
 	for _, l := range []store.Limit{
 		{Algorithm: store.GCRA, Rate: 1000, Period: time.Hour, Burst: 1000},
 		{Algorithm: store.TokenBucket, Rate: 1000, Period: time.Hour, Burst: 1000},
@@ -432,6 +435,7 @@ func TestRedisLeaseColdKeysExact(t *testing.T) {
 // On a Cluster, leases go to the master of the key's slot, under the same
 // hash tag as the exact path's, and come back there.
 func TestRedisLeaseCluster(t *testing.T) {
+	redistest.Slow(t)
 	cluster := redistest.SharedCluster(t)
 	client := cluster.Client(t)
 	s := realStore(t, client, WithLeases(LeaseConfig{}))

@@ -23,6 +23,7 @@ import (
 // were expired after 50 admissions, about 129 bytes each (MEMORY USAGE,
 // logged with -v).
 func TestRedisSlidingLogTrimsWhileInUse(t *testing.T) {
+	redistest.Slow(t)
 	srv := redistest.StartServer(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // t0 is a whole multiple of every window the tests use (10 s, 1 min).
@@ -354,6 +355,7 @@ func TestMiniSlidingLogClockBack(t *testing.T) {
 // of the right unit wherever it lies in a member (the binary search of
 // log.lua and take.lua's unitStamp), and the set never outgrows 2R - 1.
 func TestMiniSlidingLogWeighted(t *testing.T) {
+	redistest.Slow(t)
 	x := newMini(t)
 	mem := memorystore.New(memorystore.WithClock(func() time.Time { return x.now }))
 	ctx := context.Background()

@@ -118,6 +118,7 @@ func TestRedisPipelineNoScript(t *testing.T) {
 }
 
 func TestClusterPipelineNoScript(t *testing.T) {
+	redistest.Slow(t)
 	t.Parallel()
 	cluster := redistest.StartCluster(t, 3, 0)
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, MaxRetries: -1})

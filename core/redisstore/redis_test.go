@@ -480,15 +480,19 @@ func TestRedisTimedOutTakeChargedOnce(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	s := realStore(t, client, WithBreaker(0, 0)) // the timeout below would open it
 	takeOK(t, s, "stuck", 0, l)                  // connect and load the script while the server runs
+	admin := srv.Client(t)
+	calls := scriptCalls(t, admin)
 	srv.Freeze(t)
 	_, err := s.Take(context.Background(), "stuck", 1, specs(l)...)
 	srv.Thaw(t)
 	if err == nil || !strings.HasPrefix(err.Error(), "redisstore: ") {
 		t.Fatalf("Take on a frozen server: %v, want a redisstore error", err)
 	}
-	time.Sleep(100 * time.Millisecond) // the server works through what it received
-	if r := takeOK(t, s, "stuck", 0, l); r.Remaining != 999 && r.Remaining != 1000 {
-		t.Errorf("a timed-out Take was charged %d times, want at most once", 1000-r.Remaining)
+	// The server runs what it received once it is thawed: the Take's
+	// script, once.
+	waitScriptCalls(t, admin, calls+1)
+	if r := takeOK(t, s, "stuck", 0, l); r.Remaining != 999 {
+		t.Errorf("a timed-out Take was charged %d times, want once", 1000-r.Remaining)
 	}
 
 	// With ContextTimeoutEnabled the Take's context bounds the wait, far
@@ -506,5 +510,19 @@ func TestRedisTimedOutTakeChargedOnce(t *testing.T) {
 	srv.Thaw(t)
 	if err == nil || took > 2*time.Second {
 		t.Errorf("Take with a 50ms deadline on a frozen server: %v after %v, want an error within the deadline", err, took)
+	}
+}
+
+// waitScriptCalls waits until the server has run at least n scripts.
+func waitScriptCalls(t *testing.T, admin *redis.Client, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		got := scriptCalls(t, admin)
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server ran %d scripts within 10s, want %d", got, n)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // refundStep is one step of TestMiniRefundMatchesMemory: at offset from
@@ -123,6 +124,7 @@ func TestMiniRefundMatchesMemory(t *testing.T) {
 // keeps a TTL. The same with every Charge and Refund of several keys split
 // (as after TRYAGAIN): one call per key.
 func TestMiniRefundRandomMatchesMemory(t *testing.T) {
+	redistest.Slow(t)
 	for _, split := range []bool{false, true} {
 		t.Run(fmt.Sprint("split ", split), func(t *testing.T) { refundRandom(t, split) })
 	}

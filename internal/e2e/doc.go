@@ -22,7 +22,9 @@
 //     every key's windows checked for over-admission and every decision
 //     for an open breaker (15 s; SLUICE_SOAK=60s for issue 17's full run).
 //
-// They run in the normal test suite (go test -race ./...), within about
-// three minutes on two cores; -short cuts the largest loads. Without
-// redis-server they are skipped, unless CI=true (see internal/redistest).
+// They are the slow part of the suite: go test ./... skips them (TestMain
+// prints one line saying so) unless SLUICE_FULL=1 or CI=true, which .ci/run
+// sets (see internal/redistest.Full). Then they take about three minutes on
+// two cores; -short cuts the largest loads. Without redis-server they are
+// skipped, unless CI=true (see internal/redistest).
 package e2e

@@ -9,6 +9,7 @@ import (
 )
 
 func TestClusterThreeMasters(t *testing.T) {
+	Slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	c := StartCluster(t, 3, 0)
@@ -53,6 +54,7 @@ func TestClusterThreeMasters(t *testing.T) {
 }
 
 func TestClusterFailover(t *testing.T) {
+	Slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	c := StartCluster(t, 3, 1)
@@ -141,6 +143,7 @@ func TestClusterFailover(t *testing.T) {
 }
 
 func TestSharedCluster(t *testing.T) {
+	Slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	a, b := SharedCluster(t), SharedCluster(t)

@@ -28,6 +28,15 @@
 // fails, so a CI run never passes by skipping. On Debian and Ubuntu the
 // binary comes with the package redis-server.
 //
+// # Slow tests
+//
+// Slow(tb) skips a test unless Full: the environment variable CI is true or
+// SLUICE_FULL is 1. It marks the tests that take seconds or hinge on timing
+// (fault injection, breakers, cluster resharding and failover, Sentinel),
+// so that the default go test ./... stays quick on a busy machine while CI
+// (.ci/run sets both variables) runs everything. Under CI=true Slow never
+// skips.
+//
 // # Concurrency
 //
 // All functions and methods may be called from parallel tests. Kill,

@@ -8,6 +8,7 @@ import (
 
 // The Sentinels promote the replica once the master is killed.
 func TestSentinelFailover(t *testing.T) {
+	Slow(t)
 	s := StartSentinel(t)
 	if got := s.MasterAddr(t); got != s.Master.Addr {
 		t.Fatalf("master %s, want %s", got, s.Master.Addr)

@@ -16,6 +16,7 @@ import (
 )
 
 func TestStartServerKillRestart(t *testing.T) {
+	Slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	s := StartServer(t, "--maxmemory", "1mb")
