@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // heapInUse returns the live heap after a full collection.
@@ -28,6 +29,7 @@ func heapInUse() uint64 {
 // more states than its bound, and the heap it keeps does not grow with the
 // flood once the bound is reached.
 func TestMemoryStoreMillionKeys(t *testing.T) {
+	redistest.Slow(t)
 	total := 1_000_000
 	if testing.Short() {
 		total = 100_000
