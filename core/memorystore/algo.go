@@ -107,7 +107,8 @@ type memoryState struct {
 	slots     holds       // InFlight's taken slots
 	has       bool
 	locked    bool
-	ns        uint8 // the index of its namespace in its shard's spaces
+	ns        uint8          // the index of its namespace in its shard's spaces
+	zone      *time.Location // a calendar window's zone (stateKey holds its name)
 }
 
 // stateWords holds an entry's algorithm state in three integers, which each

@@ -103,14 +103,14 @@ type stateKey struct {
 	period  int64
 	burst   int64
 	penalty int64
-	zone    *time.Location // a calendar window's (see algSpec)
+	zone    string // a calendar window's zone, by name: two loads of one zone are one state
 	alg     algCode
 	cal     calUnit
 	digest  bool // key is the SHA-256 of a key longer than maxStoredKeyLen
 }
 
 func (k *stateKey) spec() algSpec {
-	sp := algSpec{alg: k.alg, rate: k.rate, period: k.period, burst: k.burst, penalty: k.penalty, cal: k.cal, zone: k.zone}
+	sp := algSpec{alg: k.alg, rate: k.rate, period: k.period, burst: k.burst, penalty: k.penalty, cal: k.cal}
 	if k.alg == algGCRA || k.alg == algLeakyBucket {
 		sp.interval = arith.CeilDiv(k.period, k.rate)
 	}
@@ -446,11 +446,15 @@ func storedKey(key string) (string, bool) {
 }
 
 func makeStateKey(key string, digest bool, sp *algSpec) stateKey {
-	return stateKey{
+	k := stateKey{
 		key: key, digest: digest, alg: sp.alg,
 		rate: sp.rate, period: sp.period, burst: sp.burst, penalty: sp.penalty,
-		cal: sp.cal, zone: sp.zone,
+		cal: sp.cal,
 	}
+	if sp.zone != nil {
+		k.zone = sp.zone.String()
+	}
+	return k
 }
 
 func toAlgSpec(sp *store.Spec) algSpec {
@@ -568,7 +572,7 @@ func (s *Store) decideLocked(sh *memoryShard, key string, digest bool, evs []lim
 // built in a zero one, and stored if the decision wrote it. The caller
 // holds sh.mu.
 func (sh *memoryShard) writeAbsent(e *limitEval, key string, digest bool, allowed bool, n int64, charge bool, now int64) {
-	var fresh memoryState
+	fresh := memoryState{zone: e.sp.zone}
 	if e.write(&fresh, allowed, n, charge, now) {
 		k := makeStateKey(key, digest, &e.sp)
 		sh.insert(&k, &fresh, now)
@@ -691,6 +695,7 @@ func rankForEviction(k *stateKey, st *memoryState, now int64) evictionRank {
 		return r
 	}
 	sp := k.spec()
+	sp.zone = st.zone
 	var o outcome
 	evaluateAlgorithm(&o, &sp, st, now, 0)
 	if o.limit > 0 {

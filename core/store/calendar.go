@@ -2,7 +2,6 @@ package store
 
 import (
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -68,26 +67,14 @@ func zoneName(z *time.Location) string {
 	return z.String()
 }
 
-// zones holds the zones ParseLimit loaded, by name, so that a limit
-// parsed twice is the same limit (time.LoadLocation returns a new
-// Location at each call).
-var zones sync.Map // string → *time.Location
-
 // loadZone returns the zone of name, "UTC" for "".
 func loadZone(name string) (*time.Location, error) {
 	if name == "" || strings.EqualFold(name, "utc") {
 		return time.UTC, nil
 	}
-	if z, ok := zones.Load(name); ok {
-		return z.(*time.Location), nil
-	}
 	z, err := time.LoadLocation(name)
 	if err != nil {
 		return nil, err
 	}
-	if z == time.Local {
-		return z, nil // refused by Limit.Spec
-	}
-	actual, _ := zones.LoadOrStore(name, z)
-	return actual.(*time.Location), nil
+	return z, nil // time.Local is refused by Limit.Spec
 }

@@ -109,7 +109,9 @@ func invalid(l Limit, format string, args ...any) error {
 // 16", "1000/3s fixed_window penalty 1m", "5/1m30s token_bucket". The
 // algorithm is written unless it is empty (the zero value, GCRA), and
 // Burst and Penalty unless they are 0, so that ParseLimit(l.String())
-// returns l for every valid Limit. Invalid limits render too, for messages.
+// returns l for every valid Limit (for a calendar window in a named zone,
+// the same limit with the zone loaded anew: equal by String, one state in
+// every store). Invalid limits render too, for messages.
 func (l Limit) String() string {
 	s := strconv.FormatInt(l.Rate, 10) + "/" + formatPeriod(l.Period)
 	if l.calendar != "" {

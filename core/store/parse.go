@@ -70,7 +70,8 @@ func (e *parseError) Unwrap() error { return e.Err }
 // hours. Zone names are case-sensitive (but "utc") and need the system's
 // zone database or the time/tzdata package. Errors wrap ErrInvalidLimit; they quote
 // the input and say what is wrong; inputs over 256 bytes are rejected.
-// ParseLimit(l.String()) returns l for every valid Limit l. It is safe for
+// ParseLimit(l.String()) returns l for every valid Limit l (a calendar
+// window's named zone is loaded anew; see Limit.String). It is safe for
 // concurrent use.
 func ParseLimit(s string) (Limit, error) {
 	if len(s) > maxLimitStringLength {
