@@ -127,6 +127,7 @@ func TestRedisScriptsMatchMemoryStore(t *testing.T) {
 			s := realStore(t, client, WithPrefix(fmt.Sprintf("lean%d:", maxLimits)))
 			now := time.Unix(1_700_000_000, 987654_000).UTC()
 			mem := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
+			s.wall = func() time.Time { return now } // calendar windows' boundaries around the test's clock
 			calls := 0
 			diffRun(t, 1500, maxLimits, mem, func() time.Time { return now }, func(d time.Duration) { now = now.Add(d) },
 				func(key string, n int64, limits []store.Limit) (store.Result, error) {
