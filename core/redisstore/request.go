@@ -1,0 +1,306 @@
+package redisstore
+
+// How a Take becomes a script call: each limit prepared once in the forms
+// the scripts take (prepare), the call's keys and arguments (call,
+// request), and its reply turned into a Result (decode).
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/arith"
+)
+
+// prepared is a validated limit in the forms the scripts take.
+type prepared struct {
+	state string            // stateSuffix, appended to the tagged key
+	lock  string            // state + ":x"
+	args  [argsPerLimit]any // the take script's ARGV
+
+	// lean is the limit's family, whose lean script serves a Take of this
+	// limit alone, with leanArgs after the cost; nil with a penalty, which
+	// only the take script knows.
+	lean     *family
+	leanArgs []any
+	// calendar is set for a calendar window, whose args change with the
+	// window (see argv); it has no lean script.
+	calendar bool
+
+	spec     store.Spec
+	capacity int64
+	alg      store.Algorithm
+	penalty  int64 // µs
+}
+
+func (s *Store) prepare(spec store.Spec) (*prepared, error) {
+	if p, ok := s.cache.Load(spec); ok {
+		return p.(*prepared), nil
+	}
+	f := families[spec.Algorithm()]
+	if f == nil {
+		return nil, fmt.Errorf("%w: algorithm %q has no Redis script", store.ErrInvalidLimit, string(spec.Algorithm()))
+	}
+	state := stateSuffix(&spec)
+	p := &prepared{
+		state:    state,
+		lock:     state + ":x",
+		spec:     spec,
+		capacity: spec.Capacity(),
+		alg:      spec.Algorithm(),
+		penalty:  spec.Penalty(),
+		args: [argsPerLimit]any{
+			f.code,
+			strconv.FormatInt(spec.Rate(), 10),
+			strconv.FormatInt(spec.Period(), 10),
+			strconv.FormatInt(spec.Burst(), 10),
+			strconv.FormatInt(spec.Interval(), 10),
+			strconv.FormatInt(spec.Penalty(), 10),
+		},
+	}
+	if unit, _ := spec.Calendar(); unit != "" {
+		p.calendar = true
+	} else if spec.Penalty() == 0 && f.script != nil {
+		p.lean, p.leanArgs = f, leanArgs(f, &spec)
+	}
+	if s.cached.Load() < maxCachedLimits {
+		if _, loaded := s.cache.LoadOrStore(spec, p); !loaded {
+			s.cached.Add(1)
+		}
+	}
+	return p, nil
+}
+
+// scriptCall is one script call for a Take: the script, its command
+// (EVALSHA, the script's hash, KEYS and ARGV), and the prepared limits it
+// decodes the reply with.
+type scriptCall struct {
+	script *script
+	cmd    []any
+	key    string    // the first Redis key, whose slot picks the Cluster node
+	first  *prepared // the first limit
+	m      int       // the number of limits
+	// slotted: the reply ends with the slot taken (an InFlight limit)
+	slotted bool
+	// stamped: the take script's reply ends with Redis' clock (Charge)
+	stamped bool
+	// split decides the Take one key at a time when the call meets
+	// TRYAGAIN; nil when the call has two InFlight limits (one slot id
+	// for both)
+	split *split
+}
+
+// call builds the script call for a Take of n (negative: a dry run of -n):
+// the lean script of its family for one limit without a penalty, else the
+// take script.
+func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, error) {
+	if len(limits) == 1 {
+		p, err := s.prepare(limits[0])
+		if err != nil {
+			return scriptCall{}, fmt.Errorf("redisstore: take: limit 0: %w", err)
+		}
+		if f := p.lean; f != nil {
+			k := s.redisKey(key, p.state)
+			cmd := append(f.script.command(1, 5+len(p.leanArgs)), k, chargeArg(n))
+			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1, false, false, nil}, nil
+		}
+	}
+	keys, args, first, err := s.request(key, n, limits)
+	if err != nil {
+		return scriptCall{}, err
+	}
+	cmd := takeScript.command(len(keys), 3+len(keys)+len(args))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	c := scriptCall{takeScript, append(cmd, args...), keys[0], first, len(limits), hasInFlight(limits), false, nil}
+	c.split = s.splitOf(key, limits)
+	return c, nil
+}
+
+func hasInFlight(limits []store.Spec) bool {
+	for i := range limits {
+		if limits[i].Algorithm() == store.InFlight {
+			return true
+		}
+	}
+	return false
+}
+
+// decode turns the reply of c into the Result of its Take of n.
+func (c *scriptCall) decode(reply any, n int64) (store.Result, error) {
+	if c.script != takeScript && c.script != takeScript.twin {
+		return decodeLean(c.first, n, reply)
+	}
+	v, err := int64s(reply)
+	if err != nil {
+		return store.Result{}, err
+	}
+	return c.decodeInts(v)
+}
+
+// decodeInts turns v, the take script's reply to c, into its Result.
+func (c *scriptCall) decodeInts(v []int64) (store.Result, error) {
+	// take.lua appends the slot (slotted), then its clock (stamped)
+	var stamp, slot int64
+	if c.stamped {
+		if len(v) == 0 {
+			return store.Result{}, fmt.Errorf("redisstore: take: script replied no integers, want a stamp")
+		}
+		stamp, v = v[len(v)-1], v[:len(v)-1]
+	}
+	if c.slotted {
+		if len(v) == 0 {
+			return store.Result{}, fmt.Errorf("redisstore: take: script replied no integers, want a slot")
+		}
+		slot, v = v[len(v)-1], v[:len(v)-1]
+	}
+	r, err := decode(v, c.m)
+	r.Stamp, r.Slot = stamp, slot
+	return r, err
+}
+
+// stateSuffix is what follows the hash tag in the Redis key of a limit's
+// state: ":" + specID, and ":h" after it for a fixed window, whose state
+// is a hash (a window's index → its count) since the string "<w>:<c>" of
+// earlier versions; the mark keeps the two layouts in different keys, so a
+// process of an earlier version running beside this one never meets a key
+// of the wrong type.
+func stateSuffix(s *store.Spec) string {
+	if s.Algorithm() == store.FixedWindow {
+		return ":" + specID(s) + ":h"
+	}
+	return ":" + specID(s)
+}
+
+// specID returns a short, injective identity of s: two limits share state
+// on a key exactly when every field that shapes their arithmetic is equal.
+// Example: "g30/60000000b16p0".
+func specID(s *store.Spec) string {
+	if unit, zone := s.Calendar(); unit != "" { // "f10000/month@Europe/Berlinp0"
+		return codeFixedWindow + strconv.FormatInt(s.Rate(), 10) + "/" + unit + "@" + zone.String() +
+			"p" + strconv.FormatInt(s.Penalty(), 10)
+	}
+	return families[s.Algorithm()].code + strconv.FormatInt(s.Rate(), 10) + "/" + strconv.FormatInt(s.Period(), 10) +
+		"b" + strconv.FormatInt(s.Burst(), 10) + "p" + strconv.FormatInt(s.Penalty(), 10)
+}
+
+// redisKey returns the Redis key of suffix (a prepared state or lock) for
+// key: the prefix, key's Cluster hash tag between braces, and suffix. Every
+// Redis key of a key is made here, all under one hash tag.
+func (s *Store) redisKey(key, suffix string) string {
+	if plainKey(key) {
+		return s.prefix + "{=" + key + "}" + suffix
+	}
+	return s.prefix + "{" + hashTag(key) + "}" + suffix
+}
+
+// request builds the take script's KEYS and ARGV for a Take; first is the
+// first limit, prepared.
+func (s *Store) request(key string, n int64, limits []store.Spec) (keys []string, args []any, first *prepared, err error) {
+	base := s.redisKey(key, "")
+	keys = make([]string, 0, keysPerLimit*len(limits))
+	args = make([]any, 1, 1+argsPerLimit*len(limits))
+	args[0] = chargeArg(n)
+	for i, l := range limits {
+		p, err := s.prepare(l)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("redisstore: take: limit %d: %w", i, err)
+		}
+		if i == 0 {
+			first = p
+		}
+		lock := base + p.lock
+		if p.penalty == 0 {
+			// Unread: the state key again, as a lock key that does not
+			// exist would have a Cluster answer TRYAGAIN for as long as
+			// the slot migrates.
+			lock = base + p.state
+		}
+		keys = append(keys, base+p.state, lock)
+		args = append(args, s.argv(p)...)
+	}
+	return keys, args, first, nil
+}
+
+// argv returns p's ARGV for the take and refund scripts: p.args, but for
+// a calendar window, whose P, B and T carry the boundaries of two
+// consecutive windows around the Store's clock (arith.CalendarBounds),
+// among which the script finds the one holding Redis' clock.
+func (s *Store) argv(p *prepared) []any {
+	if !p.calendar {
+		return p.args[:]
+	}
+	b := arith.CalendarBounds(&p.spec, s.wall().UnixMicro())
+	a := p.args
+	a[2], a[3], a[4] = strconv.FormatInt(b[0], 10), strconv.FormatInt(b[1], 10), strconv.FormatInt(b[2], 10)
+	return a[:]
+}
+
+// decode turns the take script's reply into the Result of a Take over m
+// limits.
+func decode(reply []int64, m int) (store.Result, error) {
+	if len(reply) != repliesPerLimit*m {
+		return store.Result{}, fmt.Errorf("redisstore: take: script replied %d integers for %d limit(s), want %d",
+			len(reply), m, repliesPerLimit*m)
+	}
+	per := make([]store.Result, m)
+	for i := range per {
+		v := reply[repliesPerLimit*i:]
+		per[i] = store.Result{
+			Allowed:    v[0] == 1,
+			Limit:      v[1],
+			Remaining:  v[2],
+			RetryAfter: retryDuration(v[3]),
+			ResetAfter: arith.Micros(v[4]),
+			Delay:      arith.Micros(v[5]),
+		}
+	}
+	return arith.Combine(per), nil
+}
+
+// costArg is n for the scripts (negative: a dry run of -n). Every limit's
+// capacity is below maxCost, so a larger cost is sent as maxCost:
+// it is denied with RetryAfter store.InfDuration all the same, and no
+// arithmetic overflows.
+func costArg(n int64) int64 {
+	return max(-maxCost, min(n, maxCost))
+}
+
+func retryDuration(us int64) time.Duration {
+	if us == retryNever {
+		return store.InfDuration
+	}
+	return arith.Micros(us)
+}
+
+// hashTag returns the part of the Redis keys between braces for key: "="
+// and the key itself when it is short and plain, "#" and 32 hex digits of
+// its SHA-256 otherwise. The two forms cannot meet ("=" versus "#"), plain
+// keys map to themselves, and neither form contains a brace.
+func hashTag(key string) string {
+	if plainKey(key) {
+		return "=" + key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "#" + hex.EncodeToString(sum[:16])
+}
+
+func plainKey(key string) bool {
+	if len(key) == 0 || len(key) > maxPlainKey {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '.' || c == '_' || c == ':' || c == '@' || c == '/' || c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
