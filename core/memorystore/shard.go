@@ -1,0 +1,253 @@
+package memorystore
+
+// How a shard keeps its states: found by key and limit, bounded by its
+// capacity shared among namespaces (one per Limiter), expired states
+// reclaimed and, when full, one evicted by rank.
+
+import (
+	"crypto/sha256"
+	"strings"
+	"sync"
+
+	"github.com/sluicehq/sluice/internal/arith"
+	"github.com/sluicehq/sluice/internal/storekey"
+)
+
+// memoryShard is one lock's share of the states, padded to a cache line
+// (64 bytes, TestMemoryShardSize) so neighbouring shards' mutexes do not
+// contend.
+type memoryShard struct {
+	shardData
+	_ [16]byte
+}
+
+type shardData struct {
+	mu       sync.Mutex
+	states   map[stateKey]*memoryState // nil until the first state
+	capacity int
+	// spaces counts the states of each namespace (see WithMaxKeys) the
+	// shard holds; a state holds its namespace's index. spaces[0] is the
+	// namespace of keys that no Limiter built. nil until the first state.
+	spaces []space
+}
+
+// space is a namespace of a shard: the name of the Limiter whose states
+// it counts ("" for none), and how many the shard holds. An entry whose
+// count is 0 is free for another Limiter.
+type space struct {
+	name string
+	n    int
+}
+
+// stateKey identifies one state: the key (or its digest, for a long key)
+// and every field that shapes the limit's arithmetic, as Spec.ID does for
+// the Redis store. It is comparable, so a lookup allocates nothing.
+type stateKey struct {
+	key     string
+	rate    int64
+	period  int64
+	burst   int64
+	penalty int64
+	zone    string // a calendar window's zone, by name: two loads of one zone are one state
+	alg     algCode
+	cal     calUnit
+	digest  bool // key is the SHA-256 of a key longer than maxStoredKeyLen
+}
+
+func (k *stateKey) spec() algSpec {
+	sp := algSpec{alg: k.alg, rate: k.rate, period: k.period, burst: k.burst, penalty: k.penalty, cal: k.cal}
+	if k.alg == algGCRA || k.alg == algLeakyBucket {
+		sp.interval = arith.CeilDiv(k.period, k.rate)
+	}
+	return sp
+}
+
+// len returns the number of states the shard holds. The caller holds mu.
+func (sh *memoryShard) len() int { return len(sh.states) }
+
+// find returns the state of (key, digest, sp). The caller holds mu.
+func (sh *memoryShard) find(key string, digest bool, sp *algSpec) (*memoryState, bool) {
+	st, ok := sh.states[makeStateKey(key, digest, sp)]
+	return st, ok
+}
+
+// sameState reports whether a and b shape the same state of a key: the
+// fields of stateKey.
+func (a *algSpec) sameState(b *algSpec) bool {
+	return a.alg == b.alg && a.rate == b.rate && a.period == b.period &&
+		a.burst == b.burst && a.penalty == b.penalty
+}
+
+// remove deletes a stored state. The caller holds mu.
+func (sh *memoryShard) remove(st *memoryState) {
+	delete(sh.states, st.key)
+	sh.spaces[st.ns].n--
+}
+
+// spaceName returns the name of the Limiter whose states a stored key
+// holds, "" for a key that no Limiter built (see storedKey).
+func spaceName(k *stateKey) string {
+	key := k.key
+	if k.digest {
+		if len(key) == sha256.Size {
+			return ""
+		}
+		key = key[:len(key)-sha256.Size]
+	}
+	name, _, _ := storekey.Name(key)
+	return name
+}
+
+// spaceOf returns the index of the namespace of a Limiter's name ("" for
+// none) in the shard, taking a free entry for a name it does not hold; 0
+// when every entry is taken. The caller holds mu.
+func (sh *memoryShard) spaceOf(name string) int {
+	if sh.spaces == nil {
+		sh.spaces = make([]space, 1, 4)
+	}
+	if name == "" {
+		return 0
+	}
+	free := 0
+	for i := 1; i < len(sh.spaces); i++ {
+		switch {
+		case sh.spaces[i].name == name:
+			return i
+		case sh.spaces[i].n == 0 && free == 0:
+			free = i
+		}
+	}
+	switch {
+	case free > 0:
+		sh.spaces[free].name = strings.Clone(name)
+	case len(sh.spaces) < maxSpaces:
+		free = len(sh.spaces)
+		sh.spaces = append(sh.spaces, space{name: strings.Clone(name)})
+	}
+	return free
+}
+
+// evictFrom returns the namespace a newcomer of namespace own evicts from
+// when the shard is full: its own while it holds at least its share (the
+// shard's capacity over the namespaces it holds, own included), else the
+// namespace that holds the most, which holds more than its share. The
+// caller holds mu.
+func (sh *memoryShard) evictFrom(own int) int {
+	k, most := 0, 0
+	for i := range sh.spaces {
+		if sh.spaces[i].n > 0 {
+			k++
+			if sh.spaces[i].n > sh.spaces[most].n {
+				most = i
+			}
+		}
+	}
+	if sh.spaces[own].n == 0 {
+		k++
+	}
+	if sh.spaces[own].n >= max(1, sh.capacity/k) {
+		return own
+	}
+	return most
+}
+
+// insert adds a new entry holding a copy of st under k. It first reclaims expired entries among a sample of the shard and, if the
+// shard is still full, evicts one. Stored states are updated in place
+// afterwards.
+func (sh *memoryShard) insert(k *stateKey, st *memoryState, now int64) {
+	ns := sh.spaceOf(spaceName(k))
+	sh.reclaim(now, k.key, ns)
+	if sh.len() >= sh.capacity {
+		// No state to evict: only this key's own states are left in the
+		// namespace to evict from (a capacity below the number of limits of
+		// one key), or the sample held none of its states (see WithMaxKeys).
+		// The bound wins, the state is not kept.
+		return
+	}
+	p := new(memoryState)
+	*p = *st
+	p.key = stateKey{
+		// A copy: the caller's key may be a slice of a larger string, or
+		// (so that Take's key does not escape) a buffer it reuses.
+		key:  strings.Clone(k.key),
+		rate: k.rate, period: k.period, burst: k.burst, penalty: k.penalty,
+		alg: k.alg, digest: k.digest, cal: k.cal, zone: k.zone,
+	}
+	p.ns = uint8(ns)
+	if sh.states == nil {
+		sh.states = make(map[stateKey]*memoryState)
+	}
+	sh.states[p.key] = p
+	sh.spaces[ns].n++
+}
+
+// reclaim deletes the expired entries among a sample of the shard (the
+// first ones of a range over its map, which starts at a random place)
+// and, when the shard is full, evicts the sampled live entry that is
+// cheapest to forget (see evictionRank) of the namespace evictFrom names
+// for a newcomer of namespace own: the sample then goes on until it holds
+// evictionSample entries of that namespace, or evictionScan entries in
+// all. Entries of key are never touched: their states are being written
+// by the current call.
+func (sh *memoryShard) reclaim(now int64, key string, own int) {
+	var (
+		victim     *memoryState
+		victimRank evictionRank
+		sampled    int
+		seen       int // live entries of the namespace to evict from
+	)
+	full := sh.len() >= sh.capacity
+	from := -1
+	if full {
+		from = sh.evictFrom(own)
+	}
+	for _, v := range sh.states {
+		if v.key.key == key {
+			continue
+		}
+		sampled++
+		switch {
+		case now >= v.expires:
+			sh.remove(v)
+			full = sh.len() >= sh.capacity
+		case full && int(v.ns) == from:
+			seen++
+			if r := rankForEviction(&v.key, v, now); victim == nil || r.less(victimRank) {
+				victim, victimRank = v, r
+			}
+		}
+		if sampled >= evictionSample && (!full || seen >= evictionSample || sampled >= evictionScan) {
+			break
+		}
+	}
+	if victim != nil && sh.len() >= sh.capacity {
+		sh.remove(victim)
+	}
+}
+
+// evictionRank orders live entries by how much forgetting them would give
+// away: the share of the allowance they hold, then how long they last.
+type evictionRank struct {
+	used    float64 // share of the limit in use; 2 while a penalty lock holds
+	expires int64
+}
+
+func (r evictionRank) less(o evictionRank) bool {
+	return r.used < o.used || (r.used == o.used && r.expires < o.expires)
+}
+
+func rankForEviction(k *stateKey, st *memoryState, now int64) evictionRank {
+	r := evictionRank{expires: st.expires}
+	if st.locked && now < st.lockUntil {
+		r.used = 2
+		return r
+	}
+	sp := k.spec()
+	sp.zone = st.zone
+	var o outcome
+	evaluateAlgorithm(&o, &sp, st, now, 0)
+	if o.limit > 0 {
+		r.used = float64(o.limit-o.remain) / float64(o.limit)
+	}
+	return r
+}
