@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -130,7 +131,7 @@ func (tt *takeTally) get(kind string) int {
 // (a stall of the whole process, which the breaker cannot tell from a
 // frozen server). The workers first take once each with a roomy deadline,
 // so that the client's connections are made.
-func hammer(t *testing.T, st *redisstore.Store, workers int, timeout, d time.Duration) (*takeTally, time.Duration) {
+func hammer(t *testing.T, st *redisstore.Store, srv string, workers int, timeout, d time.Duration) (*takeTally, time.Duration) {
 	t.Helper()
 	tt := &takeTally{}
 	var wg sync.WaitGroup
@@ -147,7 +148,7 @@ func hammer(t *testing.T, st *redisstore.Store, workers int, timeout, d time.Dur
 		}()
 	}
 	wg.Wait()
-	stalled := watchStalls()
+	stalled, slow := watchStalls(), watchServer(t, srv)
 	end := time.Now().Add(d)
 	for range workers {
 		wg.Add(1)
@@ -165,7 +166,7 @@ func hammer(t *testing.T, st *redisstore.Store, workers int, timeout, d time.Dur
 		}()
 	}
 	wg.Wait()
-	return tt, stalled()
+	return tt, max(stalled(), slow())
 }
 
 // watchStalls starts a goroutine that sleeps a millisecond at a time; the
@@ -191,16 +192,46 @@ func watchStalls() func() time.Duration {
 	}
 }
 
+// watchServer starts a goroutine that sends PING to the redis-server at
+// addr every 5 ms on a connection of its own; the function it returns
+// stops it and returns the slowest round trip: how long Redis itself (a
+// process the machine's load starves too) stood still.
+func watchServer(t *testing.T, addr string) func() time.Duration {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1})
+	stop, done := make(chan struct{}), make(chan time.Duration)
+	go func() {
+		defer c.Close()
+		var worst time.Duration
+		for {
+			select {
+			case <-stop:
+				done <- worst
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			start := time.Now()
+			if err := c.Ping(context.Background()).Err(); err != nil {
+				t.Errorf("PING to %s: %v", addr, err)
+			}
+			worst = max(worst, time.Since(start))
+		}
+	}()
+	return func() time.Duration {
+		close(stop)
+		return <-done
+	}
+}
+
 // judgeHealthy runs attempt (a fresh store each time) until the process
-// ran on time throughout (it never stalled for half the deadline), at most
+// and Redis ran on time throughout (neither stalled for half the deadline), at most
 // three times, and fails t when the breaker opened in such a run.
 func judgeHealthy(t *testing.T, what string, timeout time.Duration, attempt func() (*takeTally, time.Duration)) {
 	t.Helper()
 	for i := 1; i <= 3; i++ {
 		tt, stalled := attempt()
-		t.Logf("%s, attempt %d: %v; this process stalled for up to %v", what, i, tt.snapshot(), stalled.Round(time.Millisecond))
+		t.Logf("%s, attempt %d: %v; this process or Redis stalled for up to %v", what, i, tt.snapshot(), stalled.Round(time.Millisecond))
 		if stalled >= timeout/2 {
-			t.Logf("the process stalled for %v, which the breaker cannot tell from a frozen server: trying again", stalled.Round(time.Millisecond))
+			t.Logf("the process or Redis stalled for %v, which the breaker cannot tell from a frozen server: trying again", stalled.Round(time.Millisecond))
 			time.Sleep(time.Second)
 			continue
 		}
@@ -240,7 +271,7 @@ func TestBreakerIgnoresSlowCalls(t *testing.T) {
 		st := realStore(t, slowProxy(t, srv.Addr, 20*time.Millisecond))
 		done := make(chan *takeTally)
 		go func() {
-			tt, _ := hammer(t, st, 4, 2*time.Second, 2*time.Second)
+			tt, _ := hammer(t, st, srv.Addr, 4, 2*time.Second, 2*time.Second)
 			done <- tt
 		}()
 		time.Sleep(200 * time.Millisecond) // the workers are answered
@@ -273,7 +304,7 @@ func TestBreakerIgnoresSlowCalls(t *testing.T) {
 		srv := redistest.StartServer(t)
 		proxy := slowProxy(t, srv.Addr, 30*time.Millisecond)
 		judgeHealthy(t, "8 workers, 100 ms deadline, 30 ms round trips for 3 s", 100*time.Millisecond, func() (*takeTally, time.Duration) {
-			return hammer(t, realStore(t, proxy), 8, 100*time.Millisecond, 3*time.Second)
+			return hammer(t, realStore(t, proxy), srv.Addr, 8, 100*time.Millisecond, 3*time.Second)
 		})
 	})
 	t.Run("client starved of CPU", func(t *testing.T) {
@@ -287,7 +318,7 @@ func TestBreakerIgnoresSlowCalls(t *testing.T) {
 			}
 		}()
 		judgeHealthy(t, "GOMAXPROCS=1 with a goroutine spinning, 8 workers, 100 ms deadline for 3 s", redisstore.DefaultTimeout, func() (*takeTally, time.Duration) {
-			return hammer(t, realStore(t, srv.Addr), 8, redisstore.DefaultTimeout, 3*time.Second)
+			return hammer(t, realStore(t, srv.Addr), srv.Addr, 8, redisstore.DefaultTimeout, 3*time.Second)
 		})
 	})
 }

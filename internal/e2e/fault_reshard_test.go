@@ -34,7 +34,9 @@ const reshardSlots = 64
 // timeouts of a stalled machine aside), no breaker opened, and every key
 // was allowed at most 20 in every one-second window, and 20 (less the
 // failed calls, which may have been charged) in every window the load
-// covered whole.
+// covered whole. While the test process stood still for 50 ms or more
+// (a 1 ms sleep oversleeping), only the bound and the failures that are
+// not its timeouts or the breaker they open are judged.
 func TestFaultClusterReshard(t *testing.T) {
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
@@ -233,6 +235,7 @@ type hotLoad struct {
 	failWindow    map[string]map[int64]int // key → window end → failed calls
 	kinds         map[string]int           // failed calls by kind
 	unplaced      int                      // allowed Takes whose ResetAfter no window fits (serverWindow)
+	stalls        stallWatch               // how starved this process was while the load ran
 }
 
 const hotRate = 20
@@ -253,6 +256,11 @@ func startHotLoad(t *testing.T, c *redistest.Cluster, keys []string) *hotLoad {
 	several := specs(store.Limit{Algorithm: store.FixedWindow, Rate: hotRate, Period: time.Second}, store.Limit{Algorithm: store.FixedWindow, Rate: 1 << 20, Period: longPeriod()})
 	l := &hotLoad{rs: rs, penalty: penalty, several: several, keys: keys, start: time.Now(), stop: make(chan struct{}),
 		perWindow: map[string]map[int64]int{}, failWindow: map[string]map[int64]int{}, kinds: map[string]int{}}
+	l.done.Add(1)
+	go func() {
+		defer l.done.Done()
+		l.stalls.run(l.stop)
+	}()
 	for w := range 16 {
 		l.done.Add(1)
 		go func() {
@@ -347,10 +355,21 @@ func (l *hotLoad) check(t *testing.T, after, before [3]int64) {
 		l.calls.Load(), end.Sub(l.start).Round(time.Millisecond), l.failed.Load(), l.kinds, l.firstErr.Load(), moved, ask, tryAgain)
 	// A call that simply ran out of time (no MOVED, ASK or TRYAGAIN met)
 	// says this 2-core machine stalled past the 100 ms deadline, which
-	// happens under -race and other load with or without a reshard; a few
-	// are tolerated. Every other failure is the migration's.
+	// happens under -race and other load with or without a reshard: a few
+	// are tolerated. While this process itself stood still for half the
+	// deadline or more, its timeouts (and the breaker they open) and
+	// windows it could not fill say nothing of the migration: they are
+	// logged, and only the bound (no window over the limit) and the other
+	// failures are judged. Every other failure is the migration's.
 	plain := int64(l.kinds["timeout"])
-	if hard := l.failed.Load() - plain; hard != 0 || plain > l.calls.Load()/200 {
+	worst, n50, _ := l.stalls.get()
+	stalled := n50 > 0
+	t.Logf("this process: a 1 ms sleep overslept by up to %v, ≥50 ms %d times", worst.Round(time.Millisecond), n50)
+	excused := plain
+	if stalled {
+		excused += int64(l.kinds["breaker open"])
+	}
+	if hard := l.failed.Load() - excused; hard != 0 || plain > l.calls.Load()/200 && !stalled {
 		t.Errorf("%d calls failed %v (first: %v): none may fail because slots move (and at most 0.5%% by a plain timeout)",
 			l.failed.Load(), l.kinds, l.firstErr.Load())
 	}
@@ -366,7 +385,7 @@ func (l *hotLoad) check(t *testing.T, after, before [3]int64) {
 			// the load covered [w-1, w) whole; a failed call may have been
 			// charged without its caller knowing
 			full := w > l.start.Unix()+1 && w < end.Unix()
-			if f := l.failWindow[k][w]; n > hotRate || full && n+f < hotRate {
+			if f := l.failWindow[k][w]; n > hotRate || full && n+f < hotRate && !stalled {
 				t.Errorf("key %s: %d allowed (%d failed) in the window ending at %s, want %s%d", k, n, f,
 					time.Unix(w, 0).Format("15:04:05"), map[bool]string{true: "", false: "at most "}[full], hotRate)
 			}

@@ -127,7 +127,7 @@ func runSoakInstance(redisURL string) int {
 		}
 	}()
 	stalls := &stallWatch{}
-	go stalls.run()
+	go stalls.run(nil)
 
 	opt, err := redisstore.ParseURL(redisURL)
 	if err != nil {
@@ -205,15 +205,21 @@ func serveUntilTERM(h http.Handler) int {
 }
 
 // stallWatch measures how late a goroutine that sleeps 1 ms at a time
-// wakes up: how starved the process is.
+// wakes up: how starved the process is. run returns when stop is closed
+// (never for a nil stop).
 type stallWatch struct {
 	mu        sync.Mutex
 	worst     time.Duration
 	n50, n100 int
 }
 
-func (s *stallWatch) run() {
+func (s *stallWatch) run(stop <-chan struct{}) {
 	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
 		before := time.Now()
 		time.Sleep(time.Millisecond)
 		late := time.Since(before) - time.Millisecond
