@@ -108,7 +108,10 @@ func TestBreakerOpensOnServerThatStopsAnswering(t *testing.T) {
 			}
 			c.stop(t, srv)
 			for i := 1; i <= failures; i++ {
-				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+				// A deadline a busy machine cannot eat up before the call
+				// is on the wire (one that expires unsent, or sent late,
+				// is no evidence against the server).
+				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 				_, err := st.Take(ctx, "a", 1, specs(perMinute10)...)
 				cancel()
 				if errKind(err) != "timeout" {

@@ -297,13 +297,6 @@ func TestFaultClusterMasterDown(t *testing.T) {
 	t.Logf("keys on the dead master: %s", ds)
 	t.Logf("decisions: %s", d)
 	t.Logf("FIGURE live-master p99 %v with one master of three dead", ls.pct(0.99))
-	// One allowance was spent by keysOnNode on each key.
-	if want := len(liveKeys) * (faultLimit - 1); ls.status[http.StatusOK] != want || ls.errs != 0 {
-		t.Errorf("live masters: %s; want exactly %d×200 (%d keys)", ls, want, len(liveKeys))
-	}
-	if ds.errs != 0 || ds.status[http.StatusOK]+ds.status[http.StatusTooManyRequests] != ds.sent {
-		t.Errorf("dead master: %s; want every request answered 200 or 429 by the fallback", ds)
-	}
 	deadlines.Lock()
 	var onDead, onLive int
 	for _, k := range deadKeys {
@@ -313,6 +306,16 @@ func TestFaultClusterMasterDown(t *testing.T) {
 		onLive += deadlines.byKey[k]
 	}
 	deadlines.Unlock()
+	// One allowance was spent by keysOnNode on each key. A decision on a
+	// live master's key that ran out of time (a machine too busy for the
+	// deadline) went to the fallback, which may refuse it: then the
+	// count is exact but for those.
+	if want, got := len(liveKeys)*(faultLimit-1), ls.status[http.StatusOK]; got > want || got < want-onLive || ls.errs != 0 {
+		t.Errorf("live masters: %s; want exactly %d×200 (%d keys; %d of %d if that many decisions ran out of time)", ls, want, len(liveKeys), want-onLive, want)
+	}
+	if ds.errs != 0 || ds.status[http.StatusOK]+ds.status[http.StatusTooManyRequests] != ds.sent {
+		t.Errorf("dead master: %s; want every request answered 200 or 429 by the fallback", ds)
+	}
 	t.Logf("decisions that ran out of time: %d on the dead master's keys, %d on the live masters' keys", onDead, onLive)
 	// With the recommended client (redisstore.UniversalOptions: no dial
 	// retries), the dead master's refused connection opens its breaker at
