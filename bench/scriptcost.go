@@ -47,6 +47,24 @@ func luaSource(files ...string) string {
 	return b.String()
 }
 
+// takeSource returns the take script as the Redis store assembles it:
+// lib.lua, each algorithm's definitions (its file above the lean mark),
+// take.lua.
+func takeSource() string {
+	const leanMark = "-- (the lean script starts here)\n"
+	var b strings.Builder
+	b.WriteString(luaSource("lib.lua"))
+	for _, f := range []string{"tat.lua", "token.lua", "fixed.lua", "sliding.lua", "log.lua"} {
+		defs, _, ok := strings.Cut(luaSource(f), leanMark)
+		if !ok {
+			panic(f + " has no lean mark")
+		}
+		b.WriteString(defs)
+	}
+	b.WriteString(luaSource("take.lua"))
+	return b.String()
+}
+
 // functionLibrary is the lean scripts as one Redis Functions library: each
 // body becomes a function of KEYS and ARGV, and the globals it calls are
 // captured as upvalues on first use (they are not there while the library
@@ -74,7 +92,7 @@ func scriptCases(ctx context.Context, c *redis.Client) ([]scriptCase, error) {
 	if err != nil {
 		return nil, err
 	}
-	take, err := load(luaSource("lib.lua", "take.lua"))
+	take, err := load(takeSource())
 	if err != nil {
 		return nil, err
 	}

@@ -1,32 +1,54 @@
--- sluice sliding: one SlidingWindow limit without a penalty, with the
--- arithmetic of ALGORITHMS.md. State: "<w>:<cur>:<prev>", as in take.lua,
--- read with MGET as take.lua reads it.
+-- sluice sliding: SlidingWindow, with the arithmetic of ALGORITHMS.md.
+-- State: "<w>:<cur>:<prev>", window w's count and the one before's, a
+-- string key.
+--
+-- Above the lean mark, the one definition of how a state answers a cost
+-- (package redisstore puts it before take.lua, lease.lua and this file's
+-- lean script): slidingTake decides, slidingSet charges. They use only
+-- their arguments.
+
+-- slidingTake: the state x, y, z (numbers, or nil: none) answering a cost
+-- k at now, for R per P µs. Replies the current window's count c after
+-- the call when k fits, else -c - 1 with c before it; the previous
+-- window's count p; e = now - win·P; win, the current window. A cost
+-- beyond R is denied by the same test.
+local function slidingTake(x, y, z, now, k, R, P)
+  local e = math.fmod(now, P)
+  local win = (now - e) / P
+  local c, p = 0, 0
+  if x and y and z then
+    if x == win then c, p = y, z elseif x == win - 1 then p = y end
+  end
+  if p * (P - e) + (c + k) * P > R * P then return -c - 1, p, e, win end
+  return c + k, p, e, win
+end
+
+-- slidingSet writes the state of window win holding c, after one holding
+-- p, e µs into win, until the end of the window after it.
+local function slidingSet(key, win, c, p, e, P)
+  local ms = 2 * P - e + 999 -- PX ceil((2P - e) / 1000)
+  redis.call('SET', key, string.format('%d:%d:%d', win, c, p), 'PX', (ms - math.fmod(ms, 1000)) / 1000)
+end
+
+-- (the lean script starts here)
+-- sluice sliding, lean: one SlidingWindow limit without a penalty, its
+-- state read with MGET as take.lua reads it.
 --
 -- KEYS[1]  state key
 -- ARGV     n (the cost; -n decides n and writes nothing), R, P (µs)
--- Reply    {c, p, e}: c the current window's count after the call when
---          allowed (charged when n > 0), else -c - 1; p the previous
---          window's count; e = now - w·P in µs. A cost beyond R is denied
---          by the same test.
+-- Reply    slidingTake's {c, p, e}: c the current window's count after the
+--          call when allowed (charged when n > 0), else -c - 1; p the
+--          previous window's count; e = now - w·P in µs.
 
 -- It runs after lean.lua (now, n, k, key).
 
 local R, P = tonumber(ARGV[2]), tonumber(ARGV[3])
-local e = math.fmod(now, P)
-local win = (now - e) / P
-local c, p = 0, 0
+local x, y, z
 local v = redis.call('MGET', key)[1]
 if v then
-  local x, y, z = string.match(v, '^(%d+):(%d+):(%d+)$')
-  if x then
-    x = tonumber(x)
-    if x == win then c, p = tonumber(y), tonumber(z) elseif x == win - 1 then p = tonumber(y) end
-  end
+  x, y, z = string.match(v, '^(%d+):(%d+):(%d+)$')
+  x, y, z = tonumber(x), tonumber(y), tonumber(z)
 end
-if p * (P - e) + (c + k) * P > R * P then return { -c - 1, p, e } end
-c = c + k
-if n > 0 then
-  local ms = 2 * P - e + 999 -- PX ceil((2P - e) / 1000)
-  redis.call('SET', key, string.format('%d:%d:%d', win, c, p), 'PX', (ms - math.fmod(ms, 1000)) / 1000)
-end
+local c, p, e, win = slidingTake(x, y, z, now, k, R, P)
+if c >= 0 and n > 0 then slidingSet(key, win, c, p, e, P) end
 return { c, p, e }

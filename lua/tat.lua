@@ -1,22 +1,40 @@
--- sluice tat: one GCRA or LeakyBucket limit without a penalty, with the
--- arithmetic of ALGORITHMS.md. State: "<tat>" in µs, as in take.lua.
+-- sluice tat: GCRA and LeakyBucket, with the arithmetic of ALGORITHMS.md.
+-- State: "<tat>" in µs, a string key.
+--
+-- Above the lean mark, the one definition of how a state answers a cost
+-- (package redisstore puts it before take.lua and before this file's lean
+-- script): tatTake decides, tatSet charges. They use only their arguments.
+
+-- tatTake: the state tat (nil or false: none) answering a cost k at now,
+-- for a capacity lim (B, or B+1 for LeakyBucket) of interval T: used =
+-- tat - now after charging k when it fits, else -(tat - now) - 1. A cost
+-- beyond lim is denied by the same test, since lim·T < 2^53.
+local function tatTake(tat, now, k, lim, T)
+  if not tat or tat < now then tat = now end
+  local used = tat - now + k * T
+  if used > lim * T then return now - tat - 1 end
+  return used
+end
+
+-- tatSet writes the state of used = tat - now (>= 1) at now.
+local function tatSet(key, now, used)
+  local ms = used + 999 -- PX ceil(used / 1000)
+  redis.call('SET', key, now + used, 'PX', (ms - math.fmod(ms, 1000)) / 1000)
+end
+
+-- (the lean script starts here)
+-- sluice tat, lean: one GCRA or LeakyBucket limit without a penalty.
 --
 -- KEYS[1]  state key
 -- ARGV     n (the cost; -n decides n and writes nothing), lim (B, or B+1
 --          for LeakyBucket), T (µs)
--- Reply    used = tat - now after the call when allowed (charged when
---          n > 0), else -(tat - now) - 1; the caller derives the figures.
---          A cost beyond lim is denied by the same test, since lim·T < 2^53.
+-- Reply    tatTake's: used = tat - now after the call when allowed
+--          (charged when n > 0), else -(tat - now) - 1; the caller derives
+--          the figures.
 
 -- It runs after lean.lua (now, n, k, key).
 
 local lim, T = tonumber(ARGV[2]), tonumber(ARGV[3])
-local tat = tonumber(redis.call('GET', key))
-if not tat or tat < now then tat = now end
-local used = tat - now + k * T
-if used > lim * T then return now - tat - 1 end
-if n > 0 then
-  local ms = used + 999 -- PX ceil(used / 1000); used >= T >= 1
-  redis.call('SET', key, now + used, 'PX', (ms - math.fmod(ms, 1000)) / 1000)
-end
+local used = tatTake(tonumber(redis.call('GET', key)), now, k, lim, T)
+if used >= 0 and n > 0 then tatSet(key, now, used) end
 return used

@@ -17,12 +17,16 @@ func source(name string) string {
 
 // The scripts the Store runs. What several share is written once and put
 // before each (see package lua): lib.lua before the take, refund, lock and
-// lease scripts, lean.lua before each lean script. Each charging script
+// lease scripts, lean.lua before each lean script. Each algorithm's file
+// (tat.lua, token.lua, fixed.lua, sliding.lua, log.lua) holds its one
+// definition of how a state answers a cost, above leanMark, and its lean
+// script below: the take script runs after every algorithm's definitions,
+// a lean script after lean.lua and its whole file. Each charging script
 // also runs inside record.lua (recorded), as its recorded twin.
 var (
 	libSource     = source("lib.lua")
 	leanSource    = source("lean.lua")
-	takeSource    = libSource + source("take.lua")
+	takeSource    = libSource + definitions(algorithmFiles...) + source("take.lua")
 	refundSource  = libSource + source("refund.lua")
 	lockSource    = libSource + source("lock.lua")
 	leaseSource   = libSource + source("lease.lua")
@@ -33,6 +37,29 @@ var (
 	logSource     = leanSource + source("log.lua")
 	fenceSource   = source("fence.lua")
 )
+
+// algorithmFiles are the files of package lua that define an algorithm
+// (one or two: tat.lua serves GCRA and LeakyBucket) and hold its lean
+// script.
+var algorithmFiles = []string{"tat.lua", "token.lua", "fixed.lua", "sliding.lua", "log.lua"}
+
+// leanMark is the line of an algorithm's file where its lean script
+// starts; above it, the algorithm's definitions.
+const leanMark = "-- (the lean script starts here)\n"
+
+// definitions returns the definitions of the algorithms of files: each
+// file's text above leanMark.
+func definitions(files ...string) string {
+	var b strings.Builder
+	for _, f := range files {
+		defs, _, ok := strings.Cut(source(f), leanMark)
+		if !ok {
+			panic("redisstore: " + f + " has no " + leanMark)
+		}
+		b.WriteString(defs)
+	}
+	return b.String()
+}
 
 // recordMark is the line of record.lua where the script it wraps runs.
 const recordMark = "-- (the script runs here)\n"
