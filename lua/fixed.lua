@@ -4,9 +4,12 @@
 -- window counts for nothing and goes at the next window's first charge.
 -- A cost k fits a window holding c when c + k <= R.
 --
--- Above the lean mark, the one definition of how the state takes a charge
--- (package redisstore puts it before take.lua, lease.lua and this file's
--- lean script): fixedAdd. It uses only its arguments.
+-- Above the marks, the one definition of how the state takes a charge:
+-- fixedAdd charges. Package redisstore puts it before take.lua, refund.lua
+-- and this file's lean script; the give-backs (fixedGive), between the
+-- marks, before refund.lua only; every function a script defines is a
+-- closure built on each call, so each script gets only those it calls. They
+-- use only their arguments.
 
 -- fixedAdd adds k (> 0) to the count of window win (a number, or its
 -- field: take.lua writes a calendar window's start with str), c before the call,
@@ -33,6 +36,18 @@ local function fixedAdd(key, win, c, k, left)
       if tonumber(old[i]) ~= w then redis.call('HDEL', key, old[i]) end
     end
   end
+end
+
+-- (the give-backs, for refund.lua only, start here)
+-- fixedGive gives k units back to the count of window win, the current
+-- one, keeping its TTL; 1 when it held some, else 0.
+local function fixedGive(key, win, k)
+  local c = tonumber(redis.call('HGET', key, win))
+  if not c or c <= 0 then return 0 end
+  c = c - k
+  if c < 0 then c = 0 end
+  redis.call('HSET', key, win, c)
+  return 1
 end
 
 -- (the lean script starts here)

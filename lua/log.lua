@@ -19,10 +19,15 @@
 -- every admission would leave.
 
 --
--- Above the lean mark, the one definition of how the state answers a cost
--- (package redisstore puts it before take.lua, refund.lua and this file's
--- lean script): logRead reads it, logStamp finds when a unit leaves, and
--- logAdd charges. They use only their arguments.
+-- Above the marks, the one definition of how the state answers a cost:
+-- logRead reads it, logStamp finds when a unit leaves, logAdd charges.
+-- Package redisstore puts it before take.lua, refund.lua and this file's
+-- lean script; the give-backs (logGive), between the marks, before
+-- refund.lua only; every function a script defines is a closure built on
+-- each call, so each script gets only those it calls. They use only their
+-- arguments: logSpan and logMember, which read and write a member, are
+-- passed to those that need them (span, member), as a local function
+-- captured by another costs every call of the script an upvalue.
 
 -- logSpan reads a member: its first unit's number and how many units it
 -- holds; nil for a member these scripts did not write.
@@ -35,6 +40,12 @@ local function logSpan(m)
   return f, w
 end
 
+-- logMember is the member of w units from unit first.
+local function logMember(first, w)
+  if w == 1 then return string.format('%016x', first) end
+  return string.format('%016x+%x', first, w)
+end
+
 -- logRead reads the log at key at now, for a window of P µs: c, its live
 -- units; seq, the number of the last unit (-1: none); newest, the newest
 -- stamp (nil: an empty log); old, the stamps up to which count as
@@ -42,12 +53,12 @@ end
 -- when none); s0 and first, the first live unit and its member (nil when
 -- members not written by these scripts are live); oldest, the oldest
 -- member when it has expired; and whether the key exists.
-local function logRead(key, now, P)
+local function logRead(key, now, P, span)
   local old = now - P -- stamps after old are live
   local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   if not last[1] then return 0, -1, nil, old, nil, nil, nil, nil, false end
   local c, seq, newest, live, s0, first, oldest = 0, -1, nil, nil, nil, nil, nil
-  local f, w = logSpan(last[1])
+  local f, w = span(last[1])
   if f then seq = f + w - 1 end
   newest = last[2] + 0 -- coercion reads every form a score may take
   -- An admission at now removes the entries up to now - P, and the newest
@@ -76,11 +87,11 @@ end
 
 -- logStamp is the stamp of live unit u (0-based) of the log logRead read
 -- (seq, live, s0, first): when it leaves, the unit after it may come.
-local function logStamp(key, u, seq, live, s0, first)
+local function logStamp(key, u, seq, live, s0, first, span)
   if not s0 then
     return redis.call('ZRANGEBYSCORE', key, live, '+inf', 'WITHSCORES', 'LIMIT', u, 1)[2] + 0
   end
-  local _, w = logSpan(first)
+  local _, w = span(first)
   if u < w then return redis.call('ZSCORE', key, first) + 0 end
   -- The member holding unit want = s0 + u: as every member holds at least
   -- one unit, it is one of the last seq - want + 1, so its rank counted
@@ -94,14 +105,14 @@ local function logStamp(key, u, seq, live, s0, first)
   local got = redis.call('ZRANGE', key, lo, lo, 'WITHSCORES')
   local e = got[2] -- lo's member, if any, starts before want
   if got[1] then
-    local f, gw = logSpan(got[1])
+    local f, gw = span(got[1])
     if f and f + gw > want then return e + 0 end
   end
   while lo < hi do
     local d = hi - lo
     local mid = lo + (d + math.fmod(d, 2)) / 2
     got = redis.call('ZRANGE', key, mid, mid, 'WITHSCORES')
-    if not got[1] or (logSpan(got[1]) or -1) <= want then
+    if not got[1] or (span(got[1]) or -1) <= want then
       lo, e = mid, got[2]
     else
       hi = mid - 1
@@ -119,7 +130,7 @@ end
 -- the key never ceases to exist mid-script: a Cluster slot that is
 -- migrating refuses a script that recreates a key. At most 1024 go per
 -- call (ALGORITHMS.md).
-local function logAdd(key, now, P, pms, k, stamp, c, seq, old, live, s0, oldest, exists)
+local function logAdd(key, now, P, pms, k, stamp, c, seq, old, live, s0, oldest, exists, member)
   local ms = stamp - now -- PEXPIRE ceil((stamp + P - now) / 1000)
   if ms > 0 then
     ms = ms + P + 999
@@ -136,11 +147,7 @@ local function logAdd(key, now, P, pms, k, stamp, c, seq, old, live, s0, oldest,
     r = redis.pcall('PEXPIRE', key, ms)
     if type(r) == 'table' and r.err then error(r) end
   end
-  if k == 1 then
-    redis.call('ZADD', key, string.format('%d', stamp), string.format('%016x', seq + 1))
-  else
-    redis.call('ZADD', key, string.format('%d', stamp), string.format('%016x+%x', seq + 1, k))
-  end
+  redis.call('ZADD', key, string.format('%d', stamp), member(seq + 1, k))
   if not exists then
     r = redis.pcall('PEXPIRE', key, ms)
     if type(r) == 'table' and r.err then
@@ -160,6 +167,53 @@ local function logAdd(key, now, P, pms, k, stamp, c, seq, old, live, s0, oldest,
   end
 end
 
+-- (the give-backs, for refund.lua only, start here)
+-- logGive gives k units back to the log at key at now (window P µs) for a
+-- charge at stamp: up to k of the units stamped s, the oldest live stamp
+-- at or after the charge's (the charge's own), go, taken from the last
+-- members of that stamp; the members from there on are renamed so that
+-- unit numbers stay consecutive. 1 when the log changed, else 0. The work
+-- grows with the members admitted after the charge.
+local function logGive(key, now, P, stamp, k)
+  if stamp <= now - P then return 0 end -- its entries have expired
+  local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  if not last[1] then return 0 end
+  local lo = last[2] + 0
+  if lo < now then lo = now end
+  lo = lo - P + 1 -- the oldest live stamp
+  if lo < stamp then lo = stamp end
+  local es = redis.call('ZRANGEBYSCORE', key, string.format('%d', lo), '+inf', 'WITHSCORES')
+  if #es == 0 then return 0 end
+  local ms, s = {}, es[2] + 0
+  for i = 1, #es, 2 do
+    local f, w = logSpan(es[i])
+    ms[#ms + 1] = { m = es[i], first = f, w = w or 1, score = es[i + 1] }
+  end
+  if not ms[1].first then return 0 end -- members not written by these scripts
+  local j = 0 -- the members stamped s
+  while j < #ms and ms[j + 1].score + 0 == s do j = j + 1 end
+  for i = j, 1, -1 do
+    local d = ms[i].w
+    if d > k then d = k end
+    ms[i].w, k = ms[i].w - d, k - d
+  end
+  -- Each new name is added before the old one goes: the set never empties
+  -- on the way, so it keeps its TTL, and a Cluster slot that is migrating
+  -- never sees the script recreate the key ("non local key"). A new name
+  -- starts below every member not renamed yet, so it meets none of them.
+  local nextUnit = ms[1].first
+  for i = 1, #ms do
+    local e = ms[i]
+    local name = logMember(nextUnit, e.w)
+    if e.w > 0 then
+      if name ~= e.m then redis.call('ZADD', key, e.score, name) end
+      nextUnit = nextUnit + e.w
+    end
+    if e.w == 0 or name ~= e.m then redis.call('ZREM', key, e.m) end
+  end
+  return 1
+end
+
 -- (the lean script starts here)
 -- sluice log, lean: one SlidingLog limit without a penalty.
 --
@@ -174,17 +228,17 @@ end
 -- It runs after lean.lua (now, n, k, key).
 
 local R, P = tonumber(ARGV[2]), tonumber(ARGV[3])
-local c, seq, newest, old, live, s0, first, oldest, exists = logRead(key, now, P)
+local c, seq, newest, old, live, s0, first, oldest, exists = logRead(key, now, P, logSpan)
 if c + k > R then
   local retry, reset = 0, 0
   if k <= R then -- unit c + k - R - 1 (0-based) of the live ones must leave first
-    retry = logStamp(key, c + k - R - 1, seq, live, s0, first) + P - now
+    retry = logStamp(key, c + k - R - 1, seq, live, s0, first, logSpan) + P - now
   end
   if c > 0 then reset = newest + P - now end
   return { -c - 1, reset, retry }
 end
 c = c + k
 if k > 0 and (not newest or newest < now) then newest = now end
-if n > 0 then logAdd(key, now, P, ARGV[4], k, newest, c, seq, old, live, s0, oldest, exists) end
+if n > 0 then logAdd(key, now, P, ARGV[4], k, newest, c, seq, old, live, s0, oldest, exists, logMember) end
 if c == 0 or newest == now then return c end
 return { c, newest + P - now, 0 }

@@ -2,10 +2,12 @@
 -- State: "<w>:<cur>:<prev>", window w's count and the one before's, a
 -- string key.
 --
--- Above the lean mark, the one definition of how a state answers a cost
--- (package redisstore puts it before take.lua, lease.lua and this file's
--- lean script): slidingTake decides, slidingSet charges. They use only
--- their arguments.
+-- Above the marks, the one definition of how a state answers a cost:
+-- slidingTake decides, slidingSet charges. Package redisstore puts it
+-- before take.lua, refund.lua and this file's lean script; the give-backs
+-- (slidingGive), between the marks, before refund.lua only; every function
+-- a script defines is a closure built on each call, so each script gets
+-- only those it calls. They use only their arguments.
 
 -- slidingTake: the state x, y, z (numbers, or nil: none) answering a cost
 -- k at now, for R per P µs. Replies the current window's count c after
@@ -28,6 +30,25 @@ end
 local function slidingSet(key, win, c, p, e, P)
   local ms = 2 * P - e + 999 -- PX ceil((2P - e) / 1000)
   redis.call('SET', key, string.format('%d:%d:%d', win, c, p), 'PX', (ms - math.fmod(ms, 1000)) / 1000)
+end
+
+-- (the give-backs, for refund.lua only, start here)
+-- slidingGive gives k units back to the state x, c, p (window x's count
+-- and the one before's), for a charge in window wc, keeping its TTL: off
+-- c when x is wc, off p when x is the window after; 1 when the state
+-- changed, else 0.
+local function slidingGive(key, x, c, p, wc, k)
+  if x == wc then
+    c = c - k
+    if c < 0 then c = 0 end
+  elseif x == wc + 1 then
+    p = p - k
+    if p < 0 then p = 0 end
+  else
+    return 0
+  end
+  redis.call('SET', key, string.format('%d:%d:%d', x, c, p), 'KEEPTTL')
+  return 1
 end
 
 -- (the lean script starts here)

@@ -100,7 +100,7 @@ for i = 1, m do
   local l = lims[i]
   if l.li and vals[l.li] then l.lockUntil = tonumber(vals[l.li]) end
   if l.a == 'l' then
-    l.c, l.seq, l.newest, l.old, l.live, l.s0, l.first, l.oldest, l.exists = logRead(l.key, now, l.P)
+    l.c, l.seq, l.newest, l.old, l.live, l.s0, l.first, l.oldest, l.exists = logRead(l.key, now, l.P, logSpan)
   elseif l.a == 'i' then
     -- a sorted set of slot ids scored by the instant (us) each expires;
     -- live: later than now
@@ -213,7 +213,7 @@ local function log(l, cost)
     end
   else
     -- unit c+cost-R-1 (0-based) of the live ones must leave first
-    retry = logStamp(l.key, c + cost - R - 1, l.seq, l.live, l.s0, l.first) + P - now
+    retry = logStamp(l.key, c + cost - R - 1, l.seq, l.live, l.s0, l.first, logSpan) + P - now
   end
   local reset = 0
   if c > 0 then reset = newest + P - now end
@@ -301,7 +301,7 @@ if n > 0 then
       local l = lims[i]
       local w = l.w
       if l.a == 'l' then
-        logAdd(l.key, now, l.P, px(l.P), n, w, l.c + n, l.seq, l.old, l.live, l.s0, l.oldest, l.exists)
+        logAdd(l.key, now, l.P, px(l.P), n, w, l.c + n, l.seq, l.old, l.live, l.s0, l.oldest, l.exists, logMember)
       elseif l.a == 'i' then
         -- A refused PEXPIRE (see pexpire) changes nothing of a set with
         -- live slots, and deletes a set that had none (its expired slots

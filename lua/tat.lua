@@ -1,9 +1,13 @@
 -- sluice tat: GCRA and LeakyBucket, with the arithmetic of ALGORITHMS.md.
 -- State: "<tat>" in µs, a string key.
 --
--- Above the lean mark, the one definition of how a state answers a cost
--- (package redisstore puts it before take.lua and before this file's lean
--- script): tatTake decides, tatSet charges. They use only their arguments.
+-- Above the marks, the one definition of how a state answers a cost:
+-- tatTake decides, tatSet charges. Package redisstore puts it before
+-- take.lua, refund.lua and this file's lean script; the give-backs
+-- (tatGive), between the marks, before refund.lua only; every function a
+-- script defines is a closure built on each call, so each script gets only
+-- those it calls. They use only their arguments and the functions above
+-- them.
 
 -- tatTake: the state tat (nil or false: none) answering a cost k at now,
 -- for a capacity lim (B, or B+1 for LeakyBucket) of interval T: used =
@@ -20,6 +24,14 @@ end
 local function tatSet(key, now, used)
   local ms = used + 999 -- PX ceil(used / 1000)
   redis.call('SET', key, now + used, 'PX', (ms - math.fmod(ms, 1000)) / 1000)
+end
+
+-- (the give-backs, for refund.lua only, start here)
+-- tatGive gives k units (at most lim) back to the state tat (> now) at
+-- now: the TAT moves back by k·T, never before now (the key goes).
+local function tatGive(key, tat, now, k, T)
+  local used = tat - k * T - now
+  if used > 0 then tatSet(key, now, used) else redis.call('DEL', key) end
 end
 
 -- (the lean script starts here)

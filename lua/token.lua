@@ -1,11 +1,13 @@
 -- sluice token: TokenBucket, with the arithmetic of ALGORITHMS.md. State:
 -- "<tok>:<ts>", the tokens scaled by P at ts (µs), a string key.
 --
--- Above the lean mark, the one definition of how a state answers a cost
--- (package redisstore puts it before take.lua, refund.lua, lease.lua and
--- this file's lean script): tokenTake decides (and, with a cost of 0,
--- refills; with a negative one, gives back), tokenSet charges. They use
--- only their arguments.
+-- Above the marks, the one definition of how a state answers a cost:
+-- tokenTake decides, tokenSet charges. Package redisstore puts it before
+-- take.lua, refund.lua and this file's lean script; the give-backs
+-- (tokenGive), between the marks, before refund.lua only; every function
+-- a script defines is a closure built on each call, so each script gets
+-- only those it calls. They use only their arguments and the functions
+-- above them.
 
 -- tokenTake: the state tok, ts (tok nil: none, a full bucket) of a bucket
 -- of B per P µs refilled at R scaled tokens per µs, answering a cost k at
@@ -36,6 +38,15 @@ local function tokenSet(key, now, tok, R, P, B)
   local ms = (need - r) / R + 999
   if r > 0 then ms = ms + 1 end
   redis.call('SET', key, string.format('%d:%d', tok, now), 'PX', (ms - fmod(ms, 1000)) / 1000)
+end
+
+-- (the give-backs, for refund.lua only, start here)
+-- tokenGive gives k units (at most B) back to the state tok, ts at now:
+-- the tokens refilled to now and k·P more, up to a full bucket (the key
+-- goes).
+local function tokenGive(key, tok, ts, now, k, R, P, B)
+  tok = tokenTake(tok, ts, now, -k, R, P, B)
+  if tok >= B * P then redis.call('DEL', key) else tokenSet(key, now, tok, R, P, B) end
 end
 
 -- (the lean script starts here)
