@@ -3,33 +3,33 @@
 -- string key.
 --
 -- Above the marks, the one definition of how a state answers a cost:
--- slidingTake decides, slidingSet charges. Package redisstore puts it
--- before take.lua, refund.lua and this file's lean script; the give-backs
--- (slidingGive), between the marks, before refund.lua only; every function
--- a script defines is a closure built on each call, so each script gets
--- only those it calls. They use only their arguments.
+-- slidingTake decides, and charges when given the key. Package redisstore
+-- puts it before take.lua, refund.lua and this file's lean script; the
+-- give-backs (slidingGive), between the marks, before refund.lua only.
+-- Every function a script defines is a closure built on each call, and
+-- each call of it costs too: each script gets only those it calls, and a
+-- lean script calls one.
 
 -- slidingTake: the state x, y, z (numbers, or nil: none) answering a cost
 -- k at now, for R per P µs. Replies the current window's count c after
 -- the call when k fits, else -c - 1 with c before it; the previous
--- window's count p; e = now - win·P; win, the current window. A cost
--- beyond R is denied by the same test.
-local function slidingTake(x, y, z, now, k, R, P)
+-- window's count p; e = now - win·P. A cost beyond R is denied by the
+-- same test. Given key, a cost that fits is charged: the state becomes
+-- "<win>:<c>:<p>" until the end of the window after win.
+local function slidingTake(x, y, z, now, k, R, P, key)
   local e = math.fmod(now, P)
   local win = (now - e) / P
   local c, p = 0, 0
   if x and y and z then
     if x == win then c, p = y, z elseif x == win - 1 then p = y end
   end
-  if p * (P - e) + (c + k) * P > R * P then return -c - 1, p, e, win end
-  return c + k, p, e, win
-end
-
--- slidingSet writes the state of window win holding c, after one holding
--- p, e µs into win, until the end of the window after it.
-local function slidingSet(key, win, c, p, e, P)
-  local ms = 2 * P - e + 999 -- PX ceil((2P - e) / 1000)
-  redis.call('SET', key, string.format('%d:%d:%d', win, c, p), 'PX', (ms - math.fmod(ms, 1000)) / 1000)
+  if p * (P - e) + (c + k) * P > R * P then return -c - 1, p, e end
+  c = c + k
+  if key then
+    local ms = 2 * P - e + 999 -- PX ceil((2P - e) / 1000)
+    redis.call('SET', key, string.format('%d:%d:%d', win, c, p), 'PX', (ms - math.fmod(ms, 1000)) / 1000)
+  end
+  return c, p, e
 end
 
 -- (the give-backs, for refund.lua only, start here)
@@ -70,6 +70,4 @@ if v then
   x, y, z = string.match(v, '^(%d+):(%d+):(%d+)$')
   x, y, z = tonumber(x), tonumber(y), tonumber(z)
 end
-local c, p, e, win = slidingTake(x, y, z, now, k, R, P)
-if c >= 0 and n > 0 then slidingSet(key, win, c, p, e, P) end
-return { c, p, e }
+return { slidingTake(x, y, z, now, k, R, P, n > 0 and key) }

@@ -31,10 +31,10 @@
 -- the call took (0: none).
 --
 -- It runs after lib.lua (str, fdiv, cdiv, px, pexpire, calendar, STATE,
--- slidingRetry) and each algorithm's definitions (tat.lua: tatTake,
--- tatSet; token.lua: tokenTake, tokenSet; fixed.lua: fixedAdd;
--- sliding.lua: slidingTake, slidingSet; log.lua: logRead, logStamp,
--- logAdd), which the lean scripts share.
+-- slidingRetry) and each algorithm's definitions (tat.lua: tatTake;
+-- token.lua: tokenTake; fixed.lua: fixedAdd; sliding.lua: slidingTake;
+-- log.lua: logSpan, logMember, logRead, logStamp, logAdd), which the lean
+-- scripts share.
 
 -- One more argument, 's', asks for Redis' clock at the call (µs) as one
 -- more integer after the reply (a charge that may be refunded).
@@ -139,7 +139,7 @@ local function tat(l, cost, leaky)
   local used = tatTake(not l.s2 and l.s1, now, cost, lim, T)
   local ok, retry, delay, w = 0, 0, 0, nil
   if used >= 0 then
-    ok, w = 1, used
+    ok, w = 1, lim
     if leaky and cost > 0 then delay = used - T end
   else
     used = -used - 1
@@ -152,12 +152,11 @@ end
 
 local function token(l, cost)
   local R, P, B = l.R, l.P, l.B
-  local tok, ts
-  if l.s2 and not l.s3 then tok, ts = l.s1, l.s2 end
-  tok = tokenTake(tok, ts, now, cost, R, P, B)
+  if l.s2 and not l.s3 then l.tok, l.ts = l.s1, l.s2 end
+  local tok = tokenTake(l.tok, l.ts, now, cost, R, P, B)
   local ok, retry, w = 0, 0, nil
   if tok >= 0 then
-    ok, w = 1, tok
+    ok, w = 1, true
   else
     tok = -tok - 1
     if cost > B then retry = INF else retry = cdiv(cost * P - tok, R) end
@@ -183,10 +182,10 @@ end
 
 local function sliding(l, cost)
   local R, P = l.R, l.P
-  local c, p, e, win = slidingTake(l.s1, l.s2, l.s3, now, cost, R, P)
+  local c, p, e = slidingTake(l.s1, l.s2, l.s3, now, cost, R, P)
   local ok, retry, w = 0, 0, nil
   if c >= 0 then
-    ok, w = 1, { win, c, p, e }
+    ok, w = 1, true
   else
     c = -c - 1
     if cost > R then retry = INF else retry = slidingRetry(R, P, c, p, e, cost) end
@@ -312,12 +311,12 @@ if n > 0 then
         if l.c == 0 then pexpire(l.key, px(l.P), true) end
       elseif l.a == 'f' then
         fixedAdd(l.key, str(l.win), l.c, n, l.left)
-      elseif l.a == 't' then
-        tokenSet(l.key, now, w, l.R, l.P, l.B)
+      elseif l.a == 't' then -- each decides again, charging
+        tokenTake(l.tok, l.ts, now, n, l.R, l.P, l.B, l.key)
       elseif l.a == 'w' then
-        slidingSet(l.key, w[1], w[2], w[3], w[4], l.P)
+        slidingTake(l.s1, l.s2, l.s3, now, n, l.R, l.P, l.key)
       else
-        tatSet(l.key, now, w)
+        tatTake(not l.s2 and l.s1, now, n, w, l.T, l.key)
       end
     end
   else

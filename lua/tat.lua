@@ -2,36 +2,37 @@
 -- State: "<tat>" in µs, a string key.
 --
 -- Above the marks, the one definition of how a state answers a cost:
--- tatTake decides, tatSet charges. Package redisstore puts it before
--- take.lua, refund.lua and this file's lean script; the give-backs
--- (tatGive), between the marks, before refund.lua only; every function a
--- script defines is a closure built on each call, so each script gets only
--- those it calls. They use only their arguments and the functions above
--- them.
+-- tatTake decides, and charges when given the key. Package redisstore
+-- puts it before take.lua, refund.lua and this file's lean script; the
+-- give-backs (tatGive), between the marks, before refund.lua only. Every
+-- function a script defines is a closure built on each call, and each call
+-- of it costs too: each script gets only those it calls, and a lean script
+-- calls one.
 
 -- tatTake: the state tat (nil or false: none) answering a cost k at now,
 -- for a capacity lim (B, or B+1 for LeakyBucket) of interval T: used =
 -- tat - now after charging k when it fits, else -(tat - now) - 1. A cost
--- beyond lim is denied by the same test, since lim·T < 2^53.
-local function tatTake(tat, now, k, lim, T)
+-- beyond lim is denied by the same test, since lim·T < 2^53. Given key
+-- (when used > 0), a cost that fits is charged: the state becomes
+-- now + used until then.
+local function tatTake(tat, now, k, lim, T, key)
   if not tat or tat < now then tat = now end
   local used = tat - now + k * T
   if used > lim * T then return now - tat - 1 end
+  if key then
+    local ms = used + 999 -- PX ceil(used / 1000)
+    redis.call('SET', key, now + used, 'PX', (ms - math.fmod(ms, 1000)) / 1000)
+  end
   return used
-end
-
--- tatSet writes the state of used = tat - now (>= 1) at now.
-local function tatSet(key, now, used)
-  local ms = used + 999 -- PX ceil(used / 1000)
-  redis.call('SET', key, now + used, 'PX', (ms - math.fmod(ms, 1000)) / 1000)
 end
 
 -- (the give-backs, for refund.lua only, start here)
 -- tatGive gives k units (at most lim) back to the state tat (> now) at
--- now: the TAT moves back by k·T, never before now (the key goes).
+-- now: the TAT moves back by k·T, never before now (the key goes). The
+-- state is written by tatTake at no cost and with no bound.
 local function tatGive(key, tat, now, k, T)
-  local used = tat - k * T - now
-  if used > 0 then tatSet(key, now, used) else redis.call('DEL', key) end
+  tat = tat - k * T
+  if tat > now then tatTake(tat, now, 0, math.huge, T, key) else redis.call('DEL', key) end
 end
 
 -- (the lean script starts here)
@@ -47,6 +48,4 @@ end
 -- It runs after lean.lua (now, n, k, key).
 
 local lim, T = tonumber(ARGV[2]), tonumber(ARGV[3])
-local used = tatTake(tonumber(redis.call('GET', key)), now, k, lim, T)
-if used >= 0 and n > 0 then tatSet(key, now, used) end
-return used
+return tatTake(tonumber(redis.call('GET', key)), now, k, lim, T, n > 0 and key)

@@ -2,19 +2,21 @@
 -- "<tok>:<ts>", the tokens scaled by P at ts (µs), a string key.
 --
 -- Above the marks, the one definition of how a state answers a cost:
--- tokenTake decides, tokenSet charges. Package redisstore puts it before
--- take.lua, refund.lua and this file's lean script; the give-backs
--- (tokenGive), between the marks, before refund.lua only; every function
--- a script defines is a closure built on each call, so each script gets
--- only those it calls. They use only their arguments and the functions
--- above them.
+-- tokenTake decides, and charges when given the key. Package redisstore
+-- puts it before take.lua, refund.lua and this file's lean script; the
+-- give-backs (tokenGive), between the marks, before refund.lua only.
+-- Every function a script defines is a closure built on each call, and
+-- each call of it costs too: each script gets only those it calls, and a
+-- lean script calls one.
 
 -- tokenTake: the state tok, ts (tok nil: none, a full bucket) of a bucket
 -- of B per P µs refilled at R scaled tokens per µs, answering a cost k at
 -- now: the tokens refilled to now less k·P when they hold k·P, else -tok
 -- - 1 with tok refilled to now. A cost beyond B is denied by the same
--- test.
-local function tokenTake(tok, ts, now, k, R, P, B)
+-- test; a negative one gives back. Given key, a cost that fits is
+-- charged: the state becomes those tokens at now, until the bucket is full
+-- again (ceil(need / R) µs, in whole ms), or goes when it is full.
+local function tokenTake(tok, ts, now, k, R, P, B, key)
   local cap = B * P
   if not tok or tok >= cap then
     tok = cap
@@ -26,18 +28,20 @@ local function tokenTake(tok, ts, now, k, R, P, B)
     if R * elapsed >= cap - tok then tok = cap else tok = tok + R * elapsed end
   end
   if tok < k * P then return -tok - 1 end
-  return tok - k * P
-end
-
--- tokenSet writes the state of tok (< B·P) tokens at now, until the bucket
--- is full again: ceil(need / R) µs, in whole ms.
-local function tokenSet(key, now, tok, R, P, B)
-  local fmod = math.fmod
-  local need = B * P - tok
-  local r = fmod(need, R)
-  local ms = (need - r) / R + 999
-  if r > 0 then ms = ms + 1 end
-  redis.call('SET', key, string.format('%d:%d', tok, now), 'PX', (ms - fmod(ms, 1000)) / 1000)
+  tok = tok - k * P
+  if key then
+    local need = cap - tok
+    if need <= 0 then
+      redis.call('DEL', key)
+    else
+      local fmod = math.fmod
+      local r = fmod(need, R)
+      local ms = (need - r) / R + 999
+      if r > 0 then ms = ms + 1 end
+      redis.call('SET', key, string.format('%d:%d', tok, now), 'PX', (ms - fmod(ms, 1000)) / 1000)
+    end
+  end
+  return tok
 end
 
 -- (the give-backs, for refund.lua only, start here)
@@ -45,8 +49,7 @@ end
 -- the tokens refilled to now and k·P more, up to a full bucket (the key
 -- goes).
 local function tokenGive(key, tok, ts, now, k, R, P, B)
-  tok = tokenTake(tok, ts, now, -k, R, P, B)
-  if tok >= B * P then redis.call('DEL', key) else tokenSet(key, now, tok, R, P, B) end
+  tokenTake(tok, ts, now, -k, R, P, B, key)
 end
 
 -- (the lean script starts here)
@@ -67,6 +70,4 @@ if v then
   local x, y = string.match(v, '^(%d+):(%d+)$')
   if x then tok, ts = tonumber(x), tonumber(y) end
 end
-tok = tokenTake(tok, ts, now, k, R, P, B)
-if tok >= 0 and n > 0 then tokenSet(key, now, tok, R, P, B) end
-return tok
+return tokenTake(tok, ts, now, k, R, P, B, n > 0 and key)
