@@ -20,10 +20,11 @@
 -- after the HSET, never by DEL first: a Cluster slot that is migrating
 -- refuses a script that recreates a key ("non local key").
 local function fixedAdd(key, win, c, k, left)
-  -- HSET, not HINCRBY: a Take that names one limit twice charges its
-  -- state once.
-  redis.call('HSET', key, win, c + k)
-  if c > 0 then return end
+  if c > 0 then
+    redis.call('HINCRBY', key, win, k)
+    return
+  end
+  redis.call('HSET', key, win, k)
   local ms = left + 999 -- PEXPIRE ceil(left / 1000)
   local r = redis.pcall('PEXPIRE', key, (ms - math.fmod(ms, 1000)) / 1000)
   if type(r) == 'table' and r.err then

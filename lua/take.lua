@@ -295,11 +295,13 @@ end
 
 if n > 0 then
   if all then
+    local seen = {} -- a limit given twice is one state, charged once
     for i = 1, m do
       if not write then break end -- a dry run
       local l = lims[i]
       local w = l.w
-      if l.a == 'l' then
+      if seen[l.key] then -- charged already
+      elseif l.a == 'l' then
         logAdd(l.key, now, l.P, px(l.P), n, w, l.c + n, l.seq, l.old, l.live, l.s0, l.oldest, l.exists, logMember)
       elseif l.a == 'i' then
         -- A refused PEXPIRE (see pexpire) changes nothing of a set with
@@ -318,6 +320,7 @@ if n > 0 then
       else
         tatTake(not l.s2 and l.s1, now, n, w, l.T, l.key)
       end
+      seen[l.key] = true
     end
   else
     for i = 1, m do
