@@ -17,7 +17,6 @@
 -- before the first live one bound the expired members. A unit counts when
 -- it is stamped after max(now, newest) - P, which is what removing them at
 -- every admission would leave.
-
 --
 -- Above the marks, the one definition of how the state answers a cost:
 -- logRead reads it, logStamp finds when a unit leaves, logAdd charges.
@@ -25,9 +24,11 @@
 -- lean script; the give-backs (logGive), between the marks, before
 -- refund.lua only; every function a script defines is a closure built on
 -- each call, so each script gets only those it calls. They use only their
--- arguments: logSpan and logMember, which read and write a member, are
--- passed to those that need them (span, member), as a local function
--- captured by another costs every call of the script an upvalue.
+-- arguments: logSpan, which reads a member, is passed to logStamp
+-- (span), as a local function captured by another costs every call of
+-- the script an upvalue; logRead and logAdd, which every admission runs,
+-- write out what logSpan and logMember (with the give-backs) do, as a
+-- call costs too.
 
 -- logSpan reads a member: its first unit's number and how many units it
 -- holds; nil for a member these scripts did not write.
@@ -40,12 +41,6 @@ local function logSpan(m)
   return f, w
 end
 
--- logMember is the member of w units from unit first.
-local function logMember(first, w)
-  if w == 1 then return string.format('%016x', first) end
-  return string.format('%016x+%x', first, w)
-end
-
 -- logRead reads the log at key at now, for a window of P µs: c, its live
 -- units; seq, the number of the last unit (-1: none); newest, the newest
 -- stamp (nil: an empty log); old, the stamps up to which count as
@@ -53,13 +48,22 @@ end
 -- when none); s0 and first, the first live unit and its member (nil when
 -- members not written by these scripts are live); oldest, the oldest
 -- member when it has expired; and whether the key exists.
-local function logRead(key, now, P, span)
+local function logRead(key, now, P)
   local old = now - P -- stamps after old are live
   local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   if not last[1] then return 0, -1, nil, old, nil, nil, nil, nil, false end
   local c, seq, newest, live, s0, first, oldest = 0, -1, nil, nil, nil, nil, nil
-  local f, w = span(last[1])
-  if f then seq = f + w - 1 end
+  local m = last[1] -- logSpan, written out (a call costs): its last unit
+  local f = tonumber(string.sub(m, 1, 16), 16)
+  if f and #m > 16 then
+    if string.sub(m, 17, 17) == '+' then
+      local w = tonumber(string.sub(m, 18), 16)
+      if w then f = f + w - 1 else f = nil end
+    else
+      f = nil
+    end
+  end
+  if f then seq = f end
   newest = last[2] + 0 -- coercion reads every form a score may take
   -- An admission at now removes the entries up to now - P, and the newest
   -- stamp is the largest now an admission has seen: after a step back of
@@ -130,7 +134,7 @@ end
 -- the key never ceases to exist mid-script: a Cluster slot that is
 -- migrating refuses a script that recreates a key. At most 1024 go per
 -- call (ALGORITHMS.md).
-local function logAdd(key, now, P, pms, k, stamp, c, seq, old, live, s0, oldest, exists, member)
+local function logAdd(key, now, P, pms, k, stamp, c, seq, old, live, s0, oldest, exists)
   local ms = stamp - now -- PEXPIRE ceil((stamp + P - now) / 1000)
   if ms > 0 then
     ms = ms + P + 999
@@ -147,7 +151,13 @@ local function logAdd(key, now, P, pms, k, stamp, c, seq, old, live, s0, oldest,
     r = redis.pcall('PEXPIRE', key, ms)
     if type(r) == 'table' and r.err then error(r) end
   end
-  redis.call('ZADD', key, string.format('%d', stamp), member(seq + 1, k))
+  -- the member of units seq + 1 .. seq + k: logMember, written out (a
+  -- call costs)
+  if k == 1 then
+    redis.call('ZADD', key, string.format('%d', stamp), string.format('%016x', seq + 1))
+  else
+    redis.call('ZADD', key, string.format('%d', stamp), string.format('%016x+%x', seq + 1, k))
+  end
   if not exists then
     r = redis.pcall('PEXPIRE', key, ms)
     if type(r) == 'table' and r.err then
@@ -168,6 +178,12 @@ local function logAdd(key, now, P, pms, k, stamp, c, seq, old, live, s0, oldest,
 end
 
 -- (the give-backs, for refund.lua only, start here)
+-- logMember is the member of w units from unit first.
+local function logMember(first, w)
+  if w == 1 then return string.format('%016x', first) end
+  return string.format('%016x+%x', first, w)
+end
+
 -- logGive gives k units back to the log at key at now (window P µs) for a
 -- charge at stamp: up to k of the units stamped s, the oldest live stamp
 -- at or after the charge's (the charge's own), go, taken from the last
@@ -228,7 +244,7 @@ end
 -- It runs after lean.lua (now, n, k, key).
 
 local R, P = tonumber(ARGV[2]), tonumber(ARGV[3])
-local c, seq, newest, old, live, s0, first, oldest, exists = logRead(key, now, P, logSpan)
+local c, seq, newest, old, live, s0, first, oldest, exists = logRead(key, now, P)
 if c + k > R then
   local retry, reset = 0, 0
   if k <= R then -- unit c + k - R - 1 (0-based) of the live ones must leave first
@@ -239,6 +255,6 @@ if c + k > R then
 end
 c = c + k
 if k > 0 and (not newest or newest < now) then newest = now end
-if n > 0 then logAdd(key, now, P, ARGV[4], k, newest, c, seq, old, live, s0, oldest, exists, logMember) end
+if n > 0 then logAdd(key, now, P, ARGV[4], k, newest, c, seq, old, live, s0, oldest, exists) end
 if c == 0 or newest == now then return c end
 return { c, newest + P - now, 0 }

@@ -33,7 +33,7 @@
 -- It runs after lib.lua (str, fdiv, cdiv, px, pexpire, calendar, STATE,
 -- slidingRetry) and each algorithm's definitions (tat.lua: tatTake;
 -- token.lua: tokenTake; fixed.lua: fixedAdd; sliding.lua: slidingTake;
--- log.lua: logSpan, logMember, logRead, logStamp, logAdd), which the lean
+-- log.lua: logSpan, logRead, logStamp, logAdd), which the lean
 -- scripts share.
 
 -- One more argument, 's', asks for Redis' clock at the call (µs) as one
@@ -100,7 +100,7 @@ for i = 1, m do
   local l = lims[i]
   if l.li and vals[l.li] then l.lockUntil = tonumber(vals[l.li]) end
   if l.a == 'l' then
-    l.c, l.seq, l.newest, l.old, l.live, l.s0, l.first, l.oldest, l.exists = logRead(l.key, now, l.P, logSpan)
+    l.c, l.seq, l.newest, l.old, l.live, l.s0, l.first, l.oldest, l.exists = logRead(l.key, now, l.P)
   elseif l.a == 'i' then
     -- a sorted set of slot ids scored by the instant (us) each expires;
     -- live: later than now
@@ -302,7 +302,7 @@ if n > 0 then
       local w = l.w
       if seen[l.key] then -- charged already
       elseif l.a == 'l' then
-        logAdd(l.key, now, l.P, px(l.P), n, w, l.c + n, l.seq, l.old, l.live, l.s0, l.oldest, l.exists, logMember)
+        logAdd(l.key, now, l.P, px(l.P), n, w, l.c + n, l.seq, l.old, l.live, l.s0, l.oldest, l.exists)
       elseif l.a == 'i' then
         -- A refused PEXPIRE (see pexpire) changes nothing of a set with
         -- live slots, and deletes a set that had none (its expired slots
