@@ -26,11 +26,11 @@ var leanScripts = []struct {
 	name, src string
 	args      []any
 }{
-	{"tat", luaSource("lean.lua", "tat.lua"), []any{1_000_000, 100_000}},
-	{"token", luaSource("lean.lua", "token.lua"), []any{10, 1_000_000, 1_000_000}},
-	{"fixed", luaSource("lean.lua", "fixed.lua"), []any{500_000, 3_600_000_000}},
-	{"sliding", luaSource("lean.lua", "sliding.lua"), []any{500_000, 3_600_000_000}},
-	{"log", luaSource("lean.lua", "log.lua"), []any{100_000, 3_600_000_000, 3_600_000}},
+	{"tat", leanScript("tat.lua"), []any{1_000_000, 100_000}},
+	{"token", leanScript("token.lua"), []any{10, 1_000_000, 1_000_000}},
+	{"fixed", leanScript("fixed.lua"), []any{500_000, 3_600_000_000}},
+	{"sliding", leanScript("sliding.lua"), []any{500_000, 3_600_000_000}},
+	{"log", leanScript("log.lua"), []any{100_000, 3_600_000_000, 3_600_000}},
 }
 
 // luaSource returns the script made of files of package lua, in order, as
@@ -44,6 +44,44 @@ func luaSource(files ...string) string {
 		}
 		b.Write(src)
 	}
+	return b.String()
+}
+
+// The lines of an algorithm's file (tat.lua, ...) where its give-backs
+// and its lean script start (see core/redisstore's lua.go).
+const (
+	giveMark = "-- (the give-backs, for refund.lua only, start here)\n"
+	leanMark = "-- (the lean script starts here)\n"
+)
+
+// algorithm returns the parts of an algorithm's file as the Redis store
+// cuts it: its definitions, and its lean script.
+func algorithm(file string) (defs, lean string) {
+	defs, rest, ok := strings.Cut(luaSource(file), giveMark)
+	_, lean, ok2 := strings.Cut(rest, leanMark)
+	if !ok || !ok2 {
+		panic(file + " lacks a give or lean mark")
+	}
+	return defs, lean
+}
+
+// leanScript returns the lean script of an algorithm's file as the Redis
+// store assembles it: lean.lua, the algorithm's definitions, its lean part.
+func leanScript(file string) string {
+	defs, lean := algorithm(file)
+	return luaSource("lean.lua") + defs + lean
+}
+
+// takeSource returns the take script as the Redis store assembles it:
+// lib.lua, each algorithm's definitions, take.lua.
+func takeSource() string {
+	var b strings.Builder
+	b.WriteString(luaSource("lib.lua"))
+	for _, f := range []string{"tat.lua", "token.lua", "fixed.lua", "sliding.lua", "log.lua"} {
+		defs, _ := algorithm(f)
+		b.WriteString(defs)
+	}
+	b.WriteString(luaSource("take.lua"))
 	return b.String()
 }
 
@@ -74,7 +112,7 @@ func scriptCases(ctx context.Context, c *redis.Client) ([]scriptCase, error) {
 	if err != nil {
 		return nil, err
 	}
-	take, err := load(luaSource("lib.lua", "take.lua"))
+	take, err := load(takeSource())
 	if err != nil {
 		return nil, err
 	}

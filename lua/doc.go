@@ -11,7 +11,17 @@
 // limit allows; otherwise it writes nothing but the penalty locks of the
 // limits that denied.
 //
-// The lean scripts (tat.lua, token.lua, fixed.lua, sliding.lua, log.lua) decide a Take of one
+// Each algorithm's file (tat.lua for GCRA and LeakyBucket, token.lua,
+// fixed.lua, sliding.lua, log.lua; InFlight lives in take.lua alone) holds
+// its one Lua definition of how its state answers a cost, in three parts
+// cut at two marker lines: the functions that decide and charge (put
+// before take.lua, refund.lua and its lean script), the give-backs (put
+// before refund.lua only) and its lean script. Every function a script
+// defines is a closure built on each call, and one that captures another
+// local function costs an upvalue too: each script gets only the
+// definitions it calls, and those a lean script calls call no other.
+//
+// The lean scripts decide a Take of one
 // limit without a penalty, the common call, by the same arithmetic and on
 // the same state, key and format as Take, so that a limit may be charged
 // by either: KEYS[1] is the state key, ARGV the cost and the few sizes the
@@ -23,10 +33,11 @@
 //
 // What several scripts share is written once and put before each of them,
 // so that every script Redis runs is still one program: lib.lua (number
-// formatting, exact division, PX, dropping a hash's older windows, the
-// state pattern, the sliding window's retry, the token bucket's refill)
-// before take.lua and lease.lua, and
-// lean.lua (Redis' clock, the cost, the key) before each lean script.
+// formatting, exact division, PX, the state pattern, the sliding window's
+// retry, and for lease.lua alone the token bucket's refill and dropping a
+// hash's older windows) before take.lua, refund.lua, lock.lua and
+// lease.lua, and lean.lua (Redis' clock, the cost, the key) before each
+// lean script.
 //
 // take.lua's layout, for m limits (i = 1..m, 1-based as in Lua):
 //

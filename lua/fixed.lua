@@ -1,8 +1,59 @@
--- sluice fixed: one FixedWindow limit without a penalty, with the
--- arithmetic of ALGORITHMS.md. State: a hash from the window's index to
--- its count, expiring after the window's end, as in take.lua; a field of
--- an earlier window counts for nothing and goes at the next window's
--- first charge.
+-- sluice fixed: FixedWindow, with the arithmetic of ALGORITHMS.md. State:
+-- a hash from the window's index (a calendar window's: its start in µs)
+-- to its count, expiring after the window's end; a field of an earlier
+-- window counts for nothing and goes at the next window's first charge.
+-- A cost k fits a window holding c when c + k <= R.
+--
+-- Above the marks, the one definition of how the state takes a charge:
+-- fixedAdd charges. Package redisstore puts it before take.lua, refund.lua
+-- and this file's lean script; the give-backs (fixedGive), between the
+-- marks, before refund.lua only; every function a script defines is a
+-- closure built on each call, so each script gets only those it calls. They
+-- use only their arguments.
+
+-- fixedAdd adds k (> 0) to the count of window win (a number, or its
+-- field: take.lua writes a calendar window's start with str), c before the call,
+-- which ends left µs (>= 1) from now. The window's first charge (c = 0)
+-- sets the TTL at once: if Redis refuses it (an ACL without PEXPIRE), the
+-- key goes (fields of earlier windows are dead) and the call fails, no
+-- key left without a TTL, nothing charged. Fields of earlier windows go
+-- after the HSET, never by DEL first: a Cluster slot that is migrating
+-- refuses a script that recreates a key ("non local key").
+local function fixedAdd(key, win, c, k, left)
+  if c > 0 then
+    redis.call('HINCRBY', key, win, k)
+    return
+  end
+  redis.call('HSET', key, win, k)
+  local ms = left + 999 -- PEXPIRE ceil(left / 1000)
+  local r = redis.pcall('PEXPIRE', key, (ms - math.fmod(ms, 1000)) / 1000)
+  if type(r) == 'table' and r.err then
+    redis.pcall('DEL', key)
+    error(r)
+  end
+  if redis.call('HLEN', key) > 1 then
+    local old, w = redis.call('HKEYS', key), tonumber(win)
+    for i = 1, #old do
+      if tonumber(old[i]) ~= w then redis.call('HDEL', key, old[i]) end
+    end
+  end
+end
+
+-- (the give-backs, for refund.lua only, start here)
+-- fixedGive gives k units back to the count of window win, the current
+-- one, keeping its TTL; 1 when it held some, else 0.
+local function fixedGive(key, win, k)
+  local c = tonumber(redis.call('HGET', key, win))
+  if not c or c <= 0 then return 0 end
+  c = c - k
+  if c < 0 then c = 0 end
+  redis.call('HSET', key, win, c)
+  return 1
+end
+
+-- (the lean script starts here)
+-- sluice fixed, lean: one FixedWindow limit (not a calendar one) without a
+-- penalty.
 --
 -- KEYS[1]  state key
 -- ARGV     n (the cost; -n decides n and writes nothing), R, P (µs)
@@ -22,30 +73,8 @@ local left = P - e
 local c = tonumber(redis.call('HGET', key, win)) or 0
 local ok = c + k <= R
 if ok then
+  if n > 0 then fixedAdd(key, win, c, n, left) end
   c = c + k
-  if n > 0 and c == n then -- the window's first charge
-    redis.call('HSET', key, win, c)
-    -- The TTL at once. If Redis refuses it (an ACL without PEXPIRE), the
-    -- key goes (fields of earlier windows are dead) and the call fails:
-    -- no key without a TTL, nothing charged.
-    local ms = left + 999 -- PEXPIRE ceil(left / 1000); left >= 1
-    local r = redis.pcall('PEXPIRE', key, (ms - math.fmod(ms, 1000)) / 1000)
-    if type(r) == 'table' and r.err then
-      redis.pcall('DEL', key)
-      return r
-    end
-    -- Fields of earlier windows go after the HSET, never by DEL first:
-    -- a Cluster slot that is migrating refuses a script that recreates a
-    -- key.
-    if redis.call('HLEN', key) > 1 then
-      local old = redis.call('HKEYS', key)
-      for i = 1, #old do
-        if tonumber(old[i]) ~= win then redis.call('HDEL', key, old[i]) end
-      end
-    end
-  elseif n > 0 then
-    redis.call('HINCRBY', key, win, n)
-  end
 end
 if (R + 1) * P > 9007199254740992 then
   if ok then return { c, left } end

@@ -1,6 +1,9 @@
--- sluice lib: the helpers take.lua and lease.lua share. Package lua puts
--- this text before each of them, so that each script Redis runs is still
--- one self-contained program.
+-- sluice lib: the helpers take.lua, refund.lua, lock.lua and lease.lua
+-- share. Package lua puts this text before each of them, so that each
+-- script Redis runs is still one self-contained program. How each
+-- algorithm's state answers a cost is not here but in its own file
+-- (tat.lua, ...); keepOnly and tokens serve lease.lua alone, which does not
+-- use those files yet.
 --
 -- Every quantity is an integer below 2^53, so doubles hold it exactly.
 -- Divisions use fmod, which is exact, and numbers reach Redis through

@@ -13,8 +13,9 @@
 -- ARGV[6i-3 .. 6i+2]  limit i as in take.lua: code, R, P, B, T, L
 -- Reply        the number of limits that got something back
 --
--- It runs after lib.lua (str, fdiv, cdiv, px, calendar, STATE,
--- slidingRetry, tokens).
+-- It runs after lib.lua (str, fdiv, calendar, STATE) and each algorithm's
+-- definitions (tatGive, tokenGive, fixedGive, slidingGive, logGive: see
+-- take.lua), which the take and lean scripts share.
 
 if #ARGV ~= 2 + 6 * #KEYS then
   return redis.error_reply('ERR sluice refund: want 6 arguments per key after n and stamp')
@@ -26,7 +27,6 @@ if not n then -- a call the client sent again (see lua.Resent)
 end
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local function num(s) return s + 0 end
 
 local function parse(key)
   local v = call('GET', key)
@@ -35,29 +35,24 @@ local function parse(key)
   return tonumber(x), tonumber(y), tonumber(z)
 end
 
--- gcra, leaky_bucket: the TAT moves back by n·T, never before now.
+-- gcra, leaky_bucket: the TAT moves back by n·T (tatGive).
 local function tat(key, lim, T)
   local s1, s2 = parse(key)
   if not s1 or s2 or s1 <= now then return 0 end
   if n < lim then lim = n end
-  local v = s1 - lim * T
-  if v > now then call('SET', key, str(v), 'PX', px(v - now)) else call('DEL', key) end
+  tatGive(key, s1, now, lim, T)
   return 1
 end
 
--- token_bucket: n tokens back after the refill to now, up to the burst.
+-- token_bucket: n tokens back after the refill to now, up to the burst
+-- (tokenGive).
 local function token(key, R, P, B)
   local s1, s2, s3 = parse(key)
   if not s1 then return 0 end
-  local cap = B * P
+  if s3 or not s2 then s1 = nil end -- not "<tok>:<ts>": a full bucket
   local k = n
   if k > B then k = B end
-  local tok = tokens(R, P, B, s1, s2, s3, now) + k * P
-  if tok >= cap then
-    call('DEL', key)
-  else
-    call('SET', key, str(tok) .. ':' .. str(now), 'PX', px(cdiv(cap - tok, R)))
-  end
+  tokenGive(key, s1, s2, now, k, R, P, B)
   return 1
 end
 
@@ -73,86 +68,17 @@ local function fixed(key, P, B, T)
     win, wc = fdiv(now, P), fdiv(stamp, P)
   end
   if wc ~= win then return 0 end
-  local c = tonumber(call('HGET', key, str(win)))
-  if not c or c <= 0 then return 0 end
-  c = c - n
-  if c < 0 then c = 0 end
-  call('HSET', key, str(win), str(c))
-  return 1
+  return fixedGive(key, str(win), n)
 end
 
 -- sliding_window: n off the count of the charge's window, if it is the
--- current or the previous one.
+-- current or the previous one (slidingGive).
 local function sliding(key, P)
   local win, wc = fdiv(now, P), fdiv(stamp, P)
   if wc ~= win and wc ~= win - 1 then return 0 end
   local x, c, p = parse(key)
   if not (x and c and p) then return 0 end
-  if x == wc then
-    c = c - n
-    if c < 0 then c = 0 end
-  elseif x == wc + 1 then
-    p = p - n
-    if p < 0 then p = 0 end
-  else
-    return 0
-  end
-  call('SET', key, str(x) .. ':' .. str(c) .. ':' .. str(p), 'KEEPTTL')
-  return 1
-end
-
--- sliding_log: up to n of the units stamped s, the oldest live stamp at
--- or after the charge's (the charge's own), go, taken from the last
--- members of that stamp; the members from there on are renamed so that
--- unit numbers stay consecutive. A member is its first unit's number in 16
--- hex digits, followed, when it holds w > 1 units, by '+' and w in hex
--- (log.lua). The work grows with the members admitted after the charge.
-local function member(first, w)
-  if w == 1 then return string.format('%016x', first) end
-  return string.format('%016x+%x', first, w)
-end
-
-local function log(key, P)
-  if stamp <= now - P then return 0 end -- its entries have expired
-  local last = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-  if not last[1] then return 0 end
-  local lo = num(last[2])
-  if lo < now then lo = now end
-  lo = lo - P + 1 -- the oldest live stamp
-  if lo < stamp then lo = stamp end
-  local es = call('ZRANGEBYSCORE', key, str(lo), '+inf', 'WITHSCORES')
-  if #es == 0 then return 0 end
-  local ms, s = {}, num(es[2])
-  for i = 1, #es, 2 do
-    local m = es[i]
-    local w = 1
-    if string.sub(m, 17, 17) == '+' then w = tonumber(string.sub(m, 18), 16) or 1 end
-    ms[#ms + 1] = { m = m, first = tonumber(string.sub(m, 1, 16), 16), w = w, score = num(es[i + 1]) }
-  end
-  if not ms[1].first then return 0 end -- members not written by these scripts
-  local j = 0 -- the members stamped s
-  while j < #ms and ms[j + 1].score == s do j = j + 1 end
-  local k = n
-  for i = j, 1, -1 do
-    local d = ms[i].w
-    if d > k then d = k end
-    ms[i].w, k = ms[i].w - d, k - d
-  end
-  -- Each new name is added before the old one goes: the set never empties
-  -- on the way, so it keeps its TTL, and a Cluster slot that is migrating
-  -- never sees the script recreate the key ("non local key"). A new name
-  -- starts below every member not renamed yet, so it meets none of them.
-  local nextUnit = ms[1].first
-  for i = 1, #ms do
-    local e = ms[i]
-    local name = member(nextUnit, e.w)
-    if e.w > 0 then
-      if name ~= e.m then call('ZADD', key, str(e.score), name) end
-      nextUnit = nextUnit + e.w
-    end
-    if e.w == 0 or name ~= e.m then call('ZREM', key, e.m) end
-  end
-  return 1
+  return slidingGive(key, x, c, p, wc, n)
 end
 
 local done, seen = 0, {}
@@ -167,7 +93,7 @@ for i = 1, #KEYS do
     elseif a == 't' then done = done + token(key, R, P, B)
     elseif a == 'f' then done = done + fixed(key, P, B, T)
     elseif a == 'w' then done = done + sliding(key, P)
-    elseif a == 'l' then done = done + log(key, P)
+    elseif a == 'l' then done = done + logGive(key, now, P, stamp, n)
     elseif a == 'i' then -- in_flight: its slot is given back by Release, not here
     else return redis.error_reply('ERR sluice refund: unknown algorithm ' .. tostring(a)) end
   end

@@ -30,8 +30,11 @@
 -- and, when some limit is in_flight, one more integer: the id of the slot
 -- the call took (0: none).
 --
--- It runs after lib.lua (str, fdiv, cdiv, px, keepOnly, calendar, STATE,
--- slidingRetry, tokens).
+-- It runs after lib.lua (str, fdiv, cdiv, px, pexpire, calendar, STATE,
+-- slidingRetry) and each algorithm's definitions (tat.lua: tatTake;
+-- token.lua: tokenTake; fixed.lua: fixedAdd; sliding.lua: slidingTake;
+-- log.lua: logSpan, logRead, logStamp, logAdd), which the lean
+-- scripts share.
 
 -- One more argument, 's', asks for Redis' clock at the call (µs) as one
 -- more integer after the reply (a charge that may be refunded).
@@ -56,50 +59,8 @@ local function num(s) return s + 0 end
 
 local m = #KEYS / 2
 
--- span reads a sliding log member (see log.lua): the first of its units'
--- numbers and how many it holds; nil for a member these scripts did not
--- write.
-local function span(m)
-  local f = tonumber(string.sub(m, 1, 16), 16)
-  if not f or #m == 16 then return f, 1 end
-  if string.sub(m, 17, 17) ~= '+' then return nil end
-  local w = tonumber(string.sub(m, 18), 16)
-  if not w then return nil end
-  return f, w
-end
-
--- unitStamp is the stamp of live unit u (0-based) of log l, as log.lua
--- finds it: the first live member, else the one member probed when every
--- member holds one unit, else a binary search of ranks counted from the
--- end. Members these scripts did not write count one unit each.
-local function unitStamp(l, u)
-  if not l.s0 then
-    return call('ZRANGEBYSCORE', l.key, '(' .. str(l.old), '+inf', 'WITHSCORES', 'LIMIT', str(u), 1)[2]
-  end
-  local _, w = span(l.first)
-  if u < w then return call('ZSCORE', l.key, l.first) end
-  local want = l.s0 + u
-  local lo, hi = -(l.seq - want + 1), -1
-  local got = call('ZRANGE', l.key, str(lo), str(lo), 'WITHSCORES')
-  local e = got[2]
-  if got[1] then
-    local f, gw = span(got[1])
-    if f and f + gw > want then return e end
-  end
-  while lo < hi do
-    local d = hi - lo
-    local mid = lo + (d + fmod(d, 2)) / 2
-    got = call('ZRANGE', l.key, str(mid), str(mid), 'WITHSCORES')
-    if not got[1] or (span(got[1]) or -1) <= want then
-      lo, e = mid, got[2]
-    else
-      hi = mid - 1
-    end
-  end
-  return e
-end
-
--- trim removes a log's members stamped up to cut, at most 1024 (log.lua).
+-- trim removes an in_flight set's members scored up to cut, at most 1024
+-- (as logAdd does a log's).
 local function trim(key, cut)
   local x = call('ZCOUNT', key, '-inf', str(cut))
   if x > 1024 then x = 1024 end
@@ -139,27 +100,7 @@ for i = 1, m do
   local l = lims[i]
   if l.li and vals[l.li] then l.lockUntil = tonumber(vals[l.li]) end
   if l.a == 'l' then
-    -- newest member: its score is the newest stamp, its units end the
-    -- numbering; the first live member's units start the live ones
-    local last = call('ZRANGE', l.key, -1, -1, 'WITHSCORES')
-    l.c, l.seq, l.old, l.fresh = 0, -1, now - l.P, not last[1]
-    if last[1] then
-      local f, w = span(last[1])
-      if f then l.seq = f + w - 1 end
-      l.newest = num(last[2])
-      -- entries up to newest - P count as removed, whether or not log.lua
-      -- has removed them yet (see there)
-      if l.newest > now then l.old = l.newest - l.P end
-      if l.newest > l.old then
-        local first = call('ZRANGEBYSCORE', l.key, '(' .. str(l.old), '+inf', 'LIMIT', 0, 1)[1]
-        local s0 = span(first)
-        if s0 and l.seq >= s0 then
-          l.c, l.s0, l.first = l.seq - s0 + 1, s0, first
-        else -- members not written by these scripts: one unit each
-          l.c = call('ZCOUNT', l.key, '(' .. str(l.old), '+inf')
-        end
-      end
-    end
+    l.c, l.seq, l.newest, l.old, l.live, l.s0, l.first, l.oldest, l.exists = logRead(l.key, now, l.P)
   elseif l.a == 'i' then
     -- a sorted set of slot ids scored by the instant (us) each expires;
     -- live: later than now
@@ -192,42 +133,35 @@ end
 -- and what to write when the call is charged (nil: nothing).
 
 local function tat(l, cost, leaky)
-  local lim, tol = l.B, l.B * l.T
-  if leaky then lim, tol = l.B + 1, (l.B + 1) * l.T end
-  local base = now
-  if l.s1 and not l.s2 and l.s1 > now then base = l.s1 end
-  local used, ok, retry, delay, w = base - now, 0, 0, 0, nil
-  if cost > lim then
-    retry = INF
+  local lim, T = l.B, l.T
+  if leaky then lim = l.B + 1 end
+  local tol = lim * T
+  local used = tatTake(not l.s2 and l.s1, now, cost, lim, T)
+  local ok, retry, delay, w = 0, 0, 0, nil
+  if used >= 0 then
+    ok, w = 1, lim
+    if leaky and cost > 0 then delay = used - T end
   else
-    local newTat = base + cost * l.T
-    if newTat - now > tol then
-      retry = newTat - now - tol
-    else
-      ok, used = 1, newTat - now
-      if leaky and cost > 0 then delay = newTat - l.T - now end
-      w = { str(newTat), px(newTat - now) }
-    end
+    used = -used - 1
+    if cost > lim then retry = INF else retry = used + cost * T - tol end
   end
   local rem = 0
-  if tol - used > 0 then rem = fdiv(tol - used, l.T) end
+  if tol - used > 0 then rem = fdiv(tol - used, T) end
   return ok, lim, rem, retry, used, delay, w
 end
 
 local function token(l, cost)
   local R, P, B = l.R, l.P, l.B
-  local cap = B * P
-  local tok = tokens(R, P, B, l.s1, l.s2, l.s3, now)
+  if l.s2 and not l.s3 then l.tok, l.ts = l.s1, l.s2 end
+  local tok = tokenTake(l.tok, l.ts, now, cost, R, P, B)
   local ok, retry, w = 0, 0, nil
-  if cost > B then
-    retry = INF
-  elseif tok >= cost * P then
-    ok, tok = 1, tok - cost * P
-    w = { str(tok) .. ':' .. str(now), px(cdiv(cap - tok, R)) }
+  if tok >= 0 then
+    ok, w = 1, true
   else
-    retry = cdiv(cost * P - tok, R)
+    tok = -tok - 1
+    if cost > B then retry = INF else retry = cdiv(cost * P - tok, R) end
   end
-  return ok, B, fdiv(tok, P), retry, cdiv(cap - tok, R), 0, w
+  return ok, B, fdiv(tok, P), retry, cdiv(B * P - tok, R), 0, w
 end
 
 local function fixed(l, cost)
@@ -237,8 +171,7 @@ local function fixed(l, cost)
   if cost > R then
     retry = INF
   elseif c + cost <= R then
-    ok, c = 1, c + cost
-    w = { str(c), px(left) }
+    ok, c, w = 1, c + cost, true
   else
     retry = left
   end
@@ -249,22 +182,15 @@ end
 
 local function sliding(l, cost)
   local R, P = l.R, l.P
-  local win = fdiv(now, P)
-  local e = now - win * P
-  local c, p = 0, 0
-  if l.s2 and l.s3 then
-    if l.s1 == win then c, p = l.s2, l.s3 elseif l.s1 == win - 1 then p = l.s2 end
+  local c, p, e = slidingTake(l.s1, l.s2, l.s3, now, cost, R, P)
+  local ok, retry, w = 0, 0, nil
+  if c >= 0 then
+    ok, w = 1, true
+  else
+    c = -c - 1
+    if cost > R then retry = INF else retry = slidingRetry(R, P, c, p, e, cost) end
   end
   local pw = p * (P - e)
-  local ok, retry, w = 0, 0, nil
-  if cost > R then
-    retry = INF
-  elseif pw + (c + cost) * P <= R * P then
-    ok, c = 1, c + cost
-    w = { str(win) .. ':' .. str(c) .. ':' .. str(p), px(2 * P - e) }
-  else
-    retry = slidingRetry(R, P, c, p, e, cost)
-  end
   local rem = R * P - pw - c * P
   if rem > 0 then rem = fdiv(rem, P) else rem = 0 end
   local reset = 0
@@ -286,7 +212,7 @@ local function log(l, cost)
     end
   else
     -- unit c+cost-R-1 (0-based) of the live ones must leave first
-    retry = num(unitStamp(l, c + cost - R - 1)) + P - now
+    retry = logStamp(l.key, c + cost - R - 1, l.seq, l.live, l.s0, l.first, logSpan) + P - now
   end
   local reset = 0
   if c > 0 then reset = newest + P - now end
@@ -369,41 +295,32 @@ end
 
 if n > 0 then
   if all then
+    local seen = {} -- a limit given twice is one state, charged once
     for i = 1, m do
       if not write then break end -- a dry run
       local l = lims[i]
       local w = l.w
-      if l.a == 'l' then
-        -- The TTL before the ZADD on a log that exists, after it on a new
-        -- one: a refused PEXPIRE leaves no key without a TTL.
-        if not l.fresh then pexpire(l.key, px(w + l.P - now), false) end
-        if n == 1 then
-          call('ZADD', l.key, str(w), format('%016x', l.seq + 1))
-        else
-          call('ZADD', l.key, str(w), format('%016x+%x', l.seq + 1, n))
-        end
-        if l.fresh then pexpire(l.key, px(w + l.P - now), true) end
-        -- after the ZADD (see keepOnly)
-        if l.newest then trim(l.key, l.old) end
+      if seen[l.key] then -- charged already
+      elseif l.a == 'l' then
+        logAdd(l.key, now, l.P, px(l.P), n, w, l.c + n, l.seq, l.old, l.live, l.s0, l.oldest, l.exists)
       elseif l.a == 'i' then
         -- A refused PEXPIRE (see pexpire) changes nothing of a set with
         -- live slots, and deletes a set that had none (its expired slots
         -- are nothing to keep).
         if l.c > 0 then pexpire(l.key, px(l.P), false) end
         call('ZADD', l.key, str(now + l.P), str(slot))
-        trim(l.key, now) -- after the ZADD (see keepOnly); at most 1024
+        trim(l.key, now) -- after the ZADD (see fixedAdd); at most 1024
         if l.c == 0 then pexpire(l.key, px(l.P), true) end
       elseif l.a == 'f' then
-        if l.c == 0 then -- the window's first charge: drop older windows
-          call('HSET', l.key, str(l.win), w[1])
-          pexpire(l.key, w[2], true)
-          keepOnly(l.key, str(l.win))
-        else
-          call('HSET', l.key, str(l.win), w[1])
-        end
+        fixedAdd(l.key, str(l.win), l.c, n, l.left)
+      elseif l.a == 't' then -- each decides again, charging
+        tokenTake(l.tok, l.ts, now, n, l.R, l.P, l.B, l.key)
+      elseif l.a == 'w' then
+        slidingTake(l.s1, l.s2, l.s3, now, n, l.R, l.P, l.key)
       else
-        call('SET', l.key, w[1], 'PX', w[2])
+        tatTake(not l.s2 and l.s1, now, n, w, l.T, l.key)
       end
+      seen[l.key] = true
     end
   else
     for i = 1, m do

@@ -1,22 +1,51 @@
--- sluice tat: one GCRA or LeakyBucket limit without a penalty, with the
--- arithmetic of ALGORITHMS.md. State: "<tat>" in µs, as in take.lua.
+-- sluice tat: GCRA and LeakyBucket, with the arithmetic of ALGORITHMS.md.
+-- State: "<tat>" in µs, a string key.
+--
+-- Above the marks, the one definition of how a state answers a cost:
+-- tatTake decides, and charges when given the key. Package redisstore
+-- puts it before take.lua, refund.lua and this file's lean script; the
+-- give-backs (tatGive), between the marks, before refund.lua only. Every
+-- function a script defines is a closure built on each call, and each call
+-- of it costs too: each script gets only those it calls, and a lean script
+-- calls one.
+
+-- tatTake: the state tat (nil or false: none) answering a cost k at now,
+-- for a capacity lim (B, or B+1 for LeakyBucket) of interval T: used =
+-- tat - now after charging k when it fits, else -(tat - now) - 1. A cost
+-- beyond lim is denied by the same test, since lim·T < 2^53. Given key
+-- (when used > 0), a cost that fits is charged: the state becomes
+-- now + used until then.
+local function tatTake(tat, now, k, lim, T, key)
+  if not tat or tat < now then tat = now end
+  local used = tat - now + k * T
+  if used > lim * T then return now - tat - 1 end
+  if key then
+    local ms = used + 999 -- PX ceil(used / 1000)
+    redis.call('SET', key, now + used, 'PX', (ms - math.fmod(ms, 1000)) / 1000)
+  end
+  return used
+end
+
+-- (the give-backs, for refund.lua only, start here)
+-- tatGive gives k units (at most lim) back to the state tat (> now) at
+-- now: the TAT moves back by k·T, never before now (the key goes). The
+-- state is written by tatTake at no cost and with no bound.
+local function tatGive(key, tat, now, k, T)
+  tat = tat - k * T
+  if tat > now then tatTake(tat, now, 0, math.huge, T, key) else redis.call('DEL', key) end
+end
+
+-- (the lean script starts here)
+-- sluice tat, lean: one GCRA or LeakyBucket limit without a penalty.
 --
 -- KEYS[1]  state key
 -- ARGV     n (the cost; -n decides n and writes nothing), lim (B, or B+1
 --          for LeakyBucket), T (µs)
--- Reply    used = tat - now after the call when allowed (charged when
---          n > 0), else -(tat - now) - 1; the caller derives the figures.
---          A cost beyond lim is denied by the same test, since lim·T < 2^53.
+-- Reply    tatTake's: used = tat - now after the call when allowed
+--          (charged when n > 0), else -(tat - now) - 1; the caller derives
+--          the figures.
 
 -- It runs after lean.lua (now, n, k, key).
 
 local lim, T = tonumber(ARGV[2]), tonumber(ARGV[3])
-local tat = tonumber(redis.call('GET', key))
-if not tat or tat < now then tat = now end
-local used = tat - now + k * T
-if used > lim * T then return now - tat - 1 end
-if n > 0 then
-  local ms = used + 999 -- PX ceil(used / 1000); used >= T >= 1
-  redis.call('SET', key, now + used, 'PX', (ms - math.fmod(ms, 1000)) / 1000)
-end
-return used
+return tatTake(tonumber(redis.call('GET', key)), now, k, lim, T, n > 0 and key)

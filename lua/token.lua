@@ -1,39 +1,73 @@
--- sluice token: one TokenBucket limit without a penalty, with the
--- arithmetic of ALGORITHMS.md. State: "<tok>:<ts>", as in take.lua.
+-- sluice token: TokenBucket, with the arithmetic of ALGORITHMS.md. State:
+-- "<tok>:<ts>", the tokens scaled by P at ts (µs), a string key.
+--
+-- Above the marks, the one definition of how a state answers a cost:
+-- tokenTake decides, and charges when given the key. Package redisstore
+-- puts it before take.lua, refund.lua and this file's lean script; the
+-- give-backs (tokenGive), between the marks, before refund.lua only.
+-- Every function a script defines is a closure built on each call, and
+-- each call of it costs too: each script gets only those it calls, and a
+-- lean script calls one.
+
+-- tokenTake: the state tok, ts (tok nil: none, a full bucket) of a bucket
+-- of B per P µs refilled at R scaled tokens per µs, answering a cost k at
+-- now: the tokens refilled to now less k·P when they hold k·P, else -tok
+-- - 1 with tok refilled to now. A cost beyond B is denied by the same
+-- test; a negative one gives back. Given key, a cost that fits is
+-- charged: the state becomes those tokens at now, until the bucket is full
+-- again (ceil(need / R) µs, in whole ms), or goes when it is full.
+local function tokenTake(tok, ts, now, k, R, P, B, key)
+  local cap = B * P
+  if not tok or tok >= cap then
+    tok = cap
+  else
+    local elapsed = now - ts
+    if elapsed < 0 then elapsed = 0 end
+    -- elapsed >= ceil(need / R), compared as a product: exact below 2^53,
+    -- and above it the product cannot round down to need.
+    if R * elapsed >= cap - tok then tok = cap else tok = tok + R * elapsed end
+  end
+  if tok < k * P then return -tok - 1 end
+  tok = tok - k * P
+  if key then
+    local need = cap - tok
+    if need <= 0 then
+      redis.call('DEL', key)
+    else
+      local fmod = math.fmod
+      local r = fmod(need, R)
+      local ms = (need - r) / R + 999
+      if r > 0 then ms = ms + 1 end
+      redis.call('SET', key, string.format('%d:%d', tok, now), 'PX', (ms - fmod(ms, 1000)) / 1000)
+    end
+  end
+  return tok
+end
+
+-- (the give-backs, for refund.lua only, start here)
+-- tokenGive gives k units (at most B) back to the state tok, ts at now:
+-- the tokens refilled to now and k·P more, up to a full bucket (the key
+-- goes).
+local function tokenGive(key, tok, ts, now, k, R, P, B)
+  tokenTake(tok, ts, now, -k, R, P, B, key)
+end
+
+-- (the lean script starts here)
+-- sluice token, lean: one TokenBucket limit without a penalty.
 --
 -- KEYS[1]  state key
 -- ARGV     n (the cost; -n decides n and writes nothing), R, P (µs), B
--- Reply    tok after the call when allowed (charged when n > 0), else
---          -tok - 1 with tok refilled to now; the caller derives the
---          figures. A cost beyond B is denied by the same test.
+-- Reply    tokenTake's: tok after the call when allowed (charged when
+--          n > 0), else -tok - 1 with tok refilled to now; the caller
+--          derives the figures.
 
 -- It runs after lean.lua (now, n, k, key).
 
 local R, P, B = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local cap = B * P
-local tok, ts = cap, now
+local tok, ts
 local v = redis.call('GET', key)
 if v then
   local x, y = string.match(v, '^(%d+):(%d+)$')
   if x then tok, ts = tonumber(x), tonumber(y) end
 end
-if tok < cap then
-  local elapsed = now - ts
-  if elapsed < 0 then elapsed = 0 end
-  -- elapsed >= ceil(need / R), compared as a product: exact below 2^53,
-  -- and above it the product cannot round down to need.
-  if R * elapsed >= cap - tok then tok = cap else tok = tok + R * elapsed end
-else
-  tok = cap
-end
-if tok < k * P then return -tok - 1 end
-tok = tok - k * P
-if n > 0 then
-  local fmod = math.fmod
-  local need = cap - tok -- >= P: the ttl, ceil(need / R) µs, in whole ms
-  local r = fmod(need, R)
-  local ms = (need - r) / R + 999
-  if r > 0 then ms = ms + 1 end
-  redis.call('SET', key, string.format('%d:%d', tok, now), 'PX', (ms - fmod(ms, 1000)) / 1000)
-end
-return tok
+return tokenTake(tok, ts, now, k, R, P, B, n > 0 and key)

@@ -139,13 +139,10 @@ func redisMatches(t *testing.T, steps, maxLimits int) {
 	s.wall = func() time.Time { return now }
 	mem := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 	const clockLine = "local t = call('TIME')"
-	const ttlLine = "local function px(ttl)"
-	for _, line := range []string{clockLine, ttlLine} {
-		if strings.Count(takeSource, line) != 1 {
-			t.Fatalf("script has no single %q line to replace", line)
-		}
+	if strings.Count(takeSource, clockLine) != 1 {
+		t.Fatalf("script has no single %q line to replace", clockLine)
 	}
-	base := strings.Replace(takeSource, ttlLine, "local function px(ttl) ttl = ttl + 3600e6", 1)
+	base := longerTTLs(t, takeSource)
 	calls := 0
 	diffRun(t, steps, maxLimits, mem, func() time.Time { return now }, func(d time.Duration) { now = now.Add(d) },
 		func(key string, n int64, limits []store.Limit) (store.Result, error) {

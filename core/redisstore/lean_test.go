@@ -90,19 +90,29 @@ func clocked(t *testing.T, sc *script) func(us int64) string {
 	t.Helper()
 	src := map[*script]string{takeScript: takeSource, tatScript: tatSource, tokenScript: tokenSource,
 		fixedScript: fixedSource, slidingScript: slidingSource, logScript: logSource}[sc]
-	clock, ttl, longer := "local t = redis.call('TIME')", "local ms = ", "local ms = 3600e6 + "
+	clock := "local t = redis.call('TIME')"
 	if sc == takeScript {
-		clock, ttl, longer = "local t = call('TIME')", "local function px(ttl)", "local function px(ttl) ttl = ttl + 3600e6"
+		clock = "local t = call('TIME')"
 	}
-	for _, line := range []string{clock, ttl} {
-		if strings.Count(src, line) != 1 {
-			t.Fatalf("script %s has no single %q to replace", sc.Hash(), line)
-		}
+	if strings.Count(src, clock) != 1 {
+		t.Fatalf("script %s has no single %q to replace", sc.Hash(), clock)
 	}
-	src = strings.Replace(src, ttl, longer, 1)
+	src = longerTTLs(t, src)
 	return func(us int64) string {
 		return strings.Replace(src, clock, fmt.Sprintf("local t = {'%d', '%d'}", us/1_000_000, us%1_000_000), 1)
 	}
+}
+
+// longerTTLs returns src with every TTL an hour longer: each algorithm's
+// (computed in µs as "local ms = ...", see package lua) and lib.lua's px.
+func longerTTLs(t *testing.T, src string) string {
+	t.Helper()
+	const ttl, px = "local ms = ", "local function px(ttl)"
+	if !strings.Contains(src, ttl) || strings.Count(src, px) > 1 {
+		t.Fatalf("script has no %q, or more than one %q, to replace", ttl, px)
+	}
+	src = strings.ReplaceAll(src, ttl, "local ms = 3600e6 + ")
+	return strings.Replace(src, px, "local function px(ttl) ttl = ttl + 3600e6", 1)
 }
 
 // On a real redis-server, every Take as the Store sends it (lean scripts

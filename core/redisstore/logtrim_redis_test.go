@@ -14,8 +14,8 @@ import (
 
 // A sliding log sheds its expired members while its key is in use (issue
 // 29, item 5): an admission removes them, at most 1024, when they may be
-// as many as the live units (the lean script) or whenever there are some
-// (the take script), so a log left with 80,000 expired members by a burst
+// as many as the live units (logAdd, which the lean and the take script
+// share), so a log left with 80,000 expired members by a burst
 // holds 80,000 - 50·1024 of them after 50 admissions, by either script,
 // and none after 79; the set never holds more than 2R - 1 members. The
 // lean script used to remove them only when an admission's unit numbers

@@ -17,22 +17,73 @@ func source(name string) string {
 
 // The scripts the Store runs. What several share is written once and put
 // before each (see package lua): lib.lua before the take, refund, lock and
-// lease scripts, lean.lua before each lean script. Each charging script
-// also runs inside record.lua (recorded), as its recorded twin.
+// lease scripts, lean.lua before each lean script. Each algorithm's file
+// (tat.lua, token.lua, fixed.lua, sliding.lua, log.lua) holds its one
+// definition of how a state answers a cost, in three parts (see
+// algorithm): how it decides and charges, which the take script, the
+// refund script and its lean script run after; how it gives back, which
+// the refund script runs after; and its lean script. Each script gets only
+// the definitions it calls: every function a script defines is a closure
+// built on each call. Each charging script also runs inside record.lua
+// (recorded), as its recorded twin.
 var (
 	libSource     = source("lib.lua")
 	leanSource    = source("lean.lua")
-	takeSource    = libSource + source("take.lua")
-	refundSource  = libSource + source("refund.lua")
+	takeSource    = libSource + definitions(false) + source("take.lua")
+	refundSource  = libSource + definitions(true) + source("refund.lua")
 	lockSource    = libSource + source("lock.lua")
 	leaseSource   = libSource + source("lease.lua")
-	tatSource     = leanSource + source("tat.lua") // GCRA and LeakyBucket
-	tokenSource   = leanSource + source("token.lua")
-	fixedSource   = leanSource + source("fixed.lua")
-	slidingSource = leanSource + source("sliding.lua")
-	logSource     = leanSource + source("log.lua")
+	tatSource     = leanScript("tat.lua") // GCRA and LeakyBucket
+	tokenSource   = leanScript("token.lua")
+	fixedSource   = leanScript("fixed.lua")
+	slidingSource = leanScript("sliding.lua")
+	logSource     = leanScript("log.lua")
 	fenceSource   = source("fence.lua")
 )
+
+// algorithmFiles are the files of package lua that define an algorithm
+// (one or two: tat.lua serves GCRA and LeakyBucket).
+var algorithmFiles = [...]string{"tat.lua", "token.lua", "fixed.lua", "sliding.lua", "log.lua"}
+
+// The lines of an algorithm's file where its give-backs and its lean
+// script start.
+const (
+	giveMark = "-- (the give-backs, for refund.lua only, start here)\n"
+	leanMark = "-- (the lean script starts here)\n"
+)
+
+// algorithm returns the three parts of the algorithm file name: above
+// giveMark, how its state decides and takes a cost; between the marks,
+// how it gives back; below leanMark, its lean script.
+func algorithm(name string) (defs, gives, lean string) {
+	defs, rest, ok := strings.Cut(source(name), giveMark)
+	gives, lean, ok2 := strings.Cut(rest, leanMark)
+	if !ok || !ok2 {
+		panic("redisstore: " + name + " lacks a give or lean mark")
+	}
+	return defs, gives, lean
+}
+
+// definitions returns every algorithm's definitions, with their
+// give-backs when gives is set.
+func definitions(gives bool) string {
+	var b strings.Builder
+	for _, f := range algorithmFiles {
+		d, g, _ := algorithm(f)
+		b.WriteString(d)
+		if gives {
+			b.WriteString(g)
+		}
+	}
+	return b.String()
+}
+
+// leanScript returns the lean script of the algorithm file name: lean.lua,
+// the algorithm's definitions, its lean part.
+func leanScript(name string) string {
+	d, _, l := algorithm(name)
+	return leanSource + d + leanMark + l
+}
 
 // recordMark is the line of record.lua where the script it wraps runs.
 const recordMark = "-- (the script runs here)\n"
