@@ -15,7 +15,8 @@ import (
 // deadline passed, after it was sent) may or may not have run. The
 // fallback decides its request, and must then charge Redis with what it
 // admitted, but not a second time what the call charged. So for
-// recordFor after a server gave such an outcome, the Store sends its
+// recordFor after a server gave such an outcome (or answered a call
+// slowly, taking more than half its time: see slow), the Store sends its
 // charges to the scripts' recorded twins (lua/record.lua): each call
 // carries a record key of its own, in which Redis keeps its reply for
 // recordTTL (10 s), and a call whose record exists returns the recorded reply
@@ -50,6 +51,16 @@ func (n *node) arm() {
 	if until := monoMicros() + recordFor.Microseconds(); n.recordUntil.Load() < until {
 		n.recordUntil.Store(until)
 	}
+}
+
+// slow reports whether a call made at start, answered now, took more than
+// half of ctx's time. The next may run out of it, and a call whose reply
+// is lost can be settled exactly only when it was recorded: so a slow
+// answer, too, has its server record charges (arm), and the first call
+// that times out there is most often recorded already.
+func slow(ctx context.Context, start int64) bool {
+	dl, ok := ctx.Deadline()
+	return ok && monoMicros()-start > time.Until(dl).Microseconds()
 }
 
 // recording reports whether charges sent to n's server are recorded.

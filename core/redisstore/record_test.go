@@ -230,6 +230,60 @@ func TestRecordingAfterUncertainOutcome(t *testing.T) {
 	}
 }
 
+// A call answered after more than half of its time has its server record
+// charges (slow), so that the next, which may run out of time, is
+// recorded already; one answered quickly does not. Redis is paused for
+// 600 ms under a call with a 1 s deadline (CLIENT PAUSE holds its
+// connection's commands).
+func TestRecordingAfterSlowAnswer(t *testing.T) {
+	srv := redistest.StartServer(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	s := realStore(t, client)
+	ctx := context.Background()
+	limits := specs(store.PerMinute(10))
+	if _, err := s.takeRedis(ctx, "quick", 1, limits...); err != nil {
+		t.Fatal(err)
+	}
+	if s.health.nodeFor(ctx, "quick").recording() {
+		t.Fatal("recording after a call answered at once")
+	}
+	srv.Pause(t, 600*time.Millisecond)
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := s.takeRedis(cctx, "slow", 1, limits...); err != nil {
+		t.Logf("the paused call failed (%v): a machine too busy to judge; recording anyway: %v", err, s.health.nodeFor(ctx, "slow").recording())
+		return
+	}
+	if !s.health.nodeFor(ctx, "slow").recording() {
+		t.Error("no recording after a call answered in more than half its time")
+	}
+}
+
+// slow tells a call that used more than half of its time.
+func TestSlow(t *testing.T) {
+	for _, c := range []struct {
+		ago  time.Duration // the call started this long ago
+		time time.Duration // with this much time (0: no deadline)
+		want bool
+	}{
+		{100 * time.Millisecond, time.Second, false},
+		{600 * time.Millisecond, time.Second, true},
+		{600 * time.Millisecond, 0, false},
+	} {
+		ctx := context.Background()
+		start := monoMicros() - c.ago.Microseconds()
+		if c.time > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, time.Now().Add(c.time-c.ago))
+			defer cancel()
+		}
+		if got := slow(ctx, start); got != c.want {
+			t.Errorf("slow(started %v ago with %v) = %v, want %v", c.ago, c.time, got, c.want)
+		}
+	}
+}
+
 // A charge to a server that is recording, of a key whose slot is
 // migrating, is decided: its record key, a new key the migrating master
 // does not hold, splits the recorded call's keys between the two masters

@@ -494,6 +494,9 @@ func (s *Store) runCall(ctx context.Context, c scriptCall, n int64, key string, 
 		reply, server, sent, err = s.send(ctx, s.health.nodeFor(ctx, c.key), c.key, c.script, fresh(c.cmd), c.split != nil)
 	}
 	server.report(ctx, err, start, sent)
+	if err == nil && slow(ctx, start) {
+		server.arm()
+	}
 	unsure := uncertain(err, sent)
 	if unsure {
 		server.arm()

@@ -495,8 +495,12 @@ func checkFixedWindows(t *testing.T, adm []soakDecision, power bool, bound func(
 		}
 		if len(ds) > limit {
 			over++
+			judge := bound
+			if len(ds) == limit+1 && outcomeCounts(ds)[core.OutcomeFallback.String()] > 0 {
+				judge = lostReply(t)
+			}
 			if over <= 10 {
-				bound("/fw %s: %d admitted, limit %d; outcomes %v", w, len(ds), limit, outcomeCounts(ds))
+				judge("/fw %s: %d admitted, limit %d; outcomes %v", w, len(ds), limit, outcomeCounts(ds))
 			}
 		}
 	}
@@ -539,8 +543,12 @@ func checkGCRA(t *testing.T, adm []soakDecision, power bool, bound func(string, 
 		}
 		if excess > 0 {
 			refused++
+			judge := bound
+			if excess == 1 && len(fromRedis) < len(ds) {
+				judge = lostReply(t)
+			}
 			if refused <= 10 {
-				bound("/gcra key %s: %d more admitted than the bound within [%d, %d] µs; outcomes %v",
+				judge("/gcra key %s: %d more admitted than the bound within [%d, %d] µs; outcomes %v",
 					key, excess, at[0], at[1], outcomeCounts(ds))
 			}
 		}
@@ -559,6 +567,19 @@ func checkGCRA(t *testing.T, adm []soakDecision, power bool, bound func(string, 
 	}
 	if closest < -2 && power {
 		bound("/gcra: no key came within 2 of its bound (closest %d): the soak tested nothing", closest)
+	}
+}
+
+// lostReply returns how a key over its bound by one, with decisions of
+// the local fallback among its admissions, is reported: logged, as the
+// bound ALGORITHMS.md gives allows it. A call whose reply was lost
+// before its server recorded charges ("Calls whose reply was lost": the
+// first one, unless a slow answer had started the recording) cannot be
+// told apart from one that ran: it is taken as having run, and goes
+// uncharged if it had not.
+func lostReply(t *testing.T) func(string, ...any) {
+	return func(format string, args ...any) {
+		t.Logf("within the documented bound (a lost reply's call taken as run may go uncharged): "+format, args...)
 	}
 }
 
