@@ -327,19 +327,17 @@ func TestFaultClusterMasterDown(t *testing.T) {
 	if onDead > 8 {
 		t.Errorf("%d requests for the dead master's keys waited out the deadline, want at most one per worker (8)", onDead)
 	}
-	bound := 10 * time.Millisecond
-	if raceEnabled {
-		bound = 50 * time.Millisecond // the race detector's cost; still far below the dead master's 100 ms
-	}
-	// The bound is judged when the machine left room for it: the same load
-	// before the kill had a p99 of at most half of it. A busier machine
-	// (other processes on its cores) slows every request, dead master or
-	// not, and says nothing about waiting for it; a wait for the dead
-	// master's deadline still shows above as timeouts and inexact counts.
-	switch p, bp := ls.pct(0.99), base.pct(0.99); {
+	// A request that waited for the dead master took its 100 ms deadline:
+	// the live masters' p99 stays under it unless more than 1% did. The
+	// bound is judged when the machine left room for it (the same load
+	// before the kill had a p99 of at most half of it); a busier machine
+	// slows every request, dead master or not. Finer latency is a
+	// figure (FIGURE above), not judged: on a shared machine other
+	// processes move it whatever the dead master does.
+	switch p, bp, bound := ls.pct(0.99), base.pct(0.99), defaultTimeout; {
 	case bp > bound/2:
 		t.Logf("live masters' p99 %v not judged against %v: the machine is too busy (p99 %v before the kill)", p, bound, bp)
-	case p > bound:
-		t.Errorf("live masters' p99 %v, want under %v (%v before the kill): they must not wait for the dead master", p, bound, bp)
+	case p >= bound:
+		t.Errorf("live masters' p99 %v, want under the dead master's deadline %v (%v before the kill): they must not wait for it", p, bound, bp)
 	}
 }
