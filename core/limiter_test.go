@@ -15,29 +15,15 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/core/storetest"
 	"github.com/sluicehq/sluice/internal/fallback"
 	"github.com/sluicehq/sluice/internal/partial"
 )
 
 // fakeClock is a settable clock for the Limiter (and the memory store).
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type fakeClock = storetest.Clock
 
-func newFakeClock(t time.Time) *fakeClock { return &fakeClock{now: t} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+var newFakeClock = storetest.NewClock
 
 // scriptStore is a store.Store test double: it records every call and answers
 // with take (or a fixed allowed Result when take is nil).

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,28 +14,14 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/core/storetest"
 )
 
 // fakeClock is a settable clock for the Limiter, the fallback and the
 // memory stores.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type fakeClock = storetest.Clock
 
-func newFakeClock(t time.Time) *fakeClock { return &fakeClock{now: t} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+var newFakeClock = storetest.NewClock
 
 func headerKey(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
 
