@@ -22,29 +22,16 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/core/storetest"
 	"github.com/sluicehq/sluice/internal/fallback"
 	"github.com/sluicehq/sluice/internal/partial"
 	"github.com/sluicehq/sluice/promlimit"
 )
 
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// fakeClock is the one fake clock, storetest.Clock.
+type fakeClock = storetest.Clock
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func newClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
+func newClock() *fakeClock { return storetest.NewClock(time.Unix(1_700_000_000, 0)) }
 
 // byClient keys requests by their X-Client header.
 func byClient(r *http.Request) (string, error) {
