@@ -21,8 +21,10 @@
 --   window index (windows; else 0), us until that window ends (windows;
 --   else 0)
 --
--- It runs after lib.lua (str, fdiv, cdiv, px, keepOnly, STATE, slidingRetry,
--- tokens).
+-- It runs after lib.lua (str, fdiv, cdiv, STATE, slidingRetry) and the
+-- definitions and give-backs of tat.lua, token.lua, fixed.lua and
+-- sliding.lua, which change the state: a return is that algorithm's
+-- give-back, a grant its charge.
 
 if #KEYS ~= 1 or #ARGV ~= 9 then
   return redis.error_reply('ERR sluice lease: want 1 key and 9 arguments')
@@ -45,139 +47,97 @@ if v then
   s1, s2, s3 = tonumber(x), tonumber(y), tonumber(z)
 end
 
--- gcra: the state is the TAT. A return moves it back by ret·T, never
--- before now (a full allowance); a grant of g moves it on by g·T.
+-- grant is what a call may take of avail free units: nothing when n does
+-- not fit, else up to want; and the retry of a cost of n that does not
+-- fit (INF when it never can), from wait, its retry when n <= the limit.
+local function grant(avail, lim, wait)
+  if n > lim then return 0, INF end
+  if n == 0 then return 0, 0 end
+  if avail < n then return 0, wait() end
+  if want < avail then return want, 0 end
+  return avail, 0
+end
+
+-- gcra: the state is the TAT. A return moves it back (tatGive), a grant
+-- charges it (tatTake).
 local function gcra()
+  local tat = not s2 and s1
+  if ret > 0 and tat and tat > now then
+    tatGive(key, tat, now, ret, T)
+    tat = tat - ret * T
+  end
   local tol = B * T
-  local tat = now
-  if s1 and not s2 and s1 > now then tat = s1 end
-  local dirty = false
-  if ret > 0 and tat > now then
-    tat, dirty = tat - ret * T, true
-    if tat < now then tat = now end
-  end
-  local used = tat - now
+  local used = tatTake(tat, now, 0, B, T)
+  if used < 0 then used = -used - 1 end
   local avail = 0
-  if tol - used > 0 then avail = fdiv(tol - used, T) end
-  local g, retry = 0, 0
-  if n > B then
-    retry = INF
-  elseif n > 0 and avail < n then
-    retry = tat + n * T - now - tol
-  elseif n > 0 then
-    g, dirty = want, true
-    if g > avail then g = avail end
-    used = used + g * T
-    avail = fdiv(tol - used, T)
-  end
-  if dirty then
-    if used > 0 then call('SET', key, str(now + used), 'PX', px(used)) else call('DEL', key) end
+  if tol > used then avail = fdiv(tol - used, T) end
+  local g, retry = grant(avail, B, function() return used + n * T - tol end)
+  if g > 0 then
+    used = tatTake(tat, now, g, B, T, key)
+    avail = avail - g
   end
   return { g, B, avail, retry, used, 0, 0 }
 end
 
--- token_bucket: tokens scaled by P, refilled to now first, as take.lua.
+-- token_bucket: tokens scaled by P, refilled to now first (tokenTake); a
+-- return is tokenGive, a grant tokenTake.
 local function token()
-  local cap = B * P
-  local tok = tokens(R, P, B, s1, s2, s3, now)
-  local dirty = ret > 0 and tok < cap
-  tok = tok + ret * P
-  if tok > cap then tok = cap end
-  local avail, g, retry = fdiv(tok, P), 0, 0
-  if n > B then
-    retry = INF
-  elseif n > 0 and avail < n then
-    retry = cdiv(n * P - tok, R)
-  elseif n > 0 then
-    g, dirty = want, true
-    if g > avail then g = avail end
-    tok = tok - g * P
+  local cap, tok, ts = B * P, nil, nil
+  if s2 and not s3 then tok, ts = s1, s2 end
+  if ret > 0 then
+    if ret > B then ret = B end
+    tokenGive(key, tok, ts, now, ret, R, P, B)
+    tok = tokenTake(tok, ts, now, -ret, R, P, B) -- the tokens after the return
+    if tok >= cap then tok = nil end
+    ts = now
   end
-  if dirty then
-    if tok < cap then
-      call('SET', key, str(tok) .. ':' .. str(now), 'PX', px(cdiv(cap - tok, R)))
-    else
-      call('DEL', key)
-    end
-  end
+  tok = tokenTake(tok, ts, now, 0, R, P, B)
+  local g, retry = grant(fdiv(tok, P), B, function() return cdiv(n * P - tok, R) end)
+  if g > 0 then tok = tokenTake(tok, now, now, g, R, P, B, key) end
   return { g, B, fdiv(tok, P), retry, cdiv(cap - tok, R), 0, 0 }
 end
 
--- fixed_window: a return only counts in the window it was granted in.
--- The state is a hash from the window's index to its count (fixed.lua).
+-- fixed_window: a return only counts in the window it was granted in
+-- (fixedGive); a grant is fixedAdd. The state is a hash from the window's
+-- index to its count (fixed.lua).
 local function fixed()
   local win = fdiv(now, P)
   local left = (win + 1) * P - now
   local c = tonumber(call('HGET', key, str(win))) or 0
-  local fresh = c == 0
-  local dirty = false
   if ret > 0 and rwin == win and c > 0 then
-    c, dirty = c - ret, true
+    fixedGive(key, str(win), ret)
+    c = c - ret
     if c < 0 then c = 0 end
   end
-  local g, retry = 0, 0
-  if n > R then
-    retry = INF
-  elseif n > 0 and c + n > R then
-    retry = left
-  elseif n > 0 then
-    g, dirty = want, true
-    if g > R - c then g = R - c end
+  local g, retry = grant(R - c, R, function() return left end)
+  if g > 0 then
+    fixedAdd(key, str(win), c, g, left)
     c = c + g
-  end
-  if dirty then
-    if c == 0 then
-      call('DEL', key)
-    elseif fresh then -- the window's first charge: drop older windows
-      call('HSET', key, str(win), str(c))
-      pexpire(key, px(left), true)
-      keepOnly(key, str(win))
-    else
-      call('HSET', key, str(win), str(c))
-    end
   end
   local reset = 0
   if c > 0 then reset = left end
   return { g, R, R - c, retry, reset, win, left }
 end
 
--- sliding_window: a return only counts in the window it was granted in;
--- the previous window's count is never changed.
+-- sliding_window: a return only counts in the window it was granted in
+-- (slidingGive); the previous window's count is never changed. A grant is
+-- slidingTake.
 local function sliding()
   local win = fdiv(now, P)
-  local e = now - win * P
-  local c, p = 0, 0
-  if s2 and s3 then
-    if s1 == win then c, p = s2, s3 elseif s1 == win - 1 then p = s2 end
+  if ret > 0 and rwin == win and s1 == win and s2 and s3 then
+    slidingGive(key, s1, s2, s3, win, ret)
+    s2 = s2 - ret
+    if s2 < 0 then s2 = 0 end
   end
-  local dirty = false
-  if ret > 0 and rwin == win and c > 0 then
-    c, dirty = c - ret, true
-    if c < 0 then c = 0 end
-  end
-  local pw = p * (P - e)
+  local c, p, e = slidingTake(s1, s2, s3, now, 0, R, P)
+  if c < 0 then c = -c - 1 end
   local function rem()
-    local r = R * P - pw - c * P
+    local r = R * P - p * (P - e) - c * P
     if r > 0 then return fdiv(r, P) end
     return 0
   end
-  local g, retry = 0, 0
-  if n > R then
-    retry = INF
-  elseif n > 0 and rem() < n then
-    retry = slidingRetry(R, P, c, p, e, n)
-  elseif n > 0 then
-    g, dirty = want, true
-    if g > rem() then g = rem() end
-    c = c + g
-  end
-  if dirty then
-    if c > 0 or p > 0 then
-      call('SET', key, str(win) .. ':' .. str(c) .. ':' .. str(p), 'PX', px(2 * P - e))
-    else
-      call('DEL', key)
-    end
-  end
+  local g, retry = grant(rem(), R, function() return slidingRetry(R, P, c, p, e, n) end)
+  if g > 0 then c = slidingTake(s1, s2, s3, now, g, R, P, key) end
   local reset = 0
   if c > 0 then reset = 2 * P - e elseif p > 0 then reset = P - e end
   return { g, R, rem(), retry, reset, win, P - e }

@@ -2,8 +2,7 @@
 -- share. Package lua puts this text before each of them, so that each
 -- script Redis runs is still one self-contained program. How each
 -- algorithm's state answers a cost is not here but in its own file
--- (tat.lua, ...); keepOnly and tokens serve lease.lua alone, which does not
--- use those files yet.
+-- (tat.lua, ...), which the take, refund and lease scripts run after.
 --
 -- Every quantity is an integer below 2^53, so doubles hold it exactly.
 -- Divisions use fmod, which is exact, and numbers reach Redis through
@@ -40,19 +39,6 @@ local function pexpire(key, ms, fresh)
   end
 end
 
--- keepOnly removes every field of the hash at key but f, just set: the
--- fields of earlier windows. The key never ceases to exist on the way (as
--- with DEL, then HSET), since a Cluster slot that is migrating refuses a
--- script that recreates a key ("non local key").
-local function keepOnly(key, f)
-  if call('HLEN', key) > 1 then
-    local fs = call('HKEYS', key)
-    for i = 1, #fs do
-      if fs[i] ~= f then call('HDEL', key, fs[i]) end
-    end
-  end
-end
-
 -- calendar is the window of a calendar limit (store.PerCalendar) that
 -- holds now, from b0 < b1 < b2, the boundaries (us) of two consecutive
 -- windows that the client computed in the limit's zone (Lua knows no
@@ -82,20 +68,4 @@ local function slidingRetry(R, P, c, p, e, n)
     if e2 < 0 then e2 = 0 end
   end
   return (P - e) + e2
-end
-
--- tokens is a token bucket's tokens, scaled by P, at now, from its state
--- "<tok>:<ts>" read as s1, s2, s3 (ALGORITHMS.md, TokenBucket): no state,
--- or one that does not parse, is a full bucket.
-local function tokens(R, P, B, s1, s2, s3, now)
-  local cap = B * P
-  local tok, ts = s1, s2
-  if not (tok and ts and not s3) or tok > cap then return cap end
-  local need = cap - tok
-  if need > 0 then
-    local elapsed = now - ts
-    if elapsed < 0 then elapsed = 0 end
-    if elapsed >= cdiv(need, R) then tok = cap else tok = tok + R * elapsed end
-  end
-  return tok
 end

@@ -32,7 +32,7 @@ var (
 	takeSource    = libSource + definitions(false) + source("take.lua")
 	refundSource  = libSource + definitions(true) + source("refund.lua")
 	lockSource    = libSource + source("lock.lua")
-	leaseSource   = libSource + source("lease.lua")
+	leaseSource   = libSource + definitions(true) + source("lease.lua")
 	tatSource     = leanScript("tat.lua") // GCRA and LeakyBucket
 	tokenSource   = leanScript("token.lua")
 	fixedSource   = leanScript("fixed.lua")
