@@ -2,7 +2,8 @@
 -- share. Package lua puts this text before each of them, so that each
 -- script Redis runs is still one self-contained program. How each
 -- algorithm's state answers a cost is not here but in its own file
--- (tat.lua, ...), which the take, refund and lease scripts run after.
+-- (tat.lua, ...), which the take, refund and lease scripts run after; ALG
+-- is filled there.
 --
 -- Every quantity is an integer below 2^53, so doubles hold it exactly.
 -- Divisions use fmod, which is exact, and numbers reach Redis through
@@ -53,6 +54,25 @@ end
 
 -- A state string: up to three integers separated by colons.
 local STATE = '^(%d+):?(%d*):?(%d*)$'
+
+-- ALG maps each algorithm's code (ARGV of take.lua and refund.lua) to its
+-- entry, which its file fills in its general part (tat.lua: g and k, ...)
+-- and through which take.lua and refund.lua dispatch:
+--   str   true when the state is a string key: take.lua reads it with
+--         MGET, and take.lua and refund.lua parse it (STATE) into the
+--         limit's s1, s2, s3 (nil: none)
+--   read  otherwise, read(l, now) reads the state into the limit l
+--   take  take(l, now, k, key): the reply of a cost k (0 peeks), three
+--         integers, the first < 0 when denied: the lean script's (fixed
+--         and log unpacked), from which core/redisstore derives the
+--         figures; given key, an allowed cost is charged
+--   give  give(l, now, stamp, k): gives back k units of a charge at stamp;
+--         1 when the state changed, else 0
+--   holds when set, holds(l, id) tells whether the state holds slot id
+--         (InFlight: a call takes one slot id for every such limit)
+-- l is the limit: a (its code), R, P, B, T, L (ARGV), key (its state key),
+-- and what read or STATE set.
+local ALG = {}
 
 -- slidingRetry is how long until a cost of n fits a sliding window of R
 -- per P whose current window, e us in, holds c and the previous one p
