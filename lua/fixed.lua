@@ -62,6 +62,7 @@ local function fixedWindow(l, now)
 end
 
 ALG.f = {
+  lease = true, -- but a calendar window
   read = function(l, now)
     l.win, l.left = fixedWindow(l, now)
     l.c = tonumber(redis.call('HGET', l.key, str(l.win))) or 0

@@ -10,7 +10,6 @@
 -- string.format('%.0f') (tostring would write 1.8e+15).
 
 local call, tonumber, format, fmod = redis.call, tonumber, string.format, math.fmod
-local INF = -1 -- the retry figure of a cost that can never pass
 
 local function str(x) return format('%.0f', x) end
 
@@ -70,6 +69,27 @@ local STATE = '^(%d+):?(%d*):?(%d*)$'
 --         1 when the state changed, else 0
 --   holds when set, holds(l, id) tells whether the state holds slot id
 --         (InFlight: a call takes one slot id for every such limit)
+--   lease true when lease.lua may serve it (see core/redisstore's leasable)
+-- l is the limit: a (its code), R, P, B, T, L (ARGV), key (its state key),
+-- and what read or STATE set.
+local ALG = {}
+
+-- ALG maps each algorithm's code (ARGV of take.lua and refund.lua) to its
+-- entry, which its file fills in its general part (tat.lua: g and k, ...)
+-- and through which take.lua and refund.lua dispatch:
+--   str   true when the state is a string key: take.lua reads it with
+--         MGET, and take.lua and refund.lua parse it (STATE) into the
+--         limit's s1, s2, s3 (nil: none)
+--   read  otherwise, read(l, now) reads the state into the limit l
+--   take  take(l, now, k, key): the reply of a cost k (0 peeks), three
+--         integers, the first < 0 when denied: the lean script's (fixed
+--         and log unpacked), from which core/redisstore derives the
+--         figures; given key, an allowed cost is charged
+--   give  give(l, now, stamp, k): gives back k units of a charge at stamp;
+--         1 when the state changed, else 0
+--   holds when set, holds(l, id) tells whether the state holds slot id
+--         (InFlight: a call takes one slot id for every such limit)
+--   lease true when lease.lua may serve it (see core/redisstore's leasable)
 -- l is the limit: a (its code), R, P, B, T, L (ARGV), key (its state key),
 -- and what read or STATE set.
 local ALG = {}

@@ -13,7 +13,7 @@
 -- ARGV[6i-3 .. 6i+2]  limit i as in take.lua: code, R, P, B, T, L
 -- Reply        the number of limits that got something back
 --
--- It runs after lib.lua (str, fdiv, calendar, STATE, ALG) and each
+-- It runs after lib.lua (STATE, ALG) and each
 -- algorithm's definitions and general part (tat.lua, ...), which fill ALG:
 -- each limit's give-back is its entry's give.
 

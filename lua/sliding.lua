@@ -55,6 +55,7 @@ end
 -- The state s1, s2, s3 is window s1's count and the one before's.
 ALG.w = {
   str = true,
+  lease = true,
   take = function(l, now, k, key)
     return slidingTake(l.s1, l.s2, l.s3, now, k, l.R, l.P, key)
   end,

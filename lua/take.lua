@@ -34,9 +34,9 @@
 -- And, when some limit holds slots (in_flight), one more integer: the id
 -- of the slot the call took (0: none).
 --
--- It runs after lib.lua (str, fdiv, cdiv, px, pexpire, calendar, STATE,
--- ALG) and each algorithm's definitions and general part (tat.lua, ...,
--- inflight.lua), which fill ALG.
+-- It runs after lib.lua (str, px, STATE, ALG) and each algorithm's
+-- definitions and general part (tat.lua, ..., inflight.lua), which fill
+-- ALG.
 
 -- One more argument, 's', asks for Redis' clock at the call (µs) as one
 -- more integer after the reply (a charge that may be refunded).

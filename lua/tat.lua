@@ -40,6 +40,7 @@ end
 -- GCRA's state, s1, is the TAT; LeakyBucket's capacity is B + 1.
 ALG.g = {
   str = true,
+  lease = true,
   take = function(l, now, k, key)
     local lim = l.B
     if l.a == 'k' then lim = lim + 1 end
@@ -54,7 +55,7 @@ ALG.g = {
     return 1
   end,
 }
-ALG.k = ALG.g
+ALG.k = { str = true, take = ALG.g.take, give = ALG.g.give } -- not leased
 
 -- (the lean script starts here)
 -- sluice tat, lean: one GCRA or LeakyBucket limit without a penalty.

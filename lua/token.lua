@@ -56,6 +56,7 @@ end
 -- The state s1, s2 is tok, ts; anything else is a full bucket.
 ALG.t = {
   str = true,
+  lease = true,
   take = function(l, now, k, key)
     local tok, ts
     if l.s2 and not l.s3 then tok, ts = l.s1, l.s2 end

@@ -118,8 +118,8 @@ const (
 	// is below it, so a larger cost is sent as maxCost with the same outcome.
 	maxCost = 1 << 53
 	// leaseReplies is the number of integers of the lease script's reply:
-	// granted, limit, remaining, retry, reset, window, window left.
-	leaseReplies = 7
+	// granted, the limit's three (as take's), window, window left.
+	leaseReplies = 6
 )
 
 // resentArg, sent in place of a script call's cost (ARGV[1] of the take
