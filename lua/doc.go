@@ -38,7 +38,7 @@
 // What several scripts share is written once and put before each of them,
 // so that every script Redis runs is still one program: lib.lua (number
 // formatting, exact division, PX, the state pattern, a calendar window,
-// the sliding window's retry for lease.lua, and the table ALG) before
+// and the table ALG through which the general scripts dispatch) before
 // take.lua, refund.lua, lock.lua and lease.lua, and lean.lua (Redis'
 // clock, the cost, the key) before each lean script.
 //

@@ -54,9 +54,9 @@ end
 -- A state string: up to three integers separated by colons.
 local STATE = '^(%d+):?(%d*):?(%d*)$'
 
--- ALG maps each algorithm's code (ARGV of take.lua and refund.lua) to its
--- entry, which its file fills in its general part (tat.lua: g and k, ...)
--- and through which take.lua and refund.lua dispatch:
+-- ALG maps each algorithm's code (ARGV of take.lua, refund.lua and
+-- lease.lua) to its entry, which its file fills in its general part
+-- (tat.lua: g and k, ...) and through which those scripts dispatch:
 --   str   true when the state is a string key: take.lua reads it with
 --         MGET, and take.lua and refund.lua parse it (STATE) into the
 --         limit's s1, s2, s3 (nil: none)
@@ -73,39 +73,3 @@ local STATE = '^(%d+):?(%d*):?(%d*)$'
 -- l is the limit: a (its code), R, P, B, T, L (ARGV), key (its state key),
 -- and what read or STATE set.
 local ALG = {}
-
--- ALG maps each algorithm's code (ARGV of take.lua and refund.lua) to its
--- entry, which its file fills in its general part (tat.lua: g and k, ...)
--- and through which take.lua and refund.lua dispatch:
---   str   true when the state is a string key: take.lua reads it with
---         MGET, and take.lua and refund.lua parse it (STATE) into the
---         limit's s1, s2, s3 (nil: none)
---   read  otherwise, read(l, now) reads the state into the limit l
---   take  take(l, now, k, key): the reply of a cost k (0 peeks), three
---         integers, the first < 0 when denied: the lean script's (fixed
---         and log unpacked), from which core/redisstore derives the
---         figures; given key, an allowed cost is charged
---   give  give(l, now, stamp, k): gives back k units of a charge at stamp;
---         1 when the state changed, else 0
---   holds when set, holds(l, id) tells whether the state holds slot id
---         (InFlight: a call takes one slot id for every such limit)
---   lease true when lease.lua may serve it (see core/redisstore's leasable)
--- l is the limit: a (its code), R, P, B, T, L (ARGV), key (its state key),
--- and what read or STATE set.
-local ALG = {}
-
--- slidingRetry is how long until a cost of n fits a sliding window of R
--- per P whose current window, e us in, holds c and the previous one p
--- (ALGORITHMS.md, SlidingWindow; n <= R).
-local function slidingRetry(R, P, c, p, e, n)
-  if R - c - n >= 0 and p > 0 then
-    local e1 = P - fdiv((R - c - n) * P, p)
-    if e1 < P then return e1 - e end
-  end
-  local e2 = 0
-  if c > 0 then
-    e2 = P - fdiv((R - n) * P, c)
-    if e2 < 0 then e2 = 0 end
-  end
-  return (P - e) + e2
-end
