@@ -9,8 +9,9 @@
 -- lease.lua and this file's lean script; between the marks, the general
 -- scripts' part (the give-back fixedGive, and the entry ALG.f, see
 -- lib.lua), before take.lua, refund.lua and lease.lua only; every function
--- a script defines is a closure built on each call, so each script gets
--- only those it calls. fixedAdd and fixedGive use only their arguments.
+-- a script defines is a closure built on each call, so a lean script gets
+-- only its algorithm's definitions. fixedAdd and fixedGive use only their
+-- arguments.
 
 -- fixedAdd adds k (> 0) to the count of window win (a number, or its
 -- field: take.lua writes a calendar window's start with str), c before the call,

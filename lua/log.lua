@@ -23,13 +23,13 @@
 -- Package redisstore puts it before take.lua, refund.lua, lease.lua and
 -- this file's lean script; between the marks, the general scripts' part
 -- (the give-back logGive, and the entry ALG.l, see lib.lua), before
--- take.lua, refund.lua and lease.lua only; every function a script defines is a closure built on
--- each call, so each script gets only those it calls. They use only their
--- arguments: logSpan, which reads a member, is passed to logStamp
--- (span), as a local function captured by another costs every call of
--- the script an upvalue; logRead and logAdd, which every admission runs,
--- write out what logSpan and logMember (with the give-backs) do, as a
--- call costs too.
+-- take.lua, refund.lua and lease.lua only; every function a script defines
+-- is a closure built on each call, so a lean script gets only its
+-- algorithm's definitions. They use only their arguments: logSpan, which
+-- reads a member, is passed to logStamp (span), as a local function
+-- captured by another costs every call of the script an upvalue; logRead
+-- and logAdd, which every admission runs, write out what logSpan and
+-- logMember (with the give-backs) do, as a call costs too.
 
 -- logSpan reads a member: its first unit's number and how many units it
 -- holds; nil for a member these scripts did not write.

@@ -7,9 +7,9 @@
 -- puts it before take.lua, refund.lua, lease.lua and this file's lean
 -- script; between the marks, the general scripts' part (the give-back
 -- slidingGive, and the entry ALG.w, see lib.lua), before take.lua,
--- refund.lua and lease.lua only. Every function a script defines is a closure built on each call, and
--- each call of it costs too: each script gets only those it calls, and a
--- lean script calls one.
+-- refund.lua and lease.lua only. Every function a script defines is a
+-- closure built on each call, and each call of it costs too: a lean script
+-- gets only its algorithm's definitions, and calls one.
 
 -- slidingTake: the state x, y, z (numbers, or nil: none) answering a cost
 -- k at now, for R per P µs. Replies the current window's count c after

@@ -2,14 +2,13 @@
 -- State: "<tat>" in µs, a string key.
 --
 -- Above the marks, the one definition of how a state answers a cost:
--- tatTake decides, and charges when given the key. Package redisstore
--- puts it before take.lua, refund.lua, lease.lua and this file's lean
--- script; between the marks, the general scripts' part (the give-back
--- tatGive, and the entries ALG.g and ALG.k, see lib.lua), before take.lua,
--- refund.lua and lease.lua only. Every
--- function a script defines is a closure built on each call, and each call
--- of it costs too: each script gets only those it calls, and a lean script
--- calls one.
+-- tatTake decides, and charges when given the key. Package redisstore puts
+-- it before take.lua, refund.lua, lease.lua and this file's lean script;
+-- between the marks, the general scripts' part (the give-back tatGive, and
+-- the entries ALG.g and ALG.k, see lib.lua), before take.lua, refund.lua
+-- and lease.lua only. Every function a script defines is a closure built
+-- on each call, and each call of it costs too: a lean script gets only its
+-- algorithm's definitions, and calls one.
 
 -- tatTake: the state tat (nil or false: none) answering a cost k at now,
 -- for a capacity lim (B, or B+1 for LeakyBucket) of interval T: used =

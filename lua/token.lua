@@ -6,9 +6,9 @@
 -- puts it before take.lua, refund.lua, lease.lua and this file's lean
 -- script; between the marks, the general scripts' part (the give-back
 -- tokenGive, and the entry ALG.t, see lib.lua), before take.lua,
--- refund.lua and lease.lua only. Every function a script defines is a closure built on each call, and
--- each call of it costs too: each script gets only those it calls, and a
--- lean script calls one.
+-- refund.lua and lease.lua only. Every function a script defines is a
+-- closure built on each call, and each call of it costs too: a lean script
+-- gets only its algorithm's definitions, and calls one.
 
 -- tokenTake: the state tok, ts (tok nil: none, a full bucket) of a bucket
 -- of B per P µs refilled at R scaled tokens per µs, answering a cost k at
