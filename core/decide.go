@@ -123,7 +123,8 @@ func (l *Limiter) cost(r *http.Request) (int64, error) {
 // fails, and notes the latency and the store's error in ev.
 func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey string, cost int64, ev *Event) Decision {
 	// The clock is read lazily: once for the headers, and before the store
-	// only while a guard is in force (see SetLimits).
+	// only while a guard is in force (see SetLimits) or for observers (the
+	// latency).
 	var now time.Time
 	if !cfg.expires.IsZero() {
 		now = l.now()
@@ -135,7 +136,13 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 	if l.policy != FailLocal {
 		sctx = nofallback.Mark(ctx)
 	}
-	start := time.Now()
+	// The latency is for observers only: without them, the one clock
+	// reading after the store is the decision's time.
+	timed := len(l.observers) > 0
+	var start, end time.Time
+	if timed {
+		start = time.Now()
+	}
 	var res store.Result
 	var err error
 	if l.countIf == nil {
@@ -143,8 +150,12 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 	} else {
 		res, err = l.store.Charge(sctx, storeKey, cost, cfg.take...)
 	}
-	end := time.Now()
-	ev.Latency = end.Sub(start)
+	if timed || l.clock == nil {
+		end = time.Now()
+	}
+	if timed {
+		ev.Latency = end.Sub(start)
+	}
 	switch {
 	case l.clock == nil:
 		now = end
