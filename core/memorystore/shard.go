@@ -48,10 +48,12 @@ type stateKey struct {
 	period  int64
 	burst   int64
 	penalty int64
-	zone    string // a calendar window's zone, by name: two loads of one zone are one state
-	alg     algCode
-	cal     calUnit
-	digest  bool // key is the SHA-256 of a key longer than maxStoredKeyLen
+	// The fields from rate to digest are hashed and compared as one run of
+	// bytes; zone after them saves a call of the map's hash.
+	alg    algCode
+	cal    calUnit
+	digest bool   // key is the SHA-256 of a key longer than maxStoredKeyLen
+	zone   string // a calendar window's zone, by name: two loads of one zone are one state
 }
 
 func (k *stateKey) spec() algSpec {

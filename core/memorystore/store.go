@@ -318,14 +318,21 @@ func makeStateKey(key string, digest bool, sp *algSpec) stateKey {
 }
 
 func toAlgSpec(sp *store.Spec) algSpec {
-	a := algSpec{
-		alg: algCodeOf(sp.Algorithm()), rate: sp.Rate(), period: sp.Period(),
-		burst: sp.Burst(), penalty: sp.Penalty(), interval: sp.Interval(),
-	}
+	var a algSpec
+	a.set(sp)
+	return a
+}
+
+// set makes a the arithmetic's form of sp, in place: Take does it for
+// every limit of every call, and building the value to copy it costs
+// more than the fields.
+func (a *algSpec) set(sp *store.Spec) {
+	a.alg, a.rate, a.period = algCodeOf(sp.Algorithm()), sp.Rate(), sp.Period()
+	a.burst, a.penalty, a.interval = sp.Burst(), sp.Penalty(), sp.Interval()
+	a.cal, a.zone = calNone, nil
 	if unit, zone := sp.Calendar(); unit != "" {
 		a.cal, a.zone = calUnitOf(unit), zone
 	}
-	return a
 }
 
 // specsOf fills evs[i].sp with the arithmetic's form of limits[i], or
@@ -338,7 +345,7 @@ func specsOf(limits []store.Spec, evs []limitEval) error {
 			}
 			return err
 		}
-		evs[i].sp = toAlgSpec(&limits[i])
+		evs[i].sp.set(&limits[i])
 	}
 	return nil
 }
