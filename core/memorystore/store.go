@@ -309,10 +309,7 @@ func makeStateKey(key string, digest bool, sp *algSpec) stateKey {
 	k := stateKey{
 		key: key, digest: digest, alg: sp.alg,
 		rate: sp.rate, period: sp.period, burst: sp.burst, penalty: sp.penalty,
-		cal: sp.cal,
-	}
-	if sp.zone != nil {
-		k.zone = sp.zone.String()
+		cal: sp.cal, zone: zoneName(sp.zone),
 	}
 	return k
 }
