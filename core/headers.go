@@ -171,7 +171,7 @@ func retryAfterSeconds(d time.Duration) int64 {
 // values are written in blk (new when nil; not to be used again), whose
 // buffer holds their bytes unless they outgrow it: one allocation with
 // blk nil, none with blk given, but for long values (see headerBlock).
-func (d Decision) setHeaders(h http.Header, blk *headerBlock) {
+func (d *Decision) setHeaders(h http.Header, blk *headerBlock) {
 	if !d.hasFigures() {
 		return
 	}

@@ -409,7 +409,8 @@ func TestPolicyNamesHideInternalNames(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := http.Header{}
-		l.Decide(clientRequest("a", c.plan)).setHeaders(h, nil)
+		d := l.Decide(clientRequest("a", c.plan))
+		d.setHeaders(h, nil)
 		got := h.Get("Ratelimit-Policy") + " " + h.Get("Ratelimit")
 		if h.Get("Ratelimit-Policy") != c.want || strings.Contains(got, "billing") || strings.Contains(got, "acme") {
 			t.Errorf("plan %q: RateLimit-Policy %q, RateLimit %q; want policy %s and no internal name", c.plan, h.Get("Ratelimit-Policy"), h.Get("Ratelimit"), c.want)
