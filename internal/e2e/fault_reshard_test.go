@@ -267,6 +267,11 @@ func startHotLoad(t *testing.T, c *redistest.Cluster, keys []string) *hotLoad {
 		defer l.done.Done()
 		l.stalls.run(l.stop)
 	}()
+	l.done.Add(1)
+	go func() {
+		defer l.done.Done()
+		l.stalls.watchServers(c.Addrs, l.stop)
+	}()
 	for w := range 16 {
 		l.done.Add(1)
 		go func() {
@@ -366,11 +371,15 @@ func (l *hotLoad) check(t *testing.T, after, before [3]int64) {
 	// deadline or more, its timeouts (and the breaker they open) and
 	// windows it could not fill say nothing of the migration: they are
 	// logged, and only the bound (no window over the limit) and the other
-	// failures are judged. Every other failure is the migration's.
+	// failures are judged. The same holds while a redis-server answered a
+	// PING in half the deadline or more (stallWatch.watchServers): starved
+	// of CPU, not moving slots. Every other failure is the migration's.
 	plain := int64(l.kinds["timeout"])
 	worst, n50, _ := l.stalls.get()
-	stalled := n50 > 0
-	t.Logf("this process: a 1 ms sleep overslept by up to %v, ≥50 ms %d times", worst.Round(time.Millisecond), n50)
+	sworst, sn50 := l.stalls.servers()
+	stalled := n50 > 0 || sn50 > 0
+	t.Logf("this process: a 1 ms sleep overslept by up to %v, ≥50 ms %d times; the servers: the slowest PING %v, ≥50 ms %d times",
+		worst.Round(time.Millisecond), n50, sworst.Round(time.Millisecond), sn50)
 	excused := plain
 	if stalled {
 		excused += int64(l.kinds["breaker open"])

@@ -208,9 +208,11 @@ func serveUntilTERM(h http.Handler) int {
 // wakes up: how starved the process is. run returns when stop is closed
 // (never for a nil stop).
 type stallWatch struct {
-	mu        sync.Mutex
-	worst     time.Duration
-	n50, n100 int
+	mu          sync.Mutex
+	worst       time.Duration
+	n50, n100   int
+	serverWorst time.Duration // see watchServers
+	serverN50   int
 }
 
 func (s *stallWatch) run(stop <-chan struct{}) {
@@ -233,6 +235,49 @@ func (s *stallWatch) run(stop <-chan struct{}) {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// watchServers PINGs each of addrs every few ms, on connections of its
+// own, until stop closes, and counts a PING that took 50 ms or more as a
+// stall of the machine too: a CPU-starved redis-server misses deadlines
+// while this process runs on time (seen at a load average of 19).
+func (s *stallWatch) watchServers(addrs []string, stop <-chan struct{}) {
+	var wg sync.WaitGroup
+	for _, addr := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1, ReadTimeout: 10 * time.Second})
+			defer c.Close()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(5 * time.Millisecond): // pacing, not ordering
+				}
+				start := time.Now()
+				if c.Ping(context.Background()).Err() != nil {
+					continue
+				}
+				took := time.Since(start)
+				s.mu.Lock()
+				s.serverWorst = max(s.serverWorst, took)
+				if took >= 50*time.Millisecond {
+					s.serverN50++
+				}
+				s.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// servers returns the slowest PING watchServers saw and how many took
+// 50 ms or more.
+func (s *stallWatch) servers() (time.Duration, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.serverWorst, s.serverN50
 }
 
 func (s *stallWatch) get() (time.Duration, int, int) {
