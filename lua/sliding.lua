@@ -61,7 +61,7 @@ end
 --          call when allowed (charged when n > 0), else -c - 1; p the
 --          previous window's count; e = now - w·P in µs.
 
--- It runs after lean.lua (now, n, k, key).
+-- It is the body of lean.lua's lean(key, ARGV) (now, n, k, key).
 
 local R, P = tonumber(ARGV[2]), tonumber(ARGV[3])
 local x, y, z

@@ -61,7 +61,7 @@ end
 --          n > 0), else -tok - 1 with tok refilled to now; the caller
 --          derives the figures.
 
--- It runs after lean.lua (now, n, k, key).
+-- It is the body of lean.lua's lean(key, ARGV) (now, n, k, key).
 
 local R, P, B = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local tok, ts

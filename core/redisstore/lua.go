@@ -17,7 +17,7 @@ func source(name string) string {
 
 // The scripts the Store runs. What several share is written once and put
 // before each (see package lua): lib.lua before the take, refund, lock and
-// lease scripts, lean.lua before each lean script. Each algorithm's file
+// lease scripts, lean.lua around each lean part (see leanScripts). Each algorithm's file
 // (tat.lua, token.lua, fixed.lua, sliding.lua, log.lua) holds its one
 // definition of how a state answers a cost, in three parts (see
 // algorithm): how it decides and charges, which the take script, the
@@ -27,18 +27,17 @@ func source(name string) string {
 // built on each call. Each charging script also runs inside record.lua
 // (recorded), as its recorded twin.
 var (
-	libSource     = source("lib.lua")
-	leanSource    = source("lean.lua")
-	takeSource    = libSource + definitions(false) + source("take.lua")
-	refundSource  = libSource + definitions(true) + source("refund.lua")
-	lockSource    = libSource + source("lock.lua")
-	leaseSource   = libSource + source("lease.lua")
-	tatSource     = leanScript("tat.lua") // GCRA and LeakyBucket
-	tokenSource   = leanScript("token.lua")
-	fixedSource   = leanScript("fixed.lua")
-	slidingSource = leanScript("sliding.lua")
-	logSource     = leanScript("log.lua")
-	fenceSource   = source("fence.lua")
+	libSource                   = source("lib.lua")
+	takeSource                  = libSource + definitions(false) + source("take.lua")
+	refundSource                = libSource + definitions(true) + source("refund.lua")
+	lockSource                  = libSource + source("lock.lua")
+	leaseSource                 = libSource + source("lease.lua")
+	tatSource, tatBatch         = leanScripts("tat.lua") // GCRA and LeakyBucket
+	tokenSource, tokenBatch     = leanScripts("token.lua")
+	fixedSource, fixedBatch     = leanScripts("fixed.lua")
+	slidingSource, slidingBatch = leanScripts("sliding.lua")
+	logSource, logBatch         = leanScripts("log.lua")
+	fenceSource                 = source("fence.lua")
 )
 
 // algorithmFiles are the files of package lua that define an algorithm
@@ -78,11 +77,29 @@ func definitions(gives bool) string {
 	return b.String()
 }
 
-// leanScript returns the lean script of the algorithm file name: lean.lua,
-// the algorithm's definitions, its lean part.
-func leanScript(name string) string {
+// The lines of lean.lua where the algorithm's lean part goes, and where
+// its drivers for one call and for a batch start.
+const (
+	partMark  = "-- (the algorithm's lean part runs here)\n"
+	oneMark   = "-- (one call)\n"
+	batchMark = "-- (a batch)\n"
+)
+
+// leanScripts returns the lean script of the algorithm file name and its
+// batch script: the algorithm's definitions, then lean.lua with the
+// algorithm's lean part as the body of its function lean, then lean.lua's
+// driver for one call or for a batch. Both are built from the same text:
+// a batch decides each call with the lean script's own code.
+func leanScripts(name string) (one, batch string) {
 	d, _, l := algorithm(name)
-	return leanSource + d + leanMark + l
+	open, rest, ok := strings.Cut(source("lean.lua"), partMark)
+	end, rest, ok2 := strings.Cut(rest, oneMark)
+	single, many, ok3 := strings.Cut(rest, batchMark)
+	if !ok || !ok2 || !ok3 {
+		panic("redisstore: lean.lua lacks a mark")
+	}
+	head := d + open + leanMark + l + end
+	return head + single, head + many
 }
 
 // recordMark is the line of record.lua where the script it wraps runs.

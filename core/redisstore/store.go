@@ -233,7 +233,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	var pipe func(redis.UniversalClient) *batcher
 	if s.pipeline > 0 {
 		pipe = func(c redis.UniversalClient) *batcher {
-			return &batcher{client: c, scripts: st.scripts, max: s.pipeline}
+			_, cluster := client.(*redis.ClusterClient)
+			return &batcher{client: c, scripts: st.scripts, max: s.pipeline, cluster: cluster}
 		}
 	}
 	st.health = newHealth(client, s.failures, s.cooldown, pipe)
