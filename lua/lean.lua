@@ -32,7 +32,8 @@ return lean(KEYS[1], ARGV)
 local out, per = {}, #ARGV / #KEYS
 for i = 1, #KEYS do
   local ok, r = pcall(lean, KEYS[i], { unpack(ARGV, (i - 1) * per + 1, i * per) })
-  if type(r) == 'table' and r.err then r = r.err elseif not ok then r = 'ERR ' .. tostring(r) end
+  if type(r) == 'table' and r.err then r = r.err elseif not ok then r = tostring(r) end
+  if type(r) == 'string' and not string.find(r, '^%u+ ') then r = 'ERR ' .. r end -- no code: a Lua error
   out[i] = r
 end
 return out

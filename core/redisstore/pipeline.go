@@ -70,6 +70,7 @@ type batcher struct {
 
 	pipelined atomic.Int64 // Takes sent in pipelines (for tests)
 	resent    atomic.Int64 // of which sent again (NOSCRIPT, a batch's TRYAGAIN)
+	batched   atomic.Int64 // of which in batch scripts
 }
 
 // call is one queued Take.
@@ -202,6 +203,7 @@ func (b *batcher) send(live []*call) (resent int) {
 			continue
 		}
 		cmd := pipe.Do(ctx, batchCommand(live, g)...)
+		b.batched.Add(int64(len(g)))
 		for j, i := range g {
 			cmds[i], entry[i] = cmd, j
 		}
@@ -246,7 +248,9 @@ const maxScriptBatch = 128
 // batches returns the indices of live in groups sent as one command each,
 // in the order of their first calls: the calls of one lean script (each
 // an EVALSHA of one key) on one Cluster slot (any slot on one server) in
-// order, up to maxScriptBatch; any other call alone.
+// order, up to maxScriptBatch; any other call alone. A call that goes
+// alone closes the groups of its slot, so that those after it, which may
+// share its keys, run after it: every key sees its calls in order.
 func (b *batcher) batches(live []*call) [][]int {
 	type group struct {
 		sc         *script
@@ -257,13 +261,20 @@ func (b *batcher) batches(live []*call) [][]int {
 		open map[group]int // a group's place in out while it has room
 	)
 	for i, c := range live {
-		if c.script.batch == nil || len(c.cmd) < 4 || c.cmd[1] != c.script.sha || c.cmd[2] != 1 {
+		g := group{sc: c.script, size: len(c.cmd)}
+		if b.cluster && len(c.cmd) > 3 && c.cmd[2] != 0 {
+			if k, ok := c.cmd[3].(string); ok {
+				g.slot = slot(k)
+			}
+		}
+		if c.script.batch == nil || len(c.cmd) < 5 || c.cmd[1] != c.script.sha || c.cmd[2] != 1 {
+			for o := range open {
+				if o.slot == g.slot {
+					delete(open, o)
+				}
+			}
 			out = append(out, []int{i})
 			continue
-		}
-		g := group{sc: c.script, size: len(c.cmd)}
-		if b.cluster {
-			g.slot = slot(c.cmd[3].(string))
 		}
 		if j, ok := open[g]; ok {
 			out[j] = append(out[j], i)
