@@ -372,3 +372,57 @@ func TestBatchesUnderConcurrency(t *testing.T) {
 		}
 	}
 }
+
+// A batch on a slot that is migrating, holding a key that is still on
+// the source and one that is not (TRYAGAIN for the batch), goes again
+// call by call: the first runs there, the second gets the ASK it would
+// have got alone.
+func TestClusterBatchOnMigratingSlot(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.StartCluster(t, 2, 0)
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	s := realStore(t, client)
+	ctx := context.Background()
+	here, gone := store.Limit{Algorithm: store.GCRA, Rate: 10, Period: time.Hour}, store.Limit{Algorithm: store.GCRA, Rate: 20, Period: time.Hour}
+	takeOK(t, s, "mig", 1, here) // its state, on its master
+	state := s.redisKey("mig", "")
+	src := cluster.MasterOf(t, state)
+	var dst *redistest.Server
+	for _, n := range cluster.Nodes {
+		if n != src {
+			dst = n
+		}
+	}
+	from := redis.NewClient(&redis.Options{Addr: src.Addr, MaxRetries: -1})
+	to := redis.NewClient(&redis.Options{Addr: dst.Addr})
+	t.Cleanup(func() { _ = from.Close(); _ = to.Close() })
+	slot := from.ClusterKeySlot(ctx, state).Val()
+	setSlot := func(c *redis.Client, how string, other *redis.Client) {
+		if err := c.Do(ctx, "cluster", "setslot", slot, how, other.ClusterMyID(ctx).Val()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setSlot(to, "importing", from)
+	setSlot(from, "migrating", to)
+	t.Cleanup(func() {
+		for _, c := range []*redis.Client{from, to} { // the slot stays where it was
+			_ = c.Do(ctx, "cluster", "setslot", slot, "stable").Err()
+		}
+	})
+	loadOthers(ctx, from, nil)
+	_, live := batchCalls(t, s, []batchStep{{"mig", 1, []store.Limit{here}}, {"mig", 1, []store.Limit{gone}}, {"mig", 1, []store.Limit{here}}})
+	b := &batcher{client: from, scripts: s.scripts, max: 1, cluster: true}
+	if again := b.send(live); again != 3 || b.batched.Load() != 3 {
+		t.Errorf("%d of %d batched calls sent again, want 3 of 3", again, b.batched.Load())
+	}
+	for i, c := range live {
+		<-c.done
+		if r, _ := redirectOf(c.err); i == 1 && r != redirectAsk || i != 1 && c.err != nil {
+			t.Errorf("call %d: %v %v; want a reply, and ASK for the key not there", i, c.reply, c.err)
+		}
+	}
+	if r := takeOK(t, s, "mig", 0, here); r.Remaining != 7 {
+		t.Errorf("after the batch: %d left, want 7", r.Remaining)
+	}
+}
