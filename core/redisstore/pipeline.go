@@ -34,12 +34,19 @@ const maxBatch = 512
 // With pipelining on, a Take is sent at once, alone, when fewer than
 // inFlight requests of the Store are under way, so an idle Store adds no
 // latency. Otherwise it waits in a queue; when a request returns, everything
-// queued (up to 512 Takes) goes to Redis as one pipeline of EVALSHAs, one
-// network round trip and one read and write on each side for all of them.
-// Each Take is still its own script call, atomic and decided on its own.
-// On a Cluster each master has its own queue and pipelines, sent to it
-// directly (see the package doc about MOVED and ASK). Takes that meet NOSCRIPT are
-// sent again as EVAL, which loads their script, and then every script is
+// queued (up to 512 Takes) goes to Redis as one pipeline, one network round
+// trip and one read and write on each side for all of them. In it, the
+// queued Takes of one limit without a penalty (the lean scripts' Takes) of
+// one algorithm family go as one script call, up to 128 (on a Cluster,
+// those whose keys share a slot): one reading of Redis' clock, each Take
+// decided in the order it came, by the same code and with the same Result
+// as alone, one Take's error (such as a key of the wrong type) its own.
+// Every other Take is its own script call, and it runs after the queued
+// Takes before it on its slot. On a Cluster each master has its own queue
+// and pipelines, sent to it directly (see the package doc about MOVED and
+// ASK); a shared script call that a slot migration refuses (TRYAGAIN) goes
+// again as one call per Take. Takes that meet NOSCRIPT are sent again as
+// EVAL, each alone, which loads their script, and then every script is
 // loaded again.
 //
 // A Take whose context ends while it waits in the queue returns the
