@@ -64,7 +64,7 @@ end
 --          allowed, else {-c - 1, left}. A cost beyond R is denied by the
 --          same test.
 
--- It is the body of lean.lua's lean(key, ARGV) (now, n, k, key).
+-- It is the body of lean.lua's lean(key, ARGV, pre) (now, n, k, key).
 
 local R, P = tonumber(ARGV[2]), tonumber(ARGV[3])
 local e = math.fmod(now, P)

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/lua"
@@ -32,11 +33,11 @@ var (
 	refundSource                = libSource + definitions(true) + source("refund.lua")
 	lockSource                  = libSource + source("lock.lua")
 	leaseSource                 = libSource + source("lease.lua")
-	tatSource, tatBatch         = leanScripts("tat.lua") // GCRA and LeakyBucket
-	tokenSource, tokenBatch     = leanScripts("token.lua")
-	fixedSource, fixedBatch     = leanScripts("fixed.lua")
-	slidingSource, slidingBatch = leanScripts("sliding.lua")
-	logSource, logBatch         = leanScripts("log.lua")
+	tatSource, tatBatch         = leanScripts("tat.lua", true) // GCRA and LeakyBucket
+	tokenSource, tokenBatch     = leanScripts("token.lua", true)
+	fixedSource, fixedBatch     = leanScripts("fixed.lua", false)
+	slidingSource, slidingBatch = leanScripts("sliding.lua", true)
+	logSource, logBatch         = leanScripts("log.lua", false)
 	fenceSource                 = source("fence.lua")
 )
 
@@ -89,8 +90,10 @@ const (
 // batch script: the algorithm's definitions, then lean.lua with the
 // algorithm's lean part as the body of its function lean, then lean.lua's
 // driver for one call or for a batch. Both are built from the same text:
-// a batch decides each call with the lean script's own code.
-func leanScripts(name string) (one, batch string) {
+// a batch decides each call with the lean script's own code. mget: the
+// state is a string, which the batch reads for all its keys with one MGET
+// and passes to the lean part (pre).
+func leanScripts(name string, mget bool) (one, batch string) {
 	d, _, l := algorithm(name)
 	open, rest, ok := strings.Cut(source("lean.lua"), partMark)
 	end, rest, ok2 := strings.Cut(rest, oneMark)
@@ -99,7 +102,7 @@ func leanScripts(name string) (one, batch string) {
 		panic("redisstore: lean.lua lacks a mark")
 	}
 	head := d + open + leanMark + l + end
-	return head + single, head + many
+	return head + single, head + "local mget = " + strconv.FormatBool(mget) + "\n" + many
 }
 
 // recordMark is the line of record.lua where the script it wraps runs.
