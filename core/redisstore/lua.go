@@ -18,9 +18,9 @@ func source(name string) string {
 
 // The scripts the Store runs. What several share is written once and put
 // before each (see package lua): lib.lua before the take, refund, lock and
-// lease scripts, lean.lua around each lean part (see leanScripts). Each algorithm's file
-// (tat.lua, token.lua, fixed.lua, sliding.lua, log.lua) holds its one
-// definition of how a state answers a cost, in three parts (see
+// lease scripts, lean.lua around each lean part (leanScripts). Each
+// algorithm's file (tat.lua, token.lua, fixed.lua, sliding.lua, log.lua)
+// holds its one definition of how a state answers a cost, in three parts (see
 // algorithm): how it decides and charges, which the take script, the
 // refund script and its lean script run after; how it gives back, which
 // the refund script runs after; and its lean script. Each script gets only
