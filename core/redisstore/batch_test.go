@@ -432,3 +432,19 @@ func TestClusterBatchOnMigratingSlot(t *testing.T) {
 		t.Errorf("after the batch: %d left, want 7", r.Remaining)
 	}
 }
+
+// Each batch script is its lean script's own text up to the driver: no
+// copy of any algorithm, and one reading of the clock.
+func TestBatchSourceIsLeanSource(t *testing.T) {
+	_, rest, _ := strings.Cut(source("lean.lua"), oneMark)
+	driver, _, _ := strings.Cut(rest, batchMark) // the lean script's
+	for one, batch := range map[string]string{tatSource: tatBatch, tokenSource: tokenBatch, fixedSource: fixedBatch, slidingSource: slidingBatch, logSource: logBatch} {
+		head, ok := strings.CutSuffix(one, driver)
+		if !ok || !strings.HasPrefix(batch, head) || strings.Contains(batch, driver) {
+			t.Errorf("a batch script is not its lean script's text with another driver:\n%s", batch)
+		}
+		if n := strings.Count(batch, "redis.call('TIME')"); n != 1 {
+			t.Errorf("a batch script reads TIME %d times, want once", n)
+		}
+	}
+}
