@@ -35,7 +35,8 @@
 // ARGV), which two drivers run: the lean script, once, and the batch
 // script, for many calls of that lean script at one reading of the clock
 // (KEYS[i] call i's key; ARGV each call's ARGV in turn, as many each), in
-// order, each in a pcall: its reply holds at i call i's reply, or as a
+// order (a state kept in a string read for all keys with one MGET, see
+// lean.lua), each in a pcall: its reply holds at i call i's reply, or as a
 // string the text of the error call i met, so that one call's error
 // leaves the others decided. On a Cluster, a batch's keys share one slot.
 //

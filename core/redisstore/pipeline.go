@@ -38,7 +38,8 @@ const maxBatch = 512
 // trip and one read and write on each side for all of them. In it, the
 // queued Takes of one limit without a penalty (the lean scripts' Takes) of
 // one algorithm family go as one script call, up to 128 (on a Cluster,
-// those whose keys share a slot): one reading of Redis' clock, each Take
+// those whose keys share a slot): one reading of Redis' clock, one read of
+// the states of GCRA, LeakyBucket, TokenBucket and SlidingWindow, each Take
 // decided in the order it came, by the same code and with the same Result
 // as alone, one Take's error (such as a key of the wrong type) its own.
 // Every other Take is its own script call, and it runs after the queued
