@@ -6,7 +6,7 @@
 -- cost n (-n decides a cost of n and writes nothing), seen as k; pre, when
 -- not nil or false, is key's value, read by the batch's MGET (a lean part
 -- whose state is a string reads it itself otherwise). A cost that is not a
--- number is a call the client sent again (see lua.Resent): refused,
+-- number is a call the client sent again (see package lua): refused,
 -- nothing read or written.
 
 local t = redis.call('TIME')
