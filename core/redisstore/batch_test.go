@@ -418,7 +418,7 @@ func TestClusterBatchOnMigratingSlot(t *testing.T) {
 	})
 	loadOthers(ctx, from, nil)
 	_, live := batchCalls(t, s, []batchStep{{"mig", 1, []store.Limit{here}}, {"mig", 1, []store.Limit{gone}}, {"mig", 1, []store.Limit{here}}})
-	b := &batcher{client: from, scripts: s.scripts, max: 1, cluster: true}
+	b := &batcher{client: from, scripts: s.scripts, max: 1, shards: bySlot}
 	if again := b.send(live); again != 3 || b.batched.Load() != 3 {
 		t.Errorf("%d of %d batched calls sent again, want 3 of 3", again, b.batched.Load())
 	}
@@ -445,6 +445,40 @@ func TestBatchSourceIsLeanSource(t *testing.T) {
 		}
 		if n := strings.Count(batch, "redis.call('TIME')"); n != 1 {
 			t.Errorf("a batch script reads TIME %d times, want once", n)
+		}
+	}
+}
+
+// On a Ring, whose shards two tags of one slot may split, a batch holds
+// the keys of one hash tag: Takes over many keys on two shards batch and
+// every key admits exactly its limit, its state on its own shard (a
+// batch sent to the wrong one would admit more).
+func TestRingBatches(t *testing.T) {
+	t.Parallel()
+	a, b := redistest.StartServer(t), redistest.StartServer(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr, "b": b.Addr}, MaxRetries: -1})
+	t.Cleanup(func() { _ = ring.Close() })
+	l := store.Limit{Algorithm: store.GCRA, Rate: 40, Period: time.Hour}
+	s := realStore(t, ring, WithPipelining(1), WithDenyCache(0))
+	var keys []string
+	for i := 0; i < 24; i++ {
+		keys = append(keys, fmt.Sprintf("ring%d", i))
+	}
+	got := floodCounted(t, s, keys, 32, 60, l) // 80 Takes per key on average, over 40 each
+	for _, k := range keys {
+		if got[k] != 40 {
+			t.Errorf("key %s admitted %d, want 40", k, got[k])
+		}
+		if r := takeOK(t, s, k, 1, l); r.Allowed {
+			t.Errorf("key %s: a 41st Take allowed", k)
+		}
+	}
+	if s.health.whole.pipe.batched.Load() == 0 {
+		t.Error("no Take went in a batch script")
+	}
+	for _, srv := range []*redistest.Server{a, b} {
+		if n := srv.Client(t).DBSize(context.Background()).Val(); n == 0 || n == int64(len(keys)) {
+			t.Errorf("%s holds %d of the %d keys; want them spread over both shards", srv.Addr, n, len(keys))
 		}
 	}
 }

@@ -38,7 +38,7 @@ const maxBatch = 512
 // trip and one read and write on each side for all of them. In it, the
 // queued Takes of one limit without a penalty (the lean scripts' Takes) of
 // one algorithm family go as one script call, up to 128 (on a Cluster,
-// those whose keys share a slot): one reading of Redis' clock, one read of
+// those whose keys share a slot; on a Ring, a hash tag): one reading of Redis' clock, one read of
 // the states of GCRA, LeakyBucket, TokenBucket and SlidingWindow, each Take
 // decided in the order it came, by the same code and with the same Result
 // as alone, one Take's error (such as a key of the wrong type) its own.
@@ -69,7 +69,7 @@ type batcher struct {
 	client  redis.UniversalClient // a Cluster master's, or the Store's
 	scripts *runner
 	max     int
-	cluster bool // a Cluster's: only keys of one slot share a batch script
+	shards  int // what the keys of a batch script share: a Cluster's slot (bySlot), a Ring's tag (byTag)
 
 	mu    sync.Mutex
 	busy  int     // requests in flight (senders)
@@ -253,16 +253,26 @@ func (b *batcher) send(live []*call) (resent int) {
 // script call holds Redis up no longer than a short pipeline of them.
 const maxScriptBatch = 128
 
+// What the keys of one batch script share, by the client's kind: one
+// server holds them all; a Cluster's slot, or a Ring's shard, which its
+// hash tag picks (two tags of one slot may be on two shards).
+const (
+	oneServer = iota
+	bySlot
+	byTag
+)
+
 // batches returns the indices of live in groups sent as one command each,
 // in the order of their first calls: the calls of one lean script (each
-// an EVALSHA of one key) on one Cluster slot (any slot on one server) in
-// order, up to maxScriptBatch; any other call alone. A call that goes
-// alone closes the groups of its slot, so that those after it, which may
-// share its keys, run after it: every key sees its calls in order.
+// an EVALSHA of one key) on one slot or tag (see shards) in order, up to
+// maxScriptBatch; any other call alone. A call that goes alone closes the
+// groups of its slot or tag, so that those after it, which may share its
+// keys, run after it: every key sees its calls in order.
 func (b *batcher) batches(live []*call) [][]int {
 	type group struct {
 		sc         *script
-		size, slot int // the command's length: its ARGV's
+		size, slot int    // the command's length: its ARGV's
+		tag        string // byTag
 	}
 	var (
 		out  [][]int
@@ -270,14 +280,16 @@ func (b *batcher) batches(live []*call) [][]int {
 	)
 	for i, c := range live {
 		g := group{sc: c.script, size: len(c.cmd)}
-		if b.cluster && len(c.cmd) > 3 && c.cmd[2] != 0 {
-			if k, ok := c.cmd[3].(string); ok {
+		if b.shards != oneServer && len(c.cmd) > 3 && c.cmd[2] != 0 {
+			if k, ok := c.cmd[3].(string); ok && b.shards == bySlot {
 				g.slot = slot(k)
+			} else if ok {
+				g.tag = keyTag(k)
 			}
 		}
 		if c.script.batch == nil || len(c.cmd) < 5 || c.cmd[1] != c.script.sha || c.cmd[2] != 1 {
 			for o := range open {
-				if o.slot == g.slot {
+				if o.slot == g.slot && o.tag == g.tag {
 					delete(open, o)
 				}
 			}
@@ -342,15 +354,22 @@ func (e entryError) Error() string { return string(e) }
 // RedisError marks it as a reply (redis.Error).
 func (entryError) RedisError() {}
 
-// slot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag,
+// keyTag is key's hash tag, which picks its Cluster slot or Ring shard:
 // the text between its first '{' and the first '}' after it when not
-// empty, else of the whole key, modulo 16384.
-func slot(key string) int {
+// empty, else the whole key.
+func keyTag(key string) string {
 	if i := strings.IndexByte(key, '{'); i >= 0 {
 		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
+			return key[i+1 : i+1+j]
 		}
 	}
+	return key
+}
+
+// slot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag,
+// modulo 16384.
+func slot(key string) int {
+	key = keyTag(key)
 	var crc uint16
 	for i := 0; i < len(key); i++ {
 		crc ^= uint16(key[i]) << 8
