@@ -146,7 +146,7 @@ func TestMiddlewareInFlight(t *testing.T) {
 					if r.Header.Get("X-Panic") != "" {
 						panic("handler panics")
 					}
-					time.Sleep(200 * time.Millisecond)
+					time.Sleep(200 * time.Millisecond) // the handler's work, holding its slot
 					select {
 					case <-all:
 					case <-time.After(5 * time.Second):
@@ -266,7 +266,7 @@ func inFlightVanished(t *testing.T, e inFlightEnv, build func(*core.Limiter, htt
 	if e.advance != nil {
 		e.advance(time.Millisecond)
 	} else {
-		time.Sleep(time.Until(start.Add(hold + 50*time.Millisecond)))
+		time.Sleep(time.Until(start.Add(hold + 50*time.Millisecond))) // the hold passes on Redis' real clock
 	}
 	if w := get(h); w.Code != http.StatusOK {
 		t.Errorf("a request once the hold has passed: %d, want 200", w.Code)

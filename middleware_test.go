@@ -106,9 +106,13 @@ type storeKind struct {
 
 // redisClient returns a client with the options redisstore recommends: no
 // retries (a retried Take may charge twice), and the Limiter's deadline
-// bounding every wait.
+// bounding every wait. Its read and write timeouts are liveTimeout, the live stores' deadline:
+// go-redis cuts a read at the earlier of the context's deadline and its
+// ReadTimeout (3 s by default), which a miniredis reply crossed on a
+// machine at load 19.
 func redisClient(t *testing.T, addr string) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true,
+		ReadTimeout: liveTimeout, WriteTimeout: liveTimeout})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

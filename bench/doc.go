@@ -13,7 +13,7 @@
 // per decision (both from INFO, deltas over the measured interval), and the
 // bench process's own CPU per decision. Ratios of sluice to every peer are
 // computed from the same run, and the last line printed is a one-line
-// summary of the figures that the targets of issues 4 and 12 name. -inflight
+// summary of the figures that the targets of issues 4, 12 and 30 name. -inflight
 // compares WithPipelining settings in one run; -scriptcost measures the
 // Redis time per call of each sluice script instead.
 //

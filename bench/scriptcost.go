@@ -50,7 +50,7 @@ func luaSource(files ...string) string {
 // The lines of an algorithm's file (tat.lua, ...) where its give-backs
 // and its lean script start (see core/redisstore's lua.go).
 const (
-	giveMark = "-- (the give-backs, for refund.lua only, start here)\n"
+	giveMark = "-- (the general scripts' part starts here)\n"
 	leanMark = "-- (the lean script starts here)\n"
 )
 
@@ -77,13 +77,20 @@ func leanScript(file string) string {
 }
 
 // takeSource returns the take script as the Redis store assembles it:
-// lib.lua, each algorithm's definitions, take.lua.
+// lib.lua, each algorithm's definitions and general part (every file with
+// a giveMark), take.lua.
 func takeSource() string {
 	var b strings.Builder
 	b.WriteString(luaSource("lib.lua"))
-	for _, f := range []string{"tat.lua", "token.lua", "fixed.lua", "sliding.lua", "log.lua"} {
-		defs, _ := algorithm(f)
-		b.WriteString(defs)
+	files, err := lua.FS.ReadDir(".")
+	if err != nil {
+		panic(err)
+	}
+	for _, f := range files {
+		if src := luaSource(f.Name()); strings.Contains(src, giveMark) {
+			general, _, _ := strings.Cut(src, leanMark)
+			b.WriteString(general)
+		}
 	}
 	b.WriteString(luaSource("take.lua"))
 	return b.String()

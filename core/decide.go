@@ -16,14 +16,14 @@ import (
 // the key-error rule, and reported to observers.
 func (l *Limiter) Decide(r *http.Request) Decision {
 	if l.skip != nil && l.skip(r) {
-		return l.finish(r, Decision{Action: Serve, Outcome: OutcomeSkipped, l: l.cfg.Load()}, Event{})
+		return l.finish(r, Decision{Action: Serve, Outcome: OutcomeSkipped, l: l.cfg.Load()}, &Event{})
 	}
 	key, keyErr := l.keyOf(r)
 	storeKey := l.keyPrefix + key
 	if keyErr != nil {
 		l.logKeyError(r.Context(), keyErr)
 		if l.keyRule != KeyErrorPerAddress || errors.Is(keyErr, ErrInvalidOption) {
-			return l.finish(r, l.keyRefusal(keyErr), Event{KeyErr: keyErr})
+			return l.finish(r, l.keyRefusal(keyErr), &Event{KeyErr: keyErr})
 		}
 		key, storeKey = "", l.keylessKey(r)
 	}
@@ -32,7 +32,7 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 	cfg := l.configFor(r)
 	cost, costErr := l.cost(r)
 	ev := Event{Key: key, Cost: cost, Err: costErr, KeyErr: keyErr}
-	return l.finish(r, l.consult(r.Context(), cfg, storeKey, cost, &ev), ev)
+	return l.finish(r, l.consult(r.Context(), cfg, storeKey, cost, &ev), &ev)
 }
 
 // DecideKey decides, as Decide does, for a client key without an HTTP
@@ -58,14 +58,14 @@ func (l *Limiter) DecideKey(ctx context.Context, key, plan string, cost int64) D
 		if l.keyRule == KeyErrorPerAddress {
 			d.Action, d.resp = Refuse, &keyDeniedResponse
 		}
-		return l.finish(nil, d, Event{KeyErr: errEmptyKey})
+		return l.finish(nil, d, &Event{KeyErr: errEmptyKey})
 	}
 	var costErr error
 	if cost < 0 {
 		cost, costErr = 1, errNegativeCost
 	}
 	ev := Event{Key: key, Cost: cost, Err: costErr}
-	return l.finish(nil, l.consult(ctx, l.configNamed(plan), l.keyPrefix+key, cost, &ev), ev)
+	return l.finish(nil, l.consult(ctx, l.configNamed(plan), l.keyPrefix+key, cost, &ev), &ev)
 }
 
 // keyOf returns r's key, or the key function's error (errEmptyKey for "").
@@ -123,7 +123,8 @@ func (l *Limiter) cost(r *http.Request) (int64, error) {
 // fails, and notes the latency and the store's error in ev.
 func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey string, cost int64, ev *Event) Decision {
 	// The clock is read lazily: once for the headers, and before the store
-	// only while a guard is in force (see SetLimits).
+	// only while a guard is in force (see SetLimits) or for observers (the
+	// latency).
 	var now time.Time
 	if !cfg.expires.IsZero() {
 		now = l.now()
@@ -135,7 +136,13 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 	if l.policy != FailLocal {
 		sctx = nofallback.Mark(ctx)
 	}
-	start := time.Now()
+	// The latency is for observers only: without them, the one clock
+	// reading after the store is the decision's time.
+	timed := len(l.observers) > 0
+	var start, end time.Time
+	if timed {
+		start = time.Now()
+	}
 	var res store.Result
 	var err error
 	if l.countIf == nil {
@@ -143,8 +150,12 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 	} else {
 		res, err = l.store.Charge(sctx, storeKey, cost, cfg.take...)
 	}
-	end := time.Now()
-	ev.Latency = end.Sub(start)
+	if timed || l.clock == nil {
+		end = time.Now()
+	}
+	if timed {
+		ev.Latency = end.Sub(start)
+	}
 	switch {
 	case l.clock == nil:
 		now = end
@@ -184,8 +195,9 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 // finish applies shadow mode to d (everything is served, nothing held;
 // a denial is reported as OutcomeShadowDenied, a delay as allowed), the
 // refusal function (for a request r; DecideKey passes none), tells the
-// observers, and returns d.
-func (l *Limiter) finish(r *http.Request, d Decision, ev Event) Decision {
+// observers with ev (by pointer: an Event is large, and only observers
+// need a copy), and returns d.
+func (l *Limiter) finish(r *http.Request, d Decision, ev *Event) Decision {
 	if l.shadow {
 		switch d.Outcome {
 		case OutcomeDenied:
@@ -201,9 +213,9 @@ func (l *Limiter) finish(r *http.Request, d Decision, ev Event) Decision {
 	}
 	if len(l.observers) > 0 {
 		ev.Request = r
-		l.observe(ev, &d)
+		l.observe(*ev, &d)
 		if d.after != nil {
-			d.after.ev = ev
+			d.after.ev = *ev
 		}
 	}
 	return d

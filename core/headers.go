@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/arith"
@@ -167,9 +168,10 @@ func retryAfterSeconds(d time.Duration) int64 {
 // Retry-After when the request is refused over a limit; nothing when no
 // store decided. Times are whole seconds rounded up (X-RateLimit-Reset:
 // d's time by the Limiter's clock plus ResetAfter, as Unix time). The
-// values share one string, copied from a buffer on the stack, in blk (new
-// when nil; not to be used again): at most two allocations.
-func (d Decision) setHeaders(h http.Header, blk *headerBlock) {
+// values are written in blk (new when nil; not to be used again), whose
+// buffer holds their bytes unless they outgrow it: one allocation with
+// blk nil, none with blk given, but for long values (see headerBlock).
+func (d *Decision) setHeaders(h http.Header, blk *headerBlock) {
 	if !d.hasFigures() {
 		return
 	}
@@ -181,8 +183,10 @@ func (d Decision) setHeaders(h http.Header, blk *headerBlock) {
 	if !p.legacy && !p.ietf && retry == 0 {
 		return
 	}
-	var buf [128]byte // fits all but the RateLimit field of many or long-named limits
-	b := buf[:0]
+	if blk == nil {
+		blk = new(headerBlock)
+	}
+	b := blk.buf[:0]
 	var names [len(blk.vals)]string
 	var ends [len(blk.vals)]int // where each value ends in b
 	n := 0
@@ -203,10 +207,10 @@ func (d Decision) setHeaders(h http.Header, blk *headerBlock) {
 		names[n], ends[n], n = headerRateLimit, len(b), n+1
 		h[headerRateLimitPolicy] = p.policy[:1:1]
 	}
-	if blk == nil {
-		blk = new(headerBlock)
-	}
-	s := string(b)
+	// The values' string is b's bytes, not a copy: b is blk's buffer, or
+	// the array append moved it to, and nothing writes either again (blk
+	// is not reused). It keeps blk alive as long as h holds a value.
+	s := unsafe.String(unsafe.SliceData(b), len(b))
 	for i, start := 0, 0; i < n; i++ {
 		blk.vals[i], start = s[start:ends[i]], ends[i]
 		h[names[i]] = blk.vals[i : i+1 : i+1]
@@ -232,9 +236,15 @@ func appendRateLimitField(b []byte, p *headerPlan, res *store.Result, refused bo
 	return b
 }
 
-// headerBlock holds one response's header values, which h refers to.
+// headerBlock holds one response's header values, which h refers to, and
+// their bytes: buf fits the legacy values and Retry-After (24 bytes for a
+// limit of a million, 53 at most, for a limit of 2^53), or a RateLimit
+// field of one or two limits with short names; longer values move to an
+// array of their own. (48 bytes keep Stack's record, with its malloc
+// header, in the 640-byte size class, as it was without them.)
 type headerBlock struct {
 	vals [5]string
+	buf  [48]byte
 }
 
 func appendRateLimitItem(b []byte, name string, s store.Spec, r *store.Result, refused bool) []byte {

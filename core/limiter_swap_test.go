@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -322,6 +323,7 @@ func TestSetLimitsConcurrent(t *testing.T) {
 	l := memoryLimiter(t, clock, mustParse(t, sets[0]...), withName("c"), WithPolicyNames(map[string]string{"": "c"}), WithHeaders(HeadersLegacy|HeadersIETF))
 	var stop atomic.Bool
 	var wg sync.WaitGroup
+	var decided atomic.Int64
 	errs := make(chan error, 4)
 	for g := 0; g < 4; g++ {
 		wg.Add(1)
@@ -329,6 +331,7 @@ func TestSetLimitsConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := 0; !stop.Load(); i++ {
 				d := l.Decide(request("k" + strconv.Itoa(i%7)))
+				decided.Add(1)
 				h := http.Header{}
 				d.setHeaders(h, nil)
 				pol := h.Get("Ratelimit-Policy")
@@ -347,9 +350,9 @@ func TestSetLimitsConcurrent(t *testing.T) {
 		// Half way through a guard's horizon, then past it, with
 		// decisions in between to drop it.
 		clock.Advance(600 * time.Millisecond)
-		time.Sleep(50 * time.Microsecond)
+		decisions(&decided, 4)
 		clock.Advance(600 * time.Millisecond)
-		time.Sleep(50 * time.Microsecond)
+		decisions(&decided, 4)
 	}
 	stop.Store(true)
 	wg.Wait()
@@ -363,5 +366,15 @@ func TestSetLimitsConcurrent(t *testing.T) {
 	l.Decide(request("k0"))
 	if cfg := l.cfg.Load(); len(cfg.guards) != 0 || len(cfg.take) != 1 {
 		t.Errorf("guards %+v after their horizon", cfg.guards)
+	}
+}
+
+// decisions waits until n more decisions are counted in decided, or a
+// second has passed (the deciders stopped on an error, which the test
+// reports).
+func decisions(decided *atomic.Int64, n int64) {
+	want := decided.Load() + n
+	for deadline := time.Now().Add(time.Second); decided.Load() < want && time.Now().Before(deadline); {
+		runtime.Gosched()
 	}
 }

@@ -562,7 +562,7 @@ func TestWait(t *testing.T) {
 		t.Errorf("Wait returned after %v, want ≥ 40ms", el)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }() // a cancel while it waits (or before: Canceled too)
 	d.Delay = time.Hour
 	start = time.Now()
 	if err := d.Wait(ctx); !errors.Is(err, context.Canceled) {

@@ -17,8 +17,8 @@ import (
 // A Decision without one (skipped, failed open, a key error served) binds
 // only until one with a Result comes; the former headers are removed when
 // the binding Decision changes. The first call allocates the request's
-// record (its context, a shallow copy of r and the header values) and the
-// values' bytes; later calls update it in place and return r, so a
+// record (its context, a shallow copy of r and the header values with
+// their bytes); later calls update it in place and return r, so a
 // request's Limiters must run one after another, as middleware chains do.
 func (d Decision) Stack(r *http.Request, h http.Header) *http.Request {
 	ctx := r.Context()
@@ -27,8 +27,8 @@ func (d Decision) Stack(r *http.Request, h http.Header) *http.Request {
 		sr := &stackedRequest{c: stacked{Context: ctx, d: d}}
 		d.setHeaders(h, &sr.hdr)
 		// WithContext's copy is inlined and stays on the stack: the
-		// request, its context and the header slices are one allocation,
-		// the values' bytes another (BenchmarkStack).
+		// request, its context and the header values with their bytes are
+		// one allocation (BenchmarkStack).
 		sr.r = *r.WithContext(&sr.c)
 		return &sr.r
 	}
@@ -59,7 +59,7 @@ func FromContext(ctx context.Context) (Decision, bool) {
 }
 
 // stackedRequest is the request the first Limiter passes on, its context
-// and the first headers' values, allocated together.
+// and the first headers' values and their bytes, allocated together.
 type stackedRequest struct {
 	r   http.Request
 	c   stacked

@@ -26,13 +26,16 @@ func New(l *core.Limiter) echo.MiddlewareFunc {
 }
 
 // middleware is what New returns, as a method value.
-type middleware struct{ l *core.Limiter }
+type middleware struct {
+	l        *core.Limiter
+	patterns route.Cache
+}
 
 func (m *middleware) handler(next echo.HandlerFunc) echo.HandlerFunc {
-	l := m.l
 	return func(c echo.Context) error {
+		l := m.l
 		r := c.Request()
-		if p := pattern(c, r.Method); p != "" {
+		if p := m.pattern(c, r.Method); p != "" {
 			r.Pattern = p
 		}
 		d := l.Decide(r)
@@ -95,7 +98,7 @@ func serve(next echo.HandlerFunc, c echo.Context, d core.Decision) error {
 // A method outside the standard ones gets the template alone: echo also
 // hands any method to a RouteNotFound handler, and nothing on the Context
 // tells that from a route registered for the method.
-func pattern(c echo.Context, method string) string {
+func (m *middleware) pattern(c echo.Context, method string) string {
 	path := c.Path()
 	if path == "" || c.Get(echo.ContextKeyHeaderAllow) != nil {
 		return ""
@@ -103,7 +106,7 @@ func pattern(c echo.Context, method string) string {
 	if !standardMethod(method) {
 		return path
 	}
-	return route.Pattern(method, path)
+	return m.patterns.Pattern(method, path)
 }
 
 // standardMethod reports whether m is one of the methods echo's router

@@ -21,10 +21,11 @@ func New(l *core.Limiter) gin.HandlerFunc {
 		panic("ginlimit.New: the *core.Limiter is nil")
 	}
 	ipCheck := newGinIPCheck()
+	patterns := new(route.Cache)
 	return func(c *gin.Context) {
 		ipCheck.examine(c)
 		r := c.Request
-		if p := route.Pattern(r.Method, c.FullPath()); p != "" {
+		if p := patterns.Pattern(r.Method, c.FullPath()); p != "" {
 			r.Pattern = p
 		}
 		d := l.Decide(r)

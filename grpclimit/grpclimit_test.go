@@ -108,7 +108,10 @@ func TestTwoInstancesOneRedisByMetadata(t *testing.T) {
 	prefix := fmt.Sprintf("grpclimit:%d:", os.Getpid())
 	limit := store.Limit{Algorithm: store.GCRA, Rate: 3, Period: time.Hour} // T = 20 min
 	instance := func() (healthpb.HealthClient, *grpc.ClientConn) {
-		client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+		// go-redis cuts a read at the earlier of the context's deadline and
+		// ReadTimeout: both are the store's 10 s, for a loaded machine.
+		client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true,
+			ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
 		t.Cleanup(func() { _ = client.Close() })
 		st, err := redisstore.New(client, redisstore.WithPrefix(prefix), redisstore.WithTimeout(10*time.Second))
 		if err != nil {

@@ -12,14 +12,18 @@
 // limits that denied.
 //
 // Each algorithm's file (tat.lua for GCRA and LeakyBucket, token.lua,
-// fixed.lua, sliding.lua, log.lua; InFlight lives in take.lua alone) holds
-// its one Lua definition of how its state answers a cost, in three parts
-// cut at two marker lines: the functions that decide and charge (put
-// before take.lua, refund.lua and its lean script), the give-backs (put
-// before refund.lua only) and its lean script. Every function a script
-// defines is a closure built on each call, and one that captures another
-// local function costs an upvalue too: each script gets only the
-// definitions it calls, and those a lean script calls call no other.
+// fixed.lua, sliding.lua, log.lua, inflight.lua) holds its one Lua
+// definition of how its state answers a cost, in three parts cut at two
+// marker lines: the functions that decide and charge (put before the
+// general scripts, take.lua, refund.lua and lease.lua, and before its lean
+// script); the general scripts' part (put before those three only): its
+// give-backs and its entry in ALG (lib.lua), the table through which
+// take.lua and refund.lua dispatch by algorithm code (how to read its
+// state, take a cost, give one back); and its lean script (inflight.lua
+// has none). Every function a script defines is a closure built on each
+// call, and one that captures another local function costs an upvalue
+// too: a lean script gets only its algorithm's definitions, and those it
+// calls call no other.
 //
 // The lean scripts decide a Take of one
 // limit without a penalty, the common call, by the same arithmetic and on
@@ -42,11 +46,11 @@
 //
 // What several scripts share is written once and put before each of them,
 // so that every script Redis runs is still one program: lib.lua (number
-// formatting, exact division, PX, the state pattern, the sliding window's
-// retry, and for lease.lua alone the token bucket's refill and dropping a
-// hash's older windows) before take.lua, refund.lua, lock.lua and
-// lease.lua, and lean.lua (Redis' clock, the cost, the function lean and
-// its drivers) around each lean part.
+// formatting, exact division, PX, the state pattern, a calendar window,
+// and the table ALG through which the general scripts dispatch) before
+// take.lua, refund.lua, lock.lua and lease.lua, and lean.lua (Redis'
+// clock, the cost, the function lean and its drivers) around each lean
+// part.
 //
 // take.lua's layout, for m limits (i = 1..m, 1-based as in Lua):
 //
@@ -63,12 +67,19 @@
 //	ARGV[6i]    T = ceil(P/R) in microseconds (GCRA, LeakyBucket; else 0)
 //	ARGV[6i+1]  L, the penalty in microseconds (0: none)
 //
-// The reply is a flat array of 6m integers; limit i's are at 6i-5 .. 6i:
-// allowed (0 or 1), limit, remaining, retry in microseconds
-// (-1 when the cost can never pass), reset in microseconds and delay in
-// microseconds. One more argument after the last limit's, "s", makes the
-// reply end with one more integer: Redis' clock at the call in
-// microseconds, which Refund takes back (the Redis store's Charge).
+// The reply is a flat array of 4m integers; limit i's are at 4i-3 .. 4i:
+// its algorithm's reply to the cost, three integers in the shape of its
+// lean script's reply (unpacked; InFlight's as SlidingLog's: the count,
+// reset and retry), the first < 0 when it denies, and how long the
+// limit's penalty lock still holds in microseconds (0: none; then the
+// three are a peek's). A limit that allows a call another limit denies
+// replies as a peek does, since nothing is charged. The caller derives the
+// figures (limit, remaining, retry, reset, delay) with the same decoders
+// as a lean script's reply, and applies the penalty. When some limit is
+// InFlight, one more integer follows: the id of the slot the call took (0:
+// none). One more argument after the last limit's, "s", makes the reply
+// end with one more integer: Redis' clock at the call in microseconds,
+// which Refund takes back (the Redis store's Charge).
 //
 // Refund (refund.lua) gives back what such a call charged, for every limit
 // of one key in one call: KEYS the state keys, ARGV n, that clock reading,

@@ -5,11 +5,13 @@
 -- A cost k fits a window holding c when c + k <= R.
 --
 -- Above the marks, the one definition of how the state takes a charge:
--- fixedAdd charges. Package redisstore puts it before take.lua, refund.lua
--- and this file's lean script; the give-backs (fixedGive), between the
--- marks, before refund.lua only; every function a script defines is a
--- closure built on each call, so each script gets only those it calls. They
--- use only their arguments.
+-- fixedAdd charges. Package redisstore puts it before take.lua, refund.lua,
+-- lease.lua and this file's lean script; between the marks, the general
+-- scripts' part (the give-back fixedGive, and the entry ALG.f, see
+-- lib.lua), before take.lua, refund.lua and lease.lua only; every function
+-- a script defines is a closure built on each call, so a lean script gets
+-- only its algorithm's definitions. fixedAdd and fixedGive use only their
+-- arguments.
 
 -- fixedAdd adds k (> 0) to the count of window win (a number, or its
 -- field: take.lua writes a calendar window's start with str), c before the call,
@@ -39,7 +41,7 @@ local function fixedAdd(key, win, c, k, left)
   end
 end
 
--- (the give-backs, for refund.lua only, start here)
+-- (the general scripts' part starts here)
 -- fixedGive gives k units back to the count of window win, the current
 -- one, keeping its TTL; 1 when it held some, else 0.
 local function fixedGive(key, win, k)
@@ -50,6 +52,37 @@ local function fixedGive(key, win, k)
   redis.call('HSET', key, win, c)
   return 1
 end
+
+-- The window holding now (a calendar window, B > 0, from the boundaries
+-- b0, b1, b2 sent in P, B and T: see calendar in lib.lua), which ends
+-- left µs from now, and its count c.
+local function fixedWindow(l, now)
+  if l.B > 0 then return calendar(now, l.P, l.B, l.T) end
+  local win = fdiv(now, l.P)
+  return win, (win + 1) * l.P - now
+end
+
+ALG.f = {
+  lease = true, -- but a calendar window
+  read = function(l, now)
+    l.win, l.left = fixedWindow(l, now)
+    l.c = tonumber(redis.call('HGET', l.key, str(l.win))) or 0
+  end,
+  take = function(l, now, k, key)
+    local c = l.c
+    if c + k > l.R then return -c - 1, l.left, 0 end
+    if key then fixedAdd(key, str(l.win), c, k, l.left) end
+    return c + k, l.left, 0
+  end,
+  -- only a charge in the current window gets something back: a stamp
+  -- outside a calendar window's boundaries is of another window
+  give = function(l, now, stamp, k)
+    local win, wc = fixedWindow(l, now), nil
+    if l.B == 0 or (stamp >= l.P and stamp < l.T) then wc = fixedWindow(l, stamp) end
+    if wc ~= win then return 0 end
+    return fixedGive(l.key, str(win), k)
+  end,
+}
 
 -- (the lean script starts here)
 -- sluice fixed, lean: one FixedWindow limit (not a calendar one) without a

@@ -15,14 +15,17 @@
 -- ARGV[7]  want, the most to grant (n <= want)
 -- ARGV[8]  ret, unspent units to give back first (0: none)
 -- ARGV[9]  the window index those units were granted in (windows; else 0)
--- Reply, seven integers:
---   granted (0: denied, or a return only), limit, remaining (after the
---   grant), retry us (when denied: as take.lua for a cost of n), reset us,
---   window index (windows; else 0), us until that window ends (windows;
---   else 0)
+-- Reply, six integers:
+--   granted (0: denied, or a return only); the limit's reply (ALG's take:
+--   three integers, as take.lua's) to the grant when granted, else to a
+--   cost of n (denied, nothing charged; a peek when n = 0), from which
+--   the caller derives the figures as for a Take; the index of the window
+--   holding now, floor(now / P), and µs until it ends (the windows')
 --
--- It runs after lib.lua (str, fdiv, cdiv, px, keepOnly, STATE, slidingRetry,
--- tokens).
+-- It runs after lib.lua (str, fdiv, STATE, ALG) and every algorithm's
+-- definitions and general part, whose entries in ALG change the state: a
+-- return is the algorithm's give, a grant its take. Which algorithms are
+-- leased the Redis store decides (leasable); their entries say lease.
 
 if #KEYS ~= 1 or #ARGV ~= 9 then
   return redis.error_reply('ERR sluice lease: want 1 key and 9 arguments')
@@ -31,160 +34,56 @@ end
 if not tonumber(ARGV[6]) then -- a call the client sent again (see lua.Resent)
   return redis.error_reply('SLUICE re-sent call refused')
 end
+local a = ARGV[1]
+local l = {
+  a = a, R = tonumber(ARGV[2]), P = tonumber(ARGV[3]), B = tonumber(ARGV[4]), T = tonumber(ARGV[5]),
+  L = 0, key = KEYS[1], e = ALG[a],
+}
+if not (l.e and l.e.lease) then
+  return redis.error_reply('ERR sluice lease: algorithm ' .. a .. ' is not leased')
+end
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local key, a = KEYS[1], ARGV[1]
-local R, P, B, T = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local n, want, ret, rwin = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local win = fdiv(now, l.P)
 
-local s1, s2, s3
-local v = nil
-if a ~= 'f' then v = call('GET', key) end -- fixed_window keeps a hash
-if v then
-  local x, y, z = string.match(v, STATE)
-  s1, s2, s3 = tonumber(x), tonumber(y), tonumber(z)
+-- read reads the state into l, as take.lua does.
+local function read()
+  if not l.e.str then return l.e.read(l, now) end
+  local v = call('GET', l.key)
+  l.s1, l.s2, l.s3 = nil, nil, nil
+  if v then
+    local x, y, z = string.match(v, STATE)
+    l.s1, l.s2, l.s3 = tonumber(x), tonumber(y), tonumber(z)
+  end
 end
 
--- gcra: the state is the TAT. A return moves it back by ret·T, never
--- before now (a full allowance); a grant of g moves it on by g·T.
-local function gcra()
-  local tol = B * T
-  local tat = now
-  if s1 and not s2 and s1 > now then tat = s1 end
-  local dirty = false
-  if ret > 0 and tat > now then
-    tat, dirty = tat - ret * T, true
-    if tat < now then tat = now end
-  end
-  local used = tat - now
-  local avail = 0
-  if tol - used > 0 then avail = fdiv(tol - used, T) end
-  local g, retry = 0, 0
-  if n > B then
-    retry = INF
-  elseif n > 0 and avail < n then
-    retry = tat + n * T - now - tol
-  elseif n > 0 then
-    g, dirty = want, true
-    if g > avail then g = avail end
-    used = used + g * T
-    avail = fdiv(tol - used, T)
-  end
-  if dirty then
-    if used > 0 then call('SET', key, str(now + used), 'PX', px(used)) else call('DEL', key) end
-  end
-  return { g, B, avail, retry, used, 0, 0 }
+read()
+-- A return: units of a window count only in the window they were granted
+-- in (rwin; 0 for the others), so the previous window's never changes.
+if ret > 0 and (rwin == 0 or rwin == win) then
+  l.e.give(l, now, now, ret)
+  read()
 end
 
--- token_bucket: tokens scaled by P, refilled to now first, as take.lua.
-local function token()
-  local cap = B * P
-  local tok = tokens(R, P, B, s1, s2, s3, now)
-  local dirty = ret > 0 and tok < cap
-  tok = tok + ret * P
-  if tok > cap then tok = cap end
-  local avail, g, retry = fdiv(tok, P), 0, 0
-  if n > B then
-    retry = INF
-  elseif n > 0 and avail < n then
-    retry = cdiv(n * P - tok, R)
-  elseif n > 0 then
-    g, dirty = want, true
-    if g > avail then g = avail end
-    tok = tok - g * P
-  end
-  if dirty then
-    if tok < cap then
-      call('SET', key, str(tok) .. ':' .. str(now), 'PX', px(cdiv(cap - tok, R)))
-    else
-      call('DEL', key)
+-- The grant: the most units up to want that fit, when n fit (found by
+-- bisection on the algorithm's own test).
+local g = 0
+if n > 0 and l.e.take(l, now, n) >= 0 then
+  g = want
+  if l.e.take(l, now, want) < 0 then
+    local hi = want
+    g = n -- fits; hi does not
+    while hi - g > 1 do
+      local mid = g + fdiv(hi - g, 2)
+      if l.e.take(l, now, mid) >= 0 then g = mid else hi = mid end
     end
   end
-  return { g, B, fdiv(tok, P), retry, cdiv(cap - tok, R), 0, 0 }
 end
-
--- fixed_window: a return only counts in the window it was granted in.
--- The state is a hash from the window's index to its count (fixed.lua).
-local function fixed()
-  local win = fdiv(now, P)
-  local left = (win + 1) * P - now
-  local c = tonumber(call('HGET', key, str(win))) or 0
-  local fresh = c == 0
-  local dirty = false
-  if ret > 0 and rwin == win and c > 0 then
-    c, dirty = c - ret, true
-    if c < 0 then c = 0 end
-  end
-  local g, retry = 0, 0
-  if n > R then
-    retry = INF
-  elseif n > 0 and c + n > R then
-    retry = left
-  elseif n > 0 then
-    g, dirty = want, true
-    if g > R - c then g = R - c end
-    c = c + g
-  end
-  if dirty then
-    if c == 0 then
-      call('DEL', key)
-    elseif fresh then -- the window's first charge: drop older windows
-      call('HSET', key, str(win), str(c))
-      pexpire(key, px(left), true)
-      keepOnly(key, str(win))
-    else
-      call('HSET', key, str(win), str(c))
-    end
-  end
-  local reset = 0
-  if c > 0 then reset = left end
-  return { g, R, R - c, retry, reset, win, left }
+local x, y, z
+if g > 0 then
+  x, y, z = l.e.take(l, now, g, l.key)
+else
+  x, y, z = l.e.take(l, now, n)
 end
-
--- sliding_window: a return only counts in the window it was granted in;
--- the previous window's count is never changed.
-local function sliding()
-  local win = fdiv(now, P)
-  local e = now - win * P
-  local c, p = 0, 0
-  if s2 and s3 then
-    if s1 == win then c, p = s2, s3 elseif s1 == win - 1 then p = s2 end
-  end
-  local dirty = false
-  if ret > 0 and rwin == win and c > 0 then
-    c, dirty = c - ret, true
-    if c < 0 then c = 0 end
-  end
-  local pw = p * (P - e)
-  local function rem()
-    local r = R * P - pw - c * P
-    if r > 0 then return fdiv(r, P) end
-    return 0
-  end
-  local g, retry = 0, 0
-  if n > R then
-    retry = INF
-  elseif n > 0 and rem() < n then
-    retry = slidingRetry(R, P, c, p, e, n)
-  elseif n > 0 then
-    g, dirty = want, true
-    if g > rem() then g = rem() end
-    c = c + g
-  end
-  if dirty then
-    if c > 0 or p > 0 then
-      call('SET', key, str(win) .. ':' .. str(c) .. ':' .. str(p), 'PX', px(2 * P - e))
-    else
-      call('DEL', key)
-    end
-  end
-  local reset = 0
-  if c > 0 then reset = 2 * P - e elseif p > 0 then reset = P - e end
-  return { g, R, rem(), retry, reset, win, P - e }
-end
-
-if a == 'g' then return gcra() end
-if a == 't' then return token() end
-if a == 'f' then return fixed() end
-if a == 'w' then return sliding() end
-return redis.error_reply('ERR sluice lease: algorithm ' .. a .. ' is not leased')
+return { g, x, y, z, win, (win + 1) * l.P - now }

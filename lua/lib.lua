@@ -2,15 +2,14 @@
 -- share. Package lua puts this text before each of them, so that each
 -- script Redis runs is still one self-contained program. How each
 -- algorithm's state answers a cost is not here but in its own file
--- (tat.lua, ...); keepOnly and tokens serve lease.lua alone, which does not
--- use those files yet.
+-- (tat.lua, ...), which the take, refund and lease scripts run after; ALG
+-- is filled there.
 --
 -- Every quantity is an integer below 2^53, so doubles hold it exactly.
 -- Divisions use fmod, which is exact, and numbers reach Redis through
 -- string.format('%.0f') (tostring would write 1.8e+15).
 
 local call, tonumber, format, fmod = redis.call, tonumber, string.format, math.fmod
-local INF = -1 -- the retry figure of a cost that can never pass
 
 local function str(x) return format('%.0f', x) end
 
@@ -40,19 +39,6 @@ local function pexpire(key, ms, fresh)
   end
 end
 
--- keepOnly removes every field of the hash at key but f, just set: the
--- fields of earlier windows. The key never ceases to exist on the way (as
--- with DEL, then HSET), since a Cluster slot that is migrating refuses a
--- script that recreates a key ("non local key").
-local function keepOnly(key, f)
-  if call('HLEN', key) > 1 then
-    local fs = call('HKEYS', key)
-    for i = 1, #fs do
-      if fs[i] ~= f then call('HDEL', key, fs[i]) end
-    end
-  end
-end
-
 -- calendar is the window of a calendar limit (store.PerCalendar) that
 -- holds now, from b0 < b1 < b2, the boundaries (us) of two consecutive
 -- windows that the client computed in the limit's zone (Lua knows no
@@ -68,34 +54,22 @@ end
 -- A state string: up to three integers separated by colons.
 local STATE = '^(%d+):?(%d*):?(%d*)$'
 
--- slidingRetry is how long until a cost of n fits a sliding window of R
--- per P whose current window, e us in, holds c and the previous one p
--- (ALGORITHMS.md, SlidingWindow; n <= R).
-local function slidingRetry(R, P, c, p, e, n)
-  if R - c - n >= 0 and p > 0 then
-    local e1 = P - fdiv((R - c - n) * P, p)
-    if e1 < P then return e1 - e end
-  end
-  local e2 = 0
-  if c > 0 then
-    e2 = P - fdiv((R - n) * P, c)
-    if e2 < 0 then e2 = 0 end
-  end
-  return (P - e) + e2
-end
-
--- tokens is a token bucket's tokens, scaled by P, at now, from its state
--- "<tok>:<ts>" read as s1, s2, s3 (ALGORITHMS.md, TokenBucket): no state,
--- or one that does not parse, is a full bucket.
-local function tokens(R, P, B, s1, s2, s3, now)
-  local cap = B * P
-  local tok, ts = s1, s2
-  if not (tok and ts and not s3) or tok > cap then return cap end
-  local need = cap - tok
-  if need > 0 then
-    local elapsed = now - ts
-    if elapsed < 0 then elapsed = 0 end
-    if elapsed >= cdiv(need, R) then tok = cap else tok = tok + R * elapsed end
-  end
-  return tok
-end
+-- ALG maps each algorithm's code (ARGV of take.lua, refund.lua and
+-- lease.lua) to its entry, which its file fills in its general part
+-- (tat.lua: g and k, ...) and through which those scripts dispatch:
+--   str   true when the state is a string key: take.lua reads it with
+--         MGET, and take.lua and refund.lua parse it (STATE) into the
+--         limit's s1, s2, s3 (nil: none)
+--   read  otherwise, read(l, now) reads the state into the limit l
+--   take  take(l, now, k, key): the reply of a cost k (0 peeks), three
+--         integers, the first < 0 when denied: the lean script's (fixed
+--         and log unpacked), from which core/redisstore derives the
+--         figures; given key, an allowed cost is charged
+--   give  give(l, now, stamp, k): gives back k units of a charge at stamp;
+--         1 when the state changed, else 0
+--   holds when set, holds(l, id) tells whether the state holds slot id
+--         (InFlight: a call takes one slot id for every such limit)
+--   lease true when lease.lua may serve it (see core/redisstore's leasable)
+-- l is the limit: a (its code), R, P, B, T, L (ARGV), key (its state key),
+-- and what read or STATE set.
+local ALG = {}

@@ -20,15 +20,16 @@
 --
 -- Above the marks, the one definition of how the state answers a cost:
 -- logRead reads it, logStamp finds when a unit leaves, logAdd charges.
--- Package redisstore puts it before take.lua, refund.lua and this file's
--- lean script; the give-backs (logGive), between the marks, before
--- refund.lua only; every function a script defines is a closure built on
--- each call, so each script gets only those it calls. They use only their
--- arguments: logSpan, which reads a member, is passed to logStamp
--- (span), as a local function captured by another costs every call of
--- the script an upvalue; logRead and logAdd, which every admission runs,
--- write out what logSpan and logMember (with the give-backs) do, as a
--- call costs too.
+-- Package redisstore puts it before take.lua, refund.lua, lease.lua and
+-- this file's lean script; between the marks, the general scripts' part
+-- (the give-back logGive, and the entry ALG.l, see lib.lua), before
+-- take.lua, refund.lua and lease.lua only; every function a script defines
+-- is a closure built on each call, so a lean script gets only its
+-- algorithm's definitions. They use only their arguments: logSpan, which
+-- reads a member, is passed to logStamp (span), as a local function
+-- captured by another costs every call of the script an upvalue; logRead
+-- and logAdd, which every admission runs, write out what logSpan and
+-- logMember (with the give-backs) do, as a call costs too.
 
 -- logSpan reads a member: its first unit's number and how many units it
 -- holds; nil for a member these scripts did not write.
@@ -177,7 +178,7 @@ local function logAdd(key, now, P, pms, k, stamp, c, seq, old, live, s0, oldest,
   end
 end
 
--- (the give-backs, for refund.lua only, start here)
+-- (the general scripts' part starts here)
 -- logMember is the member of w units from unit first.
 local function logMember(first, w)
   if w == 1 then return string.format('%016x', first) end
@@ -229,6 +230,32 @@ local function logGive(key, now, P, stamp, k)
   end
   return 1
 end
+
+-- take replies as the lean script does, unpacked: x (c after the call
+-- when allowed, else -c - 1), reset, and the retry of a denied cost up to
+-- R.
+ALG.l = {
+  read = function(l, now)
+    l.c, l.seq, l.newest, l.old, l.live, l.s0, l.first, l.oldest, l.exists = logRead(l.key, now, l.P)
+  end,
+  take = function(l, now, k, key)
+    local R, P, c, newest = l.R, l.P, l.c, l.newest
+    if c + k > R then
+      local retry, reset = 0, 0
+      if k <= R then -- unit c + k - R - 1 (0-based) of the live ones must leave first
+        retry = logStamp(l.key, c + k - R - 1, l.seq, l.live, l.s0, l.first, logSpan) + P - now
+      end
+      if c > 0 then reset = newest + P - now end
+      return -c - 1, reset, retry
+    end
+    c = c + k
+    if k > 0 and (not newest or newest < now) then newest = now end
+    if key then logAdd(key, now, P, px(P), k, newest, c, l.seq, l.old, l.live, l.s0, l.oldest, l.exists) end
+    if c == 0 then return 0, 0, 0 end
+    return c, newest + P - now, 0
+  end,
+  give = function(l, now, stamp, k) return logGive(l.key, now, l.P, stamp, k) end,
+}
 
 -- (the lean script starts here)
 -- sluice log, lean: one SlidingLog limit without a penalty.

@@ -13,9 +13,9 @@
 -- ARGV[6i-3 .. 6i+2]  limit i as in take.lua: code, R, P, B, T, L
 -- Reply        the number of limits that got something back
 --
--- It runs after lib.lua (str, fdiv, calendar, STATE) and each algorithm's
--- definitions (tatGive, tokenGive, fixedGive, slidingGive, logGive: see
--- take.lua), which the take and lean scripts share.
+-- It runs after lib.lua (STATE, ALG) and each
+-- algorithm's definitions and general part (tat.lua, ...), which fill ALG:
+-- each limit's give-back is its entry's give.
 
 if #ARGV ~= 2 + 6 * #KEYS then
   return redis.error_reply('ERR sluice refund: want 6 arguments per key after n and stamp')
@@ -28,74 +28,25 @@ end
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
-local function parse(key)
-  local v = call('GET', key)
-  if not v then return nil end
-  local x, y, z = string.match(v, STATE)
-  return tonumber(x), tonumber(y), tonumber(z)
-end
-
--- gcra, leaky_bucket: the TAT moves back by n·T (tatGive).
-local function tat(key, lim, T)
-  local s1, s2 = parse(key)
-  if not s1 or s2 or s1 <= now then return 0 end
-  if n < lim then lim = n end
-  tatGive(key, s1, now, lim, T)
-  return 1
-end
-
--- token_bucket: n tokens back after the refill to now, up to the burst
--- (tokenGive).
-local function token(key, R, P, B)
-  local s1, s2, s3 = parse(key)
-  if not s1 then return 0 end
-  if s3 or not s2 then s1 = nil end -- not "<tok>:<ts>": a full bucket
-  local k = n
-  if k > B then k = B end
-  tokenGive(key, s1, s2, now, k, R, P, B)
-  return 1
-end
-
--- fixed_window: n off the count of the charge's window, if it is current.
--- A calendar window (B > 0) sends the boundaries b0, b1, b2 in P, B, T
--- (take.lua); a stamp outside them is of another window.
-local function fixed(key, P, B, T)
-  local win, wc
-  if B > 0 then
-    win = calendar(now, P, B, T)
-    if stamp >= P and stamp < T then wc = calendar(stamp, P, B, T) end
-  else
-    win, wc = fdiv(now, P), fdiv(stamp, P)
-  end
-  if wc ~= win then return 0 end
-  return fixedGive(key, str(win), n)
-end
-
--- sliding_window: n off the count of the charge's window, if it is the
--- current or the previous one (slidingGive).
-local function sliding(key, P)
-  local win, wc = fdiv(now, P), fdiv(stamp, P)
-  if wc ~= win and wc ~= win - 1 then return 0 end
-  local x, c, p = parse(key)
-  if not (x and c and p) then return 0 end
-  return slidingGive(key, x, c, p, wc, n)
-end
-
 local done, seen = 0, {}
 for i = 1, #KEYS do
   local key, j = KEYS[i], 6 * i - 3
   if not seen[key] then -- an identical limit given twice is one state
     seen[key] = true
     local a = ARGV[j]
-    local R, P, B, T = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
-    if a == 'g' then done = done + tat(key, B, T)
-    elseif a == 'k' then done = done + tat(key, B + 1, T)
-    elseif a == 't' then done = done + token(key, R, P, B)
-    elseif a == 'f' then done = done + fixed(key, P, B, T)
-    elseif a == 'w' then done = done + sliding(key, P)
-    elseif a == 'l' then done = done + logGive(key, now, P, stamp, n)
-    elseif a == 'i' then -- in_flight: its slot is given back by Release, not here
-    else return redis.error_reply('ERR sluice refund: unknown algorithm ' .. tostring(a)) end
+    local l = {
+      a = a, R = tonumber(ARGV[j + 1]), P = tonumber(ARGV[j + 2]), B = tonumber(ARGV[j + 3]),
+      T = tonumber(ARGV[j + 4]), key = key, e = ALG[a],
+    }
+    if not l.e then return redis.error_reply('ERR sluice refund: unknown algorithm ' .. tostring(a)) end
+    if l.e.str then
+      local v = call('GET', key)
+      if v then
+        local x, y, z = string.match(v, STATE)
+        l.s1, l.s2, l.s3 = tonumber(x), tonumber(y), tonumber(z)
+      end
+    end
+    done = done + l.e.give(l, now, stamp, n)
   end
 end
 return done

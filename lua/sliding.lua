@@ -4,11 +4,12 @@
 --
 -- Above the marks, the one definition of how a state answers a cost:
 -- slidingTake decides, and charges when given the key. Package redisstore
--- puts it before take.lua, refund.lua and this file's lean script; the
--- give-backs (slidingGive), between the marks, before refund.lua only.
--- Every function a script defines is a closure built on each call, and
--- each call of it costs too: each script gets only those it calls, and a
--- lean script calls one.
+-- puts it before take.lua, refund.lua, lease.lua and this file's lean
+-- script; between the marks, the general scripts' part (the give-back
+-- slidingGive, and the entry ALG.w, see lib.lua), before take.lua,
+-- refund.lua and lease.lua only. Every function a script defines is a
+-- closure built on each call, and each call of it costs too: a lean script
+-- gets only its algorithm's definitions, and calls one.
 
 -- slidingTake: the state x, y, z (numbers, or nil: none) answering a cost
 -- k at now, for R per P µs. Replies the current window's count c after
@@ -32,7 +33,7 @@ local function slidingTake(x, y, z, now, k, R, P, key)
   return c, p, e
 end
 
--- (the give-backs, for refund.lua only, start here)
+-- (the general scripts' part starts here)
 -- slidingGive gives k units back to the state x, c, p (window x's count
 -- and the one before's), for a charge in window wc, keeping its TTL: off
 -- c when x is wc, off p when x is the window after; 1 when the state
@@ -50,6 +51,22 @@ local function slidingGive(key, x, c, p, wc, k)
   redis.call('SET', key, string.format('%d:%d:%d', x, c, p), 'KEEPTTL')
   return 1
 end
+
+-- The state s1, s2, s3 is window s1's count and the one before's.
+ALG.w = {
+  str = true,
+  lease = true,
+  take = function(l, now, k, key)
+    return slidingTake(l.s1, l.s2, l.s3, now, k, l.R, l.P, key)
+  end,
+  -- only a charge in the current or the previous window gets something back
+  give = function(l, now, stamp, k)
+    local win, wc = fdiv(now, l.P), fdiv(stamp, l.P)
+    if wc ~= win and wc ~= win - 1 then return 0 end
+    if not (l.s1 and l.s2 and l.s3) then return 0 end
+    return slidingGive(l.key, l.s1, l.s2, l.s3, wc, k)
+  end,
+}
 
 -- (the lean script starts here)
 -- sluice sliding, lean: one SlidingWindow limit without a penalty, its

@@ -2,12 +2,13 @@
 -- State: "<tat>" in µs, a string key.
 --
 -- Above the marks, the one definition of how a state answers a cost:
--- tatTake decides, and charges when given the key. Package redisstore
--- puts it before take.lua, refund.lua and this file's lean script; the
--- give-backs (tatGive), between the marks, before refund.lua only. Every
--- function a script defines is a closure built on each call, and each call
--- of it costs too: each script gets only those it calls, and a lean script
--- calls one.
+-- tatTake decides, and charges when given the key. Package redisstore puts
+-- it before take.lua, refund.lua, lease.lua and this file's lean script;
+-- between the marks, the general scripts' part (the give-back tatGive, and
+-- the entries ALG.g and ALG.k, see lib.lua), before take.lua, refund.lua
+-- and lease.lua only. Every function a script defines is a closure built
+-- on each call, and each call of it costs too: a lean script gets only its
+-- algorithm's definitions, and calls one.
 
 -- tatTake: the state tat (nil or false: none) answering a cost k at now,
 -- for a capacity lim (B, or B+1 for LeakyBucket) of interval T: used =
@@ -26,7 +27,7 @@ local function tatTake(tat, now, k, lim, T, key)
   return used
 end
 
--- (the give-backs, for refund.lua only, start here)
+-- (the general scripts' part starts here)
 -- tatGive gives k units (at most lim) back to the state tat (> now) at
 -- now: the TAT moves back by k·T, never before now (the key goes). The
 -- state is written by tatTake at no cost and with no bound.
@@ -34,6 +35,26 @@ local function tatGive(key, tat, now, k, T)
   tat = tat - k * T
   if tat > now then tatTake(tat, now, 0, math.huge, T, key) else redis.call('DEL', key) end
 end
+
+-- GCRA's state, s1, is the TAT; LeakyBucket's capacity is B + 1.
+ALG.g = {
+  str = true,
+  lease = true,
+  take = function(l, now, k, key)
+    local lim = l.B
+    if l.a == 'k' then lim = lim + 1 end
+    return tatTake(not l.s2 and l.s1, now, k, lim, l.T, key), 0, 0
+  end,
+  give = function(l, now, stamp, k)
+    local tat, lim = l.s1, l.B
+    if not tat or l.s2 or tat <= now then return 0 end
+    if l.a == 'k' then lim = lim + 1 end
+    if k > lim then k = lim end
+    tatGive(l.key, tat, now, k, l.T)
+    return 1
+  end,
+}
+ALG.k = { str = true, take = ALG.g.take, give = ALG.g.give } -- not leased
 
 -- (the lean script starts here)
 -- sluice tat, lean: one GCRA or LeakyBucket limit without a penalty.

@@ -3,11 +3,12 @@
 --
 -- Above the marks, the one definition of how a state answers a cost:
 -- tokenTake decides, and charges when given the key. Package redisstore
--- puts it before take.lua, refund.lua and this file's lean script; the
--- give-backs (tokenGive), between the marks, before refund.lua only.
--- Every function a script defines is a closure built on each call, and
--- each call of it costs too: each script gets only those it calls, and a
--- lean script calls one.
+-- puts it before take.lua, refund.lua, lease.lua and this file's lean
+-- script; between the marks, the general scripts' part (the give-back
+-- tokenGive, and the entry ALG.t, see lib.lua), before take.lua,
+-- refund.lua and lease.lua only. Every function a script defines is a
+-- closure built on each call, and each call of it costs too: a lean script
+-- gets only its algorithm's definitions, and calls one.
 
 -- tokenTake: the state tok, ts (tok nil: none, a full bucket) of a bucket
 -- of B per P µs refilled at R scaled tokens per µs, answering a cost k at
@@ -44,13 +45,32 @@ local function tokenTake(tok, ts, now, k, R, P, B, key)
   return tok
 end
 
--- (the give-backs, for refund.lua only, start here)
+-- (the general scripts' part starts here)
 -- tokenGive gives k units (at most B) back to the state tok, ts at now:
 -- the tokens refilled to now and k·P more, up to a full bucket (the key
 -- goes).
 local function tokenGive(key, tok, ts, now, k, R, P, B)
   tokenTake(tok, ts, now, -k, R, P, B, key)
 end
+
+-- The state s1, s2 is tok, ts; anything else is a full bucket.
+ALG.t = {
+  str = true,
+  lease = true,
+  take = function(l, now, k, key)
+    local tok, ts
+    if l.s2 and not l.s3 then tok, ts = l.s1, l.s2 end
+    return tokenTake(tok, ts, now, k, l.R, l.P, l.B, key), 0, 0
+  end,
+  give = function(l, now, stamp, k)
+    if not l.s1 then return 0 end
+    local tok, ts = l.s1, l.s2
+    if l.s3 or not ts then tok = nil end
+    if k > l.B then k = l.B end
+    tokenGive(l.key, tok, ts, now, k, l.R, l.P, l.B)
+    return 1
+  end,
+}
 
 -- (the lean script starts here)
 -- sluice token, lean: one TokenBucket limit without a penalty.

@@ -238,18 +238,9 @@ func evalGCRA(o *outcome, sp *algSpec, st *memoryState, now, n int64, leaky bool
 func evalTokenBucket(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	r, p := sp.rate, sp.period
 	capacity := sp.burst * p
-	tok, ts := capacity, now
+	tok := capacity
 	if st.has {
-		b := st.words.bucket()
-		tok, ts = b.tokens, b.ts
-	}
-	elapsed := max(0, now-ts)
-	if need := capacity - tok; need > 0 {
-		if elapsed >= arith.CeilDiv(need, r) {
-			tok = capacity
-		} else {
-			tok += r * elapsed // < need, so no overflow
-		}
+		tok = refilled(sp, st.words.bucket(), now)
 	}
 	o.limit = sp.burst
 	switch {
@@ -267,6 +258,17 @@ func evalTokenBucket(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	if o.allowed {
 		o.expires = now + o.reset
 	}
+}
+
+// refilled is a token bucket's tokens, scaled by P, refilled to now from
+// its state b.
+func refilled(sp *algSpec, b bucketState, now int64) int64 {
+	capacity := sp.burst * sp.period
+	need := capacity - b.tokens
+	if elapsed := max(0, now-b.ts); need > 0 && elapsed < arith.CeilDiv(need, sp.rate) {
+		return b.tokens + sp.rate*elapsed // < need, so no overflow
+	}
+	return capacity
 }
 
 func evalFixedWindow(o *outcome, sp *algSpec, st *memoryState, now, n int64) {

@@ -3,6 +3,7 @@ package memorystore
 import (
 	"context"
 	"errors"
+	"iter"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func TestMemoryStoreKeyStorage(t *testing.T) {
 	}
 	var sawShort, sawLong bool
 	for i := range s.shards {
-		for _, v := range s.shards[i].states {
+		for v := range s.shards[i].all() {
 			k := v.key
 			switch {
 			case !k.digest && k.key == short:
@@ -337,7 +338,7 @@ func TestMemorySpacesCount(t *testing.T) {
 				t.Fatalf("step %d: shard %d tells %d namespaces apart", step, i, len(sh.spaces))
 			}
 			counts := make([]int, len(sh.spaces))
-			for _, st := range sh.states {
+			for st := range sh.all() {
 				counts[st.ns]++
 				if name := spaceName(&st.key); st.ns != 0 && sh.spaces[st.ns].name != name {
 					t.Fatalf("step %d: a state of %q counted as %q's", step, name, sh.spaces[st.ns].name)
@@ -350,7 +351,14 @@ func TestMemorySpacesCount(t *testing.T) {
 					t.Fatalf("step %d: shard %d namespace %d (%q) holds %d states, counted %d", step, i, j, sh.spaces[j].name, counts[j], sh.spaces[j].n)
 				}
 			}
-			total += len(sh.states)
+			n := 0
+			for range sh.all() {
+				n++
+			}
+			if n != sh.len() {
+				t.Fatalf("step %d: shard %d holds %d states, counted %d", step, i, n, sh.len())
+			}
+			total += n
 		}
 		if total != s.len() || total > 200 {
 			t.Fatalf("step %d: %d states, Len %d", step, total, s.len())
@@ -387,5 +395,72 @@ func TestMemorySpacesCount(t *testing.T) {
 	check(20_000)
 	if shared == 0 {
 		t.Error("no state of a Limiter was counted with those of none: the shared namespace was not exercised")
+	}
+}
+
+// all yields every state the shard holds. The caller holds mu.
+func (sh *memoryShard) all() iter.Seq[*memoryState] {
+	return func(yield func(*memoryState) bool) {
+		for _, e := range sh.keys {
+			if !yield(e.first) {
+				return
+			}
+			for _, st := range e.more {
+				if !yield(st) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// A key's several states (one per limit) are each found and removed alone,
+// whichever is removed first, also by reclaim; the shard's count follows.
+func TestMemoryShardKeyStates(t *testing.T) {
+	for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}, {1, 0, 2}, {1, 2, 0}} {
+		s := New(WithMaxKeys(64))
+		sh := &s.shards[0]
+		var sps [3]algSpec
+		var sts [3]*memoryState
+		for i := range sps {
+			sps[i] = toAlgSpec(&specs(store.Limit{Algorithm: store.FixedWindow, Rate: int64(i + 1), Period: time.Second})[0])
+			k := makeStateKey("k", false, &sps[i])
+			sh.insert(&k, &memoryState{words: tatState{tat: int64(i)}.words(), has: true, expires: 1000}, 0)
+			sts[i], _ = sh.find("k", false, &sps[i])
+		}
+		if _, ok := sh.find("k", true, &sps[0]); ok {
+			t.Fatal("the digest form of a key found the key's state")
+		}
+		gone := map[int]bool{}
+		for _, j := range order {
+			sh.remove(sts[j])
+			gone[j] = true
+			for i := range sps {
+				st, ok := sh.find("k", false, &sps[i])
+				if ok == gone[i] || ok && st.words.tat().tat != int64(i) {
+					t.Fatalf("order %v, after removing %d: state %d found %v (%+v)", order, j, i, ok, st)
+				}
+			}
+			if n := sh.len(); n != 3-len(gone) || len(sh.keys) != min(n, 1) {
+				t.Fatalf("order %v: %d states in %d keys after %d removals", order, n, len(sh.keys), len(gone))
+			}
+		}
+	}
+	// reclaim deletes the lapsed states of a key, keeping the live one.
+	s := New(WithMaxKeys(64))
+	sh := &s.shards[0]
+	for i, exp := range []int64{100, 300, 100} {
+		sp := toAlgSpec(&specs(store.Limit{Algorithm: store.FixedWindow, Rate: int64(i + 1), Period: time.Second})[0])
+		k := makeStateKey("k", false, &sp)
+		sh.insert(&k, &memoryState{has: true, expires: exp}, 0)
+	}
+	sh.reclaim(200, "other", 0)
+	if sh.len() != 1 || len(sh.keys) != 1 {
+		t.Fatalf("after reclaim: %d states in %d keys, want 1 in 1", sh.len(), len(sh.keys))
+	}
+	for st := range sh.all() {
+		if st.expires != 300 {
+			t.Errorf("reclaim kept a state expiring at %d", st.expires)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/sluicehq/sluice/core/store"
-	"github.com/sluicehq/sluice/internal/arith"
 )
 
 // Charge is Take, and sets the Result's Stamp to the store's clock at the
@@ -90,17 +89,6 @@ func giveBack(st *memoryState, sp *algSpec, now, n, stamp int64) {
 			st.log.remove(stamp, n, now-sp.period)
 		}
 	}
-}
-
-// refilled is a token bucket's tokens, scaled by P, refilled to now, as
-// evalTokenBucket counts them.
-func refilled(sp *algSpec, b bucketState, now int64) int64 {
-	capacity := sp.burst * sp.period
-	need := capacity - b.tokens
-	if elapsed := max(0, now-b.ts); need > 0 && elapsed < arith.CeilDiv(need, sp.rate) {
-		return b.tokens + sp.rate*elapsed
-	}
-	return capacity
 }
 
 // remove takes out up to n units of the entries of the oldest stamp at or

@@ -6,8 +6,10 @@ package memorystore
 
 import (
 	"crypto/sha256"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/arith"
 	"github.com/sluicehq/sluice/internal/storekey"
@@ -18,12 +20,13 @@ import (
 // contend.
 type memoryShard struct {
 	shardData
-	_ [16]byte
+	_ [8]byte
 }
 
 type shardData struct {
 	mu       sync.Mutex
-	states   map[stateKey]*memoryState // nil until the first state
+	keys     map[string]keyStates // the states by stored key; nil until the first state
+	n        int                  // the states held
 	capacity int
 	// spaces counts the states of each namespace (see WithMaxKeys) the
 	// shard holds; a state holds its namespace's index. spaces[0] is the
@@ -39,9 +42,18 @@ type space struct {
 	n    int
 }
 
+// keyStates holds the states of one stored key, one per limit: a map by
+// the key alone, then a scan of its few states, finds a state in less time
+// than a map keyed by the key and every field of the limit, whose hash and
+// equality read them all (BenchmarkMemoryStoreTake).
+type keyStates struct {
+	first *memoryState   // never nil in the map
+	more  []*memoryState // the others, if any
+}
+
 // stateKey identifies one state: the key (or its digest, for a long key)
 // and every field that shapes the limit's arithmetic, as Spec.ID does for
-// the Redis store. It is comparable, so a lookup allocates nothing.
+// the Redis store. Its key is the shard's map key.
 type stateKey struct {
 	key     string
 	rate    int64
@@ -63,12 +75,27 @@ func (k *stateKey) spec() algSpec {
 }
 
 // len returns the number of states the shard holds. The caller holds mu.
-func (sh *memoryShard) len() int { return len(sh.states) }
+func (sh *memoryShard) len() int { return sh.n }
 
 // find returns the state of (key, digest, sp). The caller holds mu.
 func (sh *memoryShard) find(key string, digest bool, sp *algSpec) (*memoryState, bool) {
-	st, ok := sh.states[makeStateKey(key, digest, sp)]
-	return st, ok
+	e := sh.keys[key]
+	if e.first != nil && e.first.key.is(digest, sp) {
+		return e.first, true
+	}
+	for _, st := range e.more {
+		if st.key.is(digest, sp) {
+			return st, true
+		}
+	}
+	return nil, false
+}
+
+// is reports whether k, a key's state, is the state of digest and sp: the
+// fields makeStateKey takes from them.
+func (k *stateKey) is(digest bool, sp *algSpec) bool {
+	return k.rate == sp.rate && k.period == sp.period && k.burst == sp.burst && k.penalty == sp.penalty &&
+		k.alg == sp.alg && k.cal == sp.cal && k.digest == digest && k.zone == zoneName(sp.zone)
 }
 
 // sameState reports whether a and b shape the same state of a key: the
@@ -80,7 +107,24 @@ func (a *algSpec) sameState(b *algSpec) bool {
 
 // remove deletes a stored state. The caller holds mu.
 func (sh *memoryShard) remove(st *memoryState) {
-	delete(sh.states, st.key)
+	k := st.key.key
+	e := sh.keys[k]
+	switch {
+	case e.first == st && len(e.more) == 0:
+		delete(sh.keys, k)
+	case e.first == st:
+		e.first = e.more[0]
+		e.more = slices.Delete(e.more, 0, 1)
+		sh.keys[k] = e
+	default:
+		i := slices.Index(e.more, st)
+		if i < 0 {
+			return // not stored
+		}
+		e.more = slices.Delete(e.more, i, i+1)
+		sh.keys[k] = e
+	}
+	sh.n--
 	sh.spaces[st.ns].n--
 }
 
@@ -166,18 +210,23 @@ func (sh *memoryShard) insert(k *stateKey, st *memoryState, now int64) {
 	}
 	p := new(memoryState)
 	*p = *st
-	p.key = stateKey{
+	p.key = *k
+	e := sh.keys[k.key]
+	if e.first != nil {
+		p.key.key = e.first.key.key // the copy its other states hold
+		e.more = append(e.more, p)
+	} else {
 		// A copy: the caller's key may be a slice of a larger string, or
 		// (so that Take's key does not escape) a buffer it reuses.
-		key:  strings.Clone(k.key),
-		rate: k.rate, period: k.period, burst: k.burst, penalty: k.penalty,
-		alg: k.alg, digest: k.digest, cal: k.cal, zone: k.zone,
+		p.key.key = strings.Clone(k.key)
+		e.first = p
 	}
 	p.ns = uint8(ns)
-	if sh.states == nil {
-		sh.states = make(map[stateKey]*memoryState)
+	if sh.keys == nil {
+		sh.keys = make(map[string]keyStates)
 	}
-	sh.states[p.key] = p
+	sh.keys[p.key.key] = e
+	sh.n++
 	sh.spaces[ns].n++
 }
 
@@ -201,23 +250,33 @@ func (sh *memoryShard) reclaim(now int64, key string, own int) {
 	if full {
 		from = sh.evictFrom(own)
 	}
-	for _, v := range sh.states {
-		if v.key.key == key {
+scan:
+	for k, e := range sh.keys {
+		if k == key {
 			continue
 		}
-		sampled++
-		switch {
-		case now >= v.expires:
-			sh.remove(v)
-			full = sh.len() >= sh.capacity
-		case full && int(v.ns) == from:
-			seen++
-			if r := rankForEviction(&v.key, v, now); victim == nil || r.less(victimRank) {
-				victim, victimRank = v, r
+		// e is a copy: removing a state rewrites the map's entry and moves
+		// the later states of e.more down, which the scan, from the last
+		// to first, has passed.
+		for i := len(e.more) - 1; i >= -1; i-- {
+			v := e.first
+			if i >= 0 {
+				v = e.more[i]
 			}
-		}
-		if sampled >= evictionSample && (!full || seen >= evictionSample || sampled >= evictionScan) {
-			break
+			sampled++
+			switch {
+			case now >= v.expires:
+				sh.remove(v)
+				full = sh.len() >= sh.capacity
+			case full && int(v.ns) == from:
+				seen++
+				if r := rankForEviction(&v.key, v, now); victim == nil || r.less(victimRank) {
+					victim, victimRank = v, r
+				}
+			}
+			if sampled >= evictionSample && (!full || seen >= evictionSample || sampled >= evictionScan) {
+				break scan
+			}
 		}
 	}
 	if victim != nil && sh.len() >= sh.capacity {
@@ -250,4 +309,13 @@ func rankForEviction(k *stateKey, st *memoryState, now int64) evictionRank {
 		r.used = float64(o.limit-o.remain) / float64(o.limit)
 	}
 	return r
+}
+
+// zoneName is the name a calendar window's zone is stored under ("" for
+// none).
+func zoneName(z *time.Location) string {
+	if z == nil {
+		return ""
+	}
+	return z.String()
 }

@@ -309,23 +309,27 @@ func makeStateKey(key string, digest bool, sp *algSpec) stateKey {
 	k := stateKey{
 		key: key, digest: digest, alg: sp.alg,
 		rate: sp.rate, period: sp.period, burst: sp.burst, penalty: sp.penalty,
-		cal: sp.cal,
-	}
-	if sp.zone != nil {
-		k.zone = sp.zone.String()
+		cal: sp.cal, zone: zoneName(sp.zone),
 	}
 	return k
 }
 
 func toAlgSpec(sp *store.Spec) algSpec {
-	a := algSpec{
-		alg: algCodeOf(sp.Algorithm()), rate: sp.Rate(), period: sp.Period(),
-		burst: sp.Burst(), penalty: sp.Penalty(), interval: sp.Interval(),
-	}
+	var a algSpec
+	a.set(sp)
+	return a
+}
+
+// set makes a the arithmetic's form of sp, in place: Take does it for
+// every limit of every call, and building the value to copy it costs
+// more than the fields.
+func (a *algSpec) set(sp *store.Spec) {
+	a.alg, a.rate, a.period = algCodeOf(sp.Algorithm()), sp.Rate(), sp.Period()
+	a.burst, a.penalty, a.interval = sp.Burst(), sp.Penalty(), sp.Interval()
+	a.cal, a.zone = calNone, nil
 	if unit, zone := sp.Calendar(); unit != "" {
 		a.cal, a.zone = calUnitOf(unit), zone
 	}
-	return a
 }
 
 // specsOf fills evs[i].sp with the arithmetic's form of limits[i], or
@@ -338,7 +342,7 @@ func specsOf(limits []store.Spec, evs []limitEval) error {
 			}
 			return err
 		}
-		evs[i].sp = toAlgSpec(&limits[i])
+		evs[i].sp.set(&limits[i])
 	}
 	return nil
 }

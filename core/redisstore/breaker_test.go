@@ -91,7 +91,7 @@ func delayCopy(dst, src net.Conn, delay time.Duration) {
 		}
 	}()
 	for c := range chunks {
-		time.Sleep(time.Until(c.at.Add(delay)))
+		time.Sleep(time.Until(c.at.Add(delay))) // the proxy's latency
 		if _, err := dst.Write(c.b); err != nil {
 			break
 		}
@@ -133,7 +133,12 @@ func (tt *takeTally) get(kind string) int {
 // so that the client's connections are made.
 func hammer(t *testing.T, st *redisstore.Store, srv string, workers int, timeout, d time.Duration) (*takeTally, time.Duration) {
 	t.Helper()
-	tt := &takeTally{}
+	return hammerInto(t, &takeTally{}, st, srv, workers, timeout, d)
+}
+
+// hammerInto is hammer counting into tt, which the caller may watch.
+func hammerInto(t *testing.T, tt *takeTally, st *redisstore.Store, srv string, workers int, timeout, d time.Duration) (*takeTally, time.Duration) {
+	t.Helper()
 	var wg sync.WaitGroup
 	var seq atomic.Int64
 	for range workers {
@@ -232,7 +237,7 @@ func judgeHealthy(t *testing.T, what string, timeout time.Duration, attempt func
 		t.Logf("%s, attempt %d: %v; this process or Redis stalled for up to %v", what, i, tt.snapshot(), stalled.Round(time.Millisecond))
 		if stalled >= timeout/2 {
 			t.Logf("the process or Redis stalled for %v, which the breaker cannot tell from a frozen server: trying again", stalled.Round(time.Millisecond))
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // a moment for the machine to calm down
 			continue
 		}
 		if tt.get("none") == 0 {
@@ -270,11 +275,15 @@ func TestBreakerIgnoresSlowCalls(t *testing.T) {
 		srv := redistest.StartServer(t)
 		st := realStore(t, slowProxy(t, srv.Addr, 20*time.Millisecond))
 		done := make(chan *takeTally)
+		workers := &takeTally{}
 		go func() {
-			tt, _ := hammer(t, st, srv.Addr, 4, 2*time.Second, 2*time.Second)
+			tt, _ := hammerInto(t, workers, st, srv.Addr, 4, 2*time.Second, 2*time.Second)
 			done <- tt
 		}()
-		time.Sleep(200 * time.Millisecond) // the workers are answered
+		// The short Takes are made among calls that are answered.
+		if !redistest.WaitUntil(10*time.Second, func() bool { return workers.get("none") >= 4 }) {
+			t.Fatalf("the workers were not answered within 10 s: %v", workers.snapshot())
+		}
 		short := &takeTally{}
 		for i := 0; i < 40; i++ {
 			time.Sleep(10 * time.Millisecond) // about one answer to the workers apart
@@ -427,11 +436,28 @@ func TestBreakerRecoversAfterPause(t *testing.T) {
 					}
 				}()
 			}
-			time.Sleep(300 * time.Millisecond)
+			// The pause meets Takes that Redis answers (connected, the
+			// script loaded).
+			if !redistest.WaitUntil(10*time.Second, func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				n := 0
+				for _, r := range recs {
+					if r.kind == "none" {
+						n++
+					}
+				}
+				return n >= 4
+			}) {
+				close(stop)
+				wg.Wait()
+				t.Fatal("no 4 Takes answered within 10 s")
+			}
 			if err := admin.Do(context.Background(), "client", "pause", pause.Milliseconds(), mode).Err(); err != nil {
 				t.Fatal(err)
 			}
 			end := time.Now().Add(pause) // the pause ends at most this late
+			// Takes through the pause and as long after.
 			time.Sleep(time.Until(end.Add(pause)))
 			close(stop)
 			wg.Wait()

@@ -173,7 +173,7 @@ func TestRedisCalendarDayEnds(t *testing.T) {
 	if r.Allowed || r.RetryAfter != r.ResetAfter || r.RetryAfter > boundary.Sub(before) {
 		t.Fatalf("Take(1) = %+v, want denied until %v", r, boundary)
 	}
-	time.Sleep(time.Until(boundary) + 50*time.Millisecond)
+	time.Sleep(time.Until(boundary) + 50*time.Millisecond) // the day ends on Redis' real clock
 	r = takeOK(t, s, key, 1, l)
 	if !r.Allowed || r.Remaining != 1 || r.ResetAfter > 24*time.Hour || r.ResetAfter < 24*time.Hour-time.Second {
 		t.Fatalf("Take(1) in the next day = %+v, want allowed, 1 left, for about 24h", r)

@@ -146,7 +146,7 @@ func redisMatches(t *testing.T, steps, maxLimits int) {
 	calls := 0
 	diffRun(t, steps, maxLimits, mem, func() time.Time { return now }, func(d time.Duration) { now = now.Add(d) },
 		func(key string, n int64, limits []store.Limit) (store.Result, error) {
-			keys, args, _, err := s.request(key, n, specs(limits...))
+			keys, args, ps, err := s.request(key, n, specs(limits...))
 			if err != nil {
 				return store.Result{}, err
 			}
@@ -160,7 +160,7 @@ func redisMatches(t *testing.T, steps, maxLimits int) {
 			if err != nil {
 				return store.Result{}, err
 			}
-			return decode(reply, len(limits))
+			return decode(reply, n, ps)
 		})
 }
 
@@ -188,7 +188,7 @@ func TestMiniSplitMatchesMemoryStore(t *testing.T) {
 				return store.Result{}, err
 			}
 			x.ttlsAll()
-			return c.decodeInts(v)
+			return c.decodeInts(v, n)
 		})
 	if splits < 1000 {
 		t.Fatalf("only %d of 3000 Takes were split", splits)
@@ -250,7 +250,7 @@ func TestMiniSplitMatchesScript(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := c.decodeInts(v)
+		got, err := c.decodeInts(v, n)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // Limiters start nothing: 1000 of them on one Store leave the goroutine
@@ -22,8 +23,19 @@ func TestLimitersStartNoGoroutine(t *testing.T) {
 	if _, err := core.New(x.store, "first", key, []store.Limit{store.PerMinute(5)}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Millisecond)
-	goroutines := runtime.NumGoroutine()
+	// The count before: once what the Store and the first Limiter started
+	// has settled (the same on two looks in a row).
+	last := -1
+	steady := func() bool {
+		n := runtime.NumGoroutine()
+		same := n == last
+		last = n
+		return same
+	}
+	if !redistest.WaitUntil(5*time.Second, steady) {
+		t.Fatalf("the goroutine count did not settle within 5 s (%d)", last)
+	}
+	goroutines := last
 	for i := 0; i < 1000; i++ {
 		if _, err := core.New(x.store, fmt.Sprint("l", i), key, []store.Limit{store.PerMinute(5)}); err != nil {
 			t.Fatal(err)

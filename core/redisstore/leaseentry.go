@@ -21,7 +21,7 @@ import (
 // so that under steady load Takes rarely wait.
 type lease struct {
 	rkey   string    // the Redis state key, as the exact path's
-	args   [5]string // code, R, P, B, T for the lease script
+	p      *prepared // the limit: its take script ARGV (code, R, P, B, T) and decoder
 	window bool      // FixedWindow or SlidingWindow: units end with their window
 	min    int64     // least and most a lease holds (see LeaseConfig)
 	max    int64
@@ -59,14 +59,15 @@ func (l *leases) newLease(lk leaseKey) *lease {
 	if most < 2 {
 		return nil
 	}
-	codes := map[store.Algorithm]string{store.GCRA: codeGCRA, store.TokenBucket: codeTokenBucket,
-		store.FixedWindow: codeFixedWindow, store.SlidingWindow: codeSlidingWindow}
+	p, err := l.st.prepare(spec)
+	if err != nil {
+		return nil
+	}
 	least := min(l.cfg.MinUnits, most)
 	now := l.st.clock()
 	return &lease{
-		rkey: l.st.redisKey(lk.key, stateSuffix(&spec)),
-		args: [5]string{codes[spec.Algorithm()], strconv.FormatInt(spec.Rate(), 10), strconv.FormatInt(spec.Period(), 10),
-			strconv.FormatInt(spec.Burst(), 10), strconv.FormatInt(spec.Interval(), 10)},
+		rkey:   l.st.redisKey(lk.key, stateSuffix(&spec)),
+		p:      p,
 		window: spec.Algorithm() == store.FixedWindow || spec.Algorithm() == store.SlidingWindow,
 		min:    least, max: most,
 		size: min(max(int64(l.cfg.HotTakes), least), most),
@@ -240,7 +241,7 @@ func (l *leases) call(ctx context.Context, e *lease, n, want, ret, rwin int64) (
 	}
 	l.calls.Add(1)
 	start := monoMicros()
-	a := &e.args
+	a := &e.p.args
 	// n is sent as a once, whatever it is: a give-back sent twice would
 	// return its units twice.
 	cmd := append(leaseScript.command(1, 13), e.rkey, a[0], a[1], a[2], a[3], a[4],
@@ -260,7 +261,13 @@ func (l *leases) call(ctx context.Context, e *lease, n, want, ret, rwin int64) (
 	if len(v) != leaseReplies {
 		return leaseReply{}, fmt.Errorf("lease script replied %d integers, want %d", len(v), leaseReplies)
 	}
-	return leaseReply{v[0], v[1], v[2], v[3], v[4], v[5], v[6]}, nil
+	// the limit's three integers, decoded as a Take's of n
+	r := families[e.p.alg].decode(e.p, n, [3]int64{v[1], v[2], v[3]})
+	retry := r.RetryAfter.Microseconds()
+	if r.RetryAfter == store.InfDuration {
+		retry = retryNever
+	}
+	return leaseReply{v[0], r.Limit, r.Remaining, retry, r.ResetAfter.Microseconds(), v[4], v[5]}, nil
 }
 
 func leaseErr(n int64, err error) error {

@@ -19,20 +19,22 @@ func source(name string) string {
 // The scripts the Store runs. What several share is written once and put
 // before each (see package lua): lib.lua before the take, refund, lock and
 // lease scripts, lean.lua around each lean part (leanScripts). Each
-// algorithm's file (tat.lua, token.lua, fixed.lua, sliding.lua, log.lua)
-// holds its one definition of how a state answers a cost, in three parts (see
-// algorithm): how it decides and charges, which the take script, the
-// refund script and its lean script run after; how it gives back, which
-// the refund script runs after; and its lean script. Each script gets only
-// the definitions it calls: every function a script defines is a closure
-// built on each call. Each charging script also runs inside record.lua
-// (recorded), as its recorded twin.
+// algorithm's file (algorithmFiles) holds its one definition of how a
+// state answers a cost, in three parts (see algorithm): how it decides
+// and charges, which the general scripts (take, refund, lease) and its
+// lean script run after; the general scripts' part (how it gives back,
+// and its entry in lib.lua's ALG, through which take.lua and refund.lua
+// dispatch), which the general scripts run after; and its lean script. A
+// lean script (and its batch script) gets only its algorithm's
+// definitions: every function a script defines is a closure built on each
+// call. Each charging script also runs inside record.lua (recorded), as
+// its recorded twin.
 var (
 	libSource                   = source("lib.lua")
-	takeSource                  = libSource + definitions(false) + source("take.lua")
-	refundSource                = libSource + definitions(true) + source("refund.lua")
+	takeSource                  = libSource + definitions() + source("take.lua")
+	refundSource                = libSource + definitions() + source("refund.lua")
 	lockSource                  = libSource + source("lock.lua")
-	leaseSource                 = libSource + source("lease.lua")
+	leaseSource                 = libSource + definitions() + source("lease.lua")
 	tatSource, tatBatch         = leanScripts("tat.lua", true) // GCRA and LeakyBucket
 	tokenSource, tokenBatch     = leanScripts("token.lua", true)
 	fixedSource, fixedBatch     = leanScripts("fixed.lua", false)
@@ -42,19 +44,30 @@ var (
 )
 
 // algorithmFiles are the files of package lua that define an algorithm
-// (one or two: tat.lua serves GCRA and LeakyBucket).
-var algorithmFiles = [...]string{"tat.lua", "token.lua", "fixed.lua", "sliding.lua", "log.lua"}
+// (one or two: tat.lua serves GCRA and LeakyBucket): those with a giveMark.
+var algorithmFiles = func() (names []string) {
+	files, err := lua.FS.ReadDir(".")
+	if err != nil {
+		panic("redisstore: " + err.Error()) // the files are embedded: a build error
+	}
+	for _, f := range files {
+		if strings.Contains(source(f.Name()), giveMark) {
+			names = append(names, f.Name())
+		}
+	}
+	return names
+}()
 
-// The lines of an algorithm's file where its give-backs and its lean
-// script start.
+// The lines of an algorithm's file where its general scripts' part (its
+// give-backs and its entry in ALG) and its lean script start.
 const (
-	giveMark = "-- (the give-backs, for refund.lua only, start here)\n"
+	giveMark = "-- (the general scripts' part starts here)\n"
 	leanMark = "-- (the lean script starts here)\n"
 )
 
 // algorithm returns the three parts of the algorithm file name: above
 // giveMark, how its state decides and takes a cost; between the marks,
-// how it gives back; below leanMark, its lean script.
+// the general scripts' part; below leanMark, its lean script.
 func algorithm(name string) (defs, gives, lean string) {
 	defs, rest, ok := strings.Cut(source(name), giveMark)
 	gives, lean, ok2 := strings.Cut(rest, leanMark)
@@ -64,16 +77,13 @@ func algorithm(name string) (defs, gives, lean string) {
 	return defs, gives, lean
 }
 
-// definitions returns every algorithm's definitions, with their
-// give-backs when gives is set.
-func definitions(gives bool) string {
+// definitions returns every algorithm's definitions and general part.
+func definitions() string {
 	var b strings.Builder
 	for _, f := range algorithmFiles {
 		d, g, _ := algorithm(f)
 		b.WriteString(d)
-		if gives {
-			b.WriteString(g)
-		}
+		b.WriteString(g)
 	}
 	return b.String()
 }
@@ -123,14 +133,14 @@ func recorded(src string) string {
 const (
 	keysPerLimit    = 2  // state key, lock key
 	argsPerLimit    = 6  // code, R, P, B, T, L
-	repliesPerLimit = 6  // allowed, limit, remaining, retry, reset, delay
-	retryNever      = -1 // the retry figure of a cost that can never pass
+	repliesPerLimit = 4  // the algorithm's three integers (a lean reply's), the lock
+	retryNever      = -1 // the lease script's retry figure of a cost that can never pass
 	// maxCost is the largest cost the scripts take; every limit's capacity
 	// is below it, so a larger cost is sent as maxCost with the same outcome.
 	maxCost = 1 << 53
 	// leaseReplies is the number of integers of the lease script's reply:
-	// granted, limit, remaining, retry, reset, window, window left.
-	leaseReplies = 7
+	// granted, the limit's three (as take's), window, window left.
+	leaseReplies = 6
 )
 
 // resentArg, sent in place of a script call's cost (ARGV[1] of the take

@@ -26,7 +26,7 @@ func (s *Store) chargeRedis(ctx context.Context, key string, n int64, limits ...
 // chargeCall builds the script call of a Charge of n: the take script,
 // asked for its clock.
 func (s *Store) chargeCall(key string, n int64, limits []store.Spec) (scriptCall, error) {
-	keys, args, first, err := s.request(key, n, limits)
+	keys, args, ps, err := s.request(key, n, limits)
 	if err != nil {
 		return scriptCall{}, err
 	}
@@ -35,7 +35,7 @@ func (s *Store) chargeCall(key string, n int64, limits []store.Spec) (scriptCall
 		cmd = append(cmd, k)
 	}
 	cmd = append(append(cmd, args...), "s")
-	return scriptCall{takeScript, cmd, keys[0], first, len(limits), hasInFlight(limits), true, s.splitOf(key, limits)}, nil
+	return scriptCall{takeScript, cmd, keys[0], ps[0], len(limits), hasInFlight(limits), true, s.splitOf(key, limits), ps}, nil
 }
 
 // refundRedis is Refund without the fallback (see direct).

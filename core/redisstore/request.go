@@ -91,6 +91,9 @@ type scriptCall struct {
 	// TRYAGAIN; nil when the call has two InFlight limits (one slot id
 	// for both)
 	split *split
+	// limits are the take script's limits, prepared, which decode its
+	// reply (nil for a lean script's)
+	limits []*prepared
 }
 
 // call builds the script call for a Take of n (negative: a dry run of -n):
@@ -105,10 +108,10 @@ func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, erro
 		if f := p.lean; f != nil {
 			k := s.redisKey(key, p.state)
 			cmd := append(f.script.command(1, 5+len(p.leanArgs)), k, chargeArg(n))
-			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1, false, false, nil}, nil
+			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1, false, false, nil, nil}, nil
 		}
 	}
-	keys, args, first, err := s.request(key, n, limits)
+	keys, args, ps, err := s.request(key, n, limits)
 	if err != nil {
 		return scriptCall{}, err
 	}
@@ -116,7 +119,7 @@ func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, erro
 	for _, k := range keys {
 		cmd = append(cmd, k)
 	}
-	c := scriptCall{takeScript, append(cmd, args...), keys[0], first, len(limits), hasInFlight(limits), false, nil}
+	c := scriptCall{takeScript, append(cmd, args...), keys[0], ps[0], len(limits), hasInFlight(limits), false, nil, ps}
 	c.split = s.splitOf(key, limits)
 	return c, nil
 }
@@ -139,11 +142,12 @@ func (c *scriptCall) decode(reply any, n int64) (store.Result, error) {
 	if err != nil {
 		return store.Result{}, err
 	}
-	return c.decodeInts(v)
+	return c.decodeInts(v, n)
 }
 
-// decodeInts turns v, the take script's reply to c, into its Result.
-func (c *scriptCall) decodeInts(v []int64) (store.Result, error) {
+// decodeInts turns v, the take script's reply to c, into the Result of
+// its Take of n.
+func (c *scriptCall) decodeInts(v []int64, n int64) (store.Result, error) {
 	// take.lua appends the slot (slotted), then its clock (stamped)
 	var stamp, slot int64
 	if c.stamped {
@@ -158,7 +162,7 @@ func (c *scriptCall) decodeInts(v []int64) (store.Result, error) {
 		}
 		slot, v = v[len(v)-1], v[:len(v)-1]
 	}
-	r, err := decode(v, c.m)
+	r, err := decode(v, n, c.limits)
 	r.Stamp, r.Slot = stamp, slot
 	return r, err
 }
@@ -198,21 +202,20 @@ func (s *Store) redisKey(key, suffix string) string {
 	return s.prefix + "{" + hashTag(key) + "}" + suffix
 }
 
-// request builds the take script's KEYS and ARGV for a Take; first is the
-// first limit, prepared.
-func (s *Store) request(key string, n int64, limits []store.Spec) (keys []string, args []any, first *prepared, err error) {
+// request builds the take script's KEYS and ARGV for a Take, and returns
+// its limits, prepared.
+func (s *Store) request(key string, n int64, limits []store.Spec) (keys []string, args []any, ps []*prepared, err error) {
 	base := s.redisKey(key, "")
 	keys = make([]string, 0, keysPerLimit*len(limits))
 	args = make([]any, 1, 1+argsPerLimit*len(limits))
 	args[0] = chargeArg(n)
+	ps = make([]*prepared, len(limits))
 	for i, l := range limits {
 		p, err := s.prepare(l)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("redisstore: take: limit %d: %w", i, err)
 		}
-		if i == 0 {
-			first = p
-		}
+		ps[i] = p
 		lock := base + p.lock
 		if p.penalty == 0 {
 			// Unread: the state key again, as a lock key that does not
@@ -223,7 +226,7 @@ func (s *Store) request(key string, n int64, limits []store.Spec) (keys []string
 		keys = append(keys, base+p.state, lock)
 		args = append(args, s.argv(p)...)
 	}
-	return keys, args, first, nil
+	return keys, args, ps, nil
 }
 
 // argv returns p's ARGV for the take and refund scripts: p.args, but for
@@ -240,24 +243,43 @@ func (s *Store) argv(p *prepared) []any {
 	return a[:]
 }
 
-// decode turns the take script's reply into the Result of a Take over m
-// limits.
-func decode(reply []int64, m int) (store.Result, error) {
+// decode turns the take script's reply into the Result of a Take of n
+// (negative: a dry run of -n) over limits: each limit's three integers
+// by its family's decoder, as a lean script's, then its penalty lock.
+// When some limit denies or is locked, nothing was charged and a limit
+// that allows replied as a peek does.
+func decode(reply []int64, n int64, limits []*prepared) (store.Result, error) {
+	m := len(limits)
 	if len(reply) != repliesPerLimit*m {
 		return store.Result{}, fmt.Errorf("redisstore: take: script replied %d integers for %d limit(s), want %d",
 			len(reply), m, repliesPerLimit*m)
 	}
-	per := make([]store.Result, m)
-	for i := range per {
+	all := true
+	for i := range m {
 		v := reply[repliesPerLimit*i:]
-		per[i] = store.Result{
-			Allowed:    v[0] == 1,
-			Limit:      v[1],
-			Remaining:  v[2],
-			RetryAfter: retryDuration(v[3]),
-			ResetAfter: arith.Micros(v[4]),
-			Delay:      arith.Micros(v[5]),
+		all = all && v[0] >= 0 && v[3] == 0
+	}
+	n = abs(n)
+	per := make([]store.Result, m)
+	for i, p := range limits {
+		v := reply[repliesPerLimit*i:]
+		cost := n
+		if !all && v[0] >= 0 {
+			cost = 0
 		}
+		r := families[p.alg].decode(p, cost, [3]int64{v[0], v[1], v[2]})
+		switch {
+		case v[3] > 0: // locked: denied, nothing charged, until the lock ends
+			left := arith.Micros(v[3])
+			r.Allowed, r.Remaining, r.RetryAfter, r.ResetAfter, r.Delay = false, 0, left, max(r.ResetAfter, left), 0
+		case !r.Allowed && p.penalty > 0:
+			penalty := arith.Micros(p.penalty)
+			if r.RetryAfter != store.InfDuration {
+				r.RetryAfter = max(r.RetryAfter, penalty)
+			}
+			r.ResetAfter = max(r.ResetAfter, penalty)
+		}
+		per[i] = r
 	}
 	return arith.Combine(per), nil
 }

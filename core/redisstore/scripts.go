@@ -100,7 +100,7 @@ var families = map[store.Algorithm]*family{
 	store.SlidingWindow: {codeSlidingWindow, slidingScript, windowArgs, decodeSliding, 3, nil},
 	store.SlidingLog:    {codeSlidingLog, logScript, logArgs, decodeLog, 3, logShort},
 	// InFlight has no lean script: the take script serves it.
-	store.InFlight: {code: codeInFlight},
+	store.InFlight: {code: codeInFlight, decode: decodeInFlight},
 }
 
 func tatArgs(s *store.Spec) []int64    { return []int64{s.Capacity(), s.Interval()} }
@@ -234,6 +234,19 @@ func decodeLog(p *prepared, n int64, v [3]int64) store.Result {
 	case !ok && n > R:
 		r.RetryAfter = store.InfDuration
 	case !ok:
+		r.RetryAfter = arith.Micros(v[2])
+	}
+	return r
+}
+
+// decodeInFlight: the take script's reply (inflight.lua) is the count c of
+// live slots after the call (allowed) or before it (denied), reset, and
+// a denial's retry.
+func decodeInFlight(p *prepared, _ int64, v [3]int64) store.Result {
+	R := p.spec.Rate()
+	ok, c := verdict(v[0])
+	r := store.Result{Allowed: ok, Limit: R, Remaining: R - c, ResetAfter: arith.Micros(v[1])}
+	if !ok {
 		r.RetryAfter = arith.Micros(v[2])
 	}
 	return r

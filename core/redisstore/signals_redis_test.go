@@ -71,16 +71,6 @@ func (l *logs) String() string {
 	return strings.Join(l.recs, "\n")
 }
 
-// waitFor polls cond every 10 ms until it holds or within passes.
-func waitFor(within time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(within); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-	return true
-}
-
 // TestPingFailsOnOOM: Redis at maxmemory under noeviction refuses every
 // decision's write; Ping says so, wrapping store.ErrOutOfMemory.
 func TestPingFailsOnOOM(t *testing.T) {
@@ -168,7 +158,7 @@ func TestEvictionNoticed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !waitFor(20*time.Second, func() bool { return l.count("kind=evicted") > 0 }) {
+	if !redistest.WaitUntil(20*time.Second, func() bool { return l.count("kind=evicted") > 0 }) {
 		t.Fatalf("no eviction reported within 20s:\n%v", &l)
 	}
 	if n := st.Stats().Warnings["evicted"]; n < 1 {
@@ -196,7 +186,7 @@ func TestFleetCountUnderMinimalACL(t *testing.T) {
 		}
 		stores = append(stores, st)
 	}
-	if !waitFor(10*time.Second, func() bool { return stores[0].Stats().Instances == 2 }) {
+	if !redistest.WaitUntil(10*time.Second, func() bool { return stores[0].Stats().Instances == 2 }) {
 		t.Fatalf("Stats().Instances = %d under MinimalACL, want 2", stores[0].Stats().Instances)
 	}
 
@@ -209,7 +199,7 @@ func TestFleetCountUnderMinimalACL(t *testing.T) {
 	if err := st.Ping(context.Background()); err == nil || !strings.Contains(err.Error(), "PUBSUB NUMSUB") {
 		t.Errorf("Ping without PUBSUB NUMSUB: %v, want it named", err)
 	}
-	if !waitFor(10*time.Second, func() bool { return l.count("kind=fleet") > 0 }) {
+	if !redistest.WaitUntil(10*time.Second, func() bool { return l.count("kind=fleet") > 0 }) {
 		t.Fatalf("no warning that the fleet cannot be counted within 10s:\n%v", &l)
 	}
 	if n := st.Stats().Instances; n != 0 {
@@ -276,7 +266,7 @@ func TestFrozenRedis(t *testing.T) {
 	}
 	srv.Freeze(t)
 	defer srv.Thaw(t)
-	if !waitFor(15*time.Second, func() bool {
+	if !redistest.WaitUntil(15*time.Second, func() bool {
 		lim.Decide(req)
 		return l.count("circuit breaker open") > 0
 	}) {
@@ -352,7 +342,7 @@ func TestDebtsChargedWithoutRequest(t *testing.T) {
 	want := limit.Rate - int64(3+local)
 	var got int64
 	// Only the fallback's background pass can charge: no request follows.
-	ok := waitFor(10*time.Second, func() bool {
+	ok := redistest.WaitUntil(10*time.Second, func() bool {
 		r, err := exact.Status(req)
 		got = r.Remaining
 		return err == nil && got == want

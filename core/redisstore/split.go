@@ -99,7 +99,7 @@ func (sp *split) take(ctx context.Context, s *Store, n int64) (reply []int64, st
 		if stamp == 0 || at < stamp {
 			stamp = at
 		}
-		all = all && v[0] == 1
+		all = all && v[0] >= 0
 	}
 	if all {
 		return sp.withSlot(out, slot), stamp, nil
@@ -155,13 +155,13 @@ func (sp *split) same(i int) int {
 // settle turns v, the reply of limit p in a Take of n that was not
 // allowed (its call sent cost: charged when positive, at the stamp or with
 // the slot mark), into
-// what the take script reports: a charge given back and what a peek then
-// sees; a lock's figures; a denial's penalty, locked when the Take writes.
+// what the take script replies: a charge given back and what a peek then
+// sees; a lock's time left; a denial's penalty locked when the Take writes.
 func (sp *split) settle(ctx context.Context, s *Store, p *prepared, n, cost, left int64, v []int64, mark int64) error {
 	switch {
 	case left > 0:
-		v[0], v[2], v[3], v[4], v[5] = 0, 0, left, max(v[4], left), 0
-	case v[0] == 1:
+		v[3] = left // a peek's integers, and the lock
+	case v[0] >= 0:
 		if cost == 0 {
 			return nil // a peek already
 		}
@@ -175,15 +175,9 @@ func (sp *split) settle(ctx context.Context, s *Store, p *prepared, n, cost, lef
 			return err
 		}
 		copy(v, w)
-	case p.penalty > 0:
-		if v[3] != retryNever {
-			v[3] = max(v[3], p.penalty)
-		}
-		v[4] = max(v[4], p.penalty)
-		if n > 0 {
-			if _, _, err := sp.lock(ctx, s, p, p.penalty); err != nil {
-				return err
-			}
+	case p.penalty > 0 && n > 0:
+		if _, _, err := sp.lock(ctx, s, p, p.penalty); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -191,7 +185,7 @@ func (sp *split) settle(ctx context.Context, s *Store, p *prepared, n, cost, lef
 
 // one runs the take script on limit p's state alone for a cost of c,
 // without its penalty (the state key sent as its own lock), stamped, and
-// returns the limit's six figures, the slot it took (an InFlight limit)
+// returns the limit's four integers, the slot it took (an InFlight limit)
 // and Redis' clock.
 func (sp *split) one(ctx context.Context, s *Store, p *prepared, c int64) (v []int64, slot, stamp int64, err error) {
 	key := sp.base + p.state

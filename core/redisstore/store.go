@@ -531,7 +531,7 @@ func (s *Store) runCall(ctx context.Context, c scriptCall, n int64, key string, 
 		s.authFailed.Store(false)
 	}
 	if split != nil {
-		r, err := c.decodeInts(split)
+		r, err := c.decodeInts(split, n)
 		return r, c.first, err
 	}
 	r, err := c.decode(reply, n)

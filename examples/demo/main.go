@@ -98,10 +98,15 @@ func openStore(ctx context.Context, cfg *config, stderr io.Writer) (store.Store,
 }
 
 // limitedHandler returns the demo's routes: GET / limited by cfg's limiter
-// on store, which reports to the metrics that /metrics serves.
+// on store, which reports to the metrics that /metrics serves, with the
+// health of a Redis store (promlimit.WithStoreStats).
 func limitedHandler(cfg *config, st store.Store) (http.Handler, error) {
 	reg := prometheus.NewRegistry()
-	metrics, err := promlimit.New(reg)
+	var opts []promlimit.Option
+	if rs, ok := st.(interface{ Stats() store.Stats }); ok { // Redis: the fleet, breakers and debts too
+		opts = append(opts, promlimit.WithStoreStats(rs.Stats))
+	}
+	metrics, err := promlimit.New(reg, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}

@@ -58,12 +58,14 @@ func TestDemoRedisKilled(t *testing.T) {
 		base := uniq("load")
 		rs = load{client: hc, urls: urls, workers: 6, stop: stop, key: func(i int) string { return base + "-" + strconv.Itoa(i) }}.run(ctx)
 	}()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // traffic before the fault
 	killAt := time.Now()
 	srv.Kill(t)
-	time.Sleep(300 * time.Millisecond)
+	// The probe while Redis is down meets the outage as the load does:
+	// every demo's breaker open (a refused connection opens it at once).
+	waitDemos(t, hc, urls, "sluice_store_breaker_open", 10*time.Second, allOf(1))
 	down := probe()
-	time.Sleep(time.Until(killAt.Add(1500 * time.Millisecond)))
+	time.Sleep(time.Until(killAt.Add(1500 * time.Millisecond))) // the outage: 1.5 s
 	srv.Restart(t)
 	restarted := time.Now()
 	var back time.Duration
@@ -77,7 +79,7 @@ func TestDemoRedisKilled(t *testing.T) {
 		if time.Since(restarted) > recoveryBound {
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // between probes
 	}
 	close(stop)
 	<-done
@@ -196,7 +198,11 @@ func TestDemoRecoveryBurst(t *testing.T) {
 				srv.Kill(t)
 				time.Sleep(700 * time.Millisecond) // traffic while Redis is down
 				srv.Restart(t)
-				time.Sleep(2500 * time.Millisecond)
+				// Every breaker closed again (within a cooldown of Redis
+				// answering) and every debt charged: no request of the
+				// burst is decided by a process alone.
+				waitDemos(t, hc, urls, "sluice_store_breaker_open", 10*time.Second, noneOf(1))
+				waitDemos(t, hc, urls, "sluice_store_debts", 10*time.Second, allOf(0))
 				key := uniq("tenant")
 				st := summarize(load{client: hc, urls: urls, workers: workers, n: burst,
 					key: func(int) string { return key }}.run(ctx))

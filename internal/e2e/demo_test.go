@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -317,4 +319,64 @@ func TestDistributedExact(t *testing.T) {
 			}
 		})
 	}
+}
+
+// demoMetric returns the values of metric name in the /metrics of the demo
+// at url, one per label set (a Redis store's health, promlimit's
+// WithStoreStats: sluice_store_instances, sluice_store_breaker_open,
+// sluice_store_debts); none when the demo does not answer.
+func demoMetric(hc *http.Client, url, name string) []float64 {
+	resp, err := hc.Get(strings.TrimSuffix(url, "/") + "/metrics")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var vals []float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		f := strings.Fields(line)
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			vals = append(vals, v)
+		}
+	}
+	return vals
+}
+
+// waitDemos waits up to within until ok holds of metric name's values in
+// every demo's /metrics (demoMetric), and fails t if it does not: what
+// the demos know (the fleet, their breakers), not a guess of how long
+// they take to learn it.
+func waitDemos(t *testing.T, hc *http.Client, urls []string, name string, within time.Duration, ok func(vals []float64) bool) {
+	t.Helper()
+	if redistest.WaitUntil(within, func() bool {
+		for _, u := range urls {
+			if !ok(demoMetric(hc, u, name)) {
+				return false
+			}
+		}
+		return true
+	}) {
+		return
+	}
+	got := make([][]float64, len(urls))
+	for i, u := range urls {
+		got[i] = demoMetric(hc, u, name)
+	}
+	t.Fatalf("the demos' %s still %v after %v", name, got, within)
+}
+
+// allOf returns whether vals holds at least one value, and every one is v.
+func allOf(v float64) func(vals []float64) bool {
+	return func(vals []float64) bool {
+		return len(vals) > 0 && !slices.ContainsFunc(vals, func(x float64) bool { return x != v })
+	}
+}
+
+// noneOf returns whether no value of vals is v.
+func noneOf(v float64) func(vals []float64) bool {
+	return func(vals []float64) bool { return !slices.Contains(vals, v) }
 }

@@ -96,7 +96,7 @@ func TestFaultClusterFailover(t *testing.T) {
 				defer close(done)
 				rs = load{client: hc, urls: []string{svc.URL}, workers: 8, stop: stop, key: func(i int) string { return keys[i%len(keys)] }}.run(ctx)
 			}()
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond) // traffic before the fault
 			before := svc.tally.snapshot()
 			killAt := time.Now()
 			master.Kill(t)
@@ -104,7 +104,7 @@ func TestFaultClusterFailover(t *testing.T) {
 			promoted := c.Failover(t, master)
 			promotedAt := svc.tally.watch()
 			back, ok := svc.tally.waitRecovered(30 * time.Second)
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond) // traffic after the recovery, judged with the outage's
 			close(stop)
 			<-done
 			d := svc.tally.snapshot().sub(before)

@@ -52,7 +52,7 @@ func TestFaultClusterReshard(t *testing.T) {
 	before := redirects(t, ctx, c)
 
 	l := startHotLoad(t, c, keys)
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // load before the reshards
 	rounds := 3
 	if testing.Short() {
 		rounds = 1
@@ -61,7 +61,7 @@ func TestFaultClusterReshard(t *testing.T) {
 		reshard(t, cli, src, dst, c)
 		reshard(t, cli, dst, src, c)
 	}
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // load after them
 	l.check(t, redirects(t, ctx, c), before)
 }
 
@@ -90,8 +90,18 @@ func TestFaultClusterSlotHeldMidMigration(t *testing.T) {
 	before := redirects(t, ctx, c)
 
 	l := startHotLoad(t, c, keys)
-	time.Sleep(500 * time.Millisecond) // every state key exists
-	// and the spare's too, made before its slot migrates
+	// Every state key exists (the load made them; a several-limit key has
+	// two), and the spare's too, made before its slot migrates.
+	if !redistest.WaitUntil(10*time.Second, func() bool {
+		for i, k := range keys {
+			if n := len(stateKeys(ctx, from, k)); n < 1 || i >= 2 && n < 2 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("the load made no state for some hot key within 10 s")
+	}
 	if _, err := l.rs.Take(ctx, spare, 1, l.several...); err != nil {
 		t.Fatal(err)
 	}
@@ -107,12 +117,7 @@ func TestFaultClusterSlotHeldMidMigration(t *testing.T) {
 	host, port, _ := strings.Cut(dst.Addr, ":")
 	moved := 0
 	for _, k := range all[2:] { // the several-limit keys: one state key of two
-		var ks []string
-		for _, x := range from.Keys(ctx, "sluice:{="+k+"}:*").Val() {
-			if !strings.Contains(x, ":r:") { // a state, not a record of a call (redisstore's record.go)
-				ks = append(ks, x)
-			}
-		}
+		ks := stateKeys(ctx, from, k)
 		if len(ks) != 2 {
 			t.Fatalf("key %s has %d state keys %v, want 2", k, len(ks), ks)
 		}
@@ -121,6 +126,7 @@ func TestFaultClusterSlotHeldMidMigration(t *testing.T) {
 	}
 	chargeAndGiveBack(t, l, spare)
 	holdAndRelease(t, l, spare)
+	// The slots stay half moved under load.
 	time.Sleep(2 * time.Second)
 	for slot := range slots { // complete the migration
 		for {
@@ -143,7 +149,7 @@ func TestFaultClusterSlotHeldMidMigration(t *testing.T) {
 		}
 	}
 	c.WaitHealthy(t)
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // load after the migration
 	after := redirects(t, ctx, c)
 	if tryAgain := after[2] - before[2]; tryAgain < 100 {
 		t.Errorf("%d TRYAGAIN replies while the slots were held half moved, want many", tryAgain)
@@ -501,4 +507,16 @@ func errorCount(info, name string) int64 {
 		}
 	}
 	return 0
+}
+
+// stateKeys returns key's state keys on the node of rdb: not the records
+// of calls (redisstore's record.go).
+func stateKeys(ctx context.Context, rdb *redis.Client, key string) []string {
+	var ks []string
+	for _, x := range rdb.Keys(ctx, "sluice:{="+key+"}:*").Val() {
+		if !strings.Contains(x, ":r:") {
+			ks = append(ks, x)
+		}
+	}
+	return ks
 }

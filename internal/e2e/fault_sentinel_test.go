@@ -46,14 +46,14 @@ func TestFaultSentinelFailover(t *testing.T) {
 		defer close(done)
 		rs = load{client: hc, urls: []string{svc.URL}, workers: 8, stop: stop, key: func(i int) string { return "k" + strconv.Itoa(i%32) }}.run(ctx)
 	}()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // traffic before the fault
 	before := svc.tally.snapshot()
 	killAt := time.Now()
 	s.Master.Kill(t)
 	promotedAt := s.WaitPromoted(t, 30*time.Second)
 	svc.tally.watch()
 	back, ok := svc.tally.waitRecovered(30 * time.Second)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // traffic after the recovery, judged with the outage's
 	close(stop)
 	<-done
 	d := svc.tally.snapshot().sub(before)

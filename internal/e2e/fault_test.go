@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -99,11 +100,15 @@ func TestFaultRedisKilled(t *testing.T) {
 					rs = load{client: hc, urls: []string{svc.URL}, workers: 6, stop: stop,
 						key: func(i int) string { return base + "-" + strconv.Itoa(i) }}.run(ctx)
 				}()
-				time.Sleep(300 * time.Millisecond)
+				time.Sleep(300 * time.Millisecond) // traffic before the fault
 				before := svc.tally.snapshot()
 				killAt := time.Now()
 				srv.Kill(t)
-				time.Sleep(300 * time.Millisecond)
+				// The burst meets the outage as the load does: the breaker
+				// open (a refused connection opens it at once).
+				if !redistest.WaitUntil(10*time.Second, func() bool { return breakerOpen(st) }) {
+					t.Fatalf("no breaker open 10 s after Redis was killed: %v", st.Stats().Breakers)
+				}
 				// One client, meanwhile, sends more than its allowance.
 				burstKey := uniq("burst")
 				burst := summarize(load{client: hc, urls: []string{svc.URL}, workers: 2, n: 2*faultLimit + 20,
@@ -117,12 +122,12 @@ func TestFaultRedisKilled(t *testing.T) {
 				if !maps.Equal(burst.status, wantBurst) || burst.errs != 0 {
 					t.Errorf("one key while Redis is down: %s; want %v", burst, wantBurst)
 				}
-				time.Sleep(time.Until(killAt.Add(1500 * time.Millisecond)))
+				time.Sleep(time.Until(killAt.Add(1500 * time.Millisecond))) // the outage: 1.5 s
 				restartAt := time.Now()
 				srv.Restart(t)
 				restarted := svc.tally.watch()
 				back, ok := svc.tally.waitRecovered(recoveryBound + 5*time.Second)
-				time.Sleep(300 * time.Millisecond)
+				time.Sleep(300 * time.Millisecond) // traffic after the recovery, judged with the outage's
 				close(stop)
 				<-done
 				outage := svc.tally.snapshot().sub(before)
@@ -220,15 +225,15 @@ func TestFaultRedisPaused(t *testing.T) {
 					rs = load{client: hc, urls: []string{svc.URL}, workers: 8, stop: stop,
 						key: func(i int) string { return key + "-" + strconv.Itoa(i) }}.run(ctx)
 				}()
-				time.Sleep(300 * time.Millisecond)
+				time.Sleep(300 * time.Millisecond) // traffic before the fault
 				before := svc.tally.snapshot()
 				pauseAt := time.Now()
 				srv.Pause(t, pause)
 				end := pauseAt.Add(pause)
-				time.Sleep(time.Until(end))
+				time.Sleep(time.Until(end)) // the pause
 				svc.tally.watch()
 				back, ok := svc.tally.waitRecovered(recoveryBound + 5*time.Second)
-				time.Sleep(300 * time.Millisecond)
+				time.Sleep(300 * time.Millisecond) // traffic after the recovery, judged with the outage's
 				close(stop)
 				<-done
 				d := svc.tally.snapshot().sub(before)
@@ -347,3 +352,13 @@ func commandCalls(info, name string) int {
 
 // policyName names each failure policy for subtests.
 var policyName = map[core.FailurePolicy]string{core.FailLocal: "local", core.FailOpen: "open", core.FailClosed: "closed"}
+
+// breakerOpen reports whether one of st's circuit breakers is open.
+func breakerOpen(st *redisstore.Store) bool {
+	for _, open := range st.Stats().Breakers {
+		if open {
+			return true
+		}
+	}
+	return false
+}

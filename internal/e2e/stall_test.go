@@ -93,9 +93,6 @@ func runStall(t *testing.T, s stall) {
 		"-failure", "local",
 		"-timeout", stallTimeout.String(),
 	)
-	// Each demo counts the fleet (the reset channel's subscribers) within
-	// two seconds of starting; a stall before would find it smaller.
-	fleetKnown := time.Now().Add(2500 * time.Millisecond)
 	ctx := context.Background()
 	hc := newHTTPClient(32)
 	defer hc.CloseIdleConnections()
@@ -129,16 +126,18 @@ func runStall(t *testing.T, s stall) {
 			key: func(i int) string { return base + "-" + strconv.Itoa(i) }}.run(ctx)
 		done <- len(clients)
 	}()
-	time.Sleep(max(300*time.Millisecond, time.Until(fleetKnown)))
+	// Each demo counts the fleet (the reset channel's subscribers) soon
+	// after it starts; a stall before would find it smaller.
+	waitDemos(t, hc, urls, "sluice_store_instances", 10*time.Second, allOf(3))
 	admin := srv.Client(t)
 	stallAt := time.Now()
 	stalled := make(chan error, 1)
 	go func() { stalled <- admin.Do(ctx, s.cmd...).Err() }()
-	// The measured clients start once the stall holds (DEBUG SLEEP answers
-	// only at its end): a client sending all along would spend its
-	// allowance through Redis before it, and the stall would prove
-	// nothing. Every request they send counts in the window.
-	time.Sleep(50 * time.Millisecond)
+	// The measured clients start once the stall holds: a client sending
+	// all along would spend its allowance through Redis before it, and
+	// the stall would prove nothing. Every request they send counts in
+	// the window.
+	waitStalled(t, srv.Addr, s, stalled)
 	for i, c := range clients {
 		go func() {
 			results[i] = load{client: hc, urls: urls, workers: 3, stop: stop, key: func(int) string { return c.key }}.run(ctx)
@@ -228,4 +227,22 @@ func merge(a, b stats) stats {
 	a.lat = append(a.lat, b.lat...)
 	slices.Sort(a.lat)
 	return a
+}
+
+// waitStalled waits until the stall s, whose command's reply comes on
+// stalled, holds: CLIENT PAUSE from its reply on (put back for the
+// caller); DEBUG SLEEP, which answers only at its end, once Redis leaves a
+// PING unanswered for 100 ms.
+func waitStalled(t *testing.T, addr string, s stall, stalled chan error) {
+	t.Helper()
+	if s.dur > 0 {
+		err := <-stalled
+		stalled <- err
+		return
+	}
+	probe := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 100 * time.Millisecond, MaxRetries: -1, PoolSize: 1})
+	defer probe.Close()
+	if !redistest.WaitUntil(5*time.Second, func() bool { return probe.Ping(context.Background()).Err() != nil }) {
+		t.Fatalf("%s: Redis still answers PING 5 s after it was sent", s.name)
+	}
 }

@@ -37,6 +37,12 @@
 // (.ci/run sets both variables) runs everything. Under CI=true Slow never
 // skips.
 //
+// # Waiting
+//
+// WaitUntil polls a condition until it holds or a time passes: the one
+// way sluice's tests wait for something to happen (a server to apply a
+// change, a background pass to finish, a breaker to open), not a sleep.
+//
 // # Concurrency
 //
 // All functions and methods may be called from parallel tests. Kill,

@@ -2,6 +2,12 @@
 // matched route, so that both set Request.Pattern alike.
 package route
 
+import (
+	"maps"
+	"sync"
+	"sync/atomic"
+)
+
 // Pattern returns the route pattern of a request with method matched by a
 // router's template path ("/users/:id"), in http.ServeMux's form: "GET
 // /users/:id". The gin and echo adapters set it as Request.Pattern, so
@@ -12,4 +18,51 @@ func Pattern(method, path string) string {
 		return ""
 	}
 	return method + " " + path
+}
+
+// maxCached is how many patterns a Cache keeps; patterns past it are
+// built anew on each request.
+const maxCached = 1024
+
+// Cache keeps the patterns of an adapter's routes, so that a request on a
+// route seen before builds none (an allocation per request otherwise). Its
+// zero value is empty and ready; it is safe for concurrent use. Routers
+// give a finite set of template paths, and the Cache keeps maxCached
+// patterns at most whatever they give.
+type Cache struct {
+	m  atomic.Pointer[map[methodPath]string] // replaced, never written, once stored
+	mu sync.Mutex                            // held by writers
+}
+
+type methodPath struct{ method, path string }
+
+// Pattern returns Pattern(method, path), from the cache when it holds it.
+func (c *Cache) Pattern(method, path string) string {
+	if path == "" {
+		return ""
+	}
+	k := methodPath{method, path}
+	if m := c.m.Load(); m != nil {
+		if p, ok := (*m)[k]; ok {
+			return p
+		}
+	}
+	p := Pattern(method, path)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old map[methodPath]string
+	if m := c.m.Load(); m != nil {
+		old = *m
+	}
+	if q, ok := old[k]; ok {
+		return q
+	}
+	if len(old) >= maxCached {
+		return p
+	}
+	m := make(map[methodPath]string, len(old)+1)
+	maps.Copy(m, old)
+	m[k] = p
+	c.m.Store(&m)
+	return p
 }
