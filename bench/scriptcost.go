@@ -66,10 +66,14 @@ func algorithm(file string) (defs, lean string) {
 }
 
 // leanScript returns the lean script of an algorithm's file as the Redis
-// store assembles it: lean.lua, the algorithm's definitions, its lean part.
+// store assembles it: the algorithm's definitions, then lean.lua with its
+// lean part as the body of its function lean, and the driver of one call.
 func leanScript(file string) string {
 	defs, lean := algorithm(file)
-	return luaSource("lean.lua") + defs + lean
+	open, rest, _ := strings.Cut(luaSource("lean.lua"), "-- (the algorithm's lean part runs here)\n")
+	end, rest, _ := strings.Cut(rest, "-- (one call)\n")
+	one, _, _ := strings.Cut(rest, "-- (a batch)\n")
+	return defs + open + lean + end + one
 }
 
 // takeSource returns the take script as the Redis store assembles it:

@@ -35,12 +35,22 @@
 // The sign of the first integer is the verdict: x >= 0 allowed, -x-1
 // denied (Fixed's packed integer has its own form, in fixed.lua).
 //
+// Each algorithm's lean part is the body of lean.lua's function lean(key,
+// ARGV), which two drivers run: the lean script, once, and the batch
+// script, for many calls of that lean script at one reading of the clock
+// (KEYS[i] call i's key; ARGV each call's ARGV in turn, as many each), in
+// order (a state kept in a string read for all keys with one MGET, see
+// lean.lua), each in a pcall: its reply holds at i call i's reply, or as a
+// string the text of the error call i met, so that one call's error
+// leaves the others decided. On a Cluster, a batch's keys share one slot.
+//
 // What several scripts share is written once and put before each of them,
 // so that every script Redis runs is still one program: lib.lua (number
 // formatting, exact division, PX, the state pattern, a calendar window,
 // and the table ALG through which the general scripts dispatch) before
 // take.lua, refund.lua, lock.lua and lease.lua, and lean.lua (Redis'
-// clock, the cost, the key) before each lean script.
+// clock, the cost, the function lean and its drivers) around each lean
+// part.
 //
 // take.lua's layout, for m limits (i = 1..m, 1-based as in Lua):
 //
@@ -82,8 +92,9 @@
 // Take whose keys a Cluster slot migration has split between two nodes.
 //
 // A cost of "resent" (not a number) is refused with an error, before the
-// script reads or writes anything: the caller sends it in place of the
-// cost when the client library sends a call again by itself.
+// script reads or writes anything (in a batch, for that call): the caller
+// sends it in place of the cost when the client library sends a call
+// again by itself.
 //
 // All keys of one call must hash to one Redis Cluster slot; the caller
 // puts them under one hash tag. Every number is sent as a decimal integer

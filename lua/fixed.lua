@@ -97,7 +97,7 @@ ALG.f = {
 --          allowed, else {-c - 1, left}. A cost beyond R is denied by the
 --          same test.
 
--- It runs after lean.lua (now, n, k, key).
+-- It is the body of lean.lua's lean(key, ARGV, pre) (now, n, k, key).
 
 local R, P = tonumber(ARGV[2]), tonumber(ARGV[3])
 local e = math.fmod(now, P)

@@ -1,14 +1,47 @@
--- sluice lean: the start every lean script shares; package lua puts it
--- before each (tat.lua, token.lua, fixed.lua, sliding.lua, log.lua), so
--- that each script Redis runs is still one program. It reads Redis' clock
--- in µs, the cost n (ARGV[1]; -n decides a cost of n and writes nothing)
--- as k, and the one key. A cost that is not a number is a call the client
--- sent again (see lua.Resent): refused, nothing read or written.
+-- sluice lean: what every lean script shares; package lua puts each
+-- algorithm's definitions (tat.lua, token.lua, fixed.lua, sliding.lua,
+-- log.lua) before it and the algorithm's lean part inside it, so that
+-- each script Redis runs is still one program. It reads Redis' clock in
+-- µs once; lean decides one call: key, and its ARGV, whose first is the
+-- cost n (-n decides a cost of n and writes nothing), seen as k; pre, when
+-- not nil or false, is key's value, read by the batch's MGET (a lean part
+-- whose state is a string reads it itself otherwise). A cost that is not a
+-- number is a call the client sent again (see package lua): refused,
+-- nothing read or written.
 
-local n = tonumber(ARGV[1])
-if not n then return redis.error_reply('SLUICE re-sent call refused') end
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
-local k = n
-if n < 0 then k = -n end
-local key = KEYS[1]
+
+local function lean(key, ARGV, pre)
+  local n = tonumber(ARGV[1])
+  if not n then return redis.error_reply('SLUICE re-sent call refused') end
+  local k = n
+  if n < 0 then k = -n end
+-- (the algorithm's lean part runs here)
+end
+
+-- (one call)
+-- The lean script: KEYS[1] and ARGV are the call's; the reply is lean's.
+return lean(KEYS[1], ARGV)
+-- (a batch)
+-- The batch script: the calls of one lean script on keys of one Cluster
+-- slot, decided in order at one reading of the clock, each exactly as it
+-- would be alone. KEYS[i] is call i's key; ARGV the calls' ARGV one after
+-- the other, as many each. When the state is a string (mget, set by the
+-- Redis store before this line), one MGET reads every key, and each key's
+-- first call gets its value (any later one reads what the calls before
+-- it wrote). The reply's entry i is call i's reply, or the text of the
+-- error it met, as a string (a lean reply holds none): an error element
+-- inside an array would cost the client its connection (go-redis reads
+-- only some as elements). The calls after it are decided too.
+local out, per, seen, pre = {}, #ARGV / #KEYS, {}, {}
+if mget then pre = redis.call('MGET', unpack(KEYS)) end
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local ok, r = pcall(lean, key, { unpack(ARGV, (i - 1) * per + 1, i * per) }, not seen[key] and pre[i])
+  seen[key] = true
+  if type(r) == 'table' and r.err then r = r.err elseif not ok then r = tostring(r) end
+  if type(r) == 'string' and not string.find(r, '^%u+ ') then r = 'ERR ' .. r end -- no code: a Lua error
+  out[i] = r
+end
+return out

@@ -268,7 +268,7 @@ ALG.l = {
 --          -c - 1 when denied (c before the call); reset in µs; retry in µs
 --          when denied a cost up to R, else 0.
 
--- It runs after lean.lua (now, n, k, key).
+-- It is the body of lean.lua's lean(key, ARGV, pre) (now, n, k, key).
 
 local R, P = tonumber(ARGV[2]), tonumber(ARGV[3])
 local c, seq, newest, old, live, s0, first, oldest, exists = logRead(key, now, P)

@@ -78,11 +78,11 @@ ALG.w = {
 --          call when allowed (charged when n > 0), else -c - 1; p the
 --          previous window's count; e = now - w·P in µs.
 
--- It runs after lean.lua (now, n, k, key).
+-- It is the body of lean.lua's lean(key, ARGV, pre) (now, n, k, key).
 
 local R, P = tonumber(ARGV[2]), tonumber(ARGV[3])
 local x, y, z
-local v = redis.call('MGET', key)[1]
+local v = pre or redis.call('MGET', key)[1]
 if v then
   x, y, z = string.match(v, '^(%d+):(%d+):(%d+)$')
   x, y, z = tonumber(x), tonumber(y), tonumber(z)

@@ -66,7 +66,7 @@ ALG.k = { str = true, take = ALG.g.take, give = ALG.g.give } -- not leased
 --          (charged when n > 0), else -(tat - now) - 1; the caller derives
 --          the figures.
 
--- It runs after lean.lua (now, n, k, key).
+-- It is the body of lean.lua's lean(key, ARGV, pre) (now, n, k, key).
 
 local lim, T = tonumber(ARGV[2]), tonumber(ARGV[3])
-return tatTake(tonumber(redis.call('GET', key)), now, k, lim, T, n > 0 and key)
+return tatTake(tonumber(pre or redis.call('GET', key)), now, k, lim, T, n > 0 and key)

@@ -81,11 +81,11 @@ ALG.t = {
 --          n > 0), else -tok - 1 with tok refilled to now; the caller
 --          derives the figures.
 
--- It runs after lean.lua (now, n, k, key).
+-- It is the body of lean.lua's lean(key, ARGV, pre) (now, n, k, key).
 
 local R, P, B = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local tok, ts
-local v = redis.call('GET', key)
+local v = pre or redis.call('GET', key)
 if v then
   local x, y = string.match(v, '^(%d+):(%d+)$')
   if x then tok, ts = tonumber(x), tonumber(y) end

@@ -116,7 +116,8 @@
 // the background; the Redis client is the caller's to close after it.
 //
 // Automatic pipelining (WithPipelining, on by default) sends concurrent
-// Takes together, one round trip for all, and changes no Result. The deny
+// Takes together, one round trip for all, those of one algorithm family
+// on one slot as one script call, and changes no Result. The deny
 // cache (WithDenyCache, off by default; its limits are listed there)
 // answers repeated denials in process. Lease mode (WithLeases, off by
 // default) is the one option that trades exactness for throughput: a key

@@ -89,7 +89,9 @@ func TestReloadEveryScript(t *testing.T) {
 func clocked(t *testing.T, sc *script) func(us int64) string {
 	t.Helper()
 	src := map[*script]string{takeScript: takeSource, tatScript: tatSource, tokenScript: tokenSource,
-		fixedScript: fixedSource, slidingScript: slidingSource, logScript: logSource}[sc]
+		fixedScript: fixedSource, slidingScript: slidingSource, logScript: logSource,
+		tatScript.batch: tatBatch, tokenScript.batch: tokenBatch, fixedScript.batch: fixedBatch,
+		slidingScript.batch: slidingBatch, logScript.batch: logBatch}[sc]
 	clock := "local t = redis.call('TIME')"
 	if sc == takeScript {
 		clock = "local t = call('TIME')"

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/lua"
@@ -17,29 +18,29 @@ func source(name string) string {
 
 // The scripts the Store runs. What several share is written once and put
 // before each (see package lua): lib.lua before the take, refund, lock and
-// lease scripts, lean.lua before each lean script. Each algorithm's file
-// (algorithmFiles) holds its one definition of how a state answers a cost,
-// in three parts (see algorithm): how it decides and charges, which the
-// general scripts (take, refund, lease) and its lean script run after;
-// the general scripts' part (how it gives back, and its entry in lib.lua's
-// ALG, through which take.lua and refund.lua dispatch), which the general
-// scripts run after; and its lean script. A lean script gets only its
-// algorithm's definitions: every function a script defines is a closure
-// built on each call. Each charging script also runs inside record.lua
-// (recorded), as its recorded twin.
+// lease scripts, lean.lua around each lean part (leanScripts). Each
+// algorithm's file (algorithmFiles) holds its one definition of how a
+// state answers a cost, in three parts (see algorithm): how it decides
+// and charges, which the general scripts (take, refund, lease) and its
+// lean script run after; the general scripts' part (how it gives back,
+// and its entry in lib.lua's ALG, through which take.lua and refund.lua
+// dispatch), which the general scripts run after; and its lean script. A
+// lean script (and its batch script) gets only its algorithm's
+// definitions: every function a script defines is a closure built on each
+// call. Each charging script also runs inside record.lua (recorded), as
+// its recorded twin.
 var (
-	libSource     = source("lib.lua")
-	leanSource    = source("lean.lua")
-	takeSource    = libSource + definitions() + source("take.lua")
-	refundSource  = libSource + definitions() + source("refund.lua")
-	lockSource    = libSource + source("lock.lua")
-	leaseSource   = libSource + definitions() + source("lease.lua")
-	tatSource     = leanScript("tat.lua") // GCRA and LeakyBucket
-	tokenSource   = leanScript("token.lua")
-	fixedSource   = leanScript("fixed.lua")
-	slidingSource = leanScript("sliding.lua")
-	logSource     = leanScript("log.lua")
-	fenceSource   = source("fence.lua")
+	libSource                   = source("lib.lua")
+	takeSource                  = libSource + definitions() + source("take.lua")
+	refundSource                = libSource + definitions() + source("refund.lua")
+	lockSource                  = libSource + source("lock.lua")
+	leaseSource                 = libSource + definitions() + source("lease.lua")
+	tatSource, tatBatch         = leanScripts("tat.lua", true) // GCRA and LeakyBucket
+	tokenSource, tokenBatch     = leanScripts("token.lua", true)
+	fixedSource, fixedBatch     = leanScripts("fixed.lua", false)
+	slidingSource, slidingBatch = leanScripts("sliding.lua", true)
+	logSource, logBatch         = leanScripts("log.lua", false)
+	fenceSource                 = source("fence.lua")
 )
 
 // algorithmFiles are the files of package lua that define an algorithm
@@ -87,11 +88,31 @@ func definitions() string {
 	return b.String()
 }
 
-// leanScript returns the lean script of the algorithm file name: lean.lua,
-// the algorithm's definitions, its lean part.
-func leanScript(name string) string {
+// The lines of lean.lua where the algorithm's lean part goes, and where
+// its drivers for one call and for a batch start.
+const (
+	partMark  = "-- (the algorithm's lean part runs here)\n"
+	oneMark   = "-- (one call)\n"
+	batchMark = "-- (a batch)\n"
+)
+
+// leanScripts returns the lean script of the algorithm file name and its
+// batch script: the algorithm's definitions, then lean.lua with the
+// algorithm's lean part as the body of its function lean, then lean.lua's
+// driver for one call or for a batch. Both are built from the same text:
+// a batch decides each call with the lean script's own code. mget: the
+// state is a string, which the batch reads for all its keys with one MGET
+// and passes to the lean part (pre).
+func leanScripts(name string, mget bool) (one, batch string) {
 	d, _, l := algorithm(name)
-	return leanSource + d + leanMark + l
+	open, rest, ok := strings.Cut(source("lean.lua"), partMark)
+	end, rest, ok2 := strings.Cut(rest, oneMark)
+	single, many, ok3 := strings.Cut(rest, batchMark)
+	if !ok || !ok2 || !ok3 {
+		panic("redisstore: lean.lua lacks a mark")
+	}
+	head := d + open + leanMark + l + end
+	return head + single, head + "local mget = " + strconv.FormatBool(mget) + "\n" + many
 }
 
 // recordMark is the line of record.lua where the script it wraps runs.

@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,12 +34,20 @@ const maxBatch = 512
 // With pipelining on, a Take is sent at once, alone, when fewer than
 // inFlight requests of the Store are under way, so an idle Store adds no
 // latency. Otherwise it waits in a queue; when a request returns, everything
-// queued (up to 512 Takes) goes to Redis as one pipeline of EVALSHAs, one
-// network round trip and one read and write on each side for all of them.
-// Each Take is still its own script call, atomic and decided on its own.
-// On a Cluster each master has its own queue and pipelines, sent to it
-// directly (see the package doc about MOVED and ASK). Takes that meet NOSCRIPT are
-// sent again as EVAL, which loads their script, and then every script is
+// queued (up to 512 Takes) goes to Redis as one pipeline, one network round
+// trip and one read and write on each side for all of them. In it, the
+// queued Takes of one limit without a penalty (the lean scripts' Takes) of
+// one algorithm family go as one script call, up to 128 (on a Cluster,
+// those whose keys share a slot; on a Ring, a hash tag): one reading of Redis' clock, one read of
+// the states of GCRA, LeakyBucket, TokenBucket and SlidingWindow, each Take
+// decided in the order it came, by the same code and with the same Result
+// as alone, one Take's error (such as a key of the wrong type) its own.
+// Every other Take is its own script call, and it runs after the queued
+// Takes before it on its slot. On a Cluster each master has its own queue
+// and pipelines, sent to it directly (see the package doc about MOVED and
+// ASK); a shared script call that a slot migration refuses (TRYAGAIN) goes
+// again as one call per Take. Takes that meet NOSCRIPT are sent again as
+// EVAL, each alone, which loads their script, and then every script is
 // loaded again.
 //
 // A Take whose context ends while it waits in the queue returns the
@@ -59,6 +69,7 @@ type batcher struct {
 	client  redis.UniversalClient // a Cluster master's, or the Store's
 	scripts *runner
 	max     int
+	shards  int // what the keys of a batch script share: a Cluster's slot (bySlot), a Ring's tag (byTag)
 
 	mu    sync.Mutex
 	busy  int     // requests in flight (senders)
@@ -66,7 +77,8 @@ type batcher struct {
 	spare []*call // a drained queue, for reuse
 
 	pipelined atomic.Int64 // Takes sent in pipelines (for tests)
-	resent    atomic.Int64 // of which sent again after NOSCRIPT
+	resent    atomic.Int64 // of which sent again (NOSCRIPT, a batch's TRYAGAIN)
+	batched   atomic.Int64 // of which in batch scripts
 }
 
 // call is one queued Take.
@@ -182,42 +194,194 @@ func (b *batcher) drain(batch []*call) {
 	}
 }
 
-// send runs every call of live in one pipeline, and those that met
-// NOSCRIPT again as EVAL in a second one, after which every script is
-// loaded again (runner.loadAll); it returns how many were sent twice.
+// send runs every call of live in one pipeline, the calls of one lean
+// script on one slot as one call of its batch script (batches), and those
+// that met NOSCRIPT, or whose batch met TRYAGAIN, again as EVAL, each its
+// own, in a second one, after which every script is loaded again
+// (runner.loadAll) if one was lost; it returns how many were sent twice.
 func (b *batcher) send(live []*call) (resent int) {
 	ctx, cancel := pipelineContext(live)
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(live))
+	cmds := make([]*redis.Cmd, len(live)) // each call's command: its own, or its batch's
+	entry := make([]int, len(live))       // its reply's place in its batch's; -1: its own
 	pipe := b.client.Pipeline()
-	for i, c := range live {
-		cmds[i] = pipe.Do(ctx, c.cmd...)
+	for _, g := range b.batches(live) {
+		if len(g) == 1 {
+			cmds[g[0]], entry[g[0]] = pipe.Do(ctx, live[g[0]].cmd...), -1
+			continue
+		}
+		cmd := pipe.Do(ctx, batchCommand(live, g)...)
+		b.batched.Add(int64(len(g)))
+		for j, i := range g {
+			cmds[i], entry[i] = cmd, j
+		}
 	}
 	_, err := pipe.Exec(ctx)
 	unanswered(cmds, err)
-	var lost []int
+	var again []int
+	noScript := false
 	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
-			lost = append(lost, i)
+		// A batch that met TRYAGAIN held keys that a slot migration has
+		// moved and keys that it has not: each call goes alone, to run
+		// or be sent on (ASK).
+		r, _ := redirectOf(cmd.Err())
+		if isNoScript(cmd.Err()) || r == redirectTryAgain && entry[i] >= 0 {
+			noScript = noScript || isNoScript(cmd.Err())
+			again = append(again, i)
 		}
 	}
-	if len(lost) > 0 {
+	if len(again) > 0 {
 		pipe = b.client.Pipeline()
-		for _, i := range lost {
+		for _, i := range again {
 			c := live[i]
-			cmds[i] = pipe.Do(ctx, c.script.eval(c.cmd)...)
+			cmds[i], entry[i] = pipe.Do(ctx, c.script.eval(c.cmd)...), -1
 		}
 		_, err = pipe.Exec(ctx)
 		unanswered(cmds, err)
 	}
 	for i, c := range live {
-		c.reply, c.err = cmds[i].Result()
+		c.reply, c.err = replyOf(cmds[i], entry[i])
 		close(c.done)
 	}
-	if len(lost) > 0 {
+	if noScript {
 		b.scripts.loadAll(ctx)
 	}
-	return len(lost)
+	return len(again)
+}
+
+// maxScriptBatch is the most calls one batch script decides, so that one
+// script call holds Redis up no longer than a short pipeline of them.
+const maxScriptBatch = 128
+
+// What the keys of one batch script share, by the client's kind: one
+// server holds them all; a Cluster's slot, or a Ring's shard, which its
+// hash tag picks (two tags of one slot may be on two shards).
+const (
+	oneServer = iota
+	bySlot
+	byTag
+)
+
+// batches returns the indices of live in groups sent as one command each,
+// in the order of their first calls: the calls of one lean script (each
+// an EVALSHA of one key) on one slot or tag (see shards) in order, up to
+// maxScriptBatch; any other call alone. A call that goes alone closes the
+// groups of its slot or tag, so that those after it, which may share its
+// keys, run after it: every key sees its calls in order.
+func (b *batcher) batches(live []*call) [][]int {
+	type group struct {
+		sc         *script
+		size, slot int    // the command's length: its ARGV's
+		tag        string // byTag
+	}
+	var (
+		out  [][]int
+		open map[group]int // a group's place in out while it has room
+	)
+	for i, c := range live {
+		g := group{sc: c.script, size: len(c.cmd)}
+		if b.shards != oneServer && len(c.cmd) > 3 && c.cmd[2] != 0 {
+			if k, ok := c.cmd[3].(string); ok && b.shards == bySlot {
+				g.slot = slot(k)
+			} else if ok {
+				g.tag = keyTag(k)
+			}
+		}
+		if c.script.batch == nil || len(c.cmd) < 5 || c.cmd[1] != c.script.sha || c.cmd[2] != 1 {
+			for o := range open {
+				if o.slot == g.slot && o.tag == g.tag {
+					delete(open, o)
+				}
+			}
+			out = append(out, []int{i})
+			continue
+		}
+		if j, ok := open[g]; ok {
+			out[j] = append(out[j], i)
+			if len(out[j]) == maxScriptBatch {
+				delete(open, g)
+			}
+			continue
+		}
+		if open == nil {
+			open = map[group]int{}
+		}
+		open[g] = len(out)
+		out = append(out, []int{i})
+	}
+	return out
+}
+
+// batchCommand returns the EVALSHA of the batch script of the calls g of
+// live: their keys, then their arguments, each call's once among them, so
+// that a batch the client sends again is refused call by call.
+func batchCommand(live []*call, g []int) []any {
+	first := live[g[0]]
+	per := len(first.cmd) - 4 // each call's ARGV
+	cmd := first.script.batch.command(len(g), 3+len(g)*(1+per))
+	for _, i := range g {
+		cmd = append(cmd, live[i].cmd[3])
+	}
+	for _, i := range g {
+		cmd = append(cmd, live[i].cmd[4:]...)
+	}
+	return cmd
+}
+
+// replyOf returns the reply of a call whose command is cmd: all of it, or
+// when the call went in a batch, the reply's entry j, where the text of an
+// error stands for it (see lean.lua).
+func replyOf(cmd *redis.Cmd, j int) (any, error) {
+	v, err := cmd.Result()
+	if err != nil || j < 0 {
+		return v, err
+	}
+	if r, ok := v.([]any); ok && j < len(r) {
+		if e, ok := r[j].(string); ok {
+			return nil, entryError(e)
+		}
+		return r[j], nil
+	}
+	return nil, fmt.Errorf("redisstore: a batch script replied %T, want an array of its calls' replies", v)
+}
+
+// entryError is the error a call met in a batch script: the error reply
+// it would have had alone.
+type entryError string
+
+func (e entryError) Error() string { return string(e) }
+
+// RedisError marks it as a reply (redis.Error).
+func (entryError) RedisError() {}
+
+// keyTag is key's hash tag, which picks its Cluster slot or Ring shard:
+// the text between its first '{' and the first '}' after it when not
+// empty, else the whole key.
+func keyTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}
+
+// slot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag,
+// modulo 16384.
+func slot(key string) int {
+	key = keyTag(key)
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc % 16384)
 }
 
 // unanswered gives the pipeline's error to every command of cmds that has

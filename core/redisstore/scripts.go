@@ -18,17 +18,18 @@ import (
 // so a limit may be charged by either.
 var (
 	takeScript    = charging(takeSource)
-	tatScript     = charging(tatSource)
-	tokenScript   = charging(tokenSource)
-	fixedScript   = charging(fixedSource)
-	slidingScript = charging(slidingSource)
-	logScript     = charging(logSource)
+	tatScript     = lean(tatSource, tatBatch)
+	tokenScript   = lean(tokenSource, tokenBatch)
+	fixedScript   = lean(fixedSource, fixedBatch)
+	slidingScript = lean(slidingSource, slidingBatch)
+	logScript     = lean(logSource, logBatch)
 	fenceScript   = newScript(fenceSource)
 )
 
 // allScripts is every script, loaded together.
 var allScripts = [...]*script{takeScript, tatScript, tokenScript, fixedScript, slidingScript, logScript,
 	takeScript.twin, tatScript.twin, tokenScript.twin, fixedScript.twin, slidingScript.twin, logScript.twin,
+	tatScript.batch, tokenScript.batch, fixedScript.batch, slidingScript.batch, logScript.batch,
 	fenceScript, leaseScript, refundScript, lockScript}
 
 // script is a Lua script and the heads of the commands that run it, boxed
@@ -37,12 +38,20 @@ type script struct {
 	*redis.Script
 	sha, src any
 	twin     *script // the recorded twin of a charging script (record.go); nil for others
+	batch    *script // a lean script's batch script (pipeline.go); nil for others
 }
 
 // charging returns the script of src with its recorded twin.
 func charging(src string) *script {
 	s := newScript(src)
 	s.twin = newScript(recorded(src))
+	return s
+}
+
+// lean returns the lean script of src, charging, with its batch script.
+func lean(src, batch string) *script {
+	s := charging(src)
+	s.batch = newScript(batch)
 	return s
 }
 

@@ -233,7 +233,14 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	var pipe func(redis.UniversalClient) *batcher
 	if s.pipeline > 0 {
 		pipe = func(c redis.UniversalClient) *batcher {
-			return &batcher{client: c, scripts: st.scripts, max: s.pipeline}
+			b := &batcher{client: c, scripts: st.scripts, max: s.pipeline}
+			switch client.(type) {
+			case *redis.ClusterClient:
+				b.shards = bySlot
+			case *redis.Ring:
+				b.shards = byTag
+			}
+			return b
 		}
 	}
 	st.health = newHealth(client, s.failures, s.cooldown, pipe)
