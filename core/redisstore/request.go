@@ -36,10 +36,18 @@ type prepared struct {
 	penalty  int64 // µs
 }
 
+// prepare returns spec prepared, from the Store's cache when it holds it.
 func (s *Store) prepare(spec store.Spec) (*prepared, error) {
-	if p, ok := s.cache.Load(spec); ok {
-		return p.(*prepared), nil
+	if p, ok := s.cache.Get(spec); ok {
+		return p, nil
 	}
+	return s.prepareNew(spec)
+}
+
+// prepareNew is prepare for a limit not in the cache: apart, since its spec
+// escapes to the heap (an allocation on every call of the function that
+// holds it).
+func (s *Store) prepareNew(spec store.Spec) (*prepared, error) {
 	f := families[spec.Algorithm()]
 	if f == nil {
 		return nil, fmt.Errorf("%w: algorithm %q has no Redis script", store.ErrInvalidLimit, string(spec.Algorithm()))
@@ -66,12 +74,7 @@ func (s *Store) prepare(spec store.Spec) (*prepared, error) {
 	} else if spec.Penalty() == 0 && f.script != nil {
 		p.lean, p.leanArgs = f, leanArgs(f, &spec)
 	}
-	if s.cached.Load() < maxCachedLimits {
-		if _, loaded := s.cache.LoadOrStore(spec, p); !loaded {
-			s.cached.Add(1)
-		}
-	}
-	return p, nil
+	return s.cache.Add(spec, p, maxCachedLimits), nil
 }
 
 // scriptCall is one script call for a Take: the script, its command

@@ -94,8 +94,11 @@ const (
 
 // redirectOf classifies err, and returns the address a MOVED or ASK names.
 func redirectOf(err error) (redirect, string) {
+	if err == nil {
+		return notRedirected, "" // before re, which escapes: no allocation on the common path
+	}
 	var re redis.Error
-	if err == nil || !errors.As(err, &re) {
+	if !errors.As(err, &re) {
 		return notRedirected, ""
 	}
 	msg := re.Error()

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/arith"
+	"github.com/sluicehq/sluice/internal/cowmap"
 	"github.com/sluicehq/sluice/internal/fallback"
 )
 
@@ -55,8 +56,7 @@ type Store struct {
 	client redis.UniversalClient
 	prefix string
 
-	cache  sync.Map // store.Spec -> *prepared (see maxCachedLimits)
-	cached atomic.Int32
+	cache cowmap.Map[store.Spec, *prepared] // see maxCachedLimits
 
 	scripts *runner      // runs the scripts, reloads them when lost
 	deny    *denyCache   // nil: off

@@ -2,11 +2,7 @@
 // matched route, so that both set Request.Pattern alike.
 package route
 
-import (
-	"maps"
-	"sync"
-	"sync/atomic"
-)
+import "github.com/sluicehq/sluice/internal/cowmap"
 
 // Pattern returns the route pattern of a request with method matched by a
 // router's template path ("/users/:id"), in http.ServeMux's form: "GET
@@ -30,8 +26,7 @@ const maxCached = 1024
 // give a finite set of template paths, and the Cache keeps maxCached
 // patterns at most whatever they give.
 type Cache struct {
-	m  atomic.Pointer[map[methodPath]string] // replaced, never written, once stored
-	mu sync.Mutex                            // held by writers
+	m cowmap.Map[methodPath, string]
 }
 
 type methodPath struct{ method, path string }
@@ -42,27 +37,8 @@ func (c *Cache) Pattern(method, path string) string {
 		return ""
 	}
 	k := methodPath{method, path}
-	if m := c.m.Load(); m != nil {
-		if p, ok := (*m)[k]; ok {
-			return p
-		}
-	}
-	p := Pattern(method, path)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var old map[methodPath]string
-	if m := c.m.Load(); m != nil {
-		old = *m
-	}
-	if q, ok := old[k]; ok {
-		return q
-	}
-	if len(old) >= maxCached {
+	if p, ok := c.m.Get(k); ok {
 		return p
 	}
-	m := make(map[methodPath]string, len(old)+1)
-	maps.Copy(m, old)
-	m[k] = p
-	c.m.Store(&m)
-	return p
+	return c.m.Add(k, Pattern(method, path), maxCached)
 }

@@ -40,7 +40,7 @@ func TestCache(t *testing.T) {
 			t.Fatalf("Cache.Pattern(GET, %q) = %q", path, got)
 		}
 	}
-	if n := len(*c.m.Load()); n != maxCached {
+	if n := c.m.Len(); n != maxCached {
 		t.Errorf("the cache holds %d patterns, want at most %d", n, maxCached)
 	}
 }
