@@ -8,10 +8,10 @@ import (
 	"github.com/sluicehq/sluice/internal/arith"
 )
 
-// This file holds the memory store's arithmetic: one function per
-// algorithm, transcribing ALGORITHMS.md with int64 microseconds. Every
-// function only reads the state it is given; Take writes the outcome back
-// once it knows the whole call is charged.
+// This file holds the memory store's arithmetic, transcribing ALGORITHMS.md
+// with int64 microseconds: per algorithm, its evaluation and, after it, its
+// give-back. An evaluation only reads the state it is given; Take writes
+// the outcome back once it knows the whole call is charged.
 
 // infMicros is the retry of a cost that can never pass (INF in
 // ALGORITHMS.md).
@@ -200,6 +200,12 @@ func evaluateAlgorithm(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	}
 }
 
+// gives holds each algorithm's give-back (Refund), which follows its
+// evaluation below; InFlight has none (Release).
+var gives = [algInFlight + 1]func(st *memoryState, sp *algSpec, now, n, stamp int64){algGCRA: giveGCRA,
+	algLeakyBucket: giveGCRA, algTokenBucket: giveTokenBucket, algFixedWindow: giveFixedWindow,
+	algSlidingWindow: giveSlidingWindow, algSlidingLog: giveSlidingLog}
+
 // evalGCRA is GCRA and, with leaky set, LeakyBucket (GCRA with capacity
 // B+1 whose admitted requests are delayed until their emission slot).
 func evalGCRA(o *outcome, sp *algSpec, st *memoryState, now, n int64, leaky bool) {
@@ -232,6 +238,18 @@ func evalGCRA(o *outcome, sp *algSpec, st *memoryState, now, n int64, leaky bool
 	o.reset = used
 	if dvt >= used {
 		o.remain = (dvt - used) / t
+	}
+}
+
+// giveGCRA is evalGCRA's give-back, LeakyBucket's too.
+func giveGCRA(st *memoryState, sp *algSpec, now, n, _ int64) {
+	lim := sp.burst // n ≤ lim: so that n·T cannot overflow, as in Redis
+	if sp.alg == algLeakyBucket {
+		lim++
+	}
+	n = min(n, lim)
+	if tat := st.words.tat().tat; tat > now {
+		st.words = tatState{tat: max(now, tat-n*sp.interval)}.words()
 	}
 }
 
@@ -271,6 +289,13 @@ func refilled(sp *algSpec, b bucketState, now int64) int64 {
 	return capacity
 }
 
+func giveTokenBucket(st *memoryState, sp *algSpec, now, n, _ int64) {
+	capacity := sp.burst * sp.period
+	tok := refilled(sp, st.words.bucket(), now)
+	n = min(n, sp.burst)
+	st.words = bucketState{tokens: min(capacity, tok+n*sp.period), ts: now}.words()
+}
+
 func evalFixedWindow(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	r := sp.rate
 	w, end := sp.window(now)
@@ -292,6 +317,15 @@ func evalFixedWindow(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	o.remain = r - c
 	if c > 0 {
 		o.reset = end - now
+	}
+}
+
+func giveFixedWindow(st *memoryState, sp *algSpec, now, n, stamp int64) {
+	w, _ := sp.window(now)
+	wc, _ := sp.window(stamp)
+	if ws := st.words.window(); ws.window == w && wc == w {
+		ws.count = max(0, ws.count-n)
+		st.words = ws.words()
 	}
 }
 
@@ -331,6 +365,19 @@ func evalSlidingWindow(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	}
 }
 
+func giveSlidingWindow(st *memoryState, sp *algSpec, now, n, stamp int64) {
+	w, wc := floorDiv(now, sp.period), floorDiv(stamp, sp.period)
+	ws := st.words.window()
+	switch {
+	case wc != w && wc != w-1:
+	case ws.window == wc:
+		ws.count = max(0, ws.count-n)
+	case ws.window == wc+1:
+		ws.prev = max(0, ws.prev-n)
+	}
+	st.words = ws.words()
+}
+
 func evalSlidingLog(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	r, p := sp.rate, sp.period
 	var lg *slidingLog
@@ -362,6 +409,12 @@ func evalSlidingLog(o *outcome, sp *algSpec, st *memoryState, now, n int64) {
 	o.remain = r - c
 	if c > 0 {
 		o.reset = newest + p - now
+	}
+}
+
+func giveSlidingLog(st *memoryState, sp *algSpec, now, n, stamp int64) {
+	if stamp > now-sp.period && st.log != nil {
+		st.log.remove(stamp, n, now-sp.period)
 	}
 }
 

@@ -180,3 +180,46 @@ func (l *slidingLog) copyTo(size int) {
 	}
 	l.buf, l.head = buf, 0
 }
+
+// remove takes out up to n units of the entries of the oldest stamp at or
+// after stamp, when that stamp is after cut (live): the units a request
+// charged at stamp wrote (ALGORITHMS.md), taken from the last entries of
+// that stamp. The entries from there on are renumbered so that units stay
+// consecutive; an entry left without units goes.
+func (l *slidingLog) remove(stamp, n, cut int64) {
+	i := l.firstAfter(max(stamp, cut+1) - 1)
+	if i >= l.count {
+		return
+	}
+	type span struct{ stamp, units int64 }
+	rest := make([]span, l.count-i)
+	for e := range rest {
+		end := l.next
+		if i+e+1 < l.count {
+			end = l.at(i + e + 1).first
+		}
+		rest[e] = span{l.at(i + e).stamp, end - l.at(i+e).first}
+	}
+	j := 0 // the entries of the oldest stamp
+	for j < len(rest) && rest[j].stamp == rest[0].stamp {
+		j++
+	}
+	for e := j - 1; e >= 0 && n > 0; e-- {
+		d := min(n, rest[e].units)
+		rest[e].units -= d
+		n -= d
+	}
+	next, k := l.at(i).first, i
+	for _, e := range rest {
+		if e.units > 0 {
+			p := l.pos(k)
+			l.buf[p/logBlock][p%logBlock] = logEntry{stamp: e.stamp, first: next}
+			next += e.units
+			k++
+		}
+	}
+	l.count, l.next = k, next
+	if l.count > 0 {
+		l.first, l.last = l.at(0).stamp, l.at(l.count-1).stamp
+	}
+}

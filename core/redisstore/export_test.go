@@ -167,3 +167,23 @@ func WithTestLogger(l *slog.Logger) Option {
 func AgeBreakers(s *Store, d time.Duration) {
 	s.health.each(func(n *node) { n.openedAt.Add(-d.Microseconds()) })
 }
+
+// The lean scripts, their sources and the algorithm codes by family, for
+// the tests (families holds them).
+var (
+	tatScript     = families[store.GCRA].script // LeakyBucket's too
+	tokenScript   = families[store.TokenBucket].script
+	fixedScript   = families[store.FixedWindow].script
+	slidingScript = families[store.SlidingWindow].script
+	logScript     = families[store.SlidingLog].script
+
+	tatSource, tatBatch         = tatScript.src.(string), tatScript.batch.src.(string)
+	tokenSource, tokenBatch     = tokenScript.src.(string), tokenScript.batch.src.(string)
+	fixedSource, fixedBatch     = fixedScript.src.(string), fixedScript.batch.src.(string)
+	slidingSource, slidingBatch = slidingScript.src.(string), slidingScript.batch.src.(string)
+	logSource, logBatch         = logScript.src.(string), logScript.batch.src.(string)
+
+	codeGCRA        = families[store.GCRA].code
+	codeLeakyBucket = families[store.LeakyBucket].code
+	codeSlidingLog  = families[store.SlidingLog].code
+)

@@ -18,29 +18,24 @@ func source(name string) string {
 
 // The scripts the Store runs. What several share is written once and put
 // before each (see package lua): lib.lua before the take, refund, lock and
-// lease scripts, lean.lua around each lean part (leanScripts). Each
-// algorithm's file (algorithmFiles) holds its one definition of how a
-// state answers a cost, in three parts (see algorithm): how it decides
-// and charges, which the general scripts (take, refund, lease) and its
-// lean script run after; the general scripts' part (how it gives back,
-// and its entry in lib.lua's ALG, through which take.lua and refund.lua
-// dispatch), which the general scripts run after; and its lean script. A
-// lean script (and its batch script) gets only its algorithm's
-// definitions: every function a script defines is a closure built on each
-// call. Each charging script also runs inside record.lua (recorded), as
-// its recorded twin.
+// lease scripts, lean.lua around each lean part (leanScript). Each
+// algorithm's file (algorithmFiles) holds its one definition of how a state
+// answers a cost, in three parts (see algorithm): how it decides and
+// charges, which the general scripts (take, refund, lease) and its lean
+// script run after; the general scripts' part (how it gives back, and its
+// entry in lib.lua's ALG, through which take.lua and refund.lua dispatch),
+// which the general scripts run after; and its lean script (leanScript, from
+// its row of families). A lean script (and its batch script) gets only its
+// algorithm's definitions: every function a script defines is a closure
+// built on each call. Each charging script also runs inside record.lua
+// (recorded), as its recorded twin.
 var (
-	libSource                   = source("lib.lua")
-	takeSource                  = libSource + definitions() + source("take.lua")
-	refundSource                = libSource + definitions() + source("refund.lua")
-	lockSource                  = libSource + source("lock.lua")
-	leaseSource                 = libSource + definitions() + source("lease.lua")
-	tatSource, tatBatch         = leanScripts("tat.lua", true) // GCRA and LeakyBucket
-	tokenSource, tokenBatch     = leanScripts("token.lua", true)
-	fixedSource, fixedBatch     = leanScripts("fixed.lua", false)
-	slidingSource, slidingBatch = leanScripts("sliding.lua", true)
-	logSource, logBatch         = leanScripts("log.lua", false)
-	fenceSource                 = source("fence.lua")
+	libSource    = source("lib.lua")
+	takeSource   = libSource + definitions() + source("take.lua")
+	refundSource = libSource + definitions() + source("refund.lua")
+	lockSource   = libSource + source("lock.lua")
+	leaseSource  = libSource + definitions() + source("lease.lua")
+	fenceSource  = source("fence.lua")
 )
 
 // algorithmFiles are the files of package lua that define an algorithm
@@ -96,14 +91,18 @@ const (
 	batchMark = "-- (a batch)\n"
 )
 
-// leanScripts returns the lean script of the algorithm file name and its
-// batch script: the algorithm's definitions, then lean.lua with the
-// algorithm's lean part as the body of its function lean, then lean.lua's
-// driver for one call or for a batch. Both are built from the same text:
-// a batch decides each call with the lean script's own code. mget: the
-// state is a string, which the batch reads for all its keys with one MGET
-// and passes to the lean part (pre).
-func leanScripts(name string, mget bool) (one, batch string) {
+// leanScript returns the lean script of the algorithm file name, with its
+// recorded twin and its batch script, built once per file (GCRA and
+// LeakyBucket share tat.lua's): the algorithm's definitions, then lean.lua
+// with the algorithm's lean part as the body of its function lean, then
+// lean.lua's driver for one call or for a batch. Both are built from the
+// same text: a batch decides each call with the lean script's own code.
+// mget: the state is a string, which the batch reads for all its keys
+// with one MGET and passes to the lean part (pre).
+func leanScript(name string, mget bool) *script {
+	if s := leanScripts[name]; s != nil {
+		return s
+	}
 	d, _, l := algorithm(name)
 	open, rest, ok := strings.Cut(source("lean.lua"), partMark)
 	end, rest, ok2 := strings.Cut(rest, oneMark)
@@ -112,8 +111,14 @@ func leanScripts(name string, mget bool) (one, batch string) {
 		panic("redisstore: lean.lua lacks a mark")
 	}
 	head := d + open + leanMark + l + end
-	return head + single, head + "local mget = " + strconv.FormatBool(mget) + "\n" + many
+	s := charging(head + single)
+	s.batch = newScript(head + "local mget = " + strconv.FormatBool(mget) + "\n" + many)
+	leanScripts[name] = s
+	return s
 }
+
+// leanScripts are the lean scripts built, by file.
+var leanScripts = map[string]*script{}
 
 // recordMark is the line of record.lua where the script it wraps runs.
 const recordMark = "-- (the script runs here)\n"
@@ -150,15 +155,4 @@ const (
 const (
 	resentArg   = "resent"
 	resentError = "SLUICE re-sent call refused"
-)
-
-// Algorithm codes, the first argument of each limit.
-const (
-	codeGCRA          = "g"
-	codeLeakyBucket   = "k"
-	codeTokenBucket   = "t"
-	codeFixedWindow   = "f"
-	codeSlidingWindow = "w"
-	codeSlidingLog    = "l"
-	codeInFlight      = "i"
 )

@@ -188,7 +188,7 @@ func stateSuffix(s *store.Spec) string {
 // Example: "g30/60000000b16p0".
 func specID(s *store.Spec) string {
 	if unit, zone := s.Calendar(); unit != "" { // "f10000/month@Europe/Berlinp0"
-		return codeFixedWindow + strconv.FormatInt(s.Rate(), 10) + "/" + unit + "@" + zone.String() +
+		return families[store.FixedWindow].code + strconv.FormatInt(s.Rate(), 10) + "/" + unit + "@" + zone.String() +
 			"p" + strconv.FormatInt(s.Penalty(), 10)
 	}
 	return families[s.Algorithm()].code + strconv.FormatInt(s.Rate(), 10) + "/" + strconv.FormatInt(s.Period(), 10) +

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -12,25 +13,26 @@ import (
 )
 
 // The Store's scripts (package lua). The take script serves every Take;
-// a lean script per algorithm family serves a Take of one limit without a
-// penalty, the common call, with only the keys, arguments and reply that
-// its algorithm needs. Both read and write the same state in the same key,
-// so a limit may be charged by either.
+// a lean script per algorithm file (its family's, see families) serves a
+// Take of one limit without a penalty, the common call, with only the
+// keys, arguments and reply that its algorithm needs. Both read and write
+// the same state in the same key, so a limit may be charged by either.
 var (
-	takeScript    = charging(takeSource)
-	tatScript     = lean(tatSource, tatBatch)
-	tokenScript   = lean(tokenSource, tokenBatch)
-	fixedScript   = lean(fixedSource, fixedBatch)
-	slidingScript = lean(slidingSource, slidingBatch)
-	logScript     = lean(logSource, logBatch)
-	fenceScript   = newScript(fenceSource)
+	takeScript  = charging(takeSource)
+	fenceScript = newScript(fenceSource)
 )
 
-// allScripts is every script, loaded together.
-var allScripts = [...]*script{takeScript, tatScript, tokenScript, fixedScript, slidingScript, logScript,
-	takeScript.twin, tatScript.twin, tokenScript.twin, fixedScript.twin, slidingScript.twin, logScript.twin,
-	tatScript.batch, tokenScript.batch, fixedScript.batch, slidingScript.batch, logScript.batch,
-	fenceScript, leaseScript, refundScript, lockScript}
+// allScripts is every script, loaded together: the general ones, then each
+// family's lean script (once per file) with its twin and batch script.
+var allScripts = func() []*script {
+	all := []*script{takeScript, takeScript.twin, fenceScript, leaseScript, refundScript, lockScript}
+	for _, a := range store.Algorithms() {
+		if s := families[a].script; s != nil && !slices.Contains(all, s) {
+			all = append(all, s, s.twin, s.batch)
+		}
+	}
+	return all
+}()
 
 // script is a Lua script and the heads of the commands that run it, boxed
 // once: a Take builds its whole command in one slice (see command).
@@ -45,13 +47,6 @@ type script struct {
 func charging(src string) *script {
 	s := newScript(src)
 	s.twin = newScript(recorded(src))
-	return s
-}
-
-// lean returns the lean script of src, charging, with its batch script.
-func lean(src, batch string) *script {
-	s := charging(src)
-	s.batch = newScript(batch)
 	return s
 }
 
@@ -77,8 +72,9 @@ func (s *script) eval(cmd []any) []any {
 }
 
 // family is how the Redis store runs an algorithm: its code in the take
-// script's ARGV, and its lean script with that script's ARGV after the cost
-// and the decoding of its reply (see the decoders below).
+// script's ARGV, and its lean script (leanScript: its Lua file, and whether
+// the batch reads its state with MGET) with that script's ARGV after the
+// cost and the decoding of its reply (see the decoders below).
 type family struct {
 	code    string
 	script  *script
@@ -91,16 +87,16 @@ type family struct {
 	unpack func(p *prepared, x int64) [3]int64
 }
 
-// families maps every algorithm to its scripts: the one place that does.
+// families maps every algorithm to its code and scripts: the one place that does.
 var families = map[store.Algorithm]*family{
-	store.GCRA:          {codeGCRA, tatScript, tatArgs, decodeGCRA, 1, nil},
-	store.LeakyBucket:   {codeLeakyBucket, tatScript, tatArgs, decodeLeaky, 1, nil},
-	store.TokenBucket:   {codeTokenBucket, tokenScript, tokenArgs, decodeToken, 1, nil},
-	store.FixedWindow:   {codeFixedWindow, fixedScript, windowArgs, decodeFixed, 2, unpackFixed},
-	store.SlidingWindow: {codeSlidingWindow, slidingScript, windowArgs, decodeSliding, 3, nil},
-	store.SlidingLog:    {codeSlidingLog, logScript, logArgs, decodeLog, 3, logShort},
+	store.GCRA:          {"g", leanScript("tat.lua", true), tatArgs, decodeGCRA, 1, nil},
+	store.LeakyBucket:   {"k", leanScript("tat.lua", true), tatArgs, decodeLeaky, 1, nil},
+	store.TokenBucket:   {"t", leanScript("token.lua", true), tokenArgs, decodeToken, 1, nil},
+	store.FixedWindow:   {"f", leanScript("fixed.lua", false), windowArgs, decodeFixed, 2, unpackFixed},
+	store.SlidingWindow: {"w", leanScript("sliding.lua", true), windowArgs, decodeSliding, 3, nil},
+	store.SlidingLog:    {"l", leanScript("log.lua", false), logArgs, decodeLog, 3, logShort},
 	// InFlight has no lean script: the take script serves it.
-	store.InFlight: {code: codeInFlight, decode: decodeInFlight},
+	store.InFlight: {code: "i", decode: decodeInFlight},
 }
 
 func tatArgs(s *store.Spec) []int64    { return []int64{s.Capacity(), s.Interval()} }
