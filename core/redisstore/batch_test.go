@@ -392,30 +392,8 @@ func TestClusterBatchOnMigratingSlot(t *testing.T) {
 	ctx := context.Background()
 	here, gone := store.Limit{Algorithm: store.GCRA, Rate: 10, Period: time.Hour}, store.Limit{Algorithm: store.GCRA, Rate: 20, Period: time.Hour}
 	takeOK(t, s, "mig", 1, here) // its state, on its master
-	state := s.redisKey("mig", "")
-	src := cluster.MasterOf(t, state)
-	var dst *redistest.Server
-	for _, n := range cluster.Nodes {
-		if n != src {
-			dst = n
-		}
-	}
-	from := redis.NewClient(&redis.Options{Addr: src.Addr, MaxRetries: -1})
-	to := redis.NewClient(&redis.Options{Addr: dst.Addr})
-	t.Cleanup(func() { _ = from.Close(); _ = to.Close() })
-	slot := from.ClusterKeySlot(ctx, state).Val()
-	setSlot := func(c *redis.Client, how string, other *redis.Client) {
-		if err := c.Do(ctx, "cluster", "setslot", slot, how, other.ClusterMyID(ctx).Val()).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	setSlot(to, "importing", from)
-	setSlot(from, "migrating", to)
-	t.Cleanup(func() {
-		for _, c := range []*redis.Client{from, to} { // the slot stays where it was
-			_ = c.Do(ctx, "cluster", "setslot", slot, "stable").Err()
-		}
-	})
+	from, stable := migrating(t, cluster, s.redisKey("mig", ""))
+	t.Cleanup(stable)
 	loadOthers(ctx, from, nil)
 	_, live := batchCalls(t, s, []batchStep{{"mig", 1, []store.Limit{here}}, {"mig", 1, []store.Limit{gone}}, {"mig", 1, []store.Limit{here}}})
 	b := &batcher{client: from, scripts: s.scripts, max: 1, shards: bySlot}
@@ -481,4 +459,39 @@ func TestRingBatches(t *testing.T) {
 			t.Errorf("%s holds %d of the %d keys; want them spread over both shards", srv.Addr, n, len(keys))
 		}
 	}
+}
+
+// migrating marks the slot of the Redis key state migrating from its
+// master in cluster (a Cluster of two masters) to the other master, and
+// returns a client of the source and a func that makes the slot stable
+// where it was and closes the clients.
+func migrating(t *testing.T, cluster *redistest.Cluster, state string) (from *redis.Client, stable func()) {
+	t.Helper()
+	ctx := context.Background()
+	src := cluster.MasterOf(t, state)
+	var dst *redistest.Server
+	for _, n := range cluster.Nodes {
+		if n != src {
+			dst = n
+		}
+	}
+	from = redis.NewClient(&redis.Options{Addr: src.Addr, MaxRetries: -1})
+	to := redis.NewClient(&redis.Options{Addr: dst.Addr})
+	slot := from.ClusterKeySlot(ctx, state).Val()
+	stable = func() {
+		for _, c := range []*redis.Client{from, to} { // the slot stays where it was
+			_ = c.Do(ctx, "cluster", "setslot", slot, "stable").Err()
+			_ = c.Close()
+		}
+	}
+	for _, c := range [...]struct {
+		node, other *redis.Client
+		how         string
+	}{{to, from, "importing"}, {from, to, "migrating"}} {
+		if err := c.node.Do(ctx, "cluster", "setslot", slot, c.how, c.other.ClusterMyID(ctx).Val()).Err(); err != nil {
+			stable()
+			t.Fatal(err)
+		}
+	}
+	return from, stable
 }

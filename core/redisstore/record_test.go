@@ -309,23 +309,7 @@ func TestRecordedChargeOnMigratingSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 		state := s.redisKey(key, "")
-		src := cluster.MasterOf(t, state)
-		var dst *redistest.Server
-		for _, n := range cluster.Nodes {
-			if n != src {
-				dst = n
-			}
-		}
-		from := redis.NewClient(&redis.Options{Addr: src.Addr})
-		to := redis.NewClient(&redis.Options{Addr: dst.Addr})
-		slot := from.ClusterKeySlot(ctx, state).Val()
-		setSlot := func(c *redis.Client, how string, other *redis.Client) {
-			if err := c.Do(ctx, "cluster", "setslot", slot, how, other.ClusterMyID(ctx).Val()).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		setSlot(to, "importing", from)
-		setSlot(from, "migrating", to)
+		_, stable := migrating(t, cluster, state)
 		s.health.nodeFor(ctx, state).arm()
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		r, err := s.takeRedis(tctx, key, 1, tc.limits...)
@@ -337,9 +321,6 @@ func TestRecordedChargeOnMigratingSlot(t *testing.T) {
 		if err != nil || !r.Allowed || left != 8 {
 			t.Errorf("%s: a recorded charge on a migrating slot: %+v, %v; want allowed, 8 left", tc.name, r, err)
 		}
-		for _, c := range []*redis.Client{from, to} { // the slot stays where it was
-			_ = c.Do(ctx, "cluster", "setslot", slot, "stable").Err()
-			_ = c.Close()
-		}
+		stable()
 	}
 }
