@@ -97,9 +97,10 @@ ALG.f = {
 --          allowed, else {-c - 1, left}. A cost beyond R is denied by the
 --          same test.
 
--- It is the body of lean.lua's lean(key, ARGV, pre) (now, n, k, key).
+-- It is the body of lean.lua's lean(key, ARGV, o, pre, n) (now, num, n, k,
+-- key; the call's arguments are ARGV[o + 1], ...).
 
-local R, P = tonumber(ARGV[2]), tonumber(ARGV[3])
+local R, P = num(ARGV[o + 2]), num(ARGV[o + 3])
 local e = math.fmod(now, P)
 local win = (now - e) / P
 local left = P - e

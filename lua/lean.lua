@@ -2,19 +2,21 @@
 -- algorithm's definitions (tat.lua, token.lua, fixed.lua, sliding.lua,
 -- log.lua) before it and the algorithm's lean part inside it, so that
 -- each script Redis runs is still one program. It reads Redis' clock in
--- µs once; lean decides one call: key, and its ARGV, whose first is the
--- cost n (-n decides a cost of n and writes nothing), seen as k; pre, when
--- not nil or false, is key's value, read by the batch's MGET (a lean part
--- whose state is a string reads it itself otherwise). A cost that is not a
--- number is a call the client sent again (see package lua): refused,
--- nothing read or written.
+-- µs once; lean decides one call: key, and its arguments ARGV[o + 1],
+-- ARGV[o + 2], ..., the first the cost n (-n decides a cost of n and
+-- writes nothing), seen as k; pre, when not nil or false, is key's value,
+-- read by the batch's MGET (a lean part whose state is a string reads it
+-- itself otherwise). A cost that is not a number is a call the client sent
+-- again (see package lua): refused (resent), nothing read or written. A
+-- lean part reads its numeric arguments with num: tonumber, which a batch
+-- replaces.
 
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
+local num = tonumber
+local resent = 'SLUICE re-sent call refused'
 
-local function lean(key, ARGV, pre)
-  local n = tonumber(ARGV[1])
-  if not n then return redis.error_reply('SLUICE re-sent call refused') end
+local function lean(key, ARGV, o, pre, n)
   local k = n
   if n < 0 then k = -n end
 -- (the algorithm's lean part runs here)
@@ -22,7 +24,9 @@ end
 
 -- (one call)
 -- The lean script: KEYS[1] and ARGV are the call's; the reply is lean's.
-return lean(KEYS[1], ARGV)
+local n = num(ARGV[1])
+if not n then return redis.error_reply(resent) end
+return lean(KEYS[1], ARGV, 0, nil, n)
 -- (a batch)
 -- The batch script: the calls of one lean script on keys of one Cluster
 -- slot, decided in order at one reading of the clock, each exactly as it
@@ -34,14 +38,28 @@ return lean(KEYS[1], ARGV)
 -- error it met, as a string (a lean reply holds none): an error element
 -- inside an array would cost the client its connection (go-redis reads
 -- only some as elements). The calls after it are decided too.
-local out, per, seen, pre = {}, #ARGV / #KEYS, {}, {}
+-- A batch's calls mostly share their cost and their limit's figures: num
+-- converts each distinct argument once (a lookup costs less).
+local out, per, seen, pre, nums = {}, #ARGV / #KEYS, {}, {}, {}
+num = function(s)
+  local v = nums[s]
+  if v == nil then
+    v = tonumber(s)
+    nums[s] = v
+  end
+  return v
+end
 if mget then pre = redis.call('MGET', unpack(KEYS)) end
 for i = 1, #KEYS do
-  local key = KEYS[i]
-  local ok, r = pcall(lean, key, { unpack(ARGV, (i - 1) * per + 1, i * per) }, not seen[key] and pre[i])
+  local key, o = KEYS[i], (i - 1) * per
+  local n, ok, r = num(ARGV[o + 1]), false, resent
+  if n then ok, r = pcall(lean, key, ARGV, o, not seen[key] and pre[i], n) end
   seen[key] = true
-  if type(r) == 'table' and r.err then r = r.err elseif not ok then r = tostring(r) end
-  if type(r) == 'string' and not string.find(r, '^%u+ ') then r = 'ERR ' .. r end -- no code: a Lua error
+  if not ok then -- r is what was raised: a Redis error (its err), or a Lua one
+    if type(r) == 'table' and r.err then r = r.err end
+    r = tostring(r)
+    if not string.find(r, '^%u+ ') then r = 'ERR ' .. r end -- no code: a Lua error
+  end
   out[i] = r
 end
 return out

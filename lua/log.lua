@@ -268,9 +268,10 @@ ALG.l = {
 --          -c - 1 when denied (c before the call); reset in µs; retry in µs
 --          when denied a cost up to R, else 0.
 
--- It is the body of lean.lua's lean(key, ARGV, pre) (now, n, k, key).
+-- It is the body of lean.lua's lean(key, ARGV, o, pre, n) (now, num, n, k,
+-- key; the call's arguments are ARGV[o + 1], ...).
 
-local R, P = tonumber(ARGV[2]), tonumber(ARGV[3])
+local R, P = num(ARGV[o + 2]), num(ARGV[o + 3])
 local c, seq, newest, old, live, s0, first, oldest, exists = logRead(key, now, P)
 if c + k > R then
   local retry, reset = 0, 0
@@ -282,6 +283,6 @@ if c + k > R then
 end
 c = c + k
 if k > 0 and (not newest or newest < now) then newest = now end
-if n > 0 then logAdd(key, now, P, ARGV[4], k, newest, c, seq, old, live, s0, oldest, exists) end
+if n > 0 then logAdd(key, now, P, ARGV[o + 4], k, newest, c, seq, old, live, s0, oldest, exists) end
 if c == 0 or newest == now then return c end
 return { c, newest + P - now, 0 }

@@ -78,9 +78,10 @@ ALG.w = {
 --          call when allowed (charged when n > 0), else -c - 1; p the
 --          previous window's count; e = now - w·P in µs.
 
--- It is the body of lean.lua's lean(key, ARGV, pre) (now, n, k, key).
+-- It is the body of lean.lua's lean(key, ARGV, o, pre, n) (now, num, n, k,
+-- key; the call's arguments are ARGV[o + 1], ...).
 
-local R, P = tonumber(ARGV[2]), tonumber(ARGV[3])
+local R, P = num(ARGV[o + 2]), num(ARGV[o + 3])
 local x, y, z
 local v = pre or redis.call('MGET', key)[1]
 if v then

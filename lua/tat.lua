@@ -66,7 +66,8 @@ ALG.k = { str = true, take = ALG.g.take, give = ALG.g.give } -- not leased
 --          (charged when n > 0), else -(tat - now) - 1; the caller derives
 --          the figures.
 
--- It is the body of lean.lua's lean(key, ARGV, pre) (now, n, k, key).
+-- It is the body of lean.lua's lean(key, ARGV, o, pre, n) (now, num, n, k,
+-- key; the call's arguments are ARGV[o + 1], ...).
 
-local lim, T = tonumber(ARGV[2]), tonumber(ARGV[3])
+local lim, T = num(ARGV[o + 2]), num(ARGV[o + 3])
 return tatTake(tonumber(pre or redis.call('GET', key)), now, k, lim, T, n > 0 and key)

@@ -81,9 +81,10 @@ ALG.t = {
 --          n > 0), else -tok - 1 with tok refilled to now; the caller
 --          derives the figures.
 
--- It is the body of lean.lua's lean(key, ARGV, pre) (now, n, k, key).
+-- It is the body of lean.lua's lean(key, ARGV, o, pre, n) (now, num, n, k,
+-- key; the call's arguments are ARGV[o + 1], ...).
 
-local R, P, B = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local R, P, B = num(ARGV[o + 2]), num(ARGV[o + 3]), num(ARGV[o + 4])
 local tok, ts
 local v = pre or redis.call('GET', key)
 if v then
