@@ -36,10 +36,10 @@
 // denied (Fixed's packed integer has its own form, in fixed.lua).
 //
 // Each algorithm's lean part is the body of lean.lua's function lean(key,
-// ARGV), which two drivers run: the lean script, once, and the batch
-// script, for many calls of that lean script at one reading of the clock
-// (KEYS[i] call i's key; ARGV each call's ARGV in turn, as many each), in
-// order (a state kept in a string read for all keys with one MGET, see
+// ARGV, o, pre, n), which two drivers run: the lean script, once, and the
+// batch script, for many calls of that lean script and one limit at one
+// reading of the clock (KEYS[i] call i's key; ARGV the limit's arguments
+// after the cost, once, then each call's cost in turn), in order (a state kept in a string read for all keys with one MGET, see
 // lean.lua), each in a pcall: its reply holds at i call i's reply, or as a
 // string the text of the error call i met, so that one call's error
 // leaves the others decided. On a Cluster, a batch's keys share one slot.

@@ -28,10 +28,11 @@ local n = num(ARGV[1])
 if not n then return redis.error_reply(resent) end
 return lean(KEYS[1], ARGV, 0, nil, n)
 -- (a batch)
--- The batch script: the calls of one lean script on keys of one Cluster
--- slot, decided in order at one reading of the clock, each exactly as it
--- would be alone. KEYS[i] is call i's key; ARGV the calls' ARGV one after
--- the other, as many each. When the state is a string (mget, set by the
+-- The batch script: the calls of one lean script and one limit on keys of
+-- one Cluster slot, decided in order at one reading of the clock, each
+-- exactly as it would be alone. KEYS[i] is call i's key; ARGV the limit's
+-- arguments after the cost (per of them), then call i's cost at per + i.
+-- When the state is a string (mget, set by the
 -- Redis store before this line), one MGET reads every key, and each key's
 -- first call gets its value (any later one reads what the calls before
 -- it wrote). The reply's entry i is call i's reply, or the text of the
@@ -40,7 +41,7 @@ return lean(KEYS[1], ARGV, 0, nil, n)
 -- only some as elements). The calls after it are decided too.
 -- A batch's calls mostly share their cost and their limit's figures: num
 -- converts each distinct argument once (a lookup costs less).
-local out, per, seen, pre, nums = {}, #ARGV / #KEYS, {}, {}, {}
+local out, per, seen, pre, nums = {}, #ARGV - #KEYS, {}, {}, {}
 num = function(s)
   local v = nums[s]
   if v == nil then
@@ -51,9 +52,9 @@ num = function(s)
 end
 if mget then pre = redis.call('MGET', unpack(KEYS)) end
 for i = 1, #KEYS do
-  local key, o = KEYS[i], (i - 1) * per
-  local n, ok, r = num(ARGV[o + 1]), false, resent
-  if n then ok, r = pcall(lean, key, ARGV, o, not seen[key] and pre[i], n) end
+  local key = KEYS[i]
+  local n, ok, r = num(ARGV[per + i]), false, resent
+  if n then ok, r = pcall(lean, key, ARGV, -1, not seen[key] and pre[i], n) end
   seen[key] = true
   if not ok then -- r is what was raised: a Redis error (its err), or a Lua one
     if type(r) == 'table' and r.err then r = r.err end

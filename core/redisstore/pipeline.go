@@ -264,15 +264,17 @@ const (
 
 // batches returns the indices of live in groups sent as one command each,
 // in the order of their first calls: the calls of one lean script (each
-// an EVALSHA of one key) on one slot or tag (see shards) in order, up to
-// maxScriptBatch; any other call alone. A call that goes alone closes the
-// groups of its slot or tag, so that those after it, which may share its
-// keys, run after it: every key sees its calls in order.
+// an EVALSHA of one key) and one limit (its arguments after the cost) on
+// one slot or tag (see shards) in order, up to maxScriptBatch; any other
+// call alone. A call that goes alone closes the groups of its slot or tag,
+// so that those after it, which may share its keys, run after it: every
+// key sees its calls in order.
 func (b *batcher) batches(live []*call) [][]int {
 	type group struct {
 		sc         *script
 		size, slot int    // the command's length: its ARGV's
 		tag        string // byTag
+		limit      [maxLeanArgs]any
 	}
 	var (
 		out  [][]int
@@ -280,6 +282,9 @@ func (b *batcher) batches(live []*call) [][]int {
 	)
 	for i, c := range live {
 		g := group{sc: c.script, size: len(c.cmd)}
+		if len(c.cmd) > 5 {
+			copy(g.limit[:], c.cmd[5:])
+		}
 		if b.shards != oneServer && len(c.cmd) > 3 && c.cmd[2] != 0 {
 			if k, ok := c.cmd[3].(string); ok && b.shards == bySlot {
 				g.slot = slot(k)
@@ -287,7 +292,7 @@ func (b *batcher) batches(live []*call) [][]int {
 				g.tag = keyTag(k)
 			}
 		}
-		if c.script.batch == nil || len(c.cmd) < 5 || c.cmd[1] != c.script.sha || c.cmd[2] != 1 {
+		if c.script.batch == nil || len(c.cmd) < 5 || len(c.cmd) > 5+maxLeanArgs || c.cmd[1] != c.script.sha || c.cmd[2] != 1 {
 			for o := range open {
 				if o.slot == g.slot && o.tag == g.tag {
 					delete(open, o)
@@ -312,18 +317,22 @@ func (b *batcher) batches(live []*call) [][]int {
 	return out
 }
 
+// maxLeanArgs is the most arguments a lean script takes after the cost.
+const maxLeanArgs = 3
+
 // batchCommand returns the EVALSHA of the batch script of the calls g of
-// live: their keys, then their arguments, each call's once among them, so
-// that a batch the client sends again is refused call by call.
+// live: their keys, then their limit's arguments after the cost (the same
+// for all), then each call's cost, its once, so that a batch the client
+// sends again is refused call by call.
 func batchCommand(live []*call, g []int) []any {
 	first := live[g[0]]
-	per := len(first.cmd) - 4 // each call's ARGV
-	cmd := first.script.batch.command(len(g), 3+len(g)*(1+per))
+	cmd := first.script.batch.command(len(g), 3+2*len(g)+len(first.cmd)-5)
 	for _, i := range g {
 		cmd = append(cmd, live[i].cmd[3])
 	}
+	cmd = append(cmd, first.cmd[5:]...)
 	for _, i := range g {
-		cmd = append(cmd, live[i].cmd[4:]...)
+		cmd = append(cmd, live[i].cmd[4])
 	}
 	return cmd
 }
