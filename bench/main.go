@@ -32,7 +32,7 @@ func run() (code int) {
 	inFlightList := flag.String("inflight", "0", "round trips in flight for the sluice-redis contenders (redisstore.WithPipelining; 0: the library's default); each further comma-separated value adds contenders sluice-redis@<value>/<algorithm>")
 	rounds := flag.Int("rounds", 1, "measure every case this many times, contenders interleaved, and report the run of median decisions/s")
 	list := flag.Bool("list", false, "list the contenders and exit")
-	scriptCalls := flag.Int("scriptcost", 0, "instead of the contenders, measure the Redis time per call of each sluice script (EVALSHA, and FCALL for the lean ones), this many calls per case and round")
+	scriptCalls := flag.Int("scriptcost", 0, "instead of the contenders, measure the Redis time per decision of each sluice script (EVALSHA; FCALL and a batch of 64 for the lean ones), this many decisions per case and round")
 	flag.Parse()
 
 	var err error

@@ -60,10 +60,13 @@ type runConfig struct {
 	poolSize    int
 }
 
+// keyPrefix starts every key of a run.
+const keyPrefix = "k"
+
 func makeKeys(n int) []string {
 	keys := make([]string, n)
 	for i := range keys {
-		keys[i] = "k" + strconv.Itoa(i)
+		keys[i] = keyPrefix + strconv.Itoa(i)
 	}
 	return keys
 }

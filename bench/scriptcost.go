@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -13,24 +14,29 @@ import (
 
 // scriptCase is one command measured by -scriptcost: a script of package
 // lua run on one key (of 1000) with the allow path's arguments, by EVALSHA
-// or, for the lean scripts, also as a Redis Function (FCALL).
+// or, for the lean scripts, also as a Redis Function (FCALL) and as the
+// batch script of batchSize calls (keys from key on).
 type scriptCase struct {
-	name string
-	stat string // the command whose usec_per_call is read: evalsha or fcall
-	cmd  func(key string) []any
+	name  string
+	stat  string // the command whose usec_per_call is read: evalsha or fcall
+	cmd   func(key string) []any
+	calls int // decisions per command (0: 1)
 }
+
+// batchSize is the calls per command of the batch cases.
+const batchSize = 64
 
 // leanScripts are the lean scripts with the allow path's ARGV after the
 // cost (see sluiceLimit and allowQuota).
 var leanScripts = []struct {
-	name, src string
-	args      []any
+	name, src, batch string
+	args             []any
 }{
-	{"tat", leanScript("tat.lua"), []any{1_000_000, 100_000}},
-	{"token", leanScript("token.lua"), []any{10, 1_000_000, 1_000_000}},
-	{"fixed", leanScript("fixed.lua"), []any{500_000, 3_600_000_000}},
-	{"sliding", leanScript("sliding.lua"), []any{500_000, 3_600_000_000}},
-	{"log", leanScript("log.lua"), []any{100_000, 3_600_000_000, 3_600_000}},
+	{"tat", leanScript("tat.lua"), batchScript("tat.lua", true), []any{1_000_000, 100_000}},
+	{"token", leanScript("token.lua"), batchScript("token.lua", true), []any{10, 1_000_000, 1_000_000}},
+	{"fixed", leanScript("fixed.lua"), batchScript("fixed.lua", false), []any{500_000, 3_600_000_000}},
+	{"sliding", leanScript("sliding.lua"), batchScript("sliding.lua", true), []any{500_000, 3_600_000_000}},
+	{"log", leanScript("log.lua"), batchScript("log.lua", false), []any{100_000, 3_600_000_000, 3_600_000}},
 }
 
 // luaSource returns the script made of files of package lua, in order, as
@@ -69,11 +75,25 @@ func algorithm(file string) (defs, lean string) {
 // store assembles it: the algorithm's definitions, then lean.lua with its
 // lean part as the body of its function lean, and the driver of one call.
 func leanScript(file string) string {
+	head, one, _ := leanParts(file)
+	return head + one
+}
+
+// batchScript returns the batch script of an algorithm's file as the Redis
+// store assembles it, reading its states with MGET when mget.
+func batchScript(file string, mget bool) string {
+	head, _, many := leanParts(file)
+	return head + fmt.Sprintf("local mget = %t\n", mget) + many
+}
+
+// leanParts cuts lean.lua around an algorithm's lean part: what both of
+// its drivers share, the lean script's driver, and the batch script's.
+func leanParts(file string) (head, one, many string) {
 	defs, lean := algorithm(file)
 	open, rest, _ := strings.Cut(luaSource("lean.lua"), "-- (the algorithm's lean part runs here)\n")
 	end, rest, _ := strings.Cut(rest, "-- (one call)\n")
-	one, _, _ := strings.Cut(rest, "-- (a batch)\n")
-	return defs + open + lean + end + one
+	one, many, _ = strings.Cut(rest, "-- (a batch)\n")
+	return defs + open + lean + end, one, many
 }
 
 // takeSource returns the take script as the Redis store assembles it:
@@ -128,10 +148,10 @@ func scriptCases(ctx context.Context, c *redis.Client) ([]scriptCase, error) {
 		return nil, err
 	}
 	cases := []scriptCase{
-		{"return 1", "evalsha", func(k string) []any { return []any{"evalsha", one, 1, k} }},
+		{"return 1", "evalsha", func(k string) []any { return []any{"evalsha", one, 1, k} }, 0},
 		{"take (gcra)", "evalsha", func(k string) []any {
 			return []any{"evalsha", take, 2, k, k + ":x", 1, "g", 10, 1_000_000, 1_000_000, 100_000, 0}
-		}},
+		}, 0},
 	}
 	if err := c.FunctionLoadReplace(ctx, functionLibrary()).Err(); err != nil {
 		return nil, fmt.Errorf("FUNCTION LOAD: %w", err)
@@ -141,17 +161,39 @@ func scriptCases(ctx context.Context, c *redis.Client) ([]scriptCase, error) {
 		if err != nil {
 			return nil, err
 		}
+		batch, err := load(s.batch)
+		if err != nil {
+			return nil, err
+		}
 		cases = append(cases,
-			scriptCase{s.name, "evalsha", func(k string) []any { return append([]any{"evalsha", sha, 1, k, 1}, s.args...) }},
-			scriptCase{s.name + " fcall", "fcall", func(k string) []any { return append([]any{"fcall", s.name, 1, k, 1}, s.args...) }})
+			scriptCase{s.name, "evalsha", func(k string) []any { return append([]any{"evalsha", sha, 1, k, 1}, s.args...) }, 0},
+			scriptCase{s.name + " fcall", "fcall", func(k string) []any { return append([]any{"fcall", s.name, 1, k, 1}, s.args...) }, 0},
+			scriptCase{fmt.Sprintf("%s batch/%d", s.name, batchSize), "evalsha", func(k string) []any { return batchCommand(batch, k, s.args) }, batchSize})
 	}
 	return cases, nil
 }
 
-// runScriptCost measures the Redis time per call of every case (INFO
-// commandstats usec_per_call): calls commands in pipelines of 16 from 8
-// connections, on 1000 keys of a flushed server, the cases interleaved
-// rounds times; it prints each case's median.
+// batchCommand is the EVALSHA of the batch script sha for batchSize calls
+// of cost 1 on the keys from k on (k's number, then the next ones, of
+// 1000), the allow path's arguments args once, as the Redis store sends it.
+func batchCommand(sha, k string, args []any) []any {
+	cmd := []any{"evalsha", sha, batchSize}
+	i, _ := strconv.Atoi(strings.TrimPrefix(k, keyPrefix))
+	for j := range batchSize {
+		cmd = append(cmd, keyPrefix+strconv.Itoa((i+j)%1000))
+	}
+	cmd = append(cmd, args...)
+	for range batchSize {
+		cmd = append(cmd, 1)
+	}
+	return cmd
+}
+
+// runScriptCost measures the Redis time per decision of every case (INFO
+// commandstats usec_per_call, a batch's divided by its calls): calls
+// decisions in pipelines of 16 commands from 8 connections, on 1000 keys
+// of a flushed server, the cases interleaved rounds times; it prints each
+// case's median.
 func runScriptCost(ctx context.Context, addr string, rounds, calls int) error {
 	admin := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
 	defer admin.Close()
@@ -170,7 +212,7 @@ func runScriptCost(ctx context.Context, addr string, rounds, calls int) error {
 			got[i] = append(got[i], us)
 		}
 	}
-	fmt.Printf("\n== Redis time per script call (INFO commandstats usec_per_call), median of %d rounds of %d calls ==\n", rounds, calls)
+	fmt.Printf("\n== Redis time per decision (INFO commandstats usec_per_call; a batch's ÷ %d), median of %d rounds of %d calls ==\n", batchSize, rounds, calls)
 	for i, c := range cases {
 		sort.Float64s(got[i])
 		fmt.Printf("%-16s %6.2fµs   (rounds: %s)\n", c.name, got[i][(len(got[i])-1)/2], fmtFloats(got[i]))
@@ -188,6 +230,7 @@ func scriptCost(ctx context.Context, admin *redis.Client, addr string, c scriptC
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
 	defer rdb.Close()
 	const conns, depth = 8, 16
+	calls /= max(c.calls, 1) // a batch's decisions count
 	errs := make([]error, conns)
 	var wg sync.WaitGroup
 	for w := range conns {
@@ -219,7 +262,7 @@ func scriptCost(ctx context.Context, admin *redis.Client, addr string, c scriptC
 	if st.calls[c.stat] == 0 {
 		return 0, fmt.Errorf("no %s calls counted", c.stat)
 	}
-	return float64(st.usec[c.stat]) / float64(st.calls[c.stat]), nil
+	return float64(st.usec[c.stat]) / float64(st.calls[c.stat]) / float64(max(c.calls, 1)), nil
 }
 
 func fmtFloats(v []float64) string {
