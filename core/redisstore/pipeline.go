@@ -88,9 +88,21 @@ type call struct {
 	cmd    []any // EVALSHA of script
 	reply  any
 	err    error
-	done   chan struct{}
+	done   chan struct{} // receives once, when reply and err are set (buffered)
 	state  atomic.Int32 // callQueued, callSent, callAbandoned
 	sent   atomic.Int64 // when it was sent (monoMicros); set before state turns callSent
+}
+
+// calls holds the calls of Takes that were answered, for reuse: a queued
+// Take costs no allocation of its own. A call whose Take returned early
+// (its context ended) is never reused, as the batcher may still hold it.
+var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+// reuse puts c, answered and received, back into calls.
+func (c *call) reuse() {
+	c.ctx, c.script, c.cmd, c.reply, c.err = nil, nil, nil, nil, nil
+	c.state.Store(callQueued)
+	calls.Put(c)
 }
 
 const (
@@ -111,12 +123,15 @@ func (b *batcher) do(ctx context.Context, s *script, cmd []any) (any, int64, err
 		b.release()
 		return reply, sent, err
 	}
-	c := &call{ctx: ctx, script: s, cmd: cmd, done: make(chan struct{})}
+	c := calls.Get().(*call)
+	c.ctx, c.script, c.cmd = ctx, s, cmd
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
 	select {
 	case <-c.done:
-		return c.reply, c.sent.Load(), c.err
+		reply, sent, err := c.reply, c.sent.Load(), c.err
+		c.reuse()
+		return reply, sent, err
 	case <-ctx.Done():
 		// Never sent if it was still queued; otherwise its reply is dropped.
 		if c.state.CompareAndSwap(callQueued, callAbandoned) || c.state.Load() == callAbandoned {
@@ -241,7 +256,7 @@ func (b *batcher) send(live []*call) (resent int) {
 	}
 	for i, c := range live {
 		c.reply, c.err = replyOf(cmds[i], entry[i])
-		close(c.done)
+		c.done <- struct{}{}
 	}
 	if noScript {
 		b.scripts.loadAll(ctx)

@@ -233,14 +233,14 @@ func TestPipelineAbandonedRunDoesNotStrand(t *testing.T) {
 	b := &batcher{client: client, scripts: &runner{client: client}, max: 1}
 	b.busy = 1 // the one slot is in use: calls queue
 	for i := 0; i < 2*maxBatch+7; i++ {
-		c := &call{ctx: context.Background(), done: make(chan struct{})}
+		c := &call{ctx: context.Background(), done: make(chan struct{}, 1)}
 		c.state.Store(callAbandoned)
 		b.queue = append(b.queue, c)
 	}
 	const live = 5
 	var calls []*call
 	for i := 0; i < live; i++ {
-		c := &call{ctx: context.Background(), script: fixedScript, done: make(chan struct{}),
+		c := &call{ctx: context.Background(), script: fixedScript, done: make(chan struct{}, 1),
 			cmd: []any{"eval", "return " + strconv.Itoa(i), 0}}
 		calls = append(calls, c)
 		b.queue = append(b.queue, c)
