@@ -89,8 +89,8 @@ type call struct {
 	reply  any
 	err    error
 	done   chan struct{} // receives once, when reply and err are set (buffered)
-	state  atomic.Int32 // callQueued, callSent, callAbandoned
-	sent   atomic.Int64 // when it was sent (monoMicros); set before state turns callSent
+	state  atomic.Int32  // callQueued, callSent, callAbandoned
+	sent   atomic.Int64  // when it was sent (monoMicros); set before state turns callSent
 }
 
 // calls holds the calls of Takes that were answered, for reuse: a queued
