@@ -79,7 +79,7 @@ func batchCalls(t *testing.T, s *Store, steps []batchStep) ([]scriptCall, []*cal
 			t.Fatal(err)
 		}
 		scs = append(scs, c)
-		live = append(live, &call{ctx: context.Background(), script: c.script, cmd: c.cmd, done: make(chan struct{})})
+		live = append(live, &call{ctx: context.Background(), script: c.script, cmd: c.cmd, done: make(chan struct{}, 1)})
 	}
 	return scs, live
 }

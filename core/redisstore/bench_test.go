@@ -67,6 +67,48 @@ func BenchmarkTake(b *testing.B) {
 	}
 }
 
+// BenchmarkTakeDefaults is BenchmarkTake's gcra/parallel through a Store
+// with New's defaults, as the bench module's sluice-redis contenders run:
+// the fallback on, each call under the Store's 100 ms timeout (package
+// deadline), which BenchmarkTake's bare Stores leave out. allocs/op is
+// this process's; cpu-ns/op its CPU per Take (redis-server's not counted).
+//
+//	go test -run '^$' -bench TakeDefaults -benchmem ./core/redisstore
+func BenchmarkTakeDefaults(b *testing.B) {
+	srv := redistest.StartServer(b)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	b.Cleanup(func() { _ = client.Close() })
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	s, err := New(client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	sp := specs(store.Limit{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 1_000_000})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetParallelism(32)
+	b.ResetTimer()
+	cpu0 := processCPU()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if _, err := s.Take(ctx, keys[i%len(keys)], 1, sp...); err != nil {
+				b.Error(err)
+				return
+			}
+			i += 7
+		}
+	})
+	b.StopTimer()
+	if cpu := processCPU() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}
+}
+
 // BenchmarkLeaseHot measures one hot key taken by 32 goroutines per
 // GOMAXPROCS (64 on the bench's 2 vCPUs), as the bench module's hot path
 // at c=64 does: lease mode against the exact path, on a real redis-server.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/deadline"
 )
 
 // defaultPipeline is the number of round trips to Redis a Store keeps in
@@ -71,10 +73,16 @@ type batcher struct {
 	max     int
 	shards  int // what the keys of a batch script share: a Cluster's slot (bySlot), a Ring's tag (byTag)
 
-	mu    sync.Mutex
-	busy  int     // requests in flight (senders)
-	queue []*call // waiting; non-empty only while busy == max
-	spare []*call // a drained queue, for reuse
+	mu     sync.Mutex
+	busy   int       // requests in flight (senders)
+	queue  []*call   // waiting; non-empty only while busy == max
+	spare  []*call   // a drained queue, for reuse
+	flying [][]*call // the batches sent and not yet answered
+	// timer wakes the Takes, queued or sent, whose deadline has passed
+	// (expire), at armed; they wait for no context's timer (package
+	// deadline).
+	timer *time.Timer
+	armed time.Time // zero: not armed
 
 	pipelined atomic.Int64 // Takes sent in pipelines (for tests)
 	resent    atomic.Int64 // of which sent again (NOSCRIPT, a batch's TRYAGAIN)
@@ -88,15 +96,37 @@ type call struct {
 	cmd    []any // EVALSHA of script
 	reply  any
 	err    error
-	done   chan struct{}
-	state  atomic.Int32 // callQueued, callSent, callAbandoned
-	sent   atomic.Int64 // when it was sent (monoMicros); set before state turns callSent
+	done   chan struct{} // receives once (signal): reply and err are set, or the call expired (buffered)
+	state  atomic.Int32  // callQueued, callSent, callAbandoned, callExpired
+	sent   atomic.Int64  // when it was sent (monoMicros); set before state turns callSent
+	woken  atomic.Bool   // done was sent to
+}
+
+// calls holds the calls of Takes that were answered, for reuse: a queued
+// Take costs no allocation of its own. A call whose Take returned early
+// (its context ended) is never reused, as the batcher may still hold it.
+var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+// reuse puts c, answered and received, back into calls.
+func (c *call) reuse() {
+	c.ctx, c.script, c.cmd, c.reply, c.err = nil, nil, nil, nil, nil
+	c.state.Store(callQueued)
+	c.woken.Store(false)
+	calls.Put(c)
+}
+
+// signal wakes c's Take, once.
+func (c *call) signal() {
+	if !c.woken.Swap(true) {
+		c.done <- struct{}{}
+	}
 }
 
 const (
 	callQueued = iota
 	callSent
-	callAbandoned
+	callAbandoned // its context ended while it was queued: never sent
+	callExpired   // its deadline passed while it was sent (expire)
 )
 
 // do runs cmd, an EVALSHA of s, and returns its reply and when it was
@@ -111,18 +141,83 @@ func (b *batcher) do(ctx context.Context, s *script, cmd []any) (any, int64, err
 		b.release()
 		return reply, sent, err
 	}
-	c := &call{ctx: ctx, script: s, cmd: cmd, done: make(chan struct{})}
+	c := calls.Get().(*call)
+	c.ctx, c.script, c.cmd = ctx, s, cmd
 	b.queue = append(b.queue, c)
+	if d, ok := ctx.Deadline(); ok && (b.armed.IsZero() || d.Before(b.armed)) {
+		b.arm(d, time.Until(d))
+	}
 	b.mu.Unlock()
 	select {
 	case <-c.done:
-		return c.reply, c.sent.Load(), c.err
-	case <-ctx.Done():
+		switch c.state.Load() {
+		case callAbandoned:
+			return nil, notSent, ended(ctx)
+		case callExpired:
+			return nil, c.sent.Load(), ended(ctx)
+		}
+		reply, sent, err := c.reply, c.sent.Load(), c.err
+		c.reuse()
+		return reply, sent, err
+	case <-deadline.Early(ctx): // its deadline is expire's
 		// Never sent if it was still queued; otherwise its reply is dropped.
 		if c.state.CompareAndSwap(callQueued, callAbandoned) || c.state.Load() == callAbandoned {
 			return nil, notSent, ctx.Err()
 		}
 		return nil, c.sent.Load(), ctx.Err()
+	}
+}
+
+// ended is the error of a call whose context ended (by its deadline,
+// perhaps before its timer fired).
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
+}
+
+// arm sets the timer to expire in d, at at; b.mu is held.
+func (b *batcher) arm(at time.Time, d time.Duration) {
+	b.armed = at
+	if b.timer == nil {
+		b.timer = time.AfterFunc(d, b.expire)
+	} else {
+		b.timer.Reset(d)
+	}
+}
+
+// expire wakes every Take whose deadline has passed, queued (abandoned:
+// never sent) or sent (its reply is dropped), and arms the timer for the
+// next deadline.
+func (b *batcher) expire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	var next time.Time
+	scan := func(c *call, from, to int32) {
+		d, ok := c.ctx.Deadline()
+		switch {
+		case !ok || c.state.Load() != from:
+		case !now.Before(d):
+			if c.state.CompareAndSwap(from, to) {
+				c.signal()
+			}
+		case next.IsZero() || d.Before(next):
+			next = d
+		}
+	}
+	for _, c := range b.queue {
+		scan(c, callQueued, callAbandoned)
+	}
+	for _, batch := range b.flying {
+		for _, c := range batch {
+			scan(c, callSent, callExpired)
+		}
+	}
+	b.armed = time.Time{}
+	if !next.IsZero() {
+		b.arm(next, next.Sub(now))
 	}
 }
 
@@ -144,6 +239,7 @@ func (b *batcher) release() {
 func (b *batcher) next() []*call {
 	for len(b.queue) > 0 {
 		if batch := b.take(); len(batch) > 0 {
+			b.flying = append(b.flying, batch)
 			return batch
 		}
 	}
@@ -239,14 +335,30 @@ func (b *batcher) send(live []*call) (resent int) {
 		_, err = pipe.Exec(ctx)
 		unanswered(cmds, err)
 	}
+	b.landed(live)
 	for i, c := range live {
 		c.reply, c.err = replyOf(cmds[i], entry[i])
-		close(c.done)
+		c.signal()
 	}
 	if noScript {
 		b.scripts.loadAll(ctx)
 	}
 	return len(again)
+}
+
+// landed removes live from the batches in flight, before their Takes are
+// woken: expire no longer touches them.
+func (b *batcher) landed(live []*call) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, f := range b.flying {
+		if len(f) > 0 && f[0] == live[0] {
+			last := len(b.flying) - 1
+			b.flying[i], b.flying[last] = b.flying[last], nil
+			b.flying = b.flying[:last]
+			return
+		}
+	}
 }
 
 // maxScriptBatch is the most calls one batch script decides, so that one

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/deadline"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -192,6 +193,73 @@ func TestRedisPipelineCanceled(t *testing.T) {
 	}
 }
 
+// A Take whose context starts no timer (package deadline, as the Store's
+// WithTimeout makes it) returns at its deadline all the same: queued,
+// never sent; sent in a pipeline that Redis does not answer, at once.
+func TestPipelineDeadlineWithoutTimer(t *testing.T) {
+	srv := redistest.StartServer(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ReadTimeout: 10 * time.Second})
+	t.Cleanup(func() { _ = client.Close() })
+	b := &batcher{client: client, scripts: &runner{client: client}, max: 1}
+	if err := client.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Freeze(t)
+	b.busy = 1 // the one slot is in use: calls queue
+	do := func(d time.Duration) (sent int64, waited time.Duration, err error) {
+		ctx := deadline.New(context.Background(), d)
+		defer ctx.Cancel()
+		start := time.Now()
+		_, sent, err = b.do(ctx, fixedScript, []any{"eval", "return 1", 0})
+		return sent, time.Since(start), err
+	}
+	sent, waited, err := do(50 * time.Millisecond)
+	if !errors.Is(err, context.DeadlineExceeded) || sent != notSent || waited > 2*time.Second {
+		t.Errorf("queued: %v, sent %d, after %v; want context.DeadlineExceeded, never sent, at its deadline", err, sent, waited)
+	}
+	type result struct {
+		sent   int64
+		waited time.Duration
+		err    error
+	}
+	out := make(chan result, 1)
+	go func() {
+		sent, waited, err := do(300 * time.Millisecond)
+		out <- result{sent, waited, err}
+	}()
+	for {
+		b.mu.Lock()
+		n := 0
+		for _, c := range b.queue {
+			if c.state.Load() == callQueued {
+				n++
+			}
+		}
+		b.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.release() // the request in flight returns: the queued call is sent, to a frozen server
+	r := <-out
+	if !errors.Is(r.err, context.DeadlineExceeded) || r.sent == notSent || r.waited > 2*time.Second {
+		t.Errorf("sent: %v, sent %d, after %v; want context.DeadlineExceeded, sent, at its deadline", r.err, r.sent, r.waited)
+	}
+	srv.Thaw(t)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		busy, flying := b.busy, len(b.flying)
+		b.mu.Unlock()
+		if busy == 0 && flying == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("20s after the thaw: busy %d, %d batches in flight; want 0, 0", busy, flying)
+		}
+	}
+}
+
 // Options: bad sizes are refused, 0 turns pipelining off.
 func TestPipeliningOption(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
@@ -233,14 +301,14 @@ func TestPipelineAbandonedRunDoesNotStrand(t *testing.T) {
 	b := &batcher{client: client, scripts: &runner{client: client}, max: 1}
 	b.busy = 1 // the one slot is in use: calls queue
 	for i := 0; i < 2*maxBatch+7; i++ {
-		c := &call{ctx: context.Background(), done: make(chan struct{})}
+		c := &call{ctx: context.Background(), done: make(chan struct{}, 1)}
 		c.state.Store(callAbandoned)
 		b.queue = append(b.queue, c)
 	}
 	const live = 5
 	var calls []*call
 	for i := 0; i < live; i++ {
-		c := &call{ctx: context.Background(), script: fixedScript, done: make(chan struct{}),
+		c := &call{ctx: context.Background(), script: fixedScript, done: make(chan struct{}, 1),
 			cmd: []any{"eval", "return " + strconv.Itoa(i), 0}}
 		calls = append(calls, c)
 		b.queue = append(b.queue, c)

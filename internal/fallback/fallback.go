@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/store"
+	"github.com/sluicehq/sluice/internal/deadline"
 	"github.com/sluicehq/sluice/internal/nofallback"
 )
 
@@ -212,8 +213,8 @@ func (f *Store) call(ctx context.Context, do func(context.Context) (store.Result
 	if f.timeout <= 0 {
 		return do(ctx)
 	}
-	tctx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
+	tctx := deadline.New(ctx, f.timeout) // no timer unless waited for (see package deadline)
+	defer tctx.Cancel()
 	res, err := do(tctx)
 	if err != nil && ctx.Err() == nil && tctx.Err() == context.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
