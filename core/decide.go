@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/clientaddr"
 	"github.com/sluicehq/sluice/internal/nofallback"
@@ -16,23 +17,33 @@ import (
 // the key-error rule, and reported to observers.
 func (l *Limiter) Decide(r *http.Request) Decision {
 	if l.skip != nil && l.skip(r) {
-		return l.finish(r, Decision{Action: Serve, Outcome: OutcomeSkipped, l: l.cfg.Load()}, &Event{})
+		d := Decision{Action: Serve, Outcome: OutcomeSkipped, l: l.cfg.Load()}
+		l.finish(r, &d, &Event{})
+		return d
 	}
 	key, keyErr := l.keyOf(r)
-	storeKey := l.keyPrefix + key
+	// The store key is prefix + key, built by consult.
+	prefix, storeKey := l.keyPrefix, key
 	if keyErr != nil {
 		l.logKeyError(r.Context(), keyErr)
 		if l.keyRule != KeyErrorPerAddress || errors.Is(keyErr, ErrInvalidOption) {
-			return l.finish(r, l.keyRefusal(keyErr), &Event{KeyErr: keyErr})
+			d := l.keyRefusal(keyErr)
+			l.finish(r, &d, &Event{KeyErr: keyErr})
+			return d
 		}
-		key, storeKey = "", l.keylessKey(r)
+		key, prefix, storeKey = "", "", l.keylessKey(r)
 	}
 	// Loaded once: a concurrent SetLimits or SetPlans does not change what
 	// this decision is made with.
 	cfg := l.configFor(r)
 	cost, costErr := l.cost(r)
-	ev := Event{Key: key, Cost: cost, Err: costErr, KeyErr: keyErr}
-	return l.finish(r, l.consult(r.Context(), cfg, storeKey, cost, &ev), &ev)
+	var ev *Event // for observers only
+	if len(l.observers) > 0 {
+		ev = &Event{Key: key, Cost: cost, Err: costErr, KeyErr: keyErr}
+	}
+	d := l.consult(r.Context(), cfg, prefix, storeKey, cost, ev)
+	l.finish(r, &d, ev)
+	return d
 }
 
 // DecideKey decides, as Decide does, for a client key without an HTTP
@@ -58,14 +69,20 @@ func (l *Limiter) DecideKey(ctx context.Context, key, plan string, cost int64) D
 		if l.keyRule == KeyErrorPerAddress {
 			d.Action, d.resp = Refuse, &keyDeniedResponse
 		}
-		return l.finish(nil, d, &Event{KeyErr: errEmptyKey})
+		l.finish(nil, &d, &Event{KeyErr: errEmptyKey})
+		return d
 	}
 	var costErr error
 	if cost < 0 {
 		cost, costErr = 1, errNegativeCost
 	}
-	ev := Event{Key: key, Cost: cost, Err: costErr}
-	return l.finish(nil, l.consult(ctx, l.configNamed(plan), l.keyPrefix+key, cost, &ev), &ev)
+	var ev *Event // for observers only
+	if len(l.observers) > 0 {
+		ev = &Event{Key: key, Cost: cost, Err: costErr}
+	}
+	d := l.consult(ctx, l.configNamed(plan), l.keyPrefix, key, cost, ev)
+	l.finish(nil, &d, ev)
+	return d
 }
 
 // keyOf returns r's key, or the key function's error (errEmptyKey for "").
@@ -119,9 +136,10 @@ func (l *Limiter) cost(r *http.Request) (int64, error) {
 	return 1, errNegativeCost
 }
 
-// consult decides with the store, or by the failure policy when the store
-// fails, and notes the latency and the store's error in ev.
-func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey string, cost int64, ev *Event) Decision {
+// consult decides with the store for the store key prefix + key, or by
+// the failure policy when the store fails, and notes the latency and the
+// store's error in ev, which is nil without observers.
+func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, prefix, key string, cost int64, ev *Event) Decision {
 	// The clock is read lazily: once for the headers, and before the store
 	// only while a guard is in force (see SetLimits) or for observers (the
 	// latency).
@@ -145,10 +163,14 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 	}
 	var res store.Result
 	var err error
-	if l.countIf == nil {
-		res, err = l.store.Take(sctx, storeKey, cost, cfg.take...)
+	if mem, ok := l.store.(*memorystore.Store); ok && l.countIf == nil {
+		// The memory store keeps no reference to the key: it is built on
+		// the stack when it is short (BenchmarkDecide).
+		res, err = mem.Take(sctx, prefix+key, cost, cfg.take...)
+	} else if l.countIf == nil {
+		res, err = l.store.Take(sctx, prefix+key, cost, cfg.take...)
 	} else {
-		res, err = l.store.Charge(sctx, storeKey, cost, cfg.take...)
+		res, err = l.store.Charge(sctx, prefix+key, cost, cfg.take...)
 	}
 	if timed || l.clock == nil {
 		end = time.Now()
@@ -164,7 +186,9 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 	}
 	d := Decision{l: cfg, now: now}
 	if err != nil {
-		ev.Err = err
+		if ev != nil {
+			ev.Err = err
+		}
 		switch {
 		case ctx.Err() != nil:
 			// The client is gone: no policy serves it (see OutcomeCanceled).
@@ -186,9 +210,12 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 		d.Action, d.Outcome = Serve, OutcomeAllowed
 	}
 	if res.Fallback != nil {
-		d.Outcome, ev.Err = OutcomeFallback, res.Fallback
+		d.Outcome = OutcomeFallback
+		if ev != nil {
+			ev.Err = res.Fallback
+		}
 	}
-	l.done(&d, storeKey, cost)
+	l.done(&d, prefix, key, cost)
 	return d
 }
 
@@ -196,8 +223,8 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, storeKey stri
 // a denial is reported as OutcomeShadowDenied, a delay as allowed), the
 // refusal function (for a request r; DecideKey passes none), tells the
 // observers with ev (by pointer: an Event is large, and only observers
-// need a copy), and returns d.
-func (l *Limiter) finish(r *http.Request, d Decision, ev *Event) Decision {
+// need one; nil without observers).
+func (l *Limiter) finish(r *http.Request, d *Decision, ev *Event) {
 	if l.shadow {
 		switch d.Outcome {
 		case OutcomeDenied:
@@ -208,17 +235,16 @@ func (l *Limiter) finish(r *http.Request, d Decision, ev *Event) Decision {
 		d.Action, d.Delay, d.resp = Serve, 0, nil
 	}
 	if l.refusal != nil && d.resp != nil && r != nil {
-		resp := l.refusal(r, d)
+		resp := l.refusal(r, *d)
 		d.resp = &resp
 	}
 	if len(l.observers) > 0 {
 		ev.Request = r
-		l.observe(*ev, &d)
+		l.observe(*ev, d)
 		if d.after != nil {
 			d.after.ev = *ev
 		}
 	}
-	return d
 }
 
 func (l *Limiter) observe(ev Event, d *Decision) {

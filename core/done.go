@@ -18,13 +18,14 @@ type doneStep struct {
 }
 
 // done arranges Done for d, a decision the store made of a request of cost
-// for storeKey, when it took a slot or may have to give its charge back.
-func (l *Limiter) done(d *Decision, storeKey string, cost int64) {
+// for the store key prefix + key, when it took a slot or may have to give
+// its charge back.
+func (l *Limiter) done(d *Decision, prefix, key string, cost int64) {
 	refund := l.countIf != nil && cost > 0
 	if !d.Result.Allowed || d.Result.Slot == 0 && !refund {
 		return
 	}
-	d.after = &doneStep{lim: l, storeKey: storeKey, slot: d.Result.Slot}
+	d.after = &doneStep{lim: l, storeKey: prefix + key, slot: d.Result.Slot}
 	if refund {
 		d.after.cost, d.after.stamp = cost, d.Result.Stamp
 	}

@@ -195,9 +195,10 @@ func (sh *memoryShard) evictFrom(own int) int {
 	return most
 }
 
-// insert adds a new entry holding a copy of st under k. It first reclaims expired entries among a sample of the shard and, if the
-// shard is still full, evicts one. Stored states are updated in place
-// afterwards.
+// insert adds a new entry holding a copy of st under k, whose key the
+// shard keeps: a copy of the caller's (see keyCopy). It first reclaims
+// expired entries among a sample of the shard and, if the shard is still
+// full, evicts one. Stored states are updated in place afterwards.
 func (sh *memoryShard) insert(k *stateKey, st *memoryState, now int64) {
 	ns := sh.spaceOf(spaceName(k))
 	sh.reclaim(now, k.key, ns)
@@ -213,12 +214,8 @@ func (sh *memoryShard) insert(k *stateKey, st *memoryState, now int64) {
 	p.key = *k
 	e := sh.keys[k.key]
 	if e.first != nil {
-		p.key.key = e.first.key.key // the copy its other states hold
 		e.more = append(e.more, p)
 	} else {
-		// A copy: the caller's key may be a slice of a larger string, or
-		// (so that Take's key does not escape) a buffer it reuses.
-		p.key.key = strings.Clone(k.key)
 		e.first = p
 	}
 	p.ns = uint8(ns)
@@ -228,6 +225,17 @@ func (sh *memoryShard) insert(k *stateKey, st *memoryState, now int64) {
 	sh.keys[p.key.key] = e
 	sh.n++
 	sh.spaces[ns].n++
+}
+
+// keyCopy returns the form of key a new state stores: the copy its
+// key's other states hold, else a new one. Never key itself: it may be a
+// slice of a larger string, or a buffer the caller reuses, and Take's key
+// does not escape (a Limiter builds it on its stack). The caller holds mu.
+func (sh *memoryShard) keyCopy(key string) string {
+	if e := sh.keys[key]; e.first != nil {
+		return e.first.key.key
+	}
+	return strings.Clone(key)
 }
 
 // reclaim deletes the expired entries among a sample of the shard (the

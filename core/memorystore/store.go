@@ -438,7 +438,7 @@ func (s *Store) decideLocked(sh *memoryShard, key string, digest bool, evs []lim
 func (sh *memoryShard) writeAbsent(e *limitEval, key string, digest bool, allowed bool, n int64, charge bool, now int64) {
 	fresh := memoryState{zone: e.sp.zone}
 	if e.write(&fresh, allowed, n, charge, now) {
-		k := makeStateKey(key, digest, &e.sp)
+		k := makeStateKey(sh.keyCopy(key), digest, &e.sp)
 		sh.insert(&k, &fresh, now)
 	}
 }

@@ -900,6 +900,13 @@ func TestMemoryTakeAllocations(t *testing.T) {
 	if allocs := testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, "nobody", 0, sp...) }); allocs != 0 || memorystore.Len(s) != 0 {
 		t.Errorf("peek at an unknown key: %v allocations, %d states", allocs, memorystore.Len(s))
 	}
+	// Take keeps no reference to its key, so a key the caller builds (a
+	// Limiter's prefix and its client's key) stays on the caller's stack.
+	prefix, client := "4:test:", "client-1"
+	memTake(t, s, prefix+client, 1, l)
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, prefix+client, 1, sp...) }); allocs != 0 {
+		t.Errorf("a key built by the caller: %v allocations per Take, want 0", allocs)
+	}
 	// Several limits allocate only the PerLimit slice.
 	l2 := store.Limit{Algorithm: store.FixedWindow, Rate: 1 << 40, Period: time.Hour}
 	memTake(t, s, "k", 1, l, l2)
