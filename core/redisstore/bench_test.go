@@ -16,8 +16,10 @@ import (
 
 // BenchmarkTake measures Takes on a real redis-server, as the bench module
 // runs them (1000 keys, allow path): one goroutine (the round trip), and 32
-// per GOMAXPROCS sharing pipelines. allocs/op is this process's; ns/op of
-// the parallel cases is Redis-bound, see the bench module for CPU figures.
+// per GOMAXPROCS sharing pipelines; on bare Stores, and (gcra_defaults) on
+// one with New's defaults, the fallback's timeout included. allocs/op and
+// cpu-ns/op (the parallel cases' CPU per Take) are this process's, not
+// redis-server's; ns/op of the parallel cases is Redis-bound.
 //
 //	go test -run '^$' -bench Take -benchmem ./core/redisstore
 func BenchmarkTake(b *testing.B) {
@@ -28,18 +30,25 @@ func BenchmarkTake(b *testing.B) {
 	for i := range keys {
 		keys[i] = "k" + strconv.Itoa(i)
 	}
+	gcra := store.Limit{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 1_000_000}
 	for _, c := range []struct {
-		name   string
-		limits []store.Limit
+		name     string
+		limits   []store.Limit
+		defaults bool // New's defaults, as the bench module runs: the fallback, each call under the 100 ms timeout
 	}{
-		{"gcra", []store.Limit{{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 1_000_000}}},
-		{"fixed_window", []store.Limit{{Algorithm: store.FixedWindow, Rate: 500_000, Period: time.Hour}}},
-		{"two_limits", []store.Limit{
-			{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 1_000_000},
-			{Algorithm: store.FixedWindow, Rate: 500_000, Period: time.Hour},
-		}},
+		{"gcra", []store.Limit{gcra}, false},
+		{"gcra_defaults", []store.Limit{gcra}, true},
+		{"fixed_window", []store.Limit{{Algorithm: store.FixedWindow, Rate: 500_000, Period: time.Hour}}, false},
+		{"two_limits", []store.Limit{gcra, {Algorithm: store.FixedWindow, Rate: 500_000, Period: time.Hour}}, false},
 	} {
 		s := realStore(b, client)
+		if c.defaults {
+			var err error
+			if s, err = New(client); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = s.Close() })
+		}
 		ctx := context.Background()
 		sp := specs(c.limits...)
 		b.Run(c.name+"/serial", func(b *testing.B) {
@@ -53,6 +62,7 @@ func BenchmarkTake(b *testing.B) {
 		b.Run(c.name+"/parallel", func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(32)
+			cpu0 := processCPU()
 			b.RunParallel(func(pb *testing.PB) {
 				i := 0
 				for pb.Next() {
@@ -63,49 +73,10 @@ func BenchmarkTake(b *testing.B) {
 					i += 7
 				}
 			})
-		})
-	}
-}
-
-// BenchmarkTakeDefaults is BenchmarkTake's gcra/parallel through a Store
-// with New's defaults, as the bench module's sluice-redis contenders run:
-// the fallback on, each call under the Store's 100 ms timeout (package
-// deadline), which BenchmarkTake's bare Stores leave out. allocs/op is
-// this process's; cpu-ns/op its CPU per Take (redis-server's not counted).
-//
-//	go test -run '^$' -bench TakeDefaults -benchmem ./core/redisstore
-func BenchmarkTakeDefaults(b *testing.B) {
-	srv := redistest.StartServer(b)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
-	b.Cleanup(func() { _ = client.Close() })
-	keys := make([]string, 1000)
-	for i := range keys {
-		keys[i] = "k" + strconv.Itoa(i)
-	}
-	s, err := New(client)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = s.Close() })
-	sp := specs(store.Limit{Algorithm: store.GCRA, Rate: 10, Period: time.Second, Burst: 1_000_000})
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.SetParallelism(32)
-	b.ResetTimer()
-	cpu0 := processCPU()
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			if _, err := s.Take(ctx, keys[i%len(keys)], 1, sp...); err != nil {
-				b.Error(err)
-				return
+			if cpu := processCPU() - cpu0; cpu > 0 {
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 			}
-			i += 7
-		}
-	})
-	b.StopTimer()
-	if cpu := processCPU() - cpu0; cpu > 0 {
-		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
 	}
 }
 
