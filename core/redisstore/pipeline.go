@@ -265,9 +265,12 @@ func (b *batcher) take() []*call {
 	live, now, wall := batch[:0], monoMicros(), time.Now()
 	for _, c := range batch {
 		c.sent.Store(now)
-		if d, ok := c.ctx.Deadline(); ok && !wall.Before(d) || c.ctx.Err() != nil { // its timer may not have fired yet
-
-			c.state.CompareAndSwap(callQueued, callAbandoned)
+		if d, ok := c.ctx.Deadline(); ok && !wall.Before(d) || c.ctx.Err() != nil {
+			// Ended, and expire's timer may not have fired yet: once out
+			// of the queue, only this wakes it.
+			if c.state.CompareAndSwap(callQueued, callAbandoned) {
+				c.signal()
+			}
 		} else if c.state.CompareAndSwap(callQueued, callSent) { // else abandoned
 			live = append(live, c)
 		}

@@ -193,6 +193,49 @@ func TestRedisPipelineCanceled(t *testing.T) {
 	}
 }
 
+// A queued Take whose deadline passed before its pipeline was taken, and
+// before the batcher's timer woke it (expire), is woken by take, which
+// drops it: it returns at once, never sent, and does not wait for its
+// parent context (here none ends) as it did when take only marked it
+// abandoned (CI of dae4ea6: requests held 30 s during a Redis pause).
+func TestPipelineTakeWakesExpired(t *testing.T) {
+	b := &batcher{max: 1, busy: 1} // the one slot is in use: calls queue
+	ctx := deadline.New(context.Background(), 20*time.Millisecond)
+	defer ctx.Cancel()
+	type result struct {
+		sent int64
+		err  error
+	}
+	out := make(chan result, 1)
+	go func() {
+		_, sent, err := b.do(ctx, fixedScript, []any{"eval", "return 1", 0})
+		out <- result{sent, err}
+	}()
+	for queued := false; !queued; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		if queued = len(b.queue) == 1; queued {
+			b.timer.Stop() // expire does not run: take alone must wake it
+		}
+		b.mu.Unlock()
+	}
+	d, _ := ctx.Deadline()
+	redistest.WaitUntil(time.Until(d)+time.Second, func() bool { return time.Now().After(d) })
+	b.mu.Lock()
+	live := b.take()
+	b.mu.Unlock()
+	if len(live) != 0 {
+		t.Errorf("take sent %d calls past their deadline", len(live))
+	}
+	select {
+	case r := <-out:
+		if !errors.Is(r.err, context.DeadlineExceeded) || r.sent != notSent {
+			t.Errorf("got %v, sent %d; want context.DeadlineExceeded, never sent", r.err, r.sent)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Take still waits 10 s after take dropped it")
+	}
+}
+
 // A Take whose context starts no timer (package deadline, as the Store's
 // WithTimeout makes it) returns at its deadline all the same: queued,
 // never sent; sent in a pipeline that Redis does not answer, at once.
