@@ -117,11 +117,6 @@ func CountClears(s *Store) *atomic.Int64 {
 	return &n
 }
 
-// PendingClear reports whether the Store holds back, until its breakers
-// have closed, the reset of everything ("") that a re-subscription means
-// for its fallback.
-func PendingClear(s *Store) bool { return s.pendingClear.Load() }
-
 // WaitPendingClear waits until the Store holds back such a reset: it has
 // subscribed again while a breaker was open.
 func WaitPendingClear(tb interface {
@@ -137,9 +132,6 @@ func WaitPendingClear(tb interface {
 		time.Sleep(time.Millisecond)
 	}
 }
-
-// Timeout returns the Store's deadline for a call to Redis.
-func Timeout(s *Store) time.Duration { return s.front.Timeout() }
 
 // DefaultTimeout is the Store's deadline for a call to Redis by default.
 const DefaultTimeout = defaultTimeout

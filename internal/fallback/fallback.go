@@ -590,9 +590,6 @@ func (r *record) denial(now, when time.Time) store.Result {
 	}
 }
 
-// Timeout returns the deadline of each backend call (0: none).
-func (f *Store) Timeout() time.Duration { return f.timeout }
-
 // Debts returns the number of keys whose local admissions are not yet
 // charged to the backend, and how long the oldest has waited.
 func (f *Store) Debts() (keys int, oldest time.Duration) {
