@@ -37,7 +37,7 @@ end
 local a = ARGV[1]
 local l = {
   a = a, R = tonumber(ARGV[2]), P = tonumber(ARGV[3]), B = tonumber(ARGV[4]), T = tonumber(ARGV[5]),
-  L = 0, key = KEYS[1], e = ALG[a],
+  L = 0, key = KEYS[1], e = alg(a),
 }
 if not (l.e and l.e.lease) then
   return redis.error_reply('ERR sluice lease: algorithm ' .. a .. ' is not leased')

@@ -3,7 +3,7 @@
 -- script Redis runs is still one self-contained program. How each
 -- algorithm's state answers a cost is not here but in its own file
 -- (tat.lua, ...), which the take, refund and lease scripts run after; ALG
--- is filled there.
+-- is filled there, when a call first names an algorithm (alg).
 --
 -- Every quantity is an integer below 2^53, so doubles hold it exactly.
 -- Divisions use fmod, which is exact, and numbers reach Redis through
@@ -72,4 +72,20 @@ local STATE = '^(%d+):?(%d*):?(%d*)$'
 --   lease true when lease.lua may serve it (see core/redisstore's leasable)
 -- l is the limit: a (its code), R, P, B, T, L (ARGV), key (its state key),
 -- and what read or STATE set.
-local ALG = {}
+--
+-- An algorithm's entry is made when a call first names it (alg): package
+-- redisstore puts every algorithm file's definitions and general part in
+-- load, a branch per file, which fills the entries of the codes given.
+-- Every function a script defines is a closure built on each call, so a
+-- call builds those of the algorithms it uses only.
+local ALG, load = {}, nil
+
+-- alg is the entry of code a (nil: no such algorithm).
+local function alg(a)
+  local e = ALG[a]
+  if e == nil then
+    load(a)
+    e = ALG[a]
+  end
+  return e
+end

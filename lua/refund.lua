@@ -36,7 +36,7 @@ for i = 1, #KEYS do
     local a = ARGV[j]
     local l = {
       a = a, R = tonumber(ARGV[j + 1]), P = tonumber(ARGV[j + 2]), B = tonumber(ARGV[j + 3]),
-      T = tonumber(ARGV[j + 4]), key = key, e = ALG[a],
+      T = tonumber(ARGV[j + 4]), key = key, e = alg(a),
     }
     if not l.e then return redis.error_reply('ERR sluice refund: unknown algorithm ' .. tostring(a)) end
     if l.e.str then

@@ -64,7 +64,7 @@ for i = 1, m do
   local l = {
     a = a, R = tonumber(ARGV[j + 1]), P = tonumber(ARGV[j + 2]),
     B = tonumber(ARGV[j + 3]), T = tonumber(ARGV[j + 4]), L = tonumber(ARGV[j + 5]),
-    key = KEYS[2 * i - 1], lock = KEYS[2 * i], e = ALG[a],
+    key = KEYS[2 * i - 1], lock = KEYS[2 * i], e = alg(a),
   }
   if not l.e then error('sluice: unknown algorithm ' .. tostring(a)) end
   if l.e.str then

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -27,7 +28,8 @@ func source(name string) string {
 // which the general scripts run after; and its lean script (leanScript, from
 // its row of families). A lean script (and its batch script) gets only its
 // algorithm's definitions: every function a script defines is a closure
-// built on each call. Each charging script also runs inside record.lua
+// built on each call; the general scripts run those of the algorithms a
+// call names only (definitions). Each charging script also runs inside record.lua
 // (recorded), as its recorded twin.
 var (
 	libSource    = source("lib.lua")
@@ -72,16 +74,40 @@ func algorithm(name string) (defs, gives, lean string) {
 	return defs, gives, lean
 }
 
-// definitions returns every algorithm's definitions and general part.
+// definitions returns every algorithm's definitions and general part,
+// each file's as a branch of lib.lua's load, taken for the codes whose
+// entries in ALG the file fills: a call runs the definitions of the
+// algorithms it names only.
 func definitions() string {
 	var b strings.Builder
-	for _, f := range algorithmFiles {
+	b.WriteString("load = function(a)\n")
+	for i, f := range algorithmFiles {
 		d, g, _ := algorithm(f)
+		codes := algEntry.FindAllStringSubmatch(g, -1)
+		if len(codes) == 0 {
+			panic("redisstore: " + f + " fills no entry of ALG")
+		}
+		if i > 0 {
+			b.WriteString("else")
+		}
+		b.WriteString("if ")
+		for j, c := range codes {
+			if j > 0 {
+				b.WriteString(" or ")
+			}
+			b.WriteString("a == '" + c[1] + "'")
+		}
+		b.WriteString(" then\n")
 		b.WriteString(d)
 		b.WriteString(g)
 	}
+	b.WriteString("end\nend\n")
 	return b.String()
 }
+
+// algEntry finds the codes whose entries an algorithm file's general part
+// fills: its lines "ALG.<code> = ".
+var algEntry = regexp.MustCompile(`(?m)^ALG\.(\w+) = `)
 
 // The lines of lean.lua where the algorithm's lean part goes, and where
 // its drivers for one call and for a batch start.
