@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -96,9 +97,10 @@ func leanParts(file string) (head, one, many string) {
 	return defs + open + lean + end, one, many
 }
 
-// takeSource returns the take script as the Redis store assembles it:
-// lib.lua, each algorithm's definitions and general part (every file with
-// a giveMark), take.lua.
+// takeSource returns the take script as the Redis store assembles it
+// (core/redisstore's definitions): lib.lua; each algorithm's definitions
+// and general part (every file with a giveMark) as a branch of lib.lua's
+// load, taken for the codes whose ALG entries it fills; take.lua.
 func takeSource() string {
 	var b strings.Builder
 	b.WriteString(luaSource("lib.lua"))
@@ -106,15 +108,29 @@ func takeSource() string {
 	if err != nil {
 		panic(err)
 	}
+	b.WriteString("load = function(a)\n")
+	branch := "if "
 	for _, f := range files {
-		if src := luaSource(f.Name()); strings.Contains(src, giveMark) {
-			general, _, _ := strings.Cut(src, leanMark)
-			b.WriteString(general)
+		src := luaSource(f.Name())
+		if !strings.Contains(src, giveMark) {
+			continue
 		}
+		general, _, _ := strings.Cut(src, leanMark)
+		var conds []string
+		for _, m := range algEntry.FindAllStringSubmatch(general, -1) {
+			conds = append(conds, "a == '"+m[1]+"'")
+		}
+		b.WriteString(branch + strings.Join(conds, " or ") + " then\n" + general)
+		branch = "elseif "
 	}
+	b.WriteString("end\nend\n")
 	b.WriteString(luaSource("take.lua"))
 	return b.String()
 }
+
+// algEntry finds the codes whose ALG entries an algorithm's general part
+// fills.
+var algEntry = regexp.MustCompile(`(?m)^ALG\.(\w+) = `)
 
 // functionLibrary is the lean scripts as one Redis Functions library: each
 // body becomes a function of KEYS and ARGV, and the globals it calls are
@@ -135,8 +151,8 @@ func functionLibrary() string {
 }
 
 // scriptCases loads every script and the function library on c and returns
-// the cases: "return 1", the take script on one GCRA limit, and each lean
-// script by EVALSHA and by FCALL.
+// the cases: "return 1", the take script on one GCRA limit and on two, and
+// each lean script by EVALSHA and by FCALL.
 func scriptCases(ctx context.Context, c *redis.Client) ([]scriptCase, error) {
 	load := func(src string) (string, error) { return c.ScriptLoad(ctx, src).Result() }
 	one, err := load("return 1")
@@ -151,6 +167,12 @@ func scriptCases(ctx context.Context, c *redis.Client) ([]scriptCase, error) {
 		{"return 1", "evalsha", func(k string) []any { return []any{"evalsha", one, 1, k} }, 0},
 		{"take (gcra)", "evalsha", func(k string) []any {
 			return []any{"evalsha", take, 2, k, k + ":x", 1, "g", 10, 1_000_000, 1_000_000, 100_000, 0}
+		}, 0},
+		// two limits, a rate per second and one per hour, as README's
+		// quick start, never reached
+		{"take (2 gcra)", "evalsha", func(k string) []any {
+			return []any{"evalsha", take, 4, "{" + k + "}s", "{" + k + "}s", "{" + k + "}h", "{" + k + "}h", 1,
+				"g", 10, 1_000_000, 1_000_000, 100_000, 0, "g", 500_000, 3_600_000_000, 1_000_000, 7_200, 0}
 		}, 0},
 	}
 	if err := c.FunctionLoadReplace(ctx, functionLibrary()).Err(); err != nil {
