@@ -100,7 +100,7 @@ func leanParts(file string) (head, one, many string) {
 // takeSource returns the take script as the Redis store assembles it
 // (core/redisstore's definitions): lib.lua; each algorithm's definitions
 // and general part (every file with a giveMark) as a branch of lib.lua's
-// load, taken for the codes whose ALG entries it fills; take.lua.
+// define, taken for the codes whose ALG entries it fills; take.lua.
 func takeSource() string {
 	var b strings.Builder
 	b.WriteString(luaSource("lib.lua"))
@@ -108,7 +108,7 @@ func takeSource() string {
 	if err != nil {
 		panic(err)
 	}
-	b.WriteString("load = function(a)\n")
+	b.WriteString("define = function(a)\n")
 	branch := "if "
 	for _, f := range files {
 		src := luaSource(f.Name())

@@ -24,7 +24,7 @@
 // call, and one that captures another local function costs an upvalue
 // too: a lean script gets only its algorithm's definitions, and those it
 // calls call no other; the general scripts run an algorithm's definitions
-// only when a call names it (lib.lua's alg and load).
+// only when a call names it (lib.lua's alg and define).
 //
 // The lean scripts decide a Take of one
 // limit without a penalty, the common call, by the same arithmetic and on

@@ -75,16 +75,16 @@ local STATE = '^(%d+):?(%d*):?(%d*)$'
 --
 -- An algorithm's entry is made when a call first names it (alg): package
 -- redisstore puts every algorithm file's definitions and general part in
--- load, a branch per file, which fills the entries of the codes given.
+-- define, a branch per file, which fills the entries of the codes given.
 -- Every function a script defines is a closure built on each call, so a
 -- call builds those of the algorithms it uses only.
-local ALG, load = {}, nil
+local ALG, define = {}, nil
 
 -- alg is the entry of code a (nil: no such algorithm).
 local function alg(a)
   local e = ALG[a]
   if e == nil then
-    load(a)
+    define(a)
     e = ALG[a]
   end
   return e

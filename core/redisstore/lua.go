@@ -75,12 +75,12 @@ func algorithm(name string) (defs, gives, lean string) {
 }
 
 // definitions returns every algorithm's definitions and general part,
-// each file's as a branch of lib.lua's load, taken for the codes whose
+// each file's as a branch of lib.lua's define, taken for the codes whose
 // entries in ALG the file fills: a call runs the definitions of the
 // algorithms it names only.
 func definitions() string {
 	var b strings.Builder
-	b.WriteString("load = function(a)\n")
+	b.WriteString("define = function(a)\n")
 	for i, f := range algorithmFiles {
 		d, g, _ := algorithm(f)
 		codes := algEntry.FindAllStringSubmatch(g, -1)
