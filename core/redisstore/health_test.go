@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -251,47 +252,75 @@ func TestBreakerSharedByLimiters(t *testing.T) {
 			0, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srv := redistest.StartServer(t)
-			opts := c.opts
-			opts.Addr = srv.Addr
-			client := redis.NewClient(&opts)
-			t.Cleanup(func() { _ = client.Close() })
-			st, err := redisstore.New(client)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = st.Close() })
-			counts, lastErr := map[string]int{}, map[string]error{}
-			var limiters []*core.Limiter
-			for i := 0; i < 6; i++ {
-				l, err := core.New(st, fmt.Sprint("route-", i), clientKey, []store.Limit{perMinute10},
-					core.WithObserver(func(ev core.Event) {
-						counts[errKind(ev.Err)]++
-						lastErr[errKind(ev.Err)] = ev.Err
-					}))
-				if err != nil {
-					t.Fatal(err)
+			// A call that waited for this process (a stall of a fifth of
+			// its time: see fairTry) is no evidence against the server,
+			// so on a busy machine more calls than the threshold may wait
+			// out the timeout: such a run is tried again, three times at
+			// most.
+			for attempt := 1; ; attempt++ {
+				counts, lastErr, stalled := breakerRun(t, c.opts)
+				t.Logf("attempt %d: errors by kind: %v; last of each: %v; this process stalled for up to %v",
+					attempt, counts, lastErr, stalled.Round(time.Millisecond))
+				var bad []string
+				if counts["timeout"] > c.timeouts {
+					bad = append(bad, fmt.Sprintf("%d requests waited out the timeout, want at most %d", counts["timeout"], c.timeouts))
 				}
-				l.Decide(requestFrom("warm-up"))
-				limiters = append(limiters, l)
-			}
-			clear(counts)
-			srv.Kill(t)
-			for i := 0; i < 60; i++ {
-				limiters[i%6].Decide(requestFrom("alice"))
-			}
-			t.Logf("errors by kind: %v; last of each: %v", counts, lastErr)
-			if counts["timeout"] > c.timeouts {
-				t.Errorf("%d requests waited out the timeout, want at most %d", counts["timeout"], c.timeouts)
-			}
-			if n := counts["timeout"] + counts["error"]; n > c.failures {
-				t.Errorf("%d requests reached the dead server, want at most %d", n, c.failures)
-			}
-			if counts["breaker"] < 60-c.failures {
-				t.Errorf("%d of 60 failed at once, want at least %d", counts["breaker"], 60-c.failures)
+				if n := counts["timeout"] + counts["error"]; n > c.failures {
+					bad = append(bad, fmt.Sprintf("%d requests reached the dead server, want at most %d", n, c.failures))
+				}
+				if counts["breaker"] < 60-c.failures {
+					bad = append(bad, fmt.Sprintf("%d of 60 failed at once, want at least %d", counts["breaker"], 60-c.failures))
+				}
+				switch {
+				case len(bad) == 0:
+					return
+				case stalled < redisstore.DefaultTimeout/5:
+					t.Fatal(strings.Join(bad, "; "))
+				case attempt == 3:
+					t.Logf("the machine was too busy to judge in three attempts: %s", strings.Join(bad, "; "))
+					return
+				}
+				time.Sleep(time.Second) // a moment for the machine to calm down
 			}
 		})
 	}
+}
+
+// breakerRun makes six Limiters share a Store on a fresh redis-server
+// with the client options opts, kills the server, and sends 60 requests
+// through them in turn; it returns the errors by kind, the last of each,
+// and the longest this process stalled meanwhile.
+func breakerRun(t *testing.T, opts redis.Options) (map[string]int, map[string]error, time.Duration) {
+	srv := redistest.StartServer(t)
+	opts.Addr = srv.Addr
+	client := redis.NewClient(&opts)
+	defer client.Close()
+	st, err := redisstore.New(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	counts, lastErr := map[string]int{}, map[string]error{}
+	var limiters []*core.Limiter
+	for i := 0; i < 6; i++ {
+		l, err := core.New(st, fmt.Sprint("route-", i), clientKey, []store.Limit{perMinute10},
+			core.WithObserver(func(ev core.Event) {
+				counts[errKind(ev.Err)]++
+				lastErr[errKind(ev.Err)] = ev.Err
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Decide(requestFrom("warm-up"))
+		limiters = append(limiters, l)
+	}
+	clear(counts)
+	srv.Kill(t)
+	stalled := watchStalls()
+	for i := 0; i < 60; i++ {
+		limiters[i%6].Decide(requestFrom("alice"))
+	}
+	return counts, lastErr, stalled()
 }
 
 func errKind(err error) string {
