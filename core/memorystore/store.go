@@ -197,9 +197,8 @@ func (s *Store) len() int {
 // blocks beyond a short critical section. With one limit and a key it has seen before it allocates nothing.
 // Take keeps no reference to key (a new state stores a copy), so a caller
 // may pass a key built in a buffer it reuses.
-func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
-	var res store.Result
-	err := s.take(ctx, &res, key, n, limits, true)
+func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (res store.Result, err error) {
+	err = s.take(ctx, &res, key, n, limits, true)
 	res.Stamp = 0 // Charge's
 	return res, err
 }
@@ -298,11 +297,16 @@ func storedKey(key string) (string, bool) {
 	if len(key) <= maxStoredKeyLen {
 		return key, false
 	}
+	return digestKey(key), true
+}
+
+// digestKey is storedKey's form of a long key.
+func digestKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	if _, n, ok := storekey.Name(key); ok {
-		return key[:n] + string(sum[:]), true
+		return key[:n] + string(sum[:])
 	}
-	return string(sum[:]), true
+	return string(sum[:])
 }
 
 func makeStateKey(key string, digest bool, sp *algSpec) stateKey {
@@ -347,6 +351,22 @@ func specsOf(limits []store.Spec, evs []limitEval) error {
 	return nil
 }
 
+// specsOf is specsOf, but a call of one limit whose Spec is the shard's
+// last takes the form converted then. The caller holds mu.
+func (sh *memoryShard) specsOf(limits []store.Spec, evs []limitEval) error {
+	if len(limits) != 1 {
+		return specsOf(limits, evs)
+	}
+	if sh.lastSp.rate == 0 || limits[0] != sh.last {
+		if err := specsOf(limits, evs); err != nil {
+			return err
+		}
+		sh.last, sh.lastSp = limits[0], evs[0].sp
+	}
+	evs[0].sp = sh.lastSp
+	return nil
+}
+
 // shardOf returns the shard of a stored key.
 func (s *Store) shardOf(key string) *memoryShard {
 	return &s.shards[maphash.String(s.seed, key)&s.mask]
@@ -362,7 +382,7 @@ type limitEval struct {
 }
 
 // absent is the state of every absent entry, as evaluate reads it. Nothing
-// writes it: a new state is built in a copy (see decideLocked).
+// writes it: a new state is built in a copy (see writeAbsent).
 var absent memoryState
 
 // state returns the limit's state, for reading.
@@ -374,15 +394,17 @@ func (e *limitEval) state() *memoryState {
 }
 
 // decide decides a Take over limits, with evs as their scratch (one each),
-// and writes it when charge is set: all limits are decided at one instant,
-// under the lock of the key's shard, against the state before the call.
+// and writes it when charge is set: all limits are evaluated at one
+// instant, under the lock of the key's shard, against the state before the
+// call; then a state is written for each limit that changed and had none.
 func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Spec, evs []limitEval, charge bool) error {
-	if err := specsOf(limits, evs); err != nil {
-		return err
-	}
 	key, digest := storedKey(key)
 	sh := s.shardOf(key)
 	sh.mu.Lock()
+	if err := sh.specsOf(limits, evs); err != nil {
+		sh.mu.Unlock()
+		return err
+	}
 	for i := 1; i < len(evs); i++ {
 		for j := 0; j < i; j++ {
 			if evs[j].sp.sameState(&evs[i].sp) {
@@ -391,7 +413,25 @@ func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Sp
 			}
 		}
 	}
-	now := s.decideLocked(sh, key, digest, evs, n, charge)
+	now := s.now().UnixMicro()
+	allowed, inFlight := true, false
+	for i := range evs {
+		e := &evs[i]
+		e.st, _ = sh.find(key, digest, &e.sp)
+		evaluate(&e.o, &e.sp, e.state(), now, n)
+		allowed = allowed && e.o.allowed
+		inFlight = inFlight || e.sp.alg == algInFlight
+	}
+	if allowed && charge && n > 0 && inFlight {
+		pickSlot(evs, now)
+	}
+	for i := range evs {
+		if e := &evs[i]; e.st != nil {
+			e.write(e.st, allowed, n, charge, now)
+		} else {
+			sh.writeAbsent(e, key, digest, allowed, n, charge, now)
+		}
+	}
 	sh.mu.Unlock()
 	if len(evs) == 1 {
 		evs[0].o.fill(res)
@@ -405,31 +445,6 @@ func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Sp
 	*res = arith.Combine(perLimit)
 	res.Stamp = now
 	return nil
-}
-
-// decideLocked evaluates every limit at now, then writes the decision: a
-// state for each limit that changed and had none. It returns now. The
-// caller holds sh.mu.
-func (s *Store) decideLocked(sh *memoryShard, key string, digest bool, evs []limitEval, n int64, charge bool) int64 {
-	now := s.now().UnixMicro()
-	allowed := true
-	for i := range evs {
-		e := &evs[i]
-		e.st, _ = sh.find(key, digest, &e.sp)
-		evaluate(&e.o, &e.sp, e.state(), now, n)
-		allowed = allowed && e.o.allowed
-	}
-	if allowed && charge && n > 0 {
-		pickSlot(evs, now)
-	}
-	for i := range evs {
-		if e := &evs[i]; e.st != nil {
-			e.write(e.st, allowed, n, charge, now)
-		} else {
-			sh.writeAbsent(e, key, digest, allowed, n, charge, now)
-		}
-	}
-	return now
 }
 
 // writeAbsent is write for a limit whose state is absent: the state is
