@@ -222,21 +222,38 @@ func (s *Store) take(ctx context.Context, res *store.Result, key string, n int64
 	// The scratch of one limit per limit, on the stack unless there are
 	// many; one limit (the usual case) gets no more than it needs.
 	if len(limits) == 1 {
-		var one [1]limitEval
-		return s.decide(res, key, n, limits, one[:], charge)
+		return s.decideOne(res, key, n, &limits[0], charge)
 	}
-	return s.takeMany(res, key, n, limits, charge)
+	return s.decide(res, key, n, limits, charge)
 }
 
-// takeMany is take for several limits, in a frame of its own so that
-// take's stays small.
-func (s *Store) takeMany(res *store.Result, key string, n int64, limits []store.Spec, charge bool) error {
-	var few [4]limitEval
-	evs := few[:]
-	if len(limits) > len(few) {
-		evs = make([]limitEval, len(limits))
+// decideOne is decide for one limit (the usual case), with the steps of
+// several left out.
+func (s *Store) decideOne(res *store.Result, key string, n int64, limit *store.Spec, charge bool) error {
+	var one [1]limitEval
+	e := &one[0]
+	key, digest := storedKey(key)
+	sh := s.shardOf(key)
+	sh.mu.Lock()
+	if err := sh.specOf(limit, &e.sp); err != nil {
+		sh.mu.Unlock()
+		return err
 	}
-	return s.decide(res, key, n, limits, evs[:len(limits)], charge)
+	now := s.now().UnixMicro()
+	e.st, _ = sh.find(key, digest, &e.sp)
+	evaluate(&e.o, &e.sp, e.state(), now, n)
+	if e.o.allowed && charge && n > 0 && e.sp.alg == algInFlight {
+		pickSlot(one[:], now)
+	}
+	if e.st != nil {
+		e.write(e.st, e.o.allowed, n, charge, now)
+	} else {
+		sh.writeAbsent(e, key, digest, e.o.allowed, n, charge, now)
+	}
+	sh.mu.Unlock()
+	e.o.fill(res)
+	res.Stamp = now
+	return nil
 }
 
 // checkInput returns the error of a call with a bad store, key, cost or
@@ -351,19 +368,17 @@ func specsOf(limits []store.Spec, evs []limitEval) error {
 	return nil
 }
 
-// specsOf is specsOf, but a call of one limit whose Spec is the shard's
-// last takes the form converted then. The caller holds mu.
-func (sh *memoryShard) specsOf(limits []store.Spec, evs []limitEval) error {
-	if len(limits) != 1 {
-		return specsOf(limits, evs)
-	}
-	if sh.lastSp.rate == 0 || limits[0] != sh.last {
-		if err := specsOf(limits, evs); err != nil {
+// specOf sets a to the arithmetic's form of sp, the one limit of a call,
+// or returns its error: the form the shard converted last when sp is its
+// Spec. The caller holds mu.
+func (sh *memoryShard) specOf(sp *store.Spec, a *algSpec) error {
+	if sh.lastSp.rate == 0 || *sp != sh.last {
+		if err := arith.CheckSpec(*sp); err != nil {
 			return err
 		}
-		sh.last, sh.lastSp = limits[0], evs[0].sp
+		sh.last, sh.lastSp = *sp, toAlgSpec(sp)
 	}
-	evs[0].sp = sh.lastSp
+	*a = sh.lastSp
 	return nil
 }
 
@@ -393,18 +408,24 @@ func (e *limitEval) state() *memoryState {
 	return &absent
 }
 
-// decide decides a Take over limits, with evs as their scratch (one each),
-// and writes it when charge is set: all limits are evaluated at one
-// instant, under the lock of the key's shard, against the state before the
-// call; then a state is written for each limit that changed and had none.
-func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Spec, evs []limitEval, charge bool) error {
+// decide decides a Take over several limits and writes it when charge is
+// set: all limits are evaluated at one instant, under the lock of the
+// key's shard, against the state before the call; then a state is written
+// for each limit that changed and had none.
+func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Spec, charge bool) error {
+	// The scratch of each limit, on the stack unless there are many.
+	var few [4]limitEval
+	evs := few[:]
+	if len(limits) > len(few) {
+		evs = make([]limitEval, len(limits))
+	}
+	evs = evs[:len(limits)]
+	if err := specsOf(limits, evs); err != nil {
+		return err
+	}
 	key, digest := storedKey(key)
 	sh := s.shardOf(key)
 	sh.mu.Lock()
-	if err := sh.specsOf(limits, evs); err != nil {
-		sh.mu.Unlock()
-		return err
-	}
 	for i := 1; i < len(evs); i++ {
 		for j := 0; j < i; j++ {
 			if evs[j].sp.sameState(&evs[i].sp) {
@@ -433,11 +454,6 @@ func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Sp
 		}
 	}
 	sh.mu.Unlock()
-	if len(evs) == 1 {
-		evs[0].o.fill(res)
-		res.Stamp = now
-		return nil
-	}
 	perLimit := make([]store.Result, len(evs))
 	for i := range evs {
 		evs[i].o.fill(&perLimit[i])
