@@ -11,16 +11,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/internal/arith"
 	"github.com/sluicehq/sluice/internal/storekey"
 )
 
-// memoryShard is one lock's share of the states, a whole number of cache
-// lines (TestMemoryShardSize) so neighbouring shards' mutexes do not
+// memoryShard is one lock's share of the states, padded to a cache line
+// (64 bytes, TestMemoryShardSize) so neighbouring shards' mutexes do not
 // contend.
 type memoryShard struct {
 	shardData
+	_ [8]byte
 }
 
 type shardData struct {
@@ -32,11 +32,6 @@ type shardData struct {
 	// shard holds; a state holds its namespace's index. spaces[0] is the
 	// namespace of keys that no Limiter built. nil until the first state.
 	spaces []space
-	// The last Spec a call of one limit passed, and its arithmetic's form
-	// (whose rate is 0 until then): a Limiter passes the same Spec call
-	// after call, and comparing it costs less than converting it.
-	last   store.Spec
-	lastSp algSpec
 }
 
 // space is a namespace of a shard: the name of the Limiter whose states

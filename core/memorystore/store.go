@@ -232,13 +232,13 @@ func (s *Store) take(ctx context.Context, res *store.Result, key string, n int64
 func (s *Store) decideOne(res *store.Result, key string, n int64, limit *store.Spec, charge bool) error {
 	var one [1]limitEval
 	e := &one[0]
+	if err := arith.CheckSpec(*limit); err != nil {
+		return err
+	}
+	e.sp.set(limit)
 	key, digest := storedKey(key)
 	sh := s.shardOf(key)
 	sh.mu.Lock()
-	if err := sh.specOf(limit, &e.sp); err != nil {
-		sh.mu.Unlock()
-		return err
-	}
 	now := s.now().UnixMicro()
 	e.st, _ = sh.find(key, digest, &e.sp)
 	evaluate(&e.o, &e.sp, e.state(), now, n)
@@ -365,20 +365,6 @@ func specsOf(limits []store.Spec, evs []limitEval) error {
 		}
 		evs[i].sp.set(&limits[i])
 	}
-	return nil
-}
-
-// specOf sets a to the arithmetic's form of sp, the one limit of a call,
-// or returns its error: the form the shard converted last when sp is its
-// Spec. The caller holds mu.
-func (sh *memoryShard) specOf(sp *store.Spec, a *algSpec) error {
-	if sh.lastSp.rate == 0 || *sp != sh.last {
-		if err := arith.CheckSpec(*sp); err != nil {
-			return err
-		}
-		sh.last, sh.lastSp = *sp, toAlgSpec(sp)
-	}
-	*a = sh.lastSp
 	return nil
 }
 
