@@ -160,6 +160,7 @@ func New(opts ...Option) *Store {
 		mask:   uint64(shards - 1),
 	}
 	for i := range s.shards {
+		s.shards[i].seed = s.seed
 		s.shards[i].capacity = cfg.maxKeys / shards
 		if i < cfg.maxKeys%shards {
 			s.shards[i].capacity++
@@ -237,10 +238,10 @@ func (s *Store) decideOne(res *store.Result, key string, n int64, limit *store.S
 	}
 	e.sp.set(limit)
 	key, digest := storedKey(key)
-	sh := s.shardOf(key)
+	sh, h := s.shardOf(key)
 	sh.mu.Lock()
 	now := s.now().UnixMicro()
-	e.st, _ = sh.find(key, digest, &e.sp)
+	e.st, _ = sh.find(h, key, digest, &e.sp)
 	evaluate(&e.o, &e.sp, e.state(), now, n)
 	if e.o.allowed && charge && n > 0 && e.sp.alg == algInFlight {
 		pickSlot(one[:], now)
@@ -248,7 +249,7 @@ func (s *Store) decideOne(res *store.Result, key string, n int64, limit *store.S
 	if e.st != nil {
 		e.write(e.st, e.o.allowed, n, charge, now)
 	} else {
-		sh.writeAbsent(e, key, digest, e.o.allowed, n, charge, now)
+		sh.writeAbsent(e, h, key, digest, e.o.allowed, n, charge, now)
 	}
 	sh.mu.Unlock()
 	e.o.fill(res)
@@ -289,12 +290,12 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) err
 		return err
 	}
 	key, digest := storedKey(key)
-	sh := s.shardOf(key)
+	sh, h := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	found := false
 	for i := range evs {
-		if st, ok := sh.find(key, digest, &evs[i].sp); ok {
+		if st, ok := sh.find(h, key, digest, &evs[i].sp); ok {
 			sh.remove(st)
 			found = true
 		}
@@ -368,9 +369,10 @@ func specsOf(limits []store.Spec, evs []limitEval) error {
 	return nil
 }
 
-// shardOf returns the shard of a stored key.
-func (s *Store) shardOf(key string) *memoryShard {
-	return &s.shards[maphash.String(s.seed, key)&s.mask]
+// shardOf returns the shard of a stored key, and the key's hash there.
+func (s *Store) shardOf(key string) (*memoryShard, uint64) {
+	h := maphash.String(s.seed, key)
+	return &s.shards[h&s.mask], h
 }
 
 // limitEval is the scratch of one limit of a Take. It holds no key, so
@@ -410,7 +412,7 @@ func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Sp
 		return err
 	}
 	key, digest := storedKey(key)
-	sh := s.shardOf(key)
+	sh, h := s.shardOf(key)
 	sh.mu.Lock()
 	for i := 1; i < len(evs); i++ {
 		for j := 0; j < i; j++ {
@@ -424,7 +426,7 @@ func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Sp
 	allowed, inFlight := true, false
 	for i := range evs {
 		e := &evs[i]
-		e.st, _ = sh.find(key, digest, &e.sp)
+		e.st, _ = sh.find(h, key, digest, &e.sp)
 		evaluate(&e.o, &e.sp, e.state(), now, n)
 		allowed = allowed && e.o.allowed
 		inFlight = inFlight || e.sp.alg == algInFlight
@@ -436,7 +438,7 @@ func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Sp
 		if e := &evs[i]; e.st != nil {
 			e.write(e.st, allowed, n, charge, now)
 		} else {
-			sh.writeAbsent(e, key, digest, allowed, n, charge, now)
+			sh.writeAbsent(e, h, key, digest, allowed, n, charge, now)
 		}
 	}
 	sh.mu.Unlock()
@@ -450,12 +452,12 @@ func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Sp
 }
 
 // writeAbsent is write for a limit whose state is absent: the state is
-// built in a zero one, and stored if the decision wrote it. The caller
-// holds sh.mu.
-func (sh *memoryShard) writeAbsent(e *limitEval, key string, digest bool, allowed bool, n int64, charge bool, now int64) {
+// built in a zero one, and stored if the decision wrote it (h is the
+// key's hash). The caller holds sh.mu.
+func (sh *memoryShard) writeAbsent(e *limitEval, h uint64, key string, digest bool, allowed bool, n int64, charge bool, now int64) {
 	fresh := memoryState{zone: e.sp.zone}
 	if e.write(&fresh, allowed, n, charge, now) {
-		k := makeStateKey(sh.keyCopy(key), digest, &e.sp)
+		k := makeStateKey(sh.keyCopy(h, key), digest, &e.sp)
 		sh.insert(&k, &fresh, now)
 	}
 }
