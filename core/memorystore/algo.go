@@ -52,14 +52,14 @@ func algCodeOf(a store.Algorithm) algCode {
 // algSpec is a validated limit as the arithmetic uses it.
 type algSpec struct {
 	alg      algCode
-	rate     int64 // R
-	period   int64 // P, µs
-	burst    int64 // B after defaults
-	penalty  int64 // L, µs
-	interval int64 // T = ceil(P/R), µs (GCRA and LeakyBucket)
-	// A calendar window (store.PerCalendar): a FixedWindow whose windows
-	// are its zone's days, weeks or months; calNone and nil otherwise.
-	cal  calUnit
+	cal      calUnit // a calendar window's unit (store.PerCalendar), else calNone
+	rate     int64   // R
+	period   int64   // P, µs
+	burst    int64   // B after defaults
+	penalty  int64   // L, µs
+	interval int64   // T = ceil(P/R), µs (GCRA and LeakyBucket)
+	// A calendar window's zone: a FixedWindow whose windows are its days,
+	// weeks or months; nil otherwise.
 	zone *time.Location
 }
 

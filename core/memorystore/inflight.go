@@ -125,14 +125,14 @@ func (s *Store) Release(ctx context.Context, key string, slot int64, limits ...s
 		return err
 	}
 	key, digest := storedKey(key)
-	sh := s.shardOf(key)
+	sh, h := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for i := range evs {
 		if evs[i].sp.alg != algInFlight {
 			continue
 		}
-		if st, ok := sh.find(key, digest, &evs[i].sp); ok {
+		if st, ok := sh.find(h, key, digest, &evs[i].sp); ok {
 			st.slots.release(slot)
 		}
 	}

@@ -144,24 +144,24 @@ func TestMemoryShardReclaim(t *testing.T) {
 		k    *stateKey
 		want int64
 	}{{&k1, 1}, {&k2, 2}} {
-		st, ok := sh.find(c.k.key, false, &sp)
+		st, ok := sh.find(sh.hash(c.k.key), c.k.key, false, &sp)
 		if !ok || st.words.tat().tat != c.want {
 			t.Errorf("lookup %q: %v %+v, want a = %d", c.k.key, ok, st, c.want)
 		}
 	}
 	k3 := makeStateKey("c", false, &sp)
-	if _, ok := sh.find(k3.key, false, &sp); ok {
+	if _, ok := sh.find(sh.hash(k3.key), k3.key, false, &sp); ok {
 		t.Error("lookup of a key never stored found a state")
 	}
 	// k1 lapses at 100: reclaiming (for another key) deletes it and leaves k2 findable.
-	sh.reclaim(150, "c", 0)
-	if _, ok := sh.find("a", false, &sp); ok || sh.len() != 1 {
+	sh.reclaim(150, sh.hash("c"), 0)
+	if _, ok := sh.find(sh.hash("a"), "a", false, &sp); ok || sh.len() != 1 {
 		t.Fatalf("after k1 lapsed: k1 found %v, %d states", ok, sh.len())
 	}
-	if st, ok := sh.find("b", false, &sp); !ok || st.words.tat().tat != 2 {
+	if st, ok := sh.find(sh.hash("b"), "b", false, &sp); !ok || st.words.tat().tat != 2 {
 		t.Fatalf("after k1 lapsed: k2 %v %+v", ok, st)
 	}
-	sh.reclaim(250, "c", 0)
+	sh.reclaim(250, sh.hash("c"), 0)
 	if sh.len() != 0 {
 		t.Fatalf("after both lapsed: %d states", sh.len())
 	}
@@ -426,9 +426,9 @@ func TestMemoryShardKeyStates(t *testing.T) {
 			sps[i] = toAlgSpec(&specs(store.Limit{Algorithm: store.FixedWindow, Rate: int64(i + 1), Period: time.Second})[0])
 			k := makeStateKey("k", false, &sps[i])
 			sh.insert(&k, &memoryState{words: tatState{tat: int64(i)}.words(), has: true, expires: 1000}, 0)
-			sts[i], _ = sh.find("k", false, &sps[i])
+			sts[i], _ = sh.find(sh.hash("k"), "k", false, &sps[i])
 		}
-		if _, ok := sh.find("k", true, &sps[0]); ok {
+		if _, ok := sh.find(sh.hash("k"), "k", true, &sps[0]); ok {
 			t.Fatal("the digest form of a key found the key's state")
 		}
 		gone := map[int]bool{}
@@ -436,7 +436,7 @@ func TestMemoryShardKeyStates(t *testing.T) {
 			sh.remove(sts[j])
 			gone[j] = true
 			for i := range sps {
-				st, ok := sh.find("k", false, &sps[i])
+				st, ok := sh.find(sh.hash("k"), "k", false, &sps[i])
 				if ok == gone[i] || ok && st.words.tat().tat != int64(i) {
 					t.Fatalf("order %v, after removing %d: state %d found %v (%+v)", order, j, i, ok, st)
 				}
@@ -454,7 +454,7 @@ func TestMemoryShardKeyStates(t *testing.T) {
 		k := makeStateKey("k", false, &sp)
 		sh.insert(&k, &memoryState{has: true, expires: exp}, 0)
 	}
-	sh.reclaim(200, "other", 0)
+	sh.reclaim(200, sh.hash("other"), 0)
 	if sh.len() != 1 || len(sh.keys) != 1 {
 		t.Fatalf("after reclaim: %d states in %d keys, want 1 in 1", sh.len(), len(sh.keys))
 	}

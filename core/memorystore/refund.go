@@ -29,7 +29,7 @@ func (s *Store) Refund(ctx context.Context, key string, n int64, stamp int64, li
 		return err
 	}
 	key, digest := storedKey(key)
-	sh := s.shardOf(key)
+	sh, h := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := s.now().UnixMicro()
@@ -39,7 +39,7 @@ func (s *Store) Refund(ctx context.Context, key string, n int64, stamp int64, li
 		for j := 0; j < i; j++ {
 			dup = dup || evs[j].sp.sameState(&e.sp)
 		}
-		st, ok := sh.find(key, digest, &e.sp)
+		st, ok := sh.find(h, key, digest, &e.sp)
 		if !ok || dup || !st.has || now >= st.expires || n == 0 || gives[e.sp.alg] == nil {
 			continue
 		}

@@ -6,6 +6,7 @@ package memorystore
 
 import (
 	"crypto/sha256"
+	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
@@ -20,14 +21,14 @@ import (
 // contend.
 type memoryShard struct {
 	shardData
-	_ [8]byte
 }
 
 type shardData struct {
 	mu       sync.Mutex
-	keys     map[string]keyStates // the states by stored key; nil until the first state
+	keys     map[uint64]keyStates // the states by hash of their stored key (see hash); nil until the first state
 	n        int                  // the states held
 	capacity int
+	seed     maphash.Seed // the Store's
 	// spaces counts the states of each namespace (see WithMaxKeys) the
 	// shard holds; a state holds its namespace's index. spaces[0] is the
 	// namespace of keys that no Limiter built. nil until the first state.
@@ -42,10 +43,12 @@ type space struct {
 	n    int
 }
 
-// keyStates holds the states of one stored key, one per limit: a map by
-// the key alone, then a scan of its few states, finds a state in less time
-// than a map keyed by the key and every field of the limit, whose hash and
-// equality read them all (BenchmarkMemoryStoreTake).
+// keyStates holds the states of the stored keys of one hash: one key's,
+// one per limit, but for a collision of 64-bit hashes. A map by the hash
+// that chose the shard, then a scan of its few states, finds a state in
+// less time than a map keyed by the key, which hashes it again and, while
+// small, compares it with every key (BenchmarkMemoryStoreTake), or by the
+// key and every field of the limit, whose hash and equality read them all.
 type keyStates struct {
 	first *memoryState   // never nil in the map
 	more  []*memoryState // the others, if any
@@ -77,25 +80,30 @@ func (k *stateKey) spec() algSpec {
 // len returns the number of states the shard holds. The caller holds mu.
 func (sh *memoryShard) len() int { return sh.n }
 
-// find returns the state of (key, digest, sp). The caller holds mu.
-func (sh *memoryShard) find(key string, digest bool, sp *algSpec) (*memoryState, bool) {
-	e := sh.keys[key]
-	if e.first != nil && e.first.key.is(digest, sp) {
+// hash returns the hash of a stored key, which picks its shard (see
+// Store.shardOf) and its entry in the shard's map.
+func (sh *memoryShard) hash(key string) uint64 { return maphash.String(sh.seed, key) }
+
+// find returns the state of (key, digest, sp), h being the key's hash. The
+// caller holds mu.
+func (sh *memoryShard) find(h uint64, key string, digest bool, sp *algSpec) (*memoryState, bool) {
+	e := sh.keys[h]
+	if e.first != nil && e.first.key.is(key, digest, sp) {
 		return e.first, true
 	}
 	for _, st := range e.more {
-		if st.key.is(digest, sp) {
+		if st.key.is(key, digest, sp) {
 			return st, true
 		}
 	}
 	return nil, false
 }
 
-// is reports whether k, a key's state, is the state of digest and sp: the
-// fields makeStateKey takes from them.
-func (k *stateKey) is(digest bool, sp *algSpec) bool {
+// is reports whether k is the state of key, digest and sp: the fields
+// makeStateKey takes from them.
+func (k *stateKey) is(key string, digest bool, sp *algSpec) bool {
 	return k.rate == sp.rate && k.period == sp.period && k.burst == sp.burst && k.penalty == sp.penalty &&
-		k.alg == sp.alg && k.cal == sp.cal && k.digest == digest && k.zone == zoneName(sp.zone)
+		k.alg == sp.alg && k.cal == sp.cal && k.digest == digest && k.key == key && k.zone == zoneName(sp.zone)
 }
 
 // sameState reports whether a and b shape the same state of a key: the
@@ -107,7 +115,7 @@ func (a *algSpec) sameState(b *algSpec) bool {
 
 // remove deletes a stored state. The caller holds mu.
 func (sh *memoryShard) remove(st *memoryState) {
-	k := st.key.key
+	k := sh.hash(st.key.key)
 	e := sh.keys[k]
 	switch {
 	case e.first == st && len(e.more) == 0:
@@ -201,7 +209,8 @@ func (sh *memoryShard) evictFrom(own int) int {
 // full, evicts one. Stored states are updated in place afterwards.
 func (sh *memoryShard) insert(k *stateKey, st *memoryState, now int64) {
 	ns := sh.spaceOf(spaceName(k))
-	sh.reclaim(now, k.key, ns)
+	h := sh.hash(k.key)
+	sh.reclaim(now, h, ns)
 	if sh.len() >= sh.capacity {
 		// No state to evict: only this key's own states are left in the
 		// namespace to evict from (a capacity below the number of limits of
@@ -212,7 +221,7 @@ func (sh *memoryShard) insert(k *stateKey, st *memoryState, now int64) {
 	p := new(memoryState)
 	*p = *st
 	p.key = *k
-	e := sh.keys[k.key]
+	e := sh.keys[h]
 	if e.first != nil {
 		e.more = append(e.more, p)
 	} else {
@@ -220,20 +229,26 @@ func (sh *memoryShard) insert(k *stateKey, st *memoryState, now int64) {
 	}
 	p.ns = uint8(ns)
 	if sh.keys == nil {
-		sh.keys = make(map[string]keyStates)
+		sh.keys = make(map[uint64]keyStates)
 	}
-	sh.keys[p.key.key] = e
+	sh.keys[h] = e
 	sh.n++
 	sh.spaces[ns].n++
 }
 
-// keyCopy returns the form of key a new state stores: the copy its
-// key's other states hold, else a new one. Never key itself: it may be a
+// keyCopy returns the form of key, of hash h, a new state stores: the copy
+// its key's other states hold, else a new one. Never key itself: it may be a
 // slice of a larger string, or a buffer the caller reuses, and Take's key
 // does not escape (a Limiter builds it on its stack). The caller holds mu.
-func (sh *memoryShard) keyCopy(key string) string {
-	if e := sh.keys[key]; e.first != nil {
+func (sh *memoryShard) keyCopy(h uint64, key string) string {
+	e := sh.keys[h]
+	if e.first != nil && e.first.key.key == key {
 		return e.first.key.key
+	}
+	for _, st := range e.more {
+		if st.key.key == key {
+			return st.key.key
+		}
 	}
 	return strings.Clone(key)
 }
@@ -244,9 +259,9 @@ func (sh *memoryShard) keyCopy(key string) string {
 // cheapest to forget (see evictionRank) of the namespace evictFrom names
 // for a newcomer of namespace own: the sample then goes on until it holds
 // evictionSample entries of that namespace, or evictionScan entries in
-// all. Entries of key are never touched: their states are being written
-// by the current call.
-func (sh *memoryShard) reclaim(now int64, key string, own int) {
+// all. Entries of hash h, the key's, are never touched: its states are
+// being written by the current call.
+func (sh *memoryShard) reclaim(now int64, h uint64, own int) {
 	var (
 		victim     *memoryState
 		victimRank evictionRank
@@ -260,7 +275,7 @@ func (sh *memoryShard) reclaim(now int64, key string, own int) {
 	}
 scan:
 	for k, e := range sh.keys {
-		if k == key {
+		if k == h {
 			continue
 		}
 		// e is a copy: removing a state rewrites the map's entry and moves

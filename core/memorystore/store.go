@@ -160,6 +160,7 @@ func New(opts ...Option) *Store {
 		mask:   uint64(shards - 1),
 	}
 	for i := range s.shards {
+		s.shards[i].seed = s.seed
 		s.shards[i].capacity = cfg.maxKeys / shards
 		if i < cfg.maxKeys%shards {
 			s.shards[i].capacity++
@@ -197,9 +198,8 @@ func (s *Store) len() int {
 // blocks beyond a short critical section. With one limit and a key it has seen before it allocates nothing.
 // Take keeps no reference to key (a new state stores a copy), so a caller
 // may pass a key built in a buffer it reuses.
-func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
-	var res store.Result
-	err := s.take(ctx, &res, key, n, limits, true)
+func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (res store.Result, err error) {
+	err = s.take(ctx, &res, key, n, limits, true)
 	res.Stamp = 0 // Charge's
 	return res, err
 }
@@ -223,21 +223,38 @@ func (s *Store) take(ctx context.Context, res *store.Result, key string, n int64
 	// The scratch of one limit per limit, on the stack unless there are
 	// many; one limit (the usual case) gets no more than it needs.
 	if len(limits) == 1 {
-		var one [1]limitEval
-		return s.decide(res, key, n, limits, one[:], charge)
+		return s.decideOne(res, key, n, &limits[0], charge)
 	}
-	return s.takeMany(res, key, n, limits, charge)
+	return s.decide(res, key, n, limits, charge)
 }
 
-// takeMany is take for several limits, in a frame of its own so that
-// take's stays small.
-func (s *Store) takeMany(res *store.Result, key string, n int64, limits []store.Spec, charge bool) error {
-	var few [4]limitEval
-	evs := few[:]
-	if len(limits) > len(few) {
-		evs = make([]limitEval, len(limits))
+// decideOne is decide for one limit (the usual case), with the steps of
+// several left out.
+func (s *Store) decideOne(res *store.Result, key string, n int64, limit *store.Spec, charge bool) error {
+	var one [1]limitEval
+	e := &one[0]
+	if err := arith.CheckSpec(*limit); err != nil {
+		return err
 	}
-	return s.decide(res, key, n, limits, evs[:len(limits)], charge)
+	e.sp.set(limit)
+	key, digest := storedKey(key)
+	sh, h := s.shardOf(key)
+	sh.mu.Lock()
+	now := s.now().UnixMicro()
+	e.st, _ = sh.find(h, key, digest, &e.sp)
+	evaluate(&e.o, &e.sp, e.state(), now, n)
+	if e.o.allowed && charge && n > 0 && e.sp.alg == algInFlight {
+		pickSlot(one[:], now)
+	}
+	if e.st != nil {
+		e.write(e.st, e.o.allowed, n, charge, now)
+	} else {
+		sh.writeAbsent(e, h, key, digest, e.o.allowed, n, charge, now)
+	}
+	sh.mu.Unlock()
+	e.o.fill(res)
+	res.Stamp = now
+	return nil
 }
 
 // checkInput returns the error of a call with a bad store, key, cost or
@@ -273,12 +290,12 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...store.Spec) err
 		return err
 	}
 	key, digest := storedKey(key)
-	sh := s.shardOf(key)
+	sh, h := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	found := false
 	for i := range evs {
-		if st, ok := sh.find(key, digest, &evs[i].sp); ok {
+		if st, ok := sh.find(h, key, digest, &evs[i].sp); ok {
 			sh.remove(st)
 			found = true
 		}
@@ -298,11 +315,16 @@ func storedKey(key string) (string, bool) {
 	if len(key) <= maxStoredKeyLen {
 		return key, false
 	}
+	return digestKey(key), true
+}
+
+// digestKey is storedKey's form of a long key.
+func digestKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	if _, n, ok := storekey.Name(key); ok {
-		return key[:n] + string(sum[:]), true
+		return key[:n] + string(sum[:])
 	}
-	return string(sum[:]), true
+	return string(sum[:])
 }
 
 func makeStateKey(key string, digest bool, sp *algSpec) stateKey {
@@ -347,9 +369,10 @@ func specsOf(limits []store.Spec, evs []limitEval) error {
 	return nil
 }
 
-// shardOf returns the shard of a stored key.
-func (s *Store) shardOf(key string) *memoryShard {
-	return &s.shards[maphash.String(s.seed, key)&s.mask]
+// shardOf returns the shard of a stored key, and the key's hash there.
+func (s *Store) shardOf(key string) (*memoryShard, uint64) {
+	h := maphash.String(s.seed, key)
+	return &s.shards[h&s.mask], h
 }
 
 // limitEval is the scratch of one limit of a Take. It holds no key, so
@@ -362,7 +385,7 @@ type limitEval struct {
 }
 
 // absent is the state of every absent entry, as evaluate reads it. Nothing
-// writes it: a new state is built in a copy (see decideLocked).
+// writes it: a new state is built in a copy (see writeAbsent).
 var absent memoryState
 
 // state returns the limit's state, for reading.
@@ -373,15 +396,23 @@ func (e *limitEval) state() *memoryState {
 	return &absent
 }
 
-// decide decides a Take over limits, with evs as their scratch (one each),
-// and writes it when charge is set: all limits are decided at one instant,
-// under the lock of the key's shard, against the state before the call.
-func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Spec, evs []limitEval, charge bool) error {
+// decide decides a Take over several limits and writes it when charge is
+// set: all limits are evaluated at one instant, under the lock of the
+// key's shard, against the state before the call; then a state is written
+// for each limit that changed and had none.
+func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Spec, charge bool) error {
+	// The scratch of each limit, on the stack unless there are many.
+	var few [4]limitEval
+	evs := few[:]
+	if len(limits) > len(few) {
+		evs = make([]limitEval, len(limits))
+	}
+	evs = evs[:len(limits)]
 	if err := specsOf(limits, evs); err != nil {
 		return err
 	}
 	key, digest := storedKey(key)
-	sh := s.shardOf(key)
+	sh, h := s.shardOf(key)
 	sh.mu.Lock()
 	for i := 1; i < len(evs); i++ {
 		for j := 0; j < i; j++ {
@@ -391,13 +422,26 @@ func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Sp
 			}
 		}
 	}
-	now := s.decideLocked(sh, key, digest, evs, n, charge)
-	sh.mu.Unlock()
-	if len(evs) == 1 {
-		evs[0].o.fill(res)
-		res.Stamp = now
-		return nil
+	now := s.now().UnixMicro()
+	allowed, inFlight := true, false
+	for i := range evs {
+		e := &evs[i]
+		e.st, _ = sh.find(h, key, digest, &e.sp)
+		evaluate(&e.o, &e.sp, e.state(), now, n)
+		allowed = allowed && e.o.allowed
+		inFlight = inFlight || e.sp.alg == algInFlight
 	}
+	if allowed && charge && n > 0 && inFlight {
+		pickSlot(evs, now)
+	}
+	for i := range evs {
+		if e := &evs[i]; e.st != nil {
+			e.write(e.st, allowed, n, charge, now)
+		} else {
+			sh.writeAbsent(e, h, key, digest, allowed, n, charge, now)
+		}
+	}
+	sh.mu.Unlock()
 	perLimit := make([]store.Result, len(evs))
 	for i := range evs {
 		evs[i].o.fill(&perLimit[i])
@@ -407,38 +451,13 @@ func (s *Store) decide(res *store.Result, key string, n int64, limits []store.Sp
 	return nil
 }
 
-// decideLocked evaluates every limit at now, then writes the decision: a
-// state for each limit that changed and had none. It returns now. The
-// caller holds sh.mu.
-func (s *Store) decideLocked(sh *memoryShard, key string, digest bool, evs []limitEval, n int64, charge bool) int64 {
-	now := s.now().UnixMicro()
-	allowed := true
-	for i := range evs {
-		e := &evs[i]
-		e.st, _ = sh.find(key, digest, &e.sp)
-		evaluate(&e.o, &e.sp, e.state(), now, n)
-		allowed = allowed && e.o.allowed
-	}
-	if allowed && charge && n > 0 {
-		pickSlot(evs, now)
-	}
-	for i := range evs {
-		if e := &evs[i]; e.st != nil {
-			e.write(e.st, allowed, n, charge, now)
-		} else {
-			sh.writeAbsent(e, key, digest, allowed, n, charge, now)
-		}
-	}
-	return now
-}
-
 // writeAbsent is write for a limit whose state is absent: the state is
-// built in a zero one, and stored if the decision wrote it. The caller
-// holds sh.mu.
-func (sh *memoryShard) writeAbsent(e *limitEval, key string, digest bool, allowed bool, n int64, charge bool, now int64) {
+// built in a zero one, and stored if the decision wrote it (h is the
+// key's hash). The caller holds sh.mu.
+func (sh *memoryShard) writeAbsent(e *limitEval, h uint64, key string, digest bool, allowed bool, n int64, charge bool, now int64) {
 	fresh := memoryState{zone: e.sp.zone}
 	if e.write(&fresh, allowed, n, charge, now) {
-		k := makeStateKey(sh.keyCopy(key), digest, &e.sp)
+		k := makeStateKey(sh.keyCopy(h, key), digest, &e.sp)
 		sh.insert(&k, &fresh, now)
 	}
 }
