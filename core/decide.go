@@ -187,7 +187,7 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, prefix, key s
 	case now.IsZero():
 		now = l.now()
 	}
-	d := Decision{l: cfg, now: now}
+	d := Decision{l: cfg, nowSec: now.Unix(), nowNsec: int32(now.Nanosecond())}
 	if err != nil {
 		if ev != nil {
 			ev.Err = err
