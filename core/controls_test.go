@@ -244,7 +244,8 @@ func TestStatusIsTheLastHeaders(t *testing.T) {
 				}
 				got, want := http.Header{}, http.Header{}
 				d.setHeaders(want, nil)
-				peeked := Decision{Result: after, l: d.l, now: clock.Now()}
+				now := clock.Now()
+				peeked := Decision{Result: after, l: d.l, nowSec: now.Unix(), nowNsec: int32(now.Nanosecond())}
 				peeked.setHeaders(got, nil)
 				for _, h := range []string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"} {
 					// Limits tied at 0 after an allowed request: the header

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
@@ -166,7 +167,9 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, prefix, key s
 	if mem, ok := l.store.(*memorystore.Store); ok && l.countIf == nil {
 		// The memory store keeps no reference to the key: it is built on
 		// the stack when it is short (BenchmarkDecide).
-		res, err = mem.Take(sctx, prefix+key, cost, cfg.take...)
+		var buf [64]byte
+		k := append(append(buf[:0], prefix...), key...)
+		res, err = mem.Take(sctx, unsafe.String(unsafe.SliceData(k), len(k)), cost, cfg.take...)
 	} else if l.countIf == nil {
 		res, err = l.store.Take(sctx, prefix+key, cost, cfg.take...)
 	} else {
@@ -184,7 +187,7 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, prefix, key s
 	case now.IsZero():
 		now = l.now()
 	}
-	d := Decision{l: cfg, now: now}
+	d := Decision{l: cfg, nowSec: now.Unix(), nowNsec: int32(now.Nanosecond())}
 	if err != nil {
 		if ev != nil {
 			ev.Err = err

@@ -71,6 +71,10 @@ type headerPlan struct {
 	public, names []string
 	// specs are the limits, for each member's t.
 	specs []store.Spec
+	// capacity is each limit's capacity, as Results report it in Limit,
+	// and capacityText the same in decimal, for X-RateLimit-Limit.
+	capacity     []int64
+	capacityText []string
 	// policy is the RateLimit-Policy value, shared by every response.
 	// Its capacity equals its length, so that Header.Add copies it.
 	policy []string
@@ -89,6 +93,8 @@ func newHeaderPlan(style HeaderStyle, name string, specs []store.Spec) headerPla
 			n += "-" + strconv.Itoa(i)
 		}
 		p.public = append(p.public, n)
+		p.capacity = append(p.capacity, s.Capacity())
+		p.capacityText = append(p.capacityText, strconv.FormatInt(s.Capacity(), 10))
 		if !p.ietf {
 			continue
 		}
@@ -172,6 +178,17 @@ func retryAfterSeconds(d time.Duration) int64 {
 // buffer holds their bytes unless they outgrow it: one allocation with
 // blk nil, none with blk given, but for long values (see headerBlock).
 func (d *Decision) setHeaders(h http.Header, blk *headerBlock) {
+	if blk == nil {
+		d.writeHeaders(h, nil, nil)
+		return
+	}
+	d.writeHeaders(h, blk.vals[:], blk.buf[:])
+}
+
+// writeHeaders is setHeaders with the values written in vals and their
+// bytes in buf (a new headerBlock when vals is nil); values beyond vals
+// or bytes beyond buf move to arrays of their own.
+func (d *Decision) writeHeaders(h http.Header, vals []string, buf []byte) {
 	if !d.hasFigures() {
 		return
 	}
@@ -183,19 +200,25 @@ func (d *Decision) setHeaders(h http.Header, blk *headerBlock) {
 	if !p.legacy && !p.ietf && retry == 0 {
 		return
 	}
-	if blk == nil {
-		blk = new(headerBlock)
+	if vals == nil {
+		blk := new(headerBlock)
+		vals, buf = blk.vals[:], blk.buf[:]
 	}
-	b := blk.buf[:0]
-	var names [len(blk.vals)]string
-	var ends [len(blk.vals)]int // where each value ends in b
+	b := buf[:0]
+	var names [maxHeaderValues]string
+	var ends [maxHeaderValues]int // where each value ends in b
 	n := 0
+	limit := "" // X-RateLimit-Limit when it is the binding limit's capacity, as usual
 	if p.legacy {
-		b = strconv.AppendInt(b, res.Limit, 10)
+		if i := res.Binding; i >= 0 && i < len(p.capacity) && p.capacity[i] == res.Limit {
+			limit = p.capacityText[i]
+		} else {
+			b = strconv.AppendInt(b, res.Limit, 10)
+		}
 		names[n], ends[n], n = headerLimit, len(b), n+1
 		b = strconv.AppendInt(b, max(res.Remaining, 0), 10)
 		names[n], ends[n], n = headerRemaining, len(b), n+1
-		b = strconv.AppendInt(b, res.ResetAt(d.now).Unix(), 10)
+		b = strconv.AppendInt(b, res.ResetAt(time.Unix(d.nowSec, int64(d.nowNsec))).Unix(), 10)
 		names[n], ends[n], n = headerReset, len(b), n+1
 	}
 	if retry > 0 {
@@ -207,13 +230,19 @@ func (d *Decision) setHeaders(h http.Header, blk *headerBlock) {
 		names[n], ends[n], n = headerRateLimit, len(b), n+1
 		h[headerRateLimitPolicy] = p.policy[:1:1]
 	}
-	// The values' string is b's bytes, not a copy: b is blk's buffer, or
-	// the array append moved it to, and nothing writes either again (blk
-	// is not reused). It keeps blk alive as long as h holds a value.
+	// The values' string is b's bytes, not a copy: b is buf, or the array
+	// append moved it to, and nothing writes either again (buf is not
+	// reused). It keeps buf alive as long as h holds a value.
 	s := unsafe.String(unsafe.SliceData(b), len(b))
+	if n > len(vals) {
+		vals = make([]string, n)
+	}
 	for i, start := 0, 0; i < n; i++ {
-		blk.vals[i], start = s[start:ends[i]], ends[i]
-		h[names[i]] = blk.vals[i : i+1 : i+1]
+		vals[i], start = s[start:ends[i]], ends[i]
+		if i == 0 && limit != "" {
+			vals[0] = limit
+		}
+		h[names[i]] = vals[i : i+1 : i+1]
 	}
 }
 
@@ -240,11 +269,24 @@ func appendRateLimitField(b []byte, p *headerPlan, res *store.Result, refused bo
 // their bytes: buf fits the legacy values and Retry-After (24 bytes for a
 // limit of a million, 53 at most, for a limit of 2^53), or a RateLimit
 // field of one or two limits with short names; longer values move to an
-// array of their own. (48 bytes keep Stack's record, with its malloc
-// header, in the 640-byte size class, as it was without them.)
+// array of their own.
 type headerBlock struct {
-	vals [5]string
+	vals [maxHeaderValues]string
 	buf  [48]byte
+}
+
+// maxHeaderValues is how many values setHeaders may set: the legacy
+// three, Retry-After and RateLimit.
+const maxHeaderValues = 5
+
+// legacyBlock is the smaller headerBlock of Stack's record when the
+// Limiter sets no IETF fields: room for the legacy values and Retry-After
+// (X-RateLimit-Limit, a limit's capacity, is formatted in advance; 24
+// bytes fit a Remaining of 13 digits), and no more, keeps the record in
+// the 576-byte size class (640 with a headerBlock).
+type legacyBlock struct {
+	vals [4]string
+	buf  [24]byte
 }
 
 func appendRateLimitItem(b []byte, name string, s store.Spec, r *store.Result, refused bool) []byte {

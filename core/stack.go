@@ -24,11 +24,17 @@ func (d Decision) Stack(r *http.Request, h http.Header) *http.Request {
 	ctx := r.Context()
 	s, ok := ctx.Value(stackKey{}).(*stacked)
 	if !ok {
-		sr := &stackedRequest{c: stacked{Context: ctx, d: d}}
-		d.setHeaders(h, &sr.hdr)
 		// WithContext's copy is inlined and stays on the stack: the
 		// request, its context and the header values with their bytes are
 		// one allocation (BenchmarkStack).
+		if d.l != nil && d.l.headers.ietf {
+			sr := &stackedRequest[headerBlock]{c: stacked{Context: ctx, d: d}}
+			d.writeHeaders(h, sr.hdr.vals[:], sr.hdr.buf[:])
+			sr.r = *r.WithContext(&sr.c)
+			return &sr.r
+		}
+		sr := &stackedRequest[legacyBlock]{c: stacked{Context: ctx, d: d}}
+		d.writeHeaders(h, sr.hdr.vals[:], sr.hdr.buf[:])
 		sr.r = *r.WithContext(&sr.c)
 		return &sr.r
 	}
@@ -59,11 +65,12 @@ func FromContext(ctx context.Context) (Decision, bool) {
 }
 
 // stackedRequest is the request the first Limiter passes on, its context
-// and the first headers' values and their bytes, allocated together.
-type stackedRequest struct {
+// and the first headers' values and their bytes (B: a legacyBlock, or a
+// headerBlock for IETF fields), allocated together.
+type stackedRequest[B any] struct {
 	r   http.Request
 	c   stacked
-	hdr headerBlock
+	hdr B
 }
 
 // stackKey is the context key of a request's stacked record.
