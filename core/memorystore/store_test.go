@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/store"
@@ -913,6 +914,35 @@ func TestMemoryTakeAllocations(t *testing.T) {
 	sp2 := specs(l, l2)
 	if allocs := testing.AllocsPerRun(100, func() { _, _ = s.Take(ctx, "k", 0, sp2...) }); allocs > 1 {
 		t.Errorf("two limits: %v allocations, want at most 1", allocs)
+	}
+}
+
+// TestMemoryKeyBufferReused: Take keeps no reference to its key, so a
+// caller may pass a key held in a buffer it then reuses (core's Limiter
+// builds the memory store's key in a stack array): the states stay those
+// of the keys as they were at each call.
+func TestMemoryKeyBufferReused(t *testing.T) {
+	s, _ := newMemStore()
+	l := store.Limit{Algorithm: store.FixedWindow, Rate: 10, Period: time.Hour}
+	sp := specs(l)
+	buf := make([]byte, 0, 64)
+	take := func(key string) store.Result {
+		b := append(buf[:0], key...)
+		res, err := s.Take(context.Background(), unsafe.String(unsafe.SliceData(b), len(b)), 1, sp...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(b) // the buffer's next use, as a stack array's next call
+		return res
+	}
+	for i := 0; i < 3; i++ {
+		take("client-a")
+	}
+	take("client-b")
+	for key, want := range map[string]int64{"client-a": 7, "client-b": 9, "\x00\x00\x00\x00\x00\x00\x00\x00": 10} {
+		if res := memTake(t, s, key, 0, l); res.Remaining != want {
+			t.Errorf("%q: remaining %d after the buffer's reuse, want %d", key, res.Remaining, want)
+		}
 	}
 }
 
