@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/core/store"
 	"github.com/sluicehq/sluice/echolimit"
 	"github.com/sluicehq/sluice/ginlimit"
+	"github.com/sluicehq/sluice/keyfuncs"
 	"github.com/sluicehq/sluice/nethttp"
 )
 
@@ -33,15 +34,14 @@ type adapterResult struct {
 	bareAllocs, limitedAlloc int64
 }
 
-func headerKey(r *http.Request) (string, error) {
-	if k := r.Header.Get("X-Key"); k != "" {
-		return k, nil
-	}
-	return "", core.ErrNoKey
-}
-
+// newBenchLimiter is the adapters' Limiter: GCRA on the memory store,
+// keyed by the X-Key header with the library's key function.
 func newBenchLimiter() (*core.Limiter, error) {
-	return core.New(memorystore.New(), "test", headerKey, []store.Limit{sluiceLimit(store.GCRA, allowQuota)})
+	key, err := keyfuncs.Header("X-Key")
+	if err != nil {
+		return nil, err
+	}
+	return core.New(memorystore.New(), "test", key, []store.Limit{sluiceLimit(store.GCRA, allowQuota)})
 }
 
 func adapterCases() ([]adapterCase, error) {

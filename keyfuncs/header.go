@@ -61,7 +61,7 @@ func Header(name string, opts ...HeaderOption) (core.KeyFunc, error) {
 		if r == nil {
 			return "", errNilRequest
 		}
-		values := r.Header.Values(name)
+		values := r.Header[name] // name is canonical: Values would make it so again
 		switch {
 		case len(values) == 0 || len(values) == 1 && values[0] == "":
 			return "", fmt.Errorf("keyfuncs: no %s header: %w", name, core.ErrNoKey)
