@@ -164,24 +164,30 @@ func (l *Limiter) consult(ctx context.Context, cfg *limiterConfig, prefix, key s
 	}
 	var res store.Result
 	var err error
+	var stamp int64 // the memory store's clock at the decision (µs), 0: unknown
 	if mem, ok := l.store.(*memorystore.Store); ok && l.countIf == nil {
 		// The memory store keeps no reference to the key: it is built on
-		// the stack when it is short (BenchmarkDecide).
+		// the stack when it is short (BenchmarkDecide). Its Charge is its
+		// Take with the reading of its clock, which, without the
+		// Limiter's own clock, is the decision's time: one reading less.
 		var buf [64]byte
 		k := append(append(buf[:0], prefix...), key...)
-		res, err = mem.Take(sctx, unsafe.String(unsafe.SliceData(k), len(k)), cost, cfg.take...)
+		res, err = mem.Charge(sctx, unsafe.String(unsafe.SliceData(k), len(k)), cost, cfg.take...)
+		stamp, res.Stamp = res.Stamp, 0
 	} else if l.countIf == nil {
 		res, err = l.store.Take(sctx, prefix+key, cost, cfg.take...)
 	} else {
 		res, err = l.store.Charge(sctx, prefix+key, cost, cfg.take...)
 	}
-	if timed || l.clock == nil {
+	if timed || l.clock == nil && stamp == 0 {
 		end = time.Now()
 	}
 	if timed {
 		ev.Latency = end.Sub(start)
 	}
 	switch {
+	case l.clock == nil && stamp != 0:
+		now = time.UnixMicro(stamp)
 	case l.clock == nil:
 		now = end
 	case now.IsZero():

@@ -135,6 +135,26 @@ func TestLegacyHeadersExact(t *testing.T) {
 	}
 }
 
+// A Limiter without a clock of its own on the memory store takes the
+// decision's time from the store's reading (no second one): X-RateLimit-
+// Reset is the store's clock at the decision plus ResetAfter, whatever
+// time.Now says.
+func TestResetFromMemoryStoreClock(t *testing.T) {
+	at := time.Unix(2_000_000_000, 400_000_000) // far from time.Now
+	st := memorystore.New(memorystore.WithClock(func() time.Time { return at }))
+	l, err := New(st, "t", func(*http.Request) (string, error) { return "k", nil }, perSecond10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := l.DecideKey(context.Background(), "k", "", 1)
+	h := http.Header{}
+	d.setHeaders(h, nil)
+	// ResetAfter 100 ms (one of 10/s used): 2_000_000_000.5 rounded up
+	if got := h.Get("X-Ratelimit-Reset"); got != "2000000001" {
+		t.Fatalf("X-RateLimit-Reset %s, want 2000000001 (the store's clock + ResetAfter); Result %+v", got, d.Result)
+	}
+}
+
 func TestHeadersReplaceAndDoNotAlias(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	res := store.Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: time.Second}

@@ -210,10 +210,11 @@ func WithRefusal(f func(r *http.Request, d Decision) Response) Option {
 }
 
 // WithClock sets the clock a Limiter reads for X-RateLimit-Reset and for
-// its guards' horizons (SetLimits); the default is time.Now. It is meant
-// for tests: give the Limiter and the memory store (memorystore.WithClock)
-// one fake clock, such as storetest.Clock's Now. A Redis store decides by
-// the Redis server's TIME.
+// its guards' horizons (SetLimits); the default is time.Now (on the memory
+// store, the store's own reading at the decision). It is meant for tests:
+// give the Limiter and the memory store (memorystore.WithClock) one fake
+// clock, such as storetest.Clock's Now. A Redis store decides by the Redis
+// server's TIME.
 func WithClock(now func() time.Time) Option {
 	return setting(now == nil, "clock is nil", func(l *Limiter) { l.clock = now })
 }
