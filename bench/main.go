@@ -33,6 +33,7 @@ func run() (code int) {
 	rounds := flag.Int("rounds", 1, "measure every case this many times, contenders interleaved, and report the run of median decisions/s")
 	list := flag.Bool("list", false, "list the contenders and exit")
 	scriptCalls := flag.Int("scriptcost", 0, "instead of the contenders, measure the Redis time per decision of each sluice script (EVALSHA; FCALL and a batch of 64 for the lean ones), this many decisions per case and round")
+	callgrind := flag.Bool("callgrind", false, "with -scriptcost n: measure instead the instructions redis-server executes per decision of each script, under valgrind's callgrind (n and 2n decisions on fresh servers; needs valgrind; a few minutes)")
 	flag.Parse()
 
 	var err error
@@ -84,6 +85,14 @@ func run() (code int) {
 	admin := redis.NewClient(&redis.Options{Addr: srv.addr, DisableIdentity: true})
 	defer admin.Close()
 
+	if *scriptCalls > 0 && *callgrind {
+		fmt.Printf("redis-server %s under callgrind\n", srv.version)
+		if err := runScriptInstr(ctx, *redisBin, *scriptCalls); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		return 0
+	}
 	if *scriptCalls > 0 {
 		fmt.Printf("redis-server %s on %s, load average at start: %s\n", srv.version, srv.addr, loadAvg())
 		if err := runScriptCost(ctx, srv.addr, *rounds, *scriptCalls); err != nil {

@@ -46,7 +46,9 @@ func freePort() (int, error) {
 	return 0, errors.New("find a free port: only 6379 was offered")
 }
 
-func startRedis(binary string) (*redisServer, error) {
+// startRedis starts binary, run by the command wrap when given (valgrind
+// and its options: see callgrind.go), and waits until it answers.
+func startRedis(binary string, wrap ...string) (*redisServer, error) {
 	path, err := exec.LookPath(binary)
 	if err != nil {
 		return nil, fmt.Errorf("redis-server not found (install it, or pass -redis-server): %w", err)
@@ -58,10 +60,11 @@ func startRedis(binary string) (*redisServer, error) {
 	// Persistence is off, so the server writes no file: nothing is left
 	// behind even when this process is killed. Its log stays in memory.
 	s := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
-	s.cmd = exec.Command(path,
+	argv := append(wrap[:len(wrap):len(wrap)], path,
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", os.TempDir(),
 		"--daemonize", "no", "--loglevel", "warning", "--logfile", "")
+	s.cmd = exec.Command(argv[0], argv[1:]...)
 	s.cmd.SysProcAttr = childAttrs() // dies with this process (Linux)
 	s.cmd.Stdout, s.cmd.Stderr = &s.logTail, &s.logTail
 	if err := s.cmd.Start(); err != nil {
@@ -72,6 +75,9 @@ func startRedis(binary string) (*redisServer, error) {
 	c := redis.NewClient(&redis.Options{Addr: s.addr, DisableIdentity: true, MaxRetries: -1})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
+	if len(wrap) > 0 {
+		deadline = deadline.Add(50 * time.Second) // valgrind starts it slowly
+	}
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := c.Ping(ctx).Err()

@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/lua"
+	"github.com/sluicehq/sluice/core/redisstore"
 )
 
 // scriptCase is one command measured by -scriptcost: a script of package
@@ -27,121 +27,109 @@ type scriptCase struct {
 // batchSize is the calls per command of the batch cases.
 const batchSize = 64
 
-// leanScripts are the lean scripts with the allow path's ARGV after the
-// cost (see sluiceLimit and allowQuota).
-var leanScripts = []struct {
+// leanArgs are the lean scripts' names (their files' "-- sluice <name>,
+// lean:" lines) with the allow path's ARGV after the cost (see sluiceLimit
+// and allowQuota).
+var leanArgs = []struct {
+	name string
+	args []any
+}{
+	{"tat", []any{1_000_000, 100_000}},
+	{"token", []any{10, 1_000_000, 1_000_000}},
+	{"fixed", []any{500_000, 3_600_000_000}},
+	{"sliding", []any{500_000, 3_600_000_000}},
+	{"log", []any{100_000, 3_600_000_000, 3_600_000}},
+}
+
+// leanScript is a lean script and its batch script, as the Redis store
+// sends them, with the allow path's arguments.
+type leanScript struct {
 	name, src, batch string
 	args             []any
-}{
-	{"tat", leanScript("tat.lua"), batchScript("tat.lua", true), []any{1_000_000, 100_000}},
-	{"token", leanScript("token.lua"), batchScript("token.lua", true), []any{10, 1_000_000, 1_000_000}},
-	{"fixed", leanScript("fixed.lua"), batchScript("fixed.lua", false), []any{500_000, 3_600_000_000}},
-	{"sliding", leanScript("sliding.lua"), batchScript("sliding.lua", true), []any{500_000, 3_600_000_000}},
-	{"log", leanScript("log.lua"), batchScript("log.lua", false), []any{100_000, 3_600_000_000, 3_600_000}},
 }
 
-// luaSource returns the script made of files of package lua, in order, as
-// the Redis store assembles them.
-func luaSource(files ...string) string {
-	var b strings.Builder
-	for _, f := range files {
-		src, err := lua.FS.ReadFile(f)
-		if err != nil {
-			panic(err)
-		}
-		b.Write(src)
-	}
-	return b.String()
-}
-
-// The lines of an algorithm's file (tat.lua, ...) where its give-backs
-// and its lean script start (see core/redisstore's lua.go).
-const (
-	giveMark = "-- (the general scripts' part starts here)\n"
-	leanMark = "-- (the lean script starts here)\n"
-)
-
-// algorithm returns the parts of an algorithm's file as the Redis store
-// cuts it: its definitions, and its lean script.
-func algorithm(file string) (defs, lean string) {
-	defs, rest, ok := strings.Cut(luaSource(file), giveMark)
-	_, lean, ok2 := strings.Cut(rest, leanMark)
-	if !ok || !ok2 {
-		panic(file + " lacks a give or lean mark")
-	}
-	return defs, lean
-}
-
-// leanScript returns the lean script of an algorithm's file as the Redis
-// store assembles it: the algorithm's definitions, then lean.lua with its
-// lean part as the body of its function lean, and the driver of one call.
-func leanScript(file string) string {
-	head, one, _ := leanParts(file)
-	return head + one
-}
-
-// batchScript returns the batch script of an algorithm's file as the Redis
-// store assembles it, reading its states with MGET when mget.
-func batchScript(file string, mget bool) string {
-	head, _, many := leanParts(file)
-	return head + fmt.Sprintf("local mget = %t\n", mget) + many
-}
-
-// leanParts cuts lean.lua around an algorithm's lean part: what both of
-// its drivers share, the lean script's driver, and the batch script's.
-func leanParts(file string) (head, one, many string) {
-	defs, lean := algorithm(file)
-	open, rest, _ := strings.Cut(luaSource("lean.lua"), "-- (the algorithm's lean part runs here)\n")
-	end, rest, _ := strings.Cut(rest, "-- (one call)\n")
-	one, many, _ = strings.Cut(rest, "-- (a batch)\n")
-	return defs + open + lean + end, one, many
-}
-
-// takeSource returns the take script as the Redis store assembles it
-// (core/redisstore's definitions): lib.lua; each algorithm's definitions
-// and general part (every file with a giveMark) as a branch of lib.lua's
-// define, taken for the codes whose ALG entries it fills; take.lua.
-func takeSource() string {
-	var b strings.Builder
-	b.WriteString(luaSource("lib.lua"))
-	files, err := lua.FS.ReadDir(".")
+// storeScripts returns the take script and the lean scripts exactly as the
+// Redis store loads them: a Store's Ping on c loads every script (SCRIPT
+// LOAD), and a hook keeps their sources, so that the bench measures what
+// ships without assembling the scripts itself.
+func storeScripts(ctx context.Context, c *redis.Client) (take string, lean []leanScript, err error) {
+	var mu sync.Mutex
+	var srcs []string
+	c.AddHook(loadHook(func(src string) {
+		mu.Lock()
+		srcs = append(srcs, src)
+		mu.Unlock()
+	}))
+	st, err := redisstore.New(c, redisstore.WithFallback(nil))
 	if err != nil {
-		panic(err)
+		return "", nil, err
 	}
-	b.WriteString("define = function(a)\n")
-	branch := "if "
-	for _, f := range files {
-		src := luaSource(f.Name())
-		if !strings.Contains(src, giveMark) {
+	defer st.Close()
+	if err := st.Ping(ctx); err != nil {
+		return "", nil, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, l := range leanArgs {
+		lean = append(lean, leanScript{name: l.name, args: l.args})
+	}
+	for _, src := range srcs {
+		if strings.HasPrefix(src, "-- sluice record:") { // a recorded twin
 			continue
 		}
-		general, _, _ := strings.Cut(src, leanMark)
-		var conds []string
-		for _, m := range algEntry.FindAllStringSubmatch(general, -1) {
-			conds = append(conds, "a == '"+m[1]+"'")
+		if strings.Contains(src, "\n-- sluice take:") {
+			take = src
 		}
-		b.WriteString(branch + strings.Join(conds, " or ") + " then\n" + general)
-		branch = "elseif "
+		for i := range lean {
+			switch {
+			case !strings.Contains(src, "\n-- sluice "+lean[i].name+", lean:"):
+			case strings.Contains(src, "\nlocal mget = "):
+				lean[i].batch = src
+			default:
+				lean[i].src = src
+			}
+		}
 	}
-	b.WriteString("end\nend\n")
-	b.WriteString(luaSource("take.lua"))
-	return b.String()
+	if take == "" {
+		return "", nil, errors.New("the Store loaded no take script")
+	}
+	for _, l := range lean {
+		if l.src == "" || l.batch == "" {
+			return "", nil, fmt.Errorf("the Store loaded no lean or batch script %q", l.name)
+		}
+	}
+	return take, lean, nil
 }
 
-// algEntry finds the codes whose ALG entries an algorithm's general part
-// fills.
-var algEntry = regexp.MustCompile(`(?m)^ALG\.(\w+) = `)
+// loadHook is a go-redis hook that passes the source of every SCRIPT LOAD
+// to seen.
+type loadHook func(src string)
+
+func (h loadHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h loadHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) == 3 && strings.EqualFold(fmt.Sprint(a[0]), "script") && strings.EqualFold(fmt.Sprint(a[1]), "load") {
+			h(fmt.Sprint(a[2]))
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h loadHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
 
 // functionLibrary is the lean scripts as one Redis Functions library: each
 // body becomes a function of KEYS and ARGV, and the globals it calls are
 // captured as upvalues on first use (they are not there while the library
 // loads), as a library made for speed would do.
-func functionLibrary() string {
+func functionLibrary(lean []leanScript) string {
 	var b strings.Builder
 	b.WriteString("#!lua name=sluicebench\nlocal rcall, rnum, rfmt, rmatch, rfmod\n")
 	repl := strings.NewReplacer("redis.call(", "rcall(", "tonumber(", "rnum(", "string.format(", "rfmt(",
 		"string.match(", "rmatch(", "math.fmod", "rfmod")
-	for _, s := range leanScripts {
+	for _, s := range lean {
 		fmt.Fprintf(&b, "redis.register_function('%s', function(KEYS, ARGV)\n", s.name)
 		b.WriteString("if not rcall then rcall, rnum, rfmt, rmatch, rfmod = redis.call, tonumber, string.format, string.match, math.fmod end\n")
 		b.WriteString(repl.Replace(s.src))
@@ -159,7 +147,11 @@ func scriptCases(ctx context.Context, c *redis.Client) ([]scriptCase, error) {
 	if err != nil {
 		return nil, err
 	}
-	take, err := load(takeSource())
+	takeSrc, lean, err := storeScripts(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	take, err := load(takeSrc)
 	if err != nil {
 		return nil, err
 	}
@@ -175,10 +167,10 @@ func scriptCases(ctx context.Context, c *redis.Client) ([]scriptCase, error) {
 				"g", 10, 1_000_000, 1_000_000, 100_000, 0, "g", 500_000, 3_600_000_000, 1_000_000, 7_200, 0}
 		}, 0},
 	}
-	if err := c.FunctionLoadReplace(ctx, functionLibrary()).Err(); err != nil {
+	if err := c.FunctionLoadReplace(ctx, functionLibrary(lean)).Err(); err != nil {
 		return nil, fmt.Errorf("FUNCTION LOAD: %w", err)
 	}
-	for _, s := range leanScripts {
+	for _, s := range lean {
 		sha, err := load(s.src)
 		if err != nil {
 			return nil, err
