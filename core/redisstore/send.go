@@ -128,7 +128,8 @@ const tryAgainPause = 8 * time.Millisecond
 
 // send runs cmd, an EVALSHA of sc whose first key is key, on the server of
 // first and returns its reply and the server that gave it. On a Cluster it
-// follows MOVED and ASK to the master they name and sends a call that met
+// follows MOVED and ASK to the master they name (a MOVED that follows
+// another redirect after a pause, as for TRYAGAIN) and sends a call that met
 // TRYAGAIN again after a pause (1 ms, doubling up to 8 ms), within ctx: the
 // call did not run, so it is sent again with a new once; or, when
 // splittable (the caller can decide it otherwise: one key at a time, or
@@ -166,6 +167,14 @@ func (s *Store) send(ctx context.Context, first *node, key string, sc *script, c
 		default:
 			if r == redirectMoved {
 				s.cluster.kick(s.clock())
+				// A MOVED after another redirect: the masters disagree on
+				// the slot's owner (a migration's end, set on one node
+				// after another, the source first), and following them
+				// back and forth at once would use up maxRedirects before
+				// they agree. It waits as for TRYAGAIN.
+				if i > 0 && !pause(ctx, min(time.Millisecond<<min(i-1, 8), tryAgainPause)) {
+					return reply, n, sent, err
+				}
 			}
 			next := s.health.nodeAt(ctx, addr)
 			if next == nil {

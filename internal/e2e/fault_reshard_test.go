@@ -150,10 +150,16 @@ func TestFaultClusterSlotHeldMidMigration(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// The nodes learn the new owner one after another, the source
+		// first (as a tool that does not follow the documented order,
+		// destination first, sets them): for a moment the source answers
+		// MOVED to the destination, which, still importing, answers
+		// MOVED back. The store must ride that out (send's pause).
 		for _, n := range c.Nodes {
 			a := redis.NewClient(&redis.Options{Addr: n.Addr})
 			must(t, a.Do(ctx, "cluster", "setslot", slot, "node", toID).Err())
 			_ = a.Close()
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	c.WaitHealthy(t)
