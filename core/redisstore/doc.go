@@ -33,7 +33,10 @@
 // The Store itself sends again only calls that did not run, and none of
 // them counts against the breaker: an EVAL after NOSCRIPT and, on a
 // Cluster, where it sends each call to the master that owns its slot, a
-// call that met MOVED or ASK (to the master named). A decision of several
+// call that met MOVED or ASK (to the master named; a MOVED that follows
+// another redirect after a pause of 1 ms, doubling to 8 ms, as the masters
+// may disagree on a slot's owner for a moment when a migration ends). A
+// decision of several
 // keys (a limit with a penalty: its state and its lock, which exists only
 // while it holds; several limits) meets TRYAGAIN while its slot migrates
 // and one of its keys is on one side only, which for a slot of many keys
