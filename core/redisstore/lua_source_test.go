@@ -8,6 +8,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // Guards on the source for rules no single run can show.
@@ -105,5 +107,42 @@ func TestResentRefused(t *testing.T) {
 			t.Errorf("%s with a cost wrote nothing", c.name)
 		}
 		m.FlushAll()
+	}
+}
+
+// The general scripts build an algorithm's definitions only when a call
+// names it: every algorithm file's text is inside lib.lua's define (a
+// branch per file, taken for the codes whose ALG entries it fills), and a
+// code no branch takes is refused, on Redis' Lua as on miniredis'.
+func TestGeneralScriptsDefineOnDemand(t *testing.T) {
+	for name, src := range map[string]string{"take": takeSource, "refund": refundSource, "lease": leaseSource} {
+		open := strings.Index(src, "define = function(a)\n")
+		if open < 0 {
+			t.Fatalf("%s: no define", name)
+		}
+		for _, f := range algorithmFiles {
+			defs, gives, _ := algorithm(f)
+			if i := strings.Index(src, defs+gives); i < open {
+				t.Errorf("%s: %s's definitions are not inside define (at %d, define at %d)", name, f, i, open)
+			}
+			for _, c := range algEntry.FindAllStringSubmatch(gives, -1) {
+				if !strings.Contains(src, "a == '"+c[1]+"'") {
+					t.Errorf("%s: no branch of define takes code %q (%s)", name, c[1], f)
+				}
+			}
+		}
+	}
+	m := miniredis.RunT(t)
+	srv := redistest.StartServer(t)
+	for _, addr := range []string{m.Addr(), srv.Addr} {
+		client := redis.NewClient(&redis.Options{Addr: addr})
+		err := client.Eval(context.Background(), takeSource, []string{"a", "a"}, "1", "z", "1", "1000000", "0", "0", "0").Err()
+		if err == nil || !strings.Contains(err.Error(), "unknown algorithm z") {
+			t.Errorf("%s: take with algorithm code z: %v, want the unknown algorithm's error", addr, err)
+		}
+		if n := client.Exists(context.Background(), "a").Val(); n != 0 {
+			t.Errorf("%s: the refused call wrote its key", addr)
+		}
+		_ = client.Close()
 	}
 }
