@@ -36,9 +36,7 @@ return lean(KEYS[1], ARGV, 0, nil, n)
 -- Redis store before this line), one MGET reads every key, and each key's
 -- first call gets its value (any later one reads what the calls before
 -- it wrote). The reply's entry i is call i's reply, or the text of the
--- error it met, as a string (a lean reply holds none): an error element
--- inside an array would cost the client its connection (go-redis reads
--- only some as elements). The calls after it are decided too.
+-- error it met (see entry in batch.lua).
 -- A batch's calls mostly share their cost and their limit's figures: num
 -- converts each distinct argument once (a lookup costs less).
 local out, per, seen, pre, nums = {}, #ARGV - #KEYS, {}, {}, {}
@@ -53,14 +51,12 @@ end
 if mget then pre = redis.call('MGET', unpack(KEYS)) end
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local n, ok, r = num(ARGV[per + i]), false, resent
-  if n then ok, r = pcall(lean, key, ARGV, -1, not seen[key] and pre[i], n) end
-  seen[key] = true
-  if not ok then -- r is what was raised: a Redis error (its err), or a Lua one
-    if type(r) == 'table' and r.err then r = r.err end
-    r = tostring(r)
-    if not string.find(r, '^%u+ ') then r = 'ERR ' .. r end -- no code: a Lua error
+  local n = num(ARGV[per + i])
+  if n then
+    out[i] = entry(pcall(lean, key, ARGV, -1, not seen[key] and pre[i], n))
+  else
+    out[i] = resent
   end
-  out[i] = r
+  seen[key] = true
 end
 return out

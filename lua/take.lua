@@ -36,130 +36,154 @@
 --
 -- It runs after lib.lua (str, px, STATE, ALG) and each algorithm's
 -- definitions and general part (tat.lua, ..., inflight.lua), which fill
--- ALG.
+-- ALG. Its body is the function take, which two drivers run (below): the
+-- take script, once, and the batch script, for many calls at one reading
+-- of the clock.
 
--- One more argument, 's', asks for Redis' clock at the call (µs) as one
--- more integer after the reply (a charge that may be refunded).
-local stamped = #ARGV == 2 + 3 * #KEYS and ARGV[#ARGV] == 's'
-if #KEYS % 2 ~= 0 or (#ARGV ~= 1 + 3 * #KEYS and not stamped) then
-  return redis.error_reply('ERR sluice: want 2 keys and 6 arguments per limit')
-end
-
-local n = tonumber(ARGV[1])
-if not n then -- a call the client sent again (see lua.Resent)
-  return redis.error_reply('SLUICE re-sent call refused')
-end
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local write = n > 0
-if n < 0 then n = -n end
 
-local m = #KEYS / 2
-
--- Parse the limits; read every string key (states and locks) in one MGET.
-local lims, reads = {}, {}
-for i = 1, m do
-  local j = 6 * i - 4
-  local a = ARGV[j]
-  local l = {
-    a = a, R = tonumber(ARGV[j + 1]), P = tonumber(ARGV[j + 2]),
-    B = tonumber(ARGV[j + 3]), T = tonumber(ARGV[j + 4]), L = tonumber(ARGV[j + 5]),
-    key = KEYS[2 * i - 1], lock = KEYS[2 * i], e = alg(a),
-  }
-  if not l.e then error('sluice: unknown algorithm ' .. tostring(a)) end
-  if l.e.str then
-    reads[#reads + 1] = l.key
-    l.si = #reads
+-- take decides one call, whose keys are KEYS[ko + 1] .. KEYS[ko + nk] and
+-- arguments ARGV[ao + 1] .. ARGV[ao + na], laid out as above, at now; it
+-- returns the call's reply, or its error reply.
+local function take(ko, nk, ao, na)
+  -- One more argument, 's', asks for Redis' clock at the call (µs) as one
+  -- more integer after the reply (a charge that may be refunded).
+  local stamped = na == 2 + 3 * nk and ARGV[ao + na] == 's'
+  if nk % 2 ~= 0 or (na ~= 1 + 3 * nk and not stamped) then
+    return redis.error_reply('ERR sluice: want 2 keys and 6 arguments per limit')
   end
-  if l.L > 0 then
-    reads[#reads + 1] = l.lock
-    l.li = #reads
-  end
-  lims[i] = l
-end
-local vals = {}
-for first = 1, #reads, 1000 do -- Lua 5.1's unpack stops near 8000 values
-  local last = first + 999
-  if last > #reads then last = #reads end
-  local got = call('MGET', unpack(reads, first, last))
-  for k = 1, #got do vals[first + k - 1] = got[k] end
-end
 
--- Read each state: a string state's integers (a value that does not parse
--- counts as absent), else as its algorithm reads it.
-local slots = false
-for i = 1, m do
-  local l = lims[i]
-  if l.li and vals[l.li] then l.lockUntil = tonumber(vals[l.li]) end
-  if l.si then
-    local v = vals[l.si]
-    if v then
-      local a, b, c = string.match(v, STATE)
-      l.s1, l.s2, l.s3 = tonumber(a), tonumber(b), tonumber(c)
+  local n = tonumber(ARGV[ao + 1])
+  if not n then -- a call the client sent again (see lua.Resent)
+    return redis.error_reply('SLUICE re-sent call refused')
+  end
+  local write = n > 0
+  if n < 0 then n = -n end
+
+  local m = nk / 2
+  -- Parse the limits; read every string key (states and locks) in one MGET.
+  local lims, reads = {}, {}
+  for i = 1, m do
+    local j = ao + 6 * i - 4
+    local a = ARGV[j]
+    local l = {
+      a = a, R = tonumber(ARGV[j + 1]), P = tonumber(ARGV[j + 2]),
+      B = tonumber(ARGV[j + 3]), T = tonumber(ARGV[j + 4]), L = tonumber(ARGV[j + 5]),
+      key = KEYS[ko + 2 * i - 1], lock = KEYS[ko + 2 * i], e = alg(a),
+    }
+    if not l.e then error('sluice: unknown algorithm ' .. tostring(a)) end
+    if l.e.str then
+      reads[#reads + 1] = l.key
+      l.si = #reads
     end
-  else
-    l.e.read(l, now)
-  end
-  slots = slots or l.e.holds ~= nil
-end
-
--- Evaluate every limit against the state before the call.
-local out, all = {}, true
-for i = 1, m do
-  local l = lims[i]
-  local k, cost = 4 * i - 3, n
-  out[k + 3] = 0
-  if l.lockUntil and now < l.lockUntil then
-    -- locked: denied, nothing charged, the lock is not extended
-    cost, l.locked, all = 0, true, false
-    out[k + 3] = l.lockUntil - now
-  end
-  out[k], out[k + 1], out[k + 2] = l.e.take(l, now, cost)
-  if out[k] < 0 then all = false end
-end
-
--- the slot an allowed, charged call takes: the first id from now on that
--- no limit holding slots holds, one id for all of them
-local slot = 0
-if slots and n > 0 and all and write then
-  slot = now
-  local again = true
-  while again do
-    again = false
-    for i = 1, m do
-      local l = lims[i]
-      if l.e.holds and l.e.holds(l, slot) then slot, again = slot + 1, true end
+    if l.L > 0 then
+      reads[#reads + 1] = l.lock
+      l.li = #reads
     end
+    lims[i] = l
   end
-end
+  local vals = {}
+  for first = 1, #reads, 1000 do -- Lua 5.1's unpack stops near 8000 values
+    local last = first + 999
+    if last > #reads then last = #reads end
+    local got = call('MGET', unpack(reads, first, last))
+    for k = 1, #got do vals[first + k - 1] = got[k] end
+  end
 
-if n > 0 then
-  if all then
-    local seen = {} -- a limit given twice is one state, charged once
-    for i = 1, m do
-      if not write then break end -- a dry run
-      local l = lims[i]
-      if not seen[l.key] then -- each decides again, charging
-        l.slot = slot
-        l.e.take(l, now, n, l.key)
+  -- Read each state: a string state's integers (a value that does not parse
+  -- counts as absent), else as its algorithm reads it.
+  local slots = false
+  for i = 1, m do
+    local l = lims[i]
+    if l.li and vals[l.li] then l.lockUntil = tonumber(vals[l.li]) end
+    if l.si then
+      local v = vals[l.si]
+      if v then
+        local a, b, c = string.match(v, STATE)
+        l.s1, l.s2, l.s3 = tonumber(a), tonumber(b), tonumber(c)
       end
-      seen[l.key] = true
+    else
+      l.e.read(l, now)
     end
-  else
-    for i = 1, m do
-      local l = lims[i]
-      local k = 4 * i - 3
-      if l.locked then -- a peek's already
-      elseif out[k] >= 0 then
-        -- allowed but not charged: reply what a peek sees
-        out[k], out[k + 1], out[k + 2] = l.e.take(l, now, 0)
-      elseif write and l.L > 0 then
-        call('SET', l.lock, str(now + l.L), 'PX', px(l.L))
+    slots = slots or l.e.holds ~= nil
+  end
+
+  -- Evaluate every limit against the state before the call.
+  local out, all = {}, true
+  for i = 1, m do
+    local l = lims[i]
+    local k, cost = 4 * i - 3, n
+    out[k + 3] = 0
+    if l.lockUntil and now < l.lockUntil then
+      -- locked: denied, nothing charged, the lock is not extended
+      cost, l.locked, all = 0, true, false
+      out[k + 3] = l.lockUntil - now
+    end
+    out[k], out[k + 1], out[k + 2] = l.e.take(l, now, cost)
+    if out[k] < 0 then all = false end
+  end
+
+  -- the slot an allowed, charged call takes: the first id from now on that
+  -- no limit holding slots holds, one id for all of them
+  local slot = 0
+  if slots and n > 0 and all and write then
+    slot = now
+    local again = true
+    while again do
+      again = false
+      for i = 1, m do
+        local l = lims[i]
+        if l.e.holds and l.e.holds(l, slot) then slot, again = slot + 1, true end
       end
     end
   end
+
+  if n > 0 then
+    if all then
+      local seen = {} -- a limit given twice is one state, charged once
+      for i = 1, m do
+        if not write then break end -- a dry run
+        local l = lims[i]
+        if not seen[l.key] then -- each decides again, charging
+          l.slot = slot
+          l.e.take(l, now, n, l.key)
+        end
+        seen[l.key] = true
+      end
+    else
+      for i = 1, m do
+        local l = lims[i]
+        local k = 4 * i - 3
+        if l.locked then -- a peek's already
+        elseif out[k] >= 0 then
+          -- allowed but not charged: reply what a peek sees
+          out[k], out[k + 1], out[k + 2] = l.e.take(l, now, 0)
+        elseif write and l.L > 0 then
+          call('SET', l.lock, str(now + l.L), 'PX', px(l.L))
+        end
+      end
+    end
+  end
+
+  if slots then out[#out + 1] = slot end
+  if stamped then out[#out + 1] = now end
+  return out
 end
 
-if slots then out[#out + 1] = slot end
-if stamped then out[#out + 1] = now end
+-- (one call)
+-- The take script: KEYS and ARGV are the call's; the reply is take's.
+return take(0, #KEYS, 0, #ARGV)
+-- (a batch)
+-- The batch script: take calls on keys of one Cluster slot, decided in
+-- order at one reading of the clock, each exactly as it would be alone.
+-- KEYS holds each call's keys in turn; ARGV, for each call in turn, its
+-- number of keys, its number of arguments, then its arguments. The reply's
+-- entry i is call i's reply, or the text of its error (see entry).
+local out, ko, ao = {}, 0, 0
+while ao < #ARGV do
+  local nk, na = tonumber(ARGV[ao + 1]), tonumber(ARGV[ao + 2])
+  out[#out + 1] = entry(pcall(take, ko, nk, ao + 2, na))
+  ko, ao = ko + nk, ao + 2 + na
+end
 return out

@@ -17,16 +17,19 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-// batchStep is one Take of a batch: its key, cost and limits.
+// batchStep is one Take of a batch, or a Charge: its key, cost and
+// limits.
 type batchStep struct {
 	key    string
 	n      int64
 	limits []store.Limit
+	charge bool
 }
 
 // batchSteps is a batch over every algorithm (its limits over period): keys repeated, mixed costs,
 // dry runs (negative), costs denied and beyond capacity, a key of the
-// wrong type ("bad", a list) and Takes of the take script among them.
+// wrong type ("bad", a list), and calls of the take script among them
+// (two limits, one of the wrong type, an InFlight limit, a Charge).
 func batchSteps(period time.Duration) []batchStep {
 	var out []batchStep
 	for _, l := range allAlgorithms() {
@@ -35,12 +38,17 @@ func batchSteps(period time.Duration) []batchStep {
 		for i, s := range []struct {
 			key string
 			n   int64
-		}{{"a", 1}, {"b", 2}, {"a", 2}, {"a", -2}, {"c", 1}, {"bad", 1}, {"a", 3}, {"b", -9}, {"a", 1}, {"b", 3}, {"a", 1}, {"c", 6}, {"a", -1}} {
-			limits := []store.Limit{l}
-			if i == 4 {
-				limits = append(limits, loose) // the take script, between lean calls on the same keys
+		}{{"a", 1}, {"b", 2}, {"a", 2}, {"a", -2}, {"c", 1}, {"bad", 1}, {"a", 3}, {"b", -9}, {"a", 1}, {"b", 3}, {"a", 1}, {"c", 6}, {"a", -1}, {"bad", 1}} {
+			st := batchStep{s.key, s.n, []store.Limit{l}, false}
+			switch i {
+			case 4, 13: // the take script, between lean calls on the same keys
+				st.limits = append(st.limits, loose)
+			case 9:
+				st.limits = append(st.limits, store.MaxInFlight(4, time.Minute))
+			case 10:
+				st.charge = true
 			}
-			out = append(out, batchStep{s.key, s.n, limits})
+			out = append(out, st)
 		}
 	}
 	return out
@@ -75,6 +83,9 @@ func batchCalls(t *testing.T, s *Store, steps []batchStep) ([]scriptCall, []*cal
 	var live []*call
 	for _, st := range steps {
 		c, err := s.call(st.key, st.n, specs(st.limits...))
+		if st.charge {
+			c, err = s.chargeCall(st.key, st.n, specs(st.limits...))
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,19 +156,21 @@ func TestBatchMatchesCallsAlone(t *testing.T) {
 	if ka, kb := ma.Dump(), mb.Dump(); ka != kb {
 		t.Errorf("state after the batch:\n%s\nafter the calls alone:\n%s", kb, ka)
 	}
-	// Each algorithm's take script call splits its lean calls in two
-	// batches (GCRA and LeakyBucket share a lean script, not a limit),
-	// each round.
-	for sc, want := range map[*script]int{tatScript: 8, tokenScript: 4, fixedScript: 4, slidingScript: 4, logScript: 4} {
-		if n := counter.count("evalsha " + sc.batch.Hash()); n != want {
-			t.Errorf("the batch script of %s ran %d times, want %d", sc.Hash(), n, want)
+	// A call joins an open batch only when no batch after it holds a call
+	// on one of its keys. Each round, each algorithm's lean calls go in
+	// one batch, and its take script calls in one after it, which its
+	// Charge of "a" cannot join earlier: its lean call on "a" after the
+	// Charge goes after that batch, alone (as a lean script call); GCRA's,
+	// with its lean call on "c", in a second batch. GCRA and LeakyBucket
+	// share a lean script, not a limit.
+	for sc, want := range map[*script][2]int{tatScript: {6, 2}, tokenScript: {2, 2}, fixedScript: {2, 2},
+		slidingScript: {2, 2}, logScript: {2, 2}, takeScript: {12, 0}} {
+		if n := counter.count("evalsha " + sc.batch.Hash()); n != want[0] {
+			t.Errorf("the batch script of %s ran %d times, want %d", sc.Hash(), n, want[0])
 		}
-		if n := counter.count("evalsha " + sc.Hash()); n != 0 {
-			t.Errorf("the lean script %s ran %d times, want 0 (batched)", sc.Hash(), n)
+		if n := counter.count("evalsha " + sc.Hash()); n != want[1] {
+			t.Errorf("the script %s ran %d times alone, want %d", sc.Hash(), n, want[1])
 		}
-	}
-	if n := counter.count("evalsha " + takeScript.Hash()); n != 2*len(allAlgorithms()) {
-		t.Errorf("the take script ran %d times, want %d", n, 2*len(allAlgorithms()))
 	}
 	if n := counter.count("eval"); n != 0 {
 		t.Errorf("%d calls met NOSCRIPT", n)
@@ -239,7 +252,7 @@ func diffBatch(t *testing.T, steps []batchStep, cb redis.UniversalClient, sb *St
 
 // A batch the client sends again (every cost already written once) is
 // refused call by call, charging nothing; a batch of more than
-// maxScriptBatch calls goes as several.
+// maxScriptBatch limits goes as several: lean and take script calls.
 func TestBatchResentRefused(t *testing.T) {
 	m, client, s := newFrozen(t)
 	m.FlushAll()
@@ -247,7 +260,8 @@ func TestBatchResentRefused(t *testing.T) {
 	client.AddHook(counter)
 	var steps []batchStep
 	for i := 0; i < maxScriptBatch+3; i++ {
-		steps = append(steps, batchStep{"k" + strconv.Itoa(i%5), 1, []store.Limit{store.PerSecond(100)}})
+		steps = append(steps, batchStep{"k" + strconv.Itoa(i%5), 1, []store.Limit{store.PerSecond(100)}, false},
+			batchStep{"t" + strconv.Itoa(i%5), 1, []store.Limit{store.PerSecond(100), store.PerMinute(1000)}, false})
 	}
 	_, live := batchCalls(t, s, steps)
 	for _, c := range live {
@@ -268,8 +282,10 @@ func TestBatchResentRefused(t *testing.T) {
 	if keys := m.Keys(); len(keys) != 0 {
 		t.Errorf("a refused batch wrote %v", keys)
 	}
-	if n := counter.count("evalsha " + tatScript.batch.Hash()); n != 2 {
-		t.Errorf("%d calls went as %d batch script calls, want 2", len(steps), n)
+	for sc, want := range map[*script]int{tatScript: 2, takeScript: 3} { // 131 limits; 262
+		if n := counter.count("evalsha " + sc.batch.Hash()); n != want {
+			t.Errorf("%d calls of %s went as %d batch script calls, want %d", len(steps)/2, sc.Hash(), n, want)
+		}
 	}
 }
 
@@ -401,7 +417,7 @@ func TestClusterBatchOnMigratingSlot(t *testing.T) {
 	t.Cleanup(stable)
 	loadOthers(ctx, from, nil)
 	l := []store.Limit{here}
-	_, live := batchCalls(t, s, []batchStep{{"mig", 1, l}, {gone, 1, l}, {"mig", 1, l}})
+	_, live := batchCalls(t, s, []batchStep{{"mig", 1, l, false}, {gone, 1, l, false}, {"mig", 1, l, false}})
 	b := &batcher{client: from, scripts: s.scripts, max: 1, shards: bySlot}
 	if again := b.send(live); again != 3 || b.batched.Load() != 3 {
 		t.Errorf("%d of %d batched calls sent again, want 3 of 3", again, b.batched.Load())

@@ -91,9 +91,9 @@ func clocked(t *testing.T, sc *script) func(us int64) string {
 	src := map[*script]string{takeScript: takeSource, tatScript: tatSource, tokenScript: tokenSource,
 		fixedScript: fixedSource, slidingScript: slidingSource, logScript: logSource,
 		tatScript.batch: tatBatch, tokenScript.batch: tokenBatch, fixedScript.batch: fixedBatch,
-		slidingScript.batch: slidingBatch, logScript.batch: logBatch}[sc]
+		slidingScript.batch: slidingBatch, logScript.batch: logBatch, takeScript.batch: takeBatch}[sc]
 	clock := "local t = redis.call('TIME')"
-	if sc == takeScript {
+	if sc == takeScript || sc == takeScript.batch {
 		clock = "local t = call('TIME')"
 	}
 	if strings.Count(src, clock) != 1 {

@@ -32,12 +32,15 @@ func source(name string) string {
 // call names only (definitions). Each charging script also runs inside record.lua
 // (recorded), as its recorded twin.
 var (
-	libSource    = source("lib.lua")
-	takeSource   = libSource + definitions() + source("take.lua")
-	refundSource = libSource + definitions() + source("refund.lua")
-	lockSource   = libSource + source("lock.lua")
-	leaseSource  = libSource + definitions() + source("lease.lua")
-	fenceSource  = source("fence.lua")
+	libSource                   = source("lib.lua")
+	general                     = libSource + definitions()
+	takeSource                  = general + takeHead + takeOne
+	takeBatch                   = general + takeHead + source("batch.lua") + takeMany
+	refundSource                = general + source("refund.lua")
+	lockSource                  = libSource + source("lock.lua")
+	leaseSource                 = general + source("lease.lua")
+	fenceSource                 = source("fence.lua")
+	takeHead, takeOne, takeMany = drivers(source("take.lua"))
 )
 
 // algorithmFiles are the files of package lua that define an algorithm
@@ -109,13 +112,26 @@ func definitions() string {
 // fills: its lines "ALG.<code> = ".
 var algEntry = regexp.MustCompile(`(?m)^ALG\.(\w+) = `)
 
-// The lines of lean.lua where the algorithm's lean part goes, and where
-// its drivers for one call and for a batch start.
+// The line of lean.lua where the algorithm's lean part goes, and those of
+// lean.lua and take.lua where their drivers for one call and for a batch
+// start.
 const (
 	partMark  = "-- (the algorithm's lean part runs here)\n"
 	oneMark   = "-- (one call)\n"
 	batchMark = "-- (a batch)\n"
 )
+
+// drivers cuts src, the text of lean.lua's tail or of take.lua, at the
+// marks of its drivers: what both run, the driver for one call, and the
+// driver for a batch, which runs after batch.lua.
+func drivers(src string) (head, one, many string) {
+	head, rest, ok := strings.Cut(src, oneMark)
+	one, many, ok2 := strings.Cut(rest, batchMark)
+	if !ok || !ok2 {
+		panic("redisstore: a script lacks a driver mark")
+	}
+	return head, one, many
+}
 
 // leanScript returns the lean script of the algorithm file name, with its
 // recorded twin and its batch script, built once per file (GCRA and
@@ -131,14 +147,12 @@ func leanScript(name string, mget bool) *script {
 	}
 	d, _, l := algorithm(name)
 	open, rest, ok := strings.Cut(source("lean.lua"), partMark)
-	end, rest, ok2 := strings.Cut(rest, oneMark)
-	single, many, ok3 := strings.Cut(rest, batchMark)
-	if !ok || !ok2 || !ok3 {
+	if !ok {
 		panic("redisstore: lean.lua lacks a mark")
 	}
+	end, single, many := drivers(rest)
 	head := d + open + leanMark + l + end
-	s := charging(head + single)
-	s.batch = newScript(head + "local mget = " + strconv.FormatBool(mget) + "\n" + many)
+	s := batching(charging(head+single), head+source("batch.lua")+"local mget = "+strconv.FormatBool(mget)+"\n"+many)
 	leanScripts[name] = s
 	return s
 }

@@ -364,7 +364,7 @@ func (b *batcher) landed(live []*call) {
 	}
 }
 
-// maxScriptBatch is the most calls one batch script decides, so that one
+// maxScriptBatch is the most limits one batch script decides, so that one
 // script call holds Redis up no longer than a short pipeline of them.
 const maxScriptBatch = 128
 
@@ -378,28 +378,29 @@ const (
 )
 
 // batches returns the indices of live in groups sent as one command each,
-// in the order of their first calls: the calls of one lean script (each
-// an EVALSHA of one key) and one limit (its arguments after the cost) on
-// one slot or tag (see shards) in order, up to maxScriptBatch; any other
-// call alone. A call that goes alone closes the groups of its slot or tag,
-// so that those after it, which may share its keys, run after it: every
-// key sees its calls in order.
+// in the order of their first calls: the calls of the take script (each
+// an EVALSHA of its own limits), or of one lean script (each an EVALSHA
+// of one key) and one limit (its arguments after the cost), on one slot or
+// tag (see shards) in order, up to maxScriptBatch limits; any other call
+// alone. Every key sees its calls in order: a call joins its group only
+// when no later group holds a call on one of its keys, and a call that
+// goes alone, whose script may touch keys it does not name, closes the
+// groups of its slot or tag.
 func (b *batcher) batches(live []*call) [][]int {
 	type group struct {
 		sc         *script
-		size, slot int    // the command's length: its ARGV's
+		size, slot int    // the command's length: its ARGV's (lean)
 		tag        string // byTag
 		limit      [maxLeanArgs]any
 	}
 	var (
-		out  [][]int
-		open map[group]int // a group's place in out while it has room
+		out   [][]int
+		open  map[group]int  // a group's place in out while it has room
+		sizes []int          // the limits of each group of out
+		last  map[string]int // the group of each key's latest call
 	)
 	for i, c := range live {
-		g := group{sc: c.script, size: len(c.cmd)}
-		if len(c.cmd) > 5 {
-			copy(g.limit[:], c.cmd[5:])
-		}
+		g := group{sc: c.script}
 		if b.shards != oneServer && len(c.cmd) > 3 && c.cmd[2] != 0 {
 			if k, ok := c.cmd[3].(string); ok && b.shards == bySlot {
 				g.slot = slot(k)
@@ -407,40 +408,88 @@ func (b *batcher) batches(live []*call) [][]int {
 				g.tag = keyTag(k)
 			}
 		}
-		if c.script.batch == nil || len(c.cmd) < 5 || len(c.cmd) > 5+maxLeanArgs || c.cmd[1] != c.script.sha || c.cmd[2] != 1 {
+		limits, keys, ok := batchable(c)
+		if !ok {
 			for o := range open {
 				if o.slot == g.slot && o.tag == g.tag {
 					delete(open, o)
 				}
 			}
-			out = append(out, []int{i})
+			out, sizes = append(out, []int{i}), append(sizes, limits)
 			continue
 		}
-		if j, ok := open[g]; ok {
-			out[j] = append(out[j], i)
-			if len(out[j]) == maxScriptBatch {
-				delete(open, g)
+		if c.script != takeScript {
+			g.size = len(c.cmd)
+			copy(g.limit[:], c.cmd[5:])
+		}
+		j, joins := open[g]
+		for _, k := range keys {
+			if l, ok := last[k.(string)]; ok && l > j {
+				joins = false
 			}
-			continue
 		}
-		if open == nil {
-			open = map[group]int{}
+		if !joins {
+			if open == nil {
+				open, last = map[group]int{}, map[string]int{}
+			}
+			j = len(out)
+			open[g] = j
+			out, sizes = append(out, nil), append(sizes, 0)
 		}
-		open[g] = len(out)
-		out = append(out, []int{i})
+		out[j], sizes[j] = append(out[j], i), sizes[j]+limits
+		if sizes[j] >= maxScriptBatch {
+			delete(open, g)
+		}
+		for _, k := range keys {
+			last[k.(string)] = j
+		}
 	}
 	return out
+}
+
+// batchable reports whether c may go in a batch script, how many limits
+// it decides and its keys: an EVALSHA of the take script, or of a lean
+// script with one key and at most maxLeanArgs arguments after the cost.
+func batchable(c *call) (limits int, keys []any, ok bool) {
+	n, _ := c.cmd[2].(int)
+	if c.script.batch == nil || c.cmd[1] != c.script.sha || n < 1 || len(c.cmd) < 4+n {
+		return 1, nil, false
+	}
+	keys = c.cmd[3 : 3+n]
+	if c.script == takeScript {
+		return n / keysPerLimit, keys, true
+	}
+	return 1, keys, n == 1 && len(c.cmd) >= 5 && len(c.cmd) <= 5+maxLeanArgs
 }
 
 // maxLeanArgs is the most arguments a lean script takes after the cost.
 const maxLeanArgs = 3
 
 // batchCommand returns the EVALSHA of the batch script of the calls g of
-// live: their keys, then their limit's arguments after the cost (the same
-// for all), then each call's cost, its once, so that a batch the client
-// sends again is refused call by call.
+// live. For a lean script: their keys, then their limit's arguments after
+// the cost (the same for all), then each call's cost. For the take
+// script: their keys, call after call, then for each call its number of
+// keys and of arguments, and its arguments. Each cost is its call's once,
+// so that a batch the client sends again is refused call by call.
 func batchCommand(live []*call, g []int) []any {
 	first := live[g[0]]
+	if first.script == takeScript {
+		size := 3
+		for _, i := range g {
+			size += len(live[i].cmd) - 1
+		}
+		cmd := takeScript.batch.command(0, size)
+		for _, i := range g {
+			k := live[i].cmd[2].(int)
+			cmd = append(cmd, live[i].cmd[3:3+k]...)
+			cmd[2] = cmd[2].(int) + k
+		}
+		for _, i := range g {
+			c, k := live[i].cmd, live[i].cmd[2].(int)
+			cmd = append(append(cmd, k, len(c)-3-k), c[3+k:]...)
+		}
+		return cmd
+	}
 	cmd := first.script.batch.command(len(g), 3+2*len(g)+len(first.cmd)-5)
 	for _, i := range g {
 		cmd = append(cmd, live[i].cmd[3])

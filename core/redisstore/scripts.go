@@ -18,14 +18,14 @@ import (
 // keys, arguments and reply that its algorithm needs. Both read and write
 // the same state in the same key, so a limit may be charged by either.
 var (
-	takeScript  = charging(takeSource)
+	takeScript  = batching(charging(takeSource), takeBatch)
 	fenceScript = newScript(fenceSource)
 )
 
 // allScripts is every script, loaded together: the general ones, then each
 // family's lean script (once per file) with its twin and batch script.
 var allScripts = func() []*script {
-	all := []*script{takeScript, takeScript.twin, fenceScript, leaseScript, refundScript, lockScript}
+	all := []*script{takeScript, takeScript.twin, takeScript.batch, fenceScript, leaseScript, refundScript, lockScript}
 	for _, a := range store.Algorithms() {
 		if s := families[a].script; s != nil && !slices.Contains(all, s) {
 			all = append(all, s, s.twin, s.batch)
@@ -40,13 +40,19 @@ type script struct {
 	*redis.Script
 	sha, src any
 	twin     *script // the recorded twin of a charging script (record.go); nil for others
-	batch    *script // a lean script's batch script (pipeline.go); nil for others
+	batch    *script // the batch script of a lean script or the take script (pipeline.go); nil for others
 }
 
 // charging returns the script of src with its recorded twin.
 func charging(src string) *script {
 	s := newScript(src)
 	s.twin = newScript(recorded(src))
+	return s
+}
+
+// batching returns s with its batch script, of src.
+func batching(s *script, src string) *script {
+	s.batch = newScript(src)
 	return s
 }
 
