@@ -52,7 +52,7 @@ type leanScript struct {
 // Redis store loads them: a Store's Ping on c loads every script (SCRIPT
 // LOAD), and a hook keeps their sources, so that the bench measures what
 // ships without assembling the scripts itself.
-func storeScripts(ctx context.Context, c *redis.Client) (take string, lean []leanScript, err error) {
+func storeScripts(ctx context.Context, c *redis.Client) (take, takeBatch string, lean []leanScript, err error) {
 	var mu sync.Mutex
 	var srcs []string
 	c.AddHook(loadHook(func(src string) {
@@ -62,11 +62,11 @@ func storeScripts(ctx context.Context, c *redis.Client) (take string, lean []lea
 	}))
 	st, err := redisstore.New(c, redisstore.WithFallback(nil))
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	defer st.Close()
 	if err := st.Ping(ctx); err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -78,7 +78,11 @@ func storeScripts(ctx context.Context, c *redis.Client) (take string, lean []lea
 			continue
 		}
 		if strings.Contains(src, "\n-- sluice take:") {
-			take = src
+			if strings.Contains(src, "\n-- sluice batch:") {
+				takeBatch = src
+			} else {
+				take = src
+			}
 		}
 		for i := range lean {
 			switch {
@@ -90,15 +94,15 @@ func storeScripts(ctx context.Context, c *redis.Client) (take string, lean []lea
 			}
 		}
 	}
-	if take == "" {
-		return "", nil, errors.New("the Store loaded no take script")
+	if take == "" || takeBatch == "" {
+		return "", "", nil, errors.New("the Store loaded no take script or no take batch script")
 	}
 	for _, l := range lean {
 		if l.src == "" || l.batch == "" {
-			return "", nil, fmt.Errorf("the Store loaded no lean or batch script %q", l.name)
+			return "", "", nil, fmt.Errorf("the Store loaded no lean or batch script %q", l.name)
 		}
 	}
-	return take, lean, nil
+	return take, takeBatch, lean, nil
 }
 
 // loadHook is a go-redis hook that passes the source of every SCRIPT LOAD
@@ -147,7 +151,7 @@ func scriptCases(ctx context.Context, c *redis.Client) ([]scriptCase, error) {
 	if err != nil {
 		return nil, err
 	}
-	takeSrc, lean, err := storeScripts(ctx, c)
+	takeSrc, takeBatchSrc, lean, err := storeScripts(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -155,17 +159,30 @@ func scriptCases(ctx context.Context, c *redis.Client) ([]scriptCase, error) {
 	if err != nil {
 		return nil, err
 	}
-	cases := []scriptCase{
-		{"return 1", "evalsha", func(k string) []any { return []any{"evalsha", one, 1, k} }, 0},
-		{"take (gcra)", "evalsha", func(k string) []any {
-			return []any{"evalsha", take, 2, k, k + ":x", 1, "g", 10, 1_000_000, 1_000_000, 100_000, 0}
-		}, 0},
+	takeBatch, err := load(takeBatchSrc)
+	if err != nil {
+		return nil, err
+	}
+	cases := []scriptCase{{"return 1", "evalsha", func(k string) []any { return []any{"evalsha", one, 1, k} }, 0}}
+	for _, tc := range []struct {
+		name string
+		keys func(k string) []any
+		args []any
+	}{
+		{"take (gcra)", func(k string) []any { return []any{k, k + ":x"} }, []any{1, "g", 10, 1_000_000, 1_000_000, 100_000, 0}},
 		// two limits, a rate per second and one per hour, as README's
 		// quick start, never reached
-		{"take (2 gcra)", "evalsha", func(k string) []any {
-			return []any{"evalsha", take, 4, "{" + k + "}s", "{" + k + "}s", "{" + k + "}h", "{" + k + "}h", 1,
-				"g", 10, 1_000_000, 1_000_000, 100_000, 0, "g", 500_000, 3_600_000_000, 1_000_000, 7_200, 0}
-		}, 0},
+		{"take (2 gcra)", func(k string) []any { return []any{"{" + k + "}s", "{" + k + "}s", "{" + k + "}h", "{" + k + "}h"} },
+			[]any{1, "g", 10, 1_000_000, 1_000_000, 100_000, 0, "g", 500_000, 3_600_000_000, 1_000_000, 7_200, 0}},
+	} {
+		cases = append(cases,
+			scriptCase{tc.name, "evalsha", func(k string) []any {
+				ks := tc.keys(k)
+				return append(append([]any{"evalsha", take, len(ks)}, ks...), tc.args...)
+			}, 0},
+			scriptCase{fmt.Sprintf("%s batch/%d", tc.name, batchSize), "evalsha", func(k string) []any {
+				return takeBatchCommand(takeBatch, k, tc.keys, tc.args)
+			}, batchSize})
 	}
 	if err := c.FunctionLoadReplace(ctx, functionLibrary(lean)).Err(); err != nil {
 		return nil, fmt.Errorf("FUNCTION LOAD: %w", err)
@@ -199,6 +216,24 @@ func batchCommand(sha, k string, args []any) []any {
 	cmd = append(cmd, args...)
 	for range batchSize {
 		cmd = append(cmd, 1)
+	}
+	return cmd
+}
+
+// takeBatchCommand is the EVALSHA of the take batch script sha for
+// batchSize calls on the keys from k on (as batchCommand), each call's
+// keys(key) and arguments args, as the Redis store sends it.
+func takeBatchCommand(sha, k string, keys func(string) []any, args []any) []any {
+	cmd := []any{"evalsha", sha, 0}
+	i, _ := strconv.Atoi(strings.TrimPrefix(k, keyPrefix))
+	var n int
+	for j := range batchSize {
+		ks := keys(keyPrefix + strconv.Itoa((i+j)%1000))
+		cmd, n = append(cmd, ks...), len(ks)
+	}
+	cmd[2] = n * batchSize
+	for range batchSize {
+		cmd = append(append(cmd, n, len(args)), args...)
 	}
 	return cmd
 }

@@ -17,3 +17,16 @@ local function entry(ok, r)
   if not string.find(r, '^%u+ ') then r = 'ERR ' .. r end -- no code: a Lua error
   return r
 end
+
+-- A batch's calls mostly share their cost and their limits' figures: num,
+-- with which the scripts convert their numeric arguments (tonumber in one
+-- call), converts each distinct argument once (a lookup costs less).
+local nums = {}
+num = function(s)
+  local v = nums[s]
+  if v == nil then
+    v = tonumber(s)
+    nums[s] = v
+  end
+  return v
+end

@@ -9,7 +9,7 @@
 -- itself otherwise). A cost that is not a number is a call the client sent
 -- again (see package lua): refused (resent), nothing read or written. A
 -- lean part reads its numeric arguments with num: tonumber, which a batch
--- replaces.
+-- replaces (see batch.lua).
 
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
@@ -37,17 +37,7 @@ return lean(KEYS[1], ARGV, 0, nil, n)
 -- first call gets its value (any later one reads what the calls before
 -- it wrote). The reply's entry i is call i's reply, or the text of the
 -- error it met (see entry in batch.lua).
--- A batch's calls mostly share their cost and their limit's figures: num
--- converts each distinct argument once (a lookup costs less).
-local out, per, seen, pre, nums = {}, #ARGV - #KEYS, {}, {}, {}
-num = function(s)
-  local v = nums[s]
-  if v == nil then
-    v = tonumber(s)
-    nums[s] = v
-  end
-  return v
-end
+local out, per, seen, pre = {}, #ARGV - #KEYS, {}, {}
 if mget then pre = redis.call('MGET', unpack(KEYS)) end
 for i = 1, #KEYS do
   local key = KEYS[i]

@@ -42,6 +42,7 @@
 
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local num = tonumber -- for the arguments: a batch replaces it (batch.lua)
 
 -- take decides one call, whose keys are KEYS[ko + 1] .. KEYS[ko + nk] and
 -- arguments ARGV[ao + 1] .. ARGV[ao + na], laid out as above, at now; it
@@ -54,7 +55,7 @@ local function take(ko, nk, ao, na)
     return redis.error_reply('ERR sluice: want 2 keys and 6 arguments per limit')
   end
 
-  local n = tonumber(ARGV[ao + 1])
+  local n = num(ARGV[ao + 1])
   if not n then -- a call the client sent again (see lua.Resent)
     return redis.error_reply('SLUICE re-sent call refused')
   end
@@ -68,8 +69,8 @@ local function take(ko, nk, ao, na)
     local j = ao + 6 * i - 4
     local a = ARGV[j]
     local l = {
-      a = a, R = tonumber(ARGV[j + 1]), P = tonumber(ARGV[j + 2]),
-      B = tonumber(ARGV[j + 3]), T = tonumber(ARGV[j + 4]), L = tonumber(ARGV[j + 5]),
+      a = a, R = num(ARGV[j + 1]), P = num(ARGV[j + 2]),
+      B = num(ARGV[j + 3]), T = num(ARGV[j + 4]), L = num(ARGV[j + 5]),
       key = KEYS[ko + 2 * i - 1], lock = KEYS[ko + 2 * i], e = alg(a),
     }
     if not l.e then error('sluice: unknown algorithm ' .. tostring(a)) end
@@ -182,7 +183,7 @@ return take(0, #KEYS, 0, #ARGV)
 -- entry i is call i's reply, or the text of its error (see entry).
 local out, ko, ao = {}, 0, 0
 while ao < #ARGV do
-  local nk, na = tonumber(ARGV[ao + 1]), tonumber(ARGV[ao + 2])
+  local nk, na = num(ARGV[ao + 1]), num(ARGV[ao + 2])
   out[#out + 1] = entry(pcall(take, ko, nk, ao + 2, na))
   ko, ao = ko + nk, ao + 2 + na
 end
