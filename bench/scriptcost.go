@@ -288,7 +288,7 @@ func scriptCost(ctx context.Context, admin *redis.Client, addr string, c scriptC
 			defer wg.Done()
 			for i := w * depth; i < calls; i += conns * depth {
 				p := rdb.Pipeline()
-				for j := i; j < i+depth; j++ {
+				for j := i; j < min(i+depth, calls); j++ {
 					p.Do(ctx, c.cmd(keys[j%len(keys)])...)
 				}
 				if _, err := p.Exec(ctx); err != nil {
