@@ -25,7 +25,7 @@ func runScriptInstr(ctx context.Context, redisBin string, calls int) error {
 	if _, err := exec.LookPath("valgrind"); err != nil {
 		return fmt.Errorf("-callgrind needs valgrind: %w", err)
 	}
-	names, err := scriptCaseNames(ctx, redisBin)
+	names, per, err := scriptCaseNames(ctx, redisBin)
 	if err != nil {
 		return err
 	}
@@ -39,29 +39,31 @@ func runScriptInstr(ctx context.Context, redisBin string, calls int) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		fmt.Printf("%-16s %9.0f\n", name, float64(b-a)/float64(calls))
+		// a batch case runs whole batches: calls/per of them
+		fmt.Printf("%-16s %9.0f\n", name, float64(b-a)/float64((2*calls/per[i]-calls/per[i])*per[i]))
 	}
 	return nil
 }
 
-// scriptCaseNames returns the names of the -scriptcost cases, in order.
-func scriptCaseNames(ctx context.Context, redisBin string) ([]string, error) {
+// scriptCaseNames returns the names of the -scriptcost cases, in order,
+// and the decisions each command of each makes.
+func scriptCaseNames(ctx context.Context, redisBin string) ([]string, []int, error) {
 	srv, err := startRedis(redisBin)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer srv.kill()
 	c := redis.NewClient(&redis.Options{Addr: srv.addr, DisableIdentity: true})
 	defer c.Close()
 	cases, err := scriptCases(ctx, c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	names := make([]string, len(cases))
+	names, per := make([]string, len(cases)), make([]int, len(cases))
 	for i, sc := range cases {
-		names[i] = sc.name
+		names[i], per[i] = sc.name, max(sc.calls, 1)
 	}
-	return names, nil
+	return names, per, nil
 }
 
 // serverInstr runs calls decisions of case i on a fresh redis-server under
