@@ -421,6 +421,10 @@ func (b *batcher) batches(live []*call) [][]int {
 		if c.script != takeScript {
 			g.size = len(c.cmd)
 			copy(g.limit[:], c.cmd[5:])
+		} else if last == nil {
+			// Only a take script call shares keys with calls of other
+			// groups: until one comes, the groups' keys are apart.
+			last = map[string]int{}
 		}
 		j, joins := open[g]
 		for _, k := range keys {
@@ -430,7 +434,7 @@ func (b *batcher) batches(live []*call) [][]int {
 		}
 		if !joins {
 			if open == nil {
-				open, last = map[group]int{}, map[string]int{}
+				open = map[group]int{}
 			}
 			j = len(out)
 			open[g] = j
@@ -441,7 +445,9 @@ func (b *batcher) batches(live []*call) [][]int {
 			delete(open, g)
 		}
 		for _, k := range keys {
-			last[k.(string)] = j
+			if last != nil {
+				last[k.(string)] = j
+			}
 		}
 	}
 	return out
