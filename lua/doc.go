@@ -43,7 +43,13 @@
 // after the cost, once, then each call's cost in turn), in order (a state kept in a string read for all keys with one MGET, see
 // lean.lua), each in a pcall: its reply holds at i call i's reply, or as a
 // string the text of the error call i met, so that one call's error
-// leaves the others decided. On a Cluster, a batch's keys share one slot.
+// leaves the others decided (entry, batch.lua). take.lua's body is a
+// function too, take(ko, nk, ao, na), the call whose keys are KEYS[ko +
+// 1] .. KEYS[ko + nk] and arguments ARGV[ao + 1] .. ARGV[ao + na]: the
+// take script runs it once on all of KEYS and ARGV, its batch script once
+// per call (KEYS: each call's keys in turn; ARGV: per call, its number of
+// keys and of arguments, then its arguments), at one reading of the clock,
+// with the same entries. On a Cluster, a batch's keys share one slot.
 //
 // What several scripts share is written once and put before each of them,
 // so that every script Redis runs is still one program: lib.lua (number

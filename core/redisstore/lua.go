@@ -29,8 +29,10 @@ func source(name string) string {
 // its row of families). A lean script (and its batch script) gets only its
 // algorithm's definitions: every function a script defines is a closure
 // built on each call; the general scripts run those of the algorithms a
-// call names only (definitions). Each charging script also runs inside record.lua
-// (recorded), as its recorded twin.
+// call names only (definitions). The take script and each lean script
+// have a batch script, the same text with the driver for a batch (see
+// drivers) after batch.lua. Each charging script also runs inside
+// record.lua (recorded), as its recorded twin.
 var (
 	libSource                   = source("lib.lua")
 	general                     = libSource + definitions()

@@ -39,13 +39,18 @@ const maxBatch = 512
 // queued (up to 512 Takes) goes to Redis as one pipeline, one network round
 // trip and one read and write on each side for all of them. In it, the
 // queued Takes of one limit without a penalty (the lean scripts' Takes) of
-// one algorithm family go as one script call, up to 128 (on a Cluster,
-// those whose keys share a slot; on a Ring, a hash tag): one reading of Redis' clock, one read of
-// the states of GCRA, LeakyBucket, TokenBucket and SlidingWindow, each Take
-// decided in the order it came, by the same code and with the same Result
-// as alone, one Take's error (such as a key of the wrong type) its own.
-// Every other Take is its own script call, and it runs after the queued
-// Takes before it on its slot. On a Cluster each master has its own queue
+// one algorithm family and limit go as one script call, and so do the
+// other Takes and Charges (several limits, a penalty, a calendar window,
+// an InFlight limit), up to 128 limits a call (on a Cluster, those whose
+// keys share a slot; on a Ring, a hash tag): one reading of Redis' clock
+// (and for the lean scripts' Takes one read of the states of GCRA,
+// LeakyBucket, TokenBucket and SlidingWindow), each Take decided by the
+// same code and with the same Result as alone, one Take's error (such as a
+// key of the wrong type) its own. Each key sees its Takes in the order
+// they came: a Take joins a script call only when no call after it holds
+// one of its keys. Any other call (a Refund, a recorded Take after a lost
+// connection, see record.go) goes alone, after the queued calls before it
+// on its slot. On a Cluster each master has its own queue
 // and pipelines, sent to it directly (see the package doc about MOVED and
 // ASK); a shared script call that a slot migration refuses (TRYAGAIN) goes
 // again as one call per Take. Takes that meet NOSCRIPT are sent again as
