@@ -310,9 +310,9 @@ func TestSlot(t *testing.T) {
 	}
 }
 
-// floodCounted runs goroutines Takes each of cost 1 on keys (one limit)
+// floodCounted runs goroutines Takes each of cost 1 on keys (of limits)
 // through s and returns how many each key admitted.
-func floodCounted(t *testing.T, s *Store, keys []string, goroutines, per int, l store.Limit) map[string]int64 {
+func floodCounted(t *testing.T, s *Store, keys []string, goroutines, per int, limits ...store.Limit) map[string]int64 {
 	t.Helper()
 	var mu sync.Mutex
 	admitted := map[string]int64{}
@@ -323,7 +323,7 @@ func floodCounted(t *testing.T, s *Store, keys []string, goroutines, per int, l 
 			defer wg.Done()
 			for i := 0; i < per; i++ {
 				k := keys[(g+i)%len(keys)]
-				r, err := s.Take(context.Background(), k, 1, specs(l)...)
+				r, err := s.Take(context.Background(), k, 1, specs(limits...)...)
 				if err != nil {
 					t.Errorf("take: %v", err)
 					return
@@ -342,7 +342,8 @@ func floodCounted(t *testing.T, s *Store, keys []string, goroutines, per int, l 
 
 // Under concurrency the pipeline sends Takes of one key as batch scripts
 // (fewer script calls than decisions), and every key admits exactly its
-// limit, on one server and on a Cluster over keys of many slots.
+// limit, on one server and on a Cluster over keys of many slots: Takes of
+// one limit (the lean scripts') and of two (the take script's).
 func TestBatchesUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	cluster := redistest.SharedCluster(t)
@@ -360,17 +361,22 @@ func TestBatchesUnderConcurrency(t *testing.T) {
 			cc.OnNewNode(func(n *redis.Client) { n.AddHook(counter) })
 		}
 		run := strconv.FormatInt(time.Now().UnixNano(), 36)
-		for _, l := range allAlgorithms() {
+		roomy := store.Limit{Algorithm: store.FixedWindow, Rate: 1000, Period: time.Hour}
+		for i, l := range append(allAlgorithms(), allAlgorithms()...) {
 			l.Rate, l.Period, l.Burst = 40, time.Hour, 0
+			limits := []store.Limit{l}
+			if i >= len(allAlgorithms()) {
+				limits = append(limits, roomy) // the take script
+			}
 			s := realStore(t, c.client, WithPipelining(1), WithDenyCache(0))
 			var keys []string
-			for i := 0; i < 12; i++ {
-				keys = append(keys, fmt.Sprintf("batch:%s:%s:%d", run, mustID(t, l), i))
+			for k := 0; k < 12; k++ {
+				keys = append(keys, fmt.Sprintf("batch:%s:%s:%d:%d", run, mustID(t, l), len(limits), k))
 			}
-			got := floodCounted(t, s, keys, 32, 30, l) // 80 Takes per key
+			got := floodCounted(t, s, keys, 32, 30, limits...) // 80 Takes per key
 			for _, k := range keys {
 				if want := specs(l)[0].Capacity(); got[k] != want {
-					t.Errorf("%s, %v: key %s admitted %d of 80, want %d", c.name, l, k, got[k], want)
+					t.Errorf("%s, %v: key %s admitted %d of 80, want %d", c.name, limits, k, got[k], want)
 				}
 			}
 			var batched int64
@@ -380,15 +386,18 @@ func TestBatchesUnderConcurrency(t *testing.T) {
 				}
 			})
 			if batched == 0 {
-				t.Errorf("%s, %v: no Take went in a batch script", c.name, l)
+				t.Errorf("%s, %v: no Take went in a batch script", c.name, limits)
 			}
 		}
 		scripts, batches := 0, 0
-		for _, sc := range []*script{tatScript, tokenScript, fixedScript, slidingScript, logScript} {
+		for _, sc := range []*script{tatScript, tokenScript, fixedScript, slidingScript, logScript, takeScript} {
 			scripts += counter.count("evalsha "+sc.Hash()) + counter.count("evalsha "+sc.batch.Hash())
 			batches += counter.count("evalsha " + sc.batch.Hash())
 		}
-		decisions := len(allAlgorithms()) * 12 * 80
+		if counter.count("evalsha "+takeScript.batch.Hash()) == 0 {
+			t.Errorf("%s: no take batch script ran", c.name)
+		}
+		decisions := 2 * len(allAlgorithms()) * 12 * 80
 		t.Logf("%s: %d decisions in %d script calls, %d of them batches", c.name, decisions, scripts, batches)
 		if batches == 0 || scripts >= decisions {
 			t.Errorf("%s: %d decisions took %d script calls (%d batches), want fewer calls", c.name, decisions, scripts, batches)
@@ -399,7 +408,8 @@ func TestBatchesUnderConcurrency(t *testing.T) {
 // A batch on a slot that is migrating, holding a key that is still on
 // the source and one that is not (TRYAGAIN for the batch), goes again
 // call by call: the first runs there, the second gets the ASK it would
-// have got alone.
+// have got alone. The same for a lean script's batch and the take
+// script's.
 func TestClusterBatchOnMigratingSlot(t *testing.T) {
 	t.Parallel()
 	cluster := redistest.StartCluster(t, 2, 0)
@@ -408,36 +418,46 @@ func TestClusterBatchOnMigratingSlot(t *testing.T) {
 	s := realStore(t, client)
 	ctx := context.Background()
 	here := store.Limit{Algorithm: store.GCRA, Rate: 10, Period: time.Hour}
-	takeOK(t, s, "mig", 1, here) // its state, on its master
-	gone := "gone"               // a key of the same slot, with no state
-	for i := 0; slot(s.redisKey(gone, "")) != slot(s.redisKey("mig", "")); i++ {
-		gone = "gone" + strconv.Itoa(i)
-	}
-	from, stable := migrating(t, cluster, s.redisKey("mig", ""))
-	t.Cleanup(stable)
-	loadOthers(ctx, from, nil)
-	l := []store.Limit{here}
-	_, live := batchCalls(t, s, []batchStep{{"mig", 1, l, false}, {gone, 1, l, false}, {"mig", 1, l, false}})
-	b := &batcher{client: from, scripts: s.scripts, max: 1, shards: bySlot}
-	if again := b.send(live); again != 3 || b.batched.Load() != 3 {
-		t.Errorf("%d of %d batched calls sent again, want 3 of 3", again, b.batched.Load())
-	}
-	for i, c := range live {
-		<-c.done
-		if r, _ := redirectOf(c.err); i == 1 && r != redirectAsk || i != 1 && c.err != nil {
-			t.Errorf("call %d: %v %v; want a reply, and ASK for the key not there", i, c.reply, c.err)
+	roomy := store.Limit{Algorithm: store.FixedWindow, Rate: 1000, Period: time.Hour}
+	for _, l := range [][]store.Limit{{here}, {here, roomy}} {
+		mig := fmt.Sprint("mig", len(l))
+		takeOK(t, s, mig, 1, l...) // its state, on its master
+		gone := "gone"             // a key of the same slot, with no state
+		for i := 0; slot(s.redisKey(gone, "")) != slot(s.redisKey(mig, "")); i++ {
+			gone = "gone" + strconv.Itoa(i)
 		}
-	}
-	if r := takeOK(t, s, "mig", 0, here); r.Remaining != 7 {
-		t.Errorf("after the batch: %d left, want 7", r.Remaining)
+		from, stable := migrating(t, cluster, s.redisKey(mig, ""))
+		loadOthers(ctx, from, nil)
+		_, live := batchCalls(t, s, []batchStep{{mig, 1, l, false}, {gone, 1, l, false}, {mig, 1, l, false}})
+		b := &batcher{client: from, scripts: s.scripts, max: 1, shards: bySlot}
+		if again := b.send(live); again != 3 || b.batched.Load() != 3 {
+			t.Errorf("%v: %d of %d batched calls sent again, want 3 of 3", l, again, b.batched.Load())
+		}
+		for i, c := range live {
+			<-c.done
+			if r, _ := redirectOf(c.err); i == 1 && r != redirectAsk || i != 1 && c.err != nil {
+				t.Errorf("%v: call %d: %v %v; want a reply, and ASK for the key not there", l, i, c.reply, c.err)
+			}
+		}
+		stable()
+		if r := takeOK(t, s, mig, 0, l...); r.Remaining != 7 {
+			t.Errorf("%v: after the batch: %d left, want 7", l, r.Remaining)
+		}
 	}
 }
 
-// Each batch script is its lean script's own text up to the driver: no
-// copy of any algorithm, and one reading of the clock.
+// Each batch script is its script's own text up to the driver (a lean
+// script's, or the take script's): no copy of any algorithm, and one
+// reading of the clock.
 func TestBatchSourceIsLeanSource(t *testing.T) {
 	_, rest, _ := strings.Cut(source("lean.lua"), oneMark)
 	driver, _, _ := strings.Cut(rest, batchMark) // the lean script's
+	if head, ok := strings.CutSuffix(takeSource, takeOne); !ok || !strings.HasPrefix(takeBatch, head) || strings.Contains(takeBatch, takeOne) {
+		t.Errorf("the take batch script is not the take script's text with another driver:\n%s", takeBatch)
+	}
+	if n := strings.Count(takeBatch, "call('TIME')"); n != 1 {
+		t.Errorf("the take batch script reads TIME %d times, want once", n)
+	}
 	for one, batch := range map[string]string{tatSource: tatBatch, tokenSource: tokenBatch, fixedSource: fixedBatch, slidingSource: slidingBatch, logSource: logBatch} {
 		head, ok := strings.CutSuffix(one, driver)
 		if !ok || !strings.HasPrefix(batch, head) || strings.Contains(batch, driver) {
