@@ -23,7 +23,9 @@
 // per decision. sluice-redis+deny/<algorithm> is the defaults plus
 // redisstore.WithDenyCache(4096) (allow and deny paths): the SUMMARY
 // reports the deny path's target for the defaults (every denial decided by
-// Redis) and for the opt-in deny cache.
+// Redis) and for the opt-in deny cache. sluice-two/gcra+fixed_window takes
+// two limits per decision, as README's quick start does (the take script;
+// the SUMMARY leaves it out).
 //
 // The hot path has every goroutine take one key, never exhausted, and runs
 // only sluice: sluice-redis/<algorithm> (exact) against

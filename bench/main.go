@@ -408,7 +408,7 @@ func sluiceNames(results []*caseResult, group, path string, conc int) []*caseRes
 	for _, r := range results {
 		if r.im.sluice && r.im.group == group && r.path == path && r.conc == conc &&
 			!strings.HasPrefix(r.im.name, "sluice-plain/") && !strings.HasPrefix(r.im.name, "sluice-redis@") &&
-			!strings.HasPrefix(r.im.name, denyCachePrefix) && !r.im.hotOnly {
+			!strings.HasPrefix(r.im.name, denyCachePrefix) && r.im.name != twoLimits && !r.im.hotOnly {
 			out = append(out, r)
 		}
 	}
