@@ -276,7 +276,9 @@ func scriptCost(ctx context.Context, admin *redis.Client, addr string, c scriptC
 	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
 		return 0, err
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
+	// No retry, no read timeout: under valgrind a batch may take seconds,
+	// and a command sent twice would count twice.
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true, MaxRetries: -1, ReadTimeout: -1})
 	defer rdb.Close()
 	const conns, depth = 8, 16
 	calls /= max(c.calls, 1) // a batch's decisions count
