@@ -84,11 +84,10 @@ local function take(ko, nk, ao, na)
     end
     lims[i] = l
   end
-  local vals = {}
-  for first = 1, #reads, 1000 do -- Lua 5.1's unpack stops near 8000 values
-    local last = first + 999
-    if last > #reads then last = #reads end
-    local got = call('MGET', unpack(reads, first, last))
+  local vals = reads
+  if #reads > 0 then vals = call('MGET', unpack(reads, 1, math.min(#reads, 1000))) end
+  for first = 1001, #reads, 1000 do -- Lua 5.1's unpack stops near 8000 values
+    local got = call('MGET', unpack(reads, first, math.min(first + 999, #reads)))
     for k = 1, #got do vals[first + k - 1] = got[k] end
   end
 
@@ -100,7 +99,8 @@ local function take(ko, nk, ao, na)
     if l.li and vals[l.li] then l.lockUntil = tonumber(vals[l.li]) end
     if l.si then
       local v = vals[l.si]
-      if v then
+      l.s1 = tonumber(v) -- one integer (a TAT), as the lean script reads it
+      if v and not l.s1 then
         local a, b, c = string.match(v, STATE)
         l.s1, l.s2, l.s3 = tonumber(a), tonumber(b), tonumber(c)
       end
@@ -142,15 +142,15 @@ local function take(ko, nk, ao, na)
 
   if n > 0 then
     if all then
-      local seen = {} -- a limit given twice is one state, charged once
-      for i = 1, m do
-        if not write then break end -- a dry run
-        local l = lims[i]
-        if not seen[l.key] then -- each decides again, charging
+      for i = 1, write and m or 0 do -- none in a dry run
+        local l, once = lims[i], true
+        for j = 1, i - 1 do -- a limit given twice is one state, charged once
+          if lims[j].key == l.key then once = false end
+        end
+        if once then -- each decides again, charging
           l.slot = slot
           l.e.take(l, now, n, l.key)
         end
-        seen[l.key] = true
       end
     else
       for i = 1, m do
