@@ -84,7 +84,7 @@ func batchCalls(t *testing.T, s *Store, steps []batchStep) ([]scriptCall, []*cal
 	for _, st := range steps {
 		c, err := s.call(st.key, st.n, specs(st.limits...))
 		if st.charge {
-			c, err = s.chargeCall(st.key, st.n, specs(st.limits...))
+			c, err = s.takeCall(st.key, st.n, specs(st.limits...), true)
 		}
 		if err != nil {
 			t.Fatal(err)

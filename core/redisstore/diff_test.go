@@ -146,10 +146,11 @@ func redisMatches(t *testing.T, steps, maxLimits int) {
 	calls := 0
 	diffRun(t, steps, maxLimits, mem, func() time.Time { return now }, func(d time.Duration) { now = now.Add(d) },
 		func(key string, n int64, limits []store.Limit) (store.Result, error) {
-			keys, args, ps, err := s.request(key, n, specs(limits...))
+			c, err := s.takeCall(key, n, specs(limits...), false)
 			if err != nil {
 				return store.Result{}, err
 			}
+			keys, args := c.keysArgs()
 			us := now.UnixMicro()
 			script := strings.Replace(base, clockLine,
 				fmt.Sprintf("local t = {'%d', '%d'}", us/1_000_000, us%1_000_000), 1)
@@ -160,7 +161,7 @@ func redisMatches(t *testing.T, steps, maxLimits int) {
 			if err != nil {
 				return store.Result{}, err
 			}
-			return decode(reply, n, ps)
+			return decode(reply, n, c.limits)
 		})
 }
 
@@ -179,11 +180,11 @@ func TestMiniSplitMatchesMemoryStore(t *testing.T) {
 		func(key string, n int64, limits []store.Limit) (store.Result, error) {
 			ctx := context.Background()
 			c, err := x.store.call(key, n, specs(limits...))
-			if err != nil || c.split == nil || len(c.split.limits) == 1 && c.split.limits[0].penalty == 0 {
+			if err != nil || !c.splits || len(c.limits) == 1 && c.limits[0].penalty == 0 {
 				return x.store.Take(ctx, key, n, specs(limits...)...)
 			}
 			splits++
-			v, _, err := c.split.take(ctx, x.store, n)
+			v, _, err := x.store.splitOf(key, specs(limits...)).take(ctx, x.store, n)
 			if err != nil {
 				return store.Result{}, err
 			}
@@ -243,10 +244,10 @@ func TestMiniSplitMatchesScript(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c, err = x.store.call("split", n, sp); err != nil || c.split == nil {
+		if c, err = x.store.call("split", n, sp); err != nil || !c.splits {
 			t.Fatalf("step %d: no split (%v)", step, err)
 		}
-		v, _, err := c.split.take(ctx, x.store, n)
+		v, _, err := x.store.splitOf("split", sp).take(ctx, x.store, n)
 		if err != nil {
 			t.Fatal(err)
 		}

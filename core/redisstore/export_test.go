@@ -48,10 +48,11 @@ func waitListening(tb interface {
 // BreakerState names the state of the breaker of the server that holds
 // key's state under limit: "closed" or "open".
 func BreakerState(s *Store, key string, limit Limit) string {
-	keys, _, _, err := s.request(key, 1, specs(limit))
+	c, err := s.takeCall(key, 1, specs(limit), false)
 	if err != nil {
 		panic(err)
 	}
+	keys, _ := c.keysArgs()
 	if s.health.nodeFor(context.Background(), keys[0]).isOpen.Load() {
 		return "open"
 	}

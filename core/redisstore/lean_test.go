@@ -161,16 +161,6 @@ func TestRedisScriptsMatchMemoryStore(t *testing.T) {
 	}
 }
 
-// keysArgs returns the KEYS and ARGV of c's command.
-func (c *scriptCall) keysArgs() ([]string, []any) {
-	n := c.cmd[2].(int)
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = c.cmd[3+i].(string)
-	}
-	return keys, c.cmd[3+n:]
-}
-
 // On a Cluster, the Take that meets NOSCRIPT loads every script on every
 // master, not only on the one that holds its key.
 func TestClusterReloadEveryScript(t *testing.T) {

@@ -90,7 +90,7 @@ func (c scriptCall) recorded(rk string) scriptCall {
 	cmd = append(cmd, c.cmd[3:3+k]...)
 	cmd = append(cmd, rk)
 	cmd = append(cmd, c.cmd[3+k:]...)
-	c.cmd, c.script, c.split = cmd, c.script.twin, nil
+	c.cmd, c.script, c.splits = cmd, c.script.twin, false
 	return c
 }
 

@@ -44,7 +44,7 @@ func recordedCall(t *testing.T, s *Store, key string, n int64, limits []store.Sp
 	t.Helper()
 	c, err := s.call(key, n, limits)
 	if stamped {
-		c, err = s.chargeCall(key, n, limits)
+		c, err = s.takeCall(key, n, limits, true)
 	}
 	if err != nil {
 		t.Fatal(err)

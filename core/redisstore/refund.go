@@ -15,27 +15,12 @@ func (s *Store) chargeRedis(ctx context.Context, key string, n int64, limits ...
 	if err := s.check(key, n, limits); err != nil {
 		return store.Result{}, err
 	}
-	c, err := s.chargeCall(key, n, limits)
+	c, err := s.takeCall(key, n, limits, true) // the take script, asked for its clock
 	if err != nil {
 		return store.Result{}, err
 	}
 	r, _, err := s.runCall(ctx, c, n, key, limits)
 	return r, err
-}
-
-// chargeCall builds the script call of a Charge of n: the take script,
-// asked for its clock.
-func (s *Store) chargeCall(key string, n int64, limits []store.Spec) (scriptCall, error) {
-	keys, args, ps, err := s.request(key, n, limits)
-	if err != nil {
-		return scriptCall{}, err
-	}
-	cmd := takeScript.command(len(keys), 4+len(keys)+len(args))
-	for _, k := range keys {
-		cmd = append(cmd, k)
-	}
-	cmd = append(append(cmd, args...), "s")
-	return scriptCall{takeScript, cmd, keys[0], ps[0], len(limits), hasInFlight(limits), true, s.splitOf(key, limits), ps}, nil
 }
 
 // refundRedis is Refund without the fallback (see direct).

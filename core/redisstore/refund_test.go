@@ -133,8 +133,8 @@ func TestMiniRefundRandomMatchesMemory(t *testing.T) {
 // splitCharge is Store.Charge as it goes when its call meets TRYAGAIN.
 func splitCharge(ctx context.Context, s *Store, key string, n int64, limits []store.Spec) (store.Result, error) {
 	sp := s.splitOf(key, limits)
-	c := scriptCall{script: takeScript, m: len(limits), stamped: true, split: sp, limits: sp.limits}
-	v, stamp, err := c.split.take(ctx, s, n)
+	c := scriptCall{script: takeScript, m: len(limits), stamped: true, splits: true, limits: sp.limits}
+	v, stamp, err := sp.take(ctx, s, n)
 	if err != nil {
 		return store.Result{}, err
 	}

@@ -90,10 +90,10 @@ type scriptCall struct {
 	slotted bool
 	// stamped: the take script's reply ends with Redis' clock (Charge)
 	stamped bool
-	// split decides the Take one key at a time when the call meets
-	// TRYAGAIN; nil when the call has two InFlight limits (one slot id
-	// for both)
-	split *split
+	// splits: on TRYAGAIN the Take is decided one key at a time
+	// (splitOf); not when the call has two InFlight limits (one slot id
+	// for both), nor for a lean script's call (one key)
+	splits bool
 	// limits are the take script's limits, prepared, which decode its
 	// reply (nil for a lean script's)
 	limits []*prepared
@@ -111,29 +111,59 @@ func (s *Store) call(key string, n int64, limits []store.Spec) (scriptCall, erro
 		if f := p.lean; f != nil {
 			k := s.redisKey(key, p.state)
 			cmd := append(f.script.command(1, 5+len(p.leanArgs)), k, chargeArg(n))
-			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1, false, false, nil, nil}, nil
+			return scriptCall{f.script, append(cmd, p.leanArgs...), k, p, 1, false, false, false, nil}, nil
 		}
 	}
-	keys, args, ps, err := s.request(key, n, limits)
-	if err != nil {
-		return scriptCall{}, err
+	return s.takeCall(key, n, limits, false)
+}
+
+// takeCall builds the take script's call for a Take of n (negative: a dry
+// run of -n); stamped asks for Redis' clock too (a Charge).
+func (s *Store) takeCall(key string, n int64, limits []store.Spec, stamped bool) (scriptCall, error) {
+	m := len(limits)
+	size := 3 + keysPerLimit*m + 1 + argsPerLimit*m
+	if stamped {
+		size++
 	}
-	cmd := takeScript.command(len(keys), 3+len(keys)+len(args))
-	for _, k := range keys {
-		cmd = append(cmd, k)
+	c := scriptCall{script: takeScript, cmd: takeScript.command(keysPerLimit*m, size), m: m, stamped: stamped,
+		limits: make([]*prepared, m)}
+	base := s.redisKey(key, "")
+	for i, l := range limits {
+		p, err := s.prepare(l)
+		if err != nil {
+			return scriptCall{}, fmt.Errorf("redisstore: take: limit %d: %w", i, err)
+		}
+		c.limits[i] = p
+		c.slotted = c.slotted || p.alg == store.InFlight
+		// Without a penalty, its lock is the state key again (unread): a
+		// lock key that does not exist would have a Cluster answer
+		// TRYAGAIN for as long as the slot migrates.
+		var state any = base + p.state
+		lock := state
+		if p.penalty != 0 {
+			lock = base + p.lock
+		}
+		c.cmd = append(c.cmd, state, lock)
 	}
-	c := scriptCall{takeScript, append(cmd, args...), keys[0], ps[0], len(limits), hasInFlight(limits), false, nil, ps}
-	c.split = s.splitOf(key, limits)
+	c.key, c.first, c.splits = c.cmd[3].(string), c.limits[0], splittable(c.limits)
+	c.cmd = append(c.cmd, chargeArg(n))
+	for _, p := range c.limits {
+		c.cmd = append(c.cmd, s.argv(p)...)
+	}
+	if stamped {
+		c.cmd = append(c.cmd, "s")
+	}
 	return c, nil
 }
 
-func hasInFlight(limits []store.Spec) bool {
-	for i := range limits {
-		if limits[i].Algorithm() == store.InFlight {
-			return true
-		}
+// keysArgs returns the KEYS and ARGV of c's command.
+func (c *scriptCall) keysArgs() ([]string, []any) {
+	n := c.cmd[2].(int)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = c.cmd[3+i].(string)
 	}
-	return false
+	return keys, c.cmd[3+n:]
 }
 
 // decode turns the reply of c into the Result of its Take of n.
@@ -203,33 +233,6 @@ func (s *Store) redisKey(key, suffix string) string {
 		return s.prefix + "{=" + key + "}" + suffix
 	}
 	return s.prefix + "{" + hashTag(key) + "}" + suffix
-}
-
-// request builds the take script's KEYS and ARGV for a Take, and returns
-// its limits, prepared.
-func (s *Store) request(key string, n int64, limits []store.Spec) (keys []string, args []any, ps []*prepared, err error) {
-	base := s.redisKey(key, "")
-	keys = make([]string, 0, keysPerLimit*len(limits))
-	args = make([]any, 1, 1+argsPerLimit*len(limits))
-	args[0] = chargeArg(n)
-	ps = make([]*prepared, len(limits))
-	for i, l := range limits {
-		p, err := s.prepare(l)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("redisstore: take: limit %d: %w", i, err)
-		}
-		ps[i] = p
-		lock := base + p.lock
-		if p.penalty == 0 {
-			// Unread: the state key again, as a lock key that does not
-			// exist would have a Cluster answer TRYAGAIN for as long as
-			// the slot migrates.
-			lock = base + p.state
-		}
-		keys = append(keys, base+p.state, lock)
-		args = append(args, s.argv(p)...)
-	}
-	return keys, args, ps, nil
 }
 
 // argv returns p's ARGV for the take and refund scripts: p.args, but for

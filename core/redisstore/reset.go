@@ -31,10 +31,11 @@ func (s *Store) resetRedis(ctx context.Context, key string, limits ...store.Spec
 	if err := s.check(key, 0, limits); err != nil {
 		return err
 	}
-	keys, _, _, err := s.request(key, 0, limits)
+	c, err := s.takeCall(key, 0, limits, false)
 	if err != nil {
 		return err
 	}
+	keys, _ := c.keysArgs()
 	deleted, err := s.client.Del(ctx, keys...).Result()
 	if err != nil {
 		return fmt.Errorf("redisstore: reset: %w", err)

@@ -38,24 +38,32 @@ type split struct {
 	slotted bool // one limit is InFlight: the reply ends with its slot
 }
 
-// splitOf returns the split of a Take of key over limits, which request
-// has prepared; nil when they hold two InFlight limits (two states), as the
-// take script gives both one slot id, which calls of one key each cannot.
+// splitOf returns the split of a Take of key over limits, which takeCall
+// has prepared (see splittable).
 func (s *Store) splitOf(key string, limits []store.Spec) *split {
-	sp := &split{base: s.redisKey(key, "")}
+	sp := &split{base: s.redisKey(key, ""), limits: make([]*prepared, len(limits))}
+	for i, l := range limits {
+		p, _ := s.prepare(l) // cached by takeCall
+		sp.limits[i] = p
+		sp.slotted = sp.slotted || p.alg == store.InFlight
+	}
+	return sp
+}
+
+// splittable reports whether a Take of limits may be split: not when they
+// hold two InFlight limits (two states), as the take script gives both one
+// slot id, which calls of one key each cannot.
+func splittable(limits []*prepared) bool {
 	inFlight := ""
-	for _, l := range limits {
-		p, _ := s.prepare(l) // cached by request
+	for _, p := range limits {
 		if p.alg == store.InFlight {
 			if inFlight != "" && inFlight != p.state {
-				return nil
+				return false
 			}
 			inFlight = p.state
 		}
-		sp.limits = append(sp.limits, p)
 	}
-	sp.slotted = inFlight != ""
-	return sp
+	return true
 }
 
 // take decides a Take of n (0: a peek; negative: a dry run of -n) and

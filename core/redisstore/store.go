@@ -492,13 +492,13 @@ func (s *Store) runCall(ctx context.Context, c scriptCall, n int64, key string, 
 		c = c.recorded(rk)
 	}
 	start := monoMicros()
-	reply, server, sent, err := s.send(ctx, server, c.key, c.script, c.cmd, c.split != nil || rk != "")
+	reply, server, sent, err := s.send(ctx, server, c.key, c.script, c.cmd, c.splits || rk != "")
 	if r, _ := redirectOf(err); r == redirectTryAgain && rk != "" {
 		// A slot migration splits the recorded call's keys (its record
 		// key is new: the migrating master does not hold it) for as long
 		// as it lasts. The call did not run: it goes as an unrecorded one.
 		c, rk = plain, ""
-		reply, server, sent, err = s.send(ctx, s.health.nodeFor(ctx, c.key), c.key, c.script, fresh(c.cmd), c.split != nil)
+		reply, server, sent, err = s.send(ctx, s.health.nodeFor(ctx, c.key), c.key, c.script, fresh(c.cmd), c.splits)
 	}
 	server.report(ctx, err, start, sent)
 	if err == nil && slow(ctx, start) {
@@ -517,9 +517,9 @@ func (s *Store) runCall(ctx context.Context, c scriptCall, n int64, key string, 
 		}
 	}
 	var split []int64
-	if r, _ := redirectOf(err); r == redirectTryAgain && c.split != nil {
+	if r, _ := redirectOf(err); r == redirectTryAgain && c.splits {
 		var stamp int64
-		split, stamp, err = c.split.take(ctx, s, n)
+		split, stamp, err = s.splitOf(key, limits).take(ctx, s, n)
 		if c.stamped {
 			split = append(split, stamp)
 		}
