@@ -233,10 +233,9 @@ func (s *Store) take(ctx context.Context, res *store.Result, key string, n int64
 func (s *Store) decideOne(res *store.Result, key string, n int64, limit *store.Spec, charge bool) error {
 	var one [1]limitEval
 	e := &one[0]
-	if err := arith.CheckSpec(*limit); err != nil {
-		return err
+	if e.sp.set(limit); e.sp.rate <= 0 {
+		return arith.CheckSpec(*limit) // the zero Spec's error
 	}
-	e.sp.set(limit)
 	key, digest := storedKey(key)
 	sh, h := s.shardOf(key)
 	sh.mu.Lock()
