@@ -215,26 +215,20 @@ func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...store.S
 
 // take decides a Take into res, which it leaves zero on error; charge
 // false makes it a Peek. (The Result is written in place: returning it
-// through each call costs a few ns on the hot path.)
+// through each call costs a few ns on the hot path.) A Take of several
+// limits goes to decide; one limit (the usual case) is decided here, with
+// the steps of several left out.
 func (s *Store) take(ctx context.Context, res *store.Result, key string, n int64, limits []store.Spec, charge bool) error {
 	if err := s.checkInput(ctx, key, n, limits); err != nil {
 		return err
 	}
-	// The scratch of one limit per limit, on the stack unless there are
-	// many; one limit (the usual case) gets no more than it needs.
-	if len(limits) == 1 {
-		return s.decideOne(res, key, n, &limits[0], charge)
+	if len(limits) > 1 {
+		return s.decide(res, key, n, limits, charge)
 	}
-	return s.decide(res, key, n, limits, charge)
-}
-
-// decideOne is decide for one limit (the usual case), with the steps of
-// several left out.
-func (s *Store) decideOne(res *store.Result, key string, n int64, limit *store.Spec, charge bool) error {
 	var one [1]limitEval
 	e := &one[0]
-	if e.sp.set(limit); e.sp.rate <= 0 {
-		return arith.CheckSpec(*limit) // the zero Spec's error
+	if e.sp.set(&limits[0]); e.sp.rate <= 0 {
+		return arith.CheckSpec(limits[0]) // the zero Spec's error
 	}
 	key, digest := storedKey(key)
 	sh, h := s.shardOf(key)
@@ -348,6 +342,9 @@ func (a *algSpec) set(sp *store.Spec) {
 	a.alg, a.rate, a.period = algCodeOf(sp.Algorithm()), sp.Rate(), sp.Period()
 	a.burst, a.penalty, a.interval = sp.Burst(), sp.Penalty(), sp.Interval()
 	a.cal, a.zone = calNone, nil
+	if a.alg != algFixedWindow {
+		return // only a FixedWindow is a calendar window
+	}
 	if unit, zone := sp.Calendar(); unit != "" {
 		a.cal, a.zone = calUnitOf(unit), zone
 	}
