@@ -354,13 +354,14 @@ func (a *algSpec) set(sp *store.Spec) {
 // returns the error of a limit that is not valid.
 func specsOf(limits []store.Spec, evs []limitEval) error {
 	for i := range limits {
-		if err := arith.CheckSpec(limits[i]); err != nil {
-			if len(limits) > 1 {
-				err = fmt.Errorf("limits[%d]: %w", i, err)
-			}
-			return err
+		if evs[i].sp.set(&limits[i]); evs[i].sp.rate > 0 {
+			continue
 		}
-		evs[i].sp.set(&limits[i])
+		err := arith.CheckSpec(limits[i]) // the zero Spec's error
+		if len(limits) > 1 {
+			err = fmt.Errorf("limits[%d]: %w", i, err)
+		}
+		return err
 	}
 	return nil
 }
