@@ -199,7 +199,7 @@ func (s *Store) len() int {
 // Take keeps no reference to key (a new state stores a copy), so a caller
 // may pass a key built in a buffer it reuses.
 func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (res store.Result, err error) {
-	err = s.take(ctx, &res, key, n, limits, true)
+	err = s.take(ctx, key, n, limits, &res, true)
 	res.Stamp = 0 // Charge's
 	return res, err
 }
@@ -208,7 +208,7 @@ func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.S
 // anything or setting a penalty lock. It fails like Take.
 func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	var res store.Result
-	err := s.take(ctx, &res, key, n, limits, false)
+	err := s.take(ctx, key, n, limits, &res, false)
 	res.Stamp = 0
 	return res, err
 }
@@ -218,7 +218,7 @@ func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...store.S
 // through each call costs a few ns on the hot path.) A Take of several
 // limits goes to decide; one limit (the usual case) is decided here, with
 // the steps of several left out.
-func (s *Store) take(ctx context.Context, res *store.Result, key string, n int64, limits []store.Spec, charge bool) error {
+func (s *Store) take(ctx context.Context, key string, n int64, limits []store.Spec, res *store.Result, charge bool) error {
 	if err := s.checkInput(ctx, key, n, limits); err != nil {
 		return err
 	}
