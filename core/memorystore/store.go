@@ -236,7 +236,7 @@ func (s *Store) take(ctx context.Context, key string, n int64, limits []store.Sp
 	now := s.now().UnixMicro()
 	e.st, _ = sh.find(h, key, digest, &e.sp)
 	evaluate(&e.o, &e.sp, e.state(), now, n)
-	if e.o.allowed && charge && n > 0 && e.sp.alg == algInFlight {
+	if e.sp.alg == algInFlight && e.o.allowed && charge && n > 0 {
 		pickSlot(one[:], now)
 	}
 	if e.st != nil {
