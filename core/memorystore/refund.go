@@ -10,7 +10,7 @@ import (
 // decision, for Refund.
 func (s *Store) Charge(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	var res store.Result
-	err := s.take(ctx, &res, key, n, limits, true)
+	err := s.take(ctx, key, n, limits, &res, true)
 	return res, err
 }
 

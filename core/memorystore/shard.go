@@ -103,7 +103,8 @@ func (sh *memoryShard) find(h uint64, key string, digest bool, sp *algSpec) (*me
 // makeStateKey takes from them.
 func (k *stateKey) is(key string, digest bool, sp *algSpec) bool {
 	return k.rate == sp.rate && k.period == sp.period && k.burst == sp.burst && k.penalty == sp.penalty &&
-		k.alg == sp.alg && k.cal == sp.cal && k.digest == digest && k.key == key && k.zone == zoneName(sp.zone)
+		k.alg == sp.alg && k.cal == sp.cal && k.digest == digest && k.key == key &&
+		(k.cal == calNone || k.zone == zoneName(sp.zone)) // only a calendar window has a zone
 }
 
 // sameState reports whether a and b shape the same state of a key: the

@@ -199,7 +199,7 @@ func (s *Store) len() int {
 // Take keeps no reference to key (a new state stores a copy), so a caller
 // may pass a key built in a buffer it reuses.
 func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.Spec) (res store.Result, err error) {
-	err = s.take(ctx, &res, key, n, limits, true)
+	err = s.take(ctx, key, n, limits, &res, true)
 	res.Stamp = 0 // Charge's
 	return res, err
 }
@@ -208,42 +208,35 @@ func (s *Store) Take(ctx context.Context, key string, n int64, limits ...store.S
 // anything or setting a penalty lock. It fails like Take.
 func (s *Store) Peek(ctx context.Context, key string, n int64, limits ...store.Spec) (store.Result, error) {
 	var res store.Result
-	err := s.take(ctx, &res, key, n, limits, false)
+	err := s.take(ctx, key, n, limits, &res, false)
 	res.Stamp = 0
 	return res, err
 }
 
 // take decides a Take into res, which it leaves zero on error; charge
 // false makes it a Peek. (The Result is written in place: returning it
-// through each call costs a few ns on the hot path.)
-func (s *Store) take(ctx context.Context, res *store.Result, key string, n int64, limits []store.Spec, charge bool) error {
+// through each call costs a few ns on the hot path.) A Take of several
+// limits goes to decide; one limit (the usual case) is decided here, with
+// the steps of several left out.
+func (s *Store) take(ctx context.Context, key string, n int64, limits []store.Spec, res *store.Result, charge bool) error {
 	if err := s.checkInput(ctx, key, n, limits); err != nil {
 		return err
 	}
-	// The scratch of one limit per limit, on the stack unless there are
-	// many; one limit (the usual case) gets no more than it needs.
-	if len(limits) == 1 {
-		return s.decideOne(res, key, n, &limits[0], charge)
+	if len(limits) > 1 {
+		return s.decide(res, key, n, limits, charge)
 	}
-	return s.decide(res, key, n, limits, charge)
-}
-
-// decideOne is decide for one limit (the usual case), with the steps of
-// several left out.
-func (s *Store) decideOne(res *store.Result, key string, n int64, limit *store.Spec, charge bool) error {
 	var one [1]limitEval
 	e := &one[0]
-	if err := arith.CheckSpec(*limit); err != nil {
-		return err
+	if e.sp.set(&limits[0]); e.sp.rate <= 0 {
+		return arith.CheckSpec(limits[0]) // the zero Spec's error
 	}
-	e.sp.set(limit)
 	key, digest := storedKey(key)
 	sh, h := s.shardOf(key)
 	sh.mu.Lock()
 	now := s.now().UnixMicro()
 	e.st, _ = sh.find(h, key, digest, &e.sp)
 	evaluate(&e.o, &e.sp, e.state(), now, n)
-	if e.o.allowed && charge && n > 0 && e.sp.alg == algInFlight {
+	if e.sp.alg == algInFlight && e.o.allowed && charge && n > 0 {
 		pickSlot(one[:], now)
 	}
 	if e.st != nil {
@@ -349,6 +342,9 @@ func (a *algSpec) set(sp *store.Spec) {
 	a.alg, a.rate, a.period = algCodeOf(sp.Algorithm()), sp.Rate(), sp.Period()
 	a.burst, a.penalty, a.interval = sp.Burst(), sp.Penalty(), sp.Interval()
 	a.cal, a.zone = calNone, nil
+	if a.alg != algFixedWindow {
+		return // only a FixedWindow is a calendar window
+	}
 	if unit, zone := sp.Calendar(); unit != "" {
 		a.cal, a.zone = calUnitOf(unit), zone
 	}
@@ -358,13 +354,14 @@ func (a *algSpec) set(sp *store.Spec) {
 // returns the error of a limit that is not valid.
 func specsOf(limits []store.Spec, evs []limitEval) error {
 	for i := range limits {
-		if err := arith.CheckSpec(limits[i]); err != nil {
-			if len(limits) > 1 {
-				err = fmt.Errorf("limits[%d]: %w", i, err)
-			}
-			return err
+		if evs[i].sp.set(&limits[i]); evs[i].sp.rate > 0 {
+			continue
 		}
-		evs[i].sp.set(&limits[i])
+		err := arith.CheckSpec(limits[i]) // the zero Spec's error
+		if len(limits) > 1 {
+			err = fmt.Errorf("limits[%d]: %w", i, err)
+		}
+		return err
 	}
 	return nil
 }
