@@ -44,10 +44,10 @@ func (m *middleware) handler(next echo.HandlerFunc) echo.HandlerFunc {
 		c.SetRequest(r)
 		switch d.Action {
 		case core.Serve:
-			return serve(next, c, d)
+			return serve(next, c, &d)
 		case core.Hold:
 			if d.Wait(r.Context()) == nil {
-				return serve(next, c, d)
+				return serve(next, c, &d)
 			}
 			d.Done(http.StatusServiceUnavailable) // not served: see Decision.Done
 		}
@@ -63,7 +63,7 @@ func (m *middleware) handler(next echo.HandlerFunc) echo.HandlerFunc {
 // returned before anything was written, the code of an *echo.HTTPError
 // (what echo's error handler writes), else 500; 500 when next panicked
 // (the panic goes on).
-func serve(next echo.HandlerFunc, c echo.Context, d core.Decision) error {
+func serve(next echo.HandlerFunc, c echo.Context, d *core.Decision) error {
 	if !d.NeedsDone() {
 		return next(c)
 	}
