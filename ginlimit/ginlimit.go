@@ -33,11 +33,11 @@ func New(l *core.Limiter) gin.HandlerFunc {
 		c.Request = r
 		switch d.Action {
 		case core.Serve:
-			next(c, d)
+			next(c, &d)
 			return
 		case core.Hold:
 			if d.Wait(r.Context()) == nil {
-				next(c, d)
+				next(c, &d)
 				return
 			}
 			d.Done(http.StatusServiceUnavailable) // not served: see Decision.Done
@@ -51,7 +51,7 @@ func New(l *core.Limiter) gin.HandlerFunc {
 // (see core.Decision.Done): c.Writer.Status() after it, 500 when it
 // panicked (the panic goes on). Otherwise gin runs the chain after the
 // middleware returns.
-func next(c *gin.Context, d core.Decision) {
+func next(c *gin.Context, d *core.Decision) {
 	if !d.NeedsDone() {
 		return
 	}

@@ -36,11 +36,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = d.Stack(r, w.Header())
 	switch d.Action {
 	case core.Serve:
-		h.serve(w, r, d)
+		h.serve(w, r, &d)
 		return
 	case core.Hold:
 		if d.Wait(r.Context()) == nil {
-			h.serve(w, r, d)
+			h.serve(w, r, &d)
 			return
 		}
 		d.Done(http.StatusServiceUnavailable) // not served: see Decision.Done
@@ -51,7 +51,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve calls the next handler and, when d needs it, tells d the status
 // the handler wrote (see core.Decision.Done): 200 when it wrote none, 500
 // when it panicked (the panic goes on).
-func (h *handler) serve(w http.ResponseWriter, r *http.Request, d core.Decision) {
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, d *core.Decision) {
 	if !d.NeedsDone() {
 		h.next.ServeHTTP(w, r)
 		return
