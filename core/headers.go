@@ -204,45 +204,36 @@ func (d *Decision) writeHeaders(h http.Header, vals []string, buf []byte) {
 		blk := new(headerBlock)
 		vals, buf = blk.vals[:], blk.buf[:]
 	}
-	b := buf[:0]
-	var names [maxHeaderValues]string
-	var ends [maxHeaderValues]int // where each value ends in b
-	n := 0
-	limit := "" // X-RateLimit-Limit when it is the binding limit's capacity, as usual
+	b, n := buf[:0], 0
+	// put sets header name to the bytes nb, b with bytes appended, gained,
+	// and makes nb b. The value is a string sharing those bytes: nothing
+	// writes them again (they are in buf, or in the array append moved b
+	// to, and buf is not reused); it keeps buf alive as long as h holds it.
+	put := func(name string, nb []byte) {
+		if n == len(vals) {
+			vals, n = make([]string, maxHeaderValues), 0
+		}
+		vals[n], b = unsafe.String(&nb[len(b)], len(nb)-len(b)), nb
+		h[name] = vals[n : n+1 : n+1]
+		n++
+	}
 	if p.legacy {
 		if i := res.Binding; i >= 0 && i < len(p.capacity) && p.capacity[i] == res.Limit {
-			limit = p.capacityText[i]
+			// The binding limit's capacity, as usual: formatted in advance.
+			vals[0], n = p.capacityText[i], 1
+			h[headerLimit] = vals[:1:1]
 		} else {
-			b = strconv.AppendInt(b, res.Limit, 10)
+			put(headerLimit, strconv.AppendInt(b, res.Limit, 10))
 		}
-		names[n], ends[n], n = headerLimit, len(b), n+1
-		b = strconv.AppendInt(b, max(res.Remaining, 0), 10)
-		names[n], ends[n], n = headerRemaining, len(b), n+1
-		b = strconv.AppendInt(b, res.ResetAt(time.Unix(d.nowSec, int64(d.nowNsec))).Unix(), 10)
-		names[n], ends[n], n = headerReset, len(b), n+1
+		put(headerRemaining, strconv.AppendInt(b, max(res.Remaining, 0), 10))
+		put(headerReset, strconv.AppendInt(b, res.ResetAt(time.Unix(d.nowSec, int64(d.nowNsec))).Unix(), 10))
 	}
 	if retry > 0 {
-		b = strconv.AppendInt(b, retry, 10)
-		names[n], ends[n], n = headerRetryAfter, len(b), n+1
+		put(headerRetryAfter, strconv.AppendInt(b, retry, 10))
 	}
 	if p.ietf {
-		b = appendRateLimitField(b, p, res, retry > 0)
-		names[n], ends[n], n = headerRateLimit, len(b), n+1
+		put(headerRateLimit, appendRateLimitField(b, p, res, retry > 0))
 		h[headerRateLimitPolicy] = p.policy[:1:1]
-	}
-	// The values' string is b's bytes, not a copy: b is buf, or the array
-	// append moved it to, and nothing writes either again (buf is not
-	// reused). It keeps buf alive as long as h holds a value.
-	s := unsafe.String(unsafe.SliceData(b), len(b))
-	if n > len(vals) {
-		vals = make([]string, n)
-	}
-	for i, start := 0, 0; i < n; i++ {
-		vals[i], start = s[start:ends[i]], ends[i]
-		if i == 0 && limit != "" {
-			vals[0] = limit
-		}
-		h[names[i]] = vals[i : i+1 : i+1]
 	}
 }
 
