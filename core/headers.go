@@ -213,7 +213,7 @@ func (d *Decision) writeHeaders(h http.Header, vals []string, buf []byte) {
 		if n == len(vals) {
 			vals, n = make([]string, maxHeaderValues), 0
 		}
-		vals[n], b = unsafe.String(&nb[len(b)], len(nb)-len(b)), nb
+		vals[n], b = unsafe.String(unsafe.SliceData(nb[len(b):]), len(nb)-len(b)), nb
 		h[name] = vals[n : n+1 : n+1]
 		n++
 	}
