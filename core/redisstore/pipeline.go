@@ -449,8 +449,8 @@ func (b *batcher) batches(live []*call) [][]int {
 		if sizes[j] >= maxScriptBatch {
 			delete(open, g)
 		}
-		for _, k := range keys {
-			if last != nil {
+		if last != nil {
+			for _, k := range keys {
 				last[k.(string)] = j
 			}
 		}
@@ -485,15 +485,14 @@ const maxLeanArgs = 3
 func batchCommand(live []*call, g []int) []any {
 	first := live[g[0]]
 	if first.script == takeScript {
-		size := 3
+		keys, size := 0, 3
 		for _, i := range g {
+			keys += live[i].cmd[2].(int)
 			size += len(live[i].cmd) - 1
 		}
-		cmd := takeScript.batch.command(0, size)
+		cmd := takeScript.batch.command(keys, size)
 		for _, i := range g {
-			k := live[i].cmd[2].(int)
-			cmd = append(cmd, live[i].cmd[3:3+k]...)
-			cmd[2] = cmd[2].(int) + k
+			cmd = append(cmd, live[i].cmd[3:3+live[i].cmd[2].(int)]...)
 		}
 		for _, i := range g {
 			c, k := live[i].cmd, live[i].cmd[2].(int)
