@@ -59,8 +59,9 @@ const (
 // interval; on any decision that met an open breaker; and on fewer 200s
 // counted by the instance than the clients got; and when no key reached
 // its limit (the soak tested nothing). All but the 200s are judged while
-// the instance never stood still for its 100 ms deadline (a 1 ms sleep
-// oversleeping by 100 ms or more); past that they are logged. A
+// the instance runs within its 100 ms deadline: it never stood still for
+// it (a 1 ms sleep oversleeping by 100 ms or more) and saw no Take's
+// deadline 50 ms or more after it passed; past that they are logged. A
 // load generator that falls behind sends fewer requests: the achieved
 // rate is reported, not judged.
 func TestSoakStarvedInstance(t *testing.T) {
@@ -101,15 +102,20 @@ func TestSoakStarvedInstance(t *testing.T) {
 		t.Errorf("the instance ran with GOMAXPROCS=%d, want 1", rep.GOMAXPROCS)
 	}
 	// The bounds hold for an instance short of CPU that still runs within
-	// its per-decision deadline (100 ms). One that stood still longer
-	// (the race detector's cost with CPU hogs alongside: 26-38% of a core,
-	// stalls up to 280 ms) times out on its own, the local fallback
-	// decides much of its traffic, and that is not exact: its figures are
-	// logged, not judged (what Redis alone admitted always is).
+	// its per-decision deadline (100 ms). One that did not (the race
+	// detector's cost with CPU hogs alongside: 26-38% of a core, stalls up
+	// to 280 ms; or, beside the whole suite and six hogs, 22% of a core
+	// with no stall of 100 ms but its Takes waiting about their deadline
+	// for the CPU, a quarter of them past it) times out on its own, the
+	// local fallback decides much of its traffic, and that is not exact:
+	// its figures are logged, not judged (what Redis alone admitted always
+	// is). It did not when it stood still 100 ms or more, or when it saw a
+	// Take's deadline 50 ms or more after it passed.
 	bound := t.Errorf
-	if rep.Stalls100 > 0 {
+	if late := lateDeadlines(run, rep.Decisions); rep.Stalls100 > 0 || late > 0 {
 		bound = func(format string, args ...any) {
-			t.Logf("not judged, the instance stood still 100 ms or more %d times: "+format, append([]any{rep.Stalls100}, args...)...)
+			t.Logf("not judged, the instance did not run within its deadline (it stood still 100 ms or more %d times, and saw %d deadlines 50 ms or more late): "+format,
+				append([]any{rep.Stalls100, late}, args...)...)
 		}
 	}
 	judgeSoak(t, run, start, pl, rs, rep.Decisions, float64(st.sent)/elapsed.Seconds() >= soakRate/2, bound)
@@ -385,6 +391,19 @@ func fetchSoakReport(t *testing.T, url string) soakReport {
 	return rep
 }
 
+// lateDeadlines counts the Takes of run's keys that ran out of time and
+// were seen so 50 ms or more after their deadline: the instance stood
+// still past it.
+func lateDeadlines(run string, ds []soakDecision) int {
+	late := 0
+	for _, d := range ds {
+		if strings.HasPrefix(d.Key, run+"-") && d.Err == "deadline" && time.Duration(d.TakeMicro)*time.Microsecond >= defaultTimeout+50*time.Millisecond {
+			late++
+		}
+	}
+	return late
+}
+
 // judgeSoak checks the decisions of run's keys and reports their figures.
 // A run that achieved less than half the aimed rate is not held to
 // reaching the limits (power false).
@@ -393,7 +412,6 @@ func judgeSoak(t *testing.T, run string, start time.Time, pl []ping, rs []soakRe
 	outcomes, errs := map[string]int{}, map[string]int{}
 	served := map[string][]soakDecision{} // route -> admissions
 	var lat []time.Duration
-	late := 0 // timeouts seen 50 ms or more after the deadline
 	for _, d := range ds {
 		if !strings.HasPrefix(d.Key, run+"-") {
 			continue
@@ -401,9 +419,6 @@ func judgeSoak(t *testing.T, run string, start time.Time, pl []ping, rs []soakRe
 		outcomes[d.Route+" "+d.Outcome]++
 		if d.Err != "" {
 			errs[d.Err]++
-		}
-		if d.Err == "deadline" && time.Duration(d.TakeMicro)*time.Microsecond >= defaultTimeout+50*time.Millisecond {
-			late++
 		}
 		if d.Served {
 			served[d.Route] = append(served[d.Route], d)
@@ -418,7 +433,7 @@ func judgeSoak(t *testing.T, run string, start time.Time, pl []ping, rs []soakRe
 		return lat[int(p*float64(len(lat)-1))]
 	}
 	t.Logf("decisions: %v; store errors: %v (of the deadlines, %d seen by the instance 50 ms or more after they passed); time in the stores p50 %v p99 %v max %v",
-		outcomes, errs, late, pct(0.5), pct(0.99), pct(1))
+		outcomes, errs, lateDeadlines(run, ds), pct(0.5), pct(0.99), pct(1))
 	if n := errs["breaker-open"]; n != 0 {
 		bound("%d decisions met an open breaker on a healthy Redis, %s", n, breakerSpells(ds, start, pl))
 	}
