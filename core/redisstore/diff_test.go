@@ -184,7 +184,7 @@ func TestMiniSplitMatchesMemoryStore(t *testing.T) {
 				return x.store.Take(ctx, key, n, specs(limits...)...)
 			}
 			splits++
-			v, _, err := x.store.splitOf(key, specs(limits...)).take(ctx, x.store, n)
+			v, _, err := x.store.splitOfSpecs(key, specs(limits...)).take(ctx, x.store, n)
 			if err != nil {
 				return store.Result{}, err
 			}
@@ -247,7 +247,7 @@ func TestMiniSplitMatchesScript(t *testing.T) {
 		if c, err = x.store.call("split", n, sp); err != nil || !c.splits {
 			t.Fatalf("step %d: no split (%v)", step, err)
 		}
-		v, _, err := x.store.splitOf("split", sp).take(ctx, x.store, n)
+		v, _, err := x.store.splitOfSpecs("split", sp).take(ctx, x.store, n)
 		if err != nil {
 			t.Fatal(err)
 		}

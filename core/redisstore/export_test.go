@@ -180,3 +180,12 @@ var (
 	codeLeakyBucket = families[store.LeakyBucket].code
 	codeSlidingLog  = families[store.SlidingLog].code
 )
+
+// splitOfSpecs is splitOf of limits as takeCall prepares them.
+func (s *Store) splitOfSpecs(key string, limits []store.Spec) *split {
+	ps := make([]*prepared, len(limits))
+	for i, l := range limits {
+		ps[i], _ = s.prepare(l)
+	}
+	return s.splitOf(key, ps)
+}

@@ -132,7 +132,7 @@ func TestMiniRefundRandomMatchesMemory(t *testing.T) {
 
 // splitCharge is Store.Charge as it goes when its call meets TRYAGAIN.
 func splitCharge(ctx context.Context, s *Store, key string, n int64, limits []store.Spec) (store.Result, error) {
-	sp := s.splitOf(key, limits)
+	sp := s.splitOfSpecs(key, limits)
 	c := scriptCall{script: takeScript, m: len(limits), stamped: true, splits: true, limits: sp.limits}
 	v, stamp, err := sp.take(ctx, s, n)
 	if err != nil {
@@ -143,7 +143,7 @@ func splitCharge(ctx context.Context, s *Store, key string, n int64, limits []st
 
 // splitRefund is Store.Refund as it goes when its call meets TRYAGAIN.
 func splitRefund(ctx context.Context, s *Store, key string, n, stamp int64, limits []store.Spec) error {
-	return s.splitOf(key, limits).refundAll(ctx, s, n, stamp)
+	return s.splitOfSpecs(key, limits).refundAll(ctx, s, n, stamp)
 }
 
 func refundRandom(t *testing.T, split bool) {
@@ -288,7 +288,7 @@ func TestMiniRefundLogKeepsTTL(t *testing.T) {
 
 	x = newMini(t)
 	fw := store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: 10 * time.Second}
-	sp := x.store.splitOf("k", specs(lim, fw))
+	sp := x.store.splitOfSpecs("k", specs(lim, fw))
 	v, _, at, err := sp.one(ctx, x.store, sp.limits[0], 2) // the split charges the log
 	if err != nil || v[0] < 0 {
 		t.Fatal(v, err)

@@ -38,13 +38,11 @@ type split struct {
 	slotted bool // one limit is InFlight: the reply ends with its slot
 }
 
-// splitOf returns the split of a Take of key over limits, which takeCall
-// has prepared (see splittable).
-func (s *Store) splitOf(key string, limits []store.Spec) *split {
-	sp := &split{base: s.redisKey(key, ""), limits: make([]*prepared, len(limits))}
-	for i, l := range limits {
-		p, _ := s.prepare(l) // cached by takeCall
-		sp.limits[i] = p
+// splitOf returns the split of a Take of key over the limits takeCall
+// prepared (see splittable).
+func (s *Store) splitOf(key string, limits []*prepared) *split {
+	sp := &split{base: s.redisKey(key, ""), limits: limits}
+	for _, p := range limits {
 		sp.slotted = sp.slotted || p.alg == store.InFlight
 	}
 	return sp

@@ -519,7 +519,7 @@ func (s *Store) runCall(ctx context.Context, c scriptCall, n int64, key string, 
 	var split []int64
 	if r, _ := redirectOf(err); r == redirectTryAgain && c.splits {
 		var stamp int64
-		split, stamp, err = s.splitOf(key, limits).take(ctx, s, n)
+		split, stamp, err = s.splitOf(key, c.limits).take(ctx, s, n)
 		if c.stamped {
 			split = append(split, stamp)
 		}
