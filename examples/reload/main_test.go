@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,21 @@ func (f *fixture) waitPolicy(want string) http.Header {
 	}
 }
 
+// waitLogs waits at most 10 seconds until the logs hold every one of
+// want, and returns them: the reloader sets the new limits, which a
+// request may see, before it logs the change.
+func (f *fixture) waitLogs(want ...string) string {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		logs := f.logs.String()
+		if !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(logs, w) }) || time.Now().After(deadline) {
+			return logs
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // A user copies main.go and reload.go: they import nothing internal to
 // sluice.
 func TestImportsNothingInternal(t *testing.T) { exampletest.CheckImports(t) }
@@ -103,7 +119,7 @@ func TestReloadWhenTheFileChanges(t *testing.T) {
 	if h.Get("X-RateLimit-Limit") != "5" || h.Get("X-RateLimit-Remaining") != "4" {
 		t.Fatalf("after the change: %v", h)
 	}
-	logs := f.logs.String()
+	logs := f.waitLogs(`msg="limits changed"`, `trigger="file changed"`, `from=[2/m] to="[5/m token_bucket 10/h]"`)
 	if !strings.Contains(logs, `msg="limits changed"`) || !strings.Contains(logs, `trigger="file changed"`) ||
 		!strings.Contains(logs, `from=[2/m] to="[5/m token_bucket 10/h]"`) {
 		t.Fatalf("the change is not logged as such:\n%s", logs)

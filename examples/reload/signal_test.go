@@ -31,7 +31,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitPolicy(`"api";q=7;w=60`)
-	if logs := f.logs.String(); !strings.Contains(logs, `trigger=hangup`) || !strings.Contains(logs, `from=[2/m] to=[7/m]`) {
+	if logs := f.waitLogs(`trigger=hangup`, `from=[2/m] to=[7/m]`); !strings.Contains(logs, `trigger=hangup`) || !strings.Contains(logs, `from=[2/m] to=[7/m]`) {
 		t.Fatalf("logs:\n%s", logs)
 	}
 }
